@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install zoorank with its test tools, CPU torch pinned first.
+# Usage: scripts/install.sh [EXTRAS]   (default extras: dev)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-dev}"
+python="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+# torch first and pinned: any unpinned torch/timm/torchvision requirement would otherwise fetch a
+# newer torch plus several GB of CUDA packages.
+"${pip[@]}" "torch==2.13.0"
+"${pip[@]}" --no-deps "torchvision==0.28.0"
+"${pip[@]}" -e ".[${extras}]" "torch==2.13.0" "torchvision==0.28.0"
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+cp scripts/torchvision_cpu_fix.py "$site/zoorank_torchvision_cpu_fix.py"
+echo "import zoorank_torchvision_cpu_fix" > "$site/zoorank_torchvision_cpu_fix.pth"
+.venv/bin/python -c "import timm, torchvision, ray, faiss; print('zoorank install ok: torch', __import__('torch').__version__, 'timm', timm.__version__, 'ray', ray.__version__)"

@@ -1,0 +1,77 @@
+"""The one input check every metric starts with (the sklearn ``check_array`` of zoorank)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+
+class DegenerateInputWarning(UserWarning):
+    """Input is degenerate (collapsed, constant, duplicated); the metric returns a documented value."""
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """NumPy view of an array-like or a torch tensor on any device (detached, moved to CPU)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
+        x = x.detach()
+        if str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float16"):
+            x = x.float()
+        x = x.cpu().numpy()
+    return np.asarray(x)
+
+
+def check_array(
+    x: Any,
+    name: str = "Z",
+    *,
+    ndim: int | tuple[int, ...] = 2,
+    min_rows: int = 1,
+    min_cols: int = 1,
+    dtype: type = np.float64,
+    allow_nan: bool = False,
+) -> np.ndarray:
+    """Validate and convert ``x`` to a C-contiguous array of ``dtype``.
+
+    Raises ``ValueError`` naming ``name`` when the dimensionality is wrong, there are fewer than
+    ``min_rows`` rows or ``min_cols`` columns (last axis), or values are NaN/Inf. Never mutates ``x``:
+    the result is a copy whenever a conversion happens, and callers must not write into it otherwise.
+    """
+    arr = to_numpy(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    ):
+        raise ValueError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if arr.ndim not in allowed:
+        want = " or ".join(f"{d}-D" for d in allowed)
+        raise ValueError(f"{name} must be {want}, got shape {arr.shape}")
+    if arr.ndim >= 1 and arr.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {arr.shape[0]}")
+    if arr.ndim >= 2 and arr.shape[-1] < min_cols:
+        raise ValueError(f"{name} needs at least {min_cols} columns, got {arr.shape[-1]}")
+    arr = np.ascontiguousarray(arr, dtype=dtype)
+    if not allow_nan and not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).sum())
+        raise ValueError(f"{name} contains {bad} NaN/Inf values")
+    return arr
+
+
+def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
+    """Validate a 1-D label vector of length ``n``; returns int64 codes 0..C-1 (via np.unique)."""
+    arr = to_numpy(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must be 1-D with {n} entries, got shape {arr.shape}")
+    _, codes = np.unique(arr, return_inverse=True)
+    return codes.astype(np.int64)
+
+
+def l2_normalize(Z: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Rows divided by their L2 norm (zero rows stay zero). Returns a new array."""
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return Z / np.maximum(norms, eps)
+
+
+def warn_degenerate(message: str) -> None:
+    warnings.warn(message, DegenerateInputWarning, stacklevel=3)

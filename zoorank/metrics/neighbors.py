@@ -1,0 +1,186 @@
+"""The one exact nearest-neighbour and k-means backend every metric shares (faiss).
+
+Conventions
+-----------
+* Exact search only (``IndexFlatL2`` / ``IndexFlatIP``); a GPU index when faiss-gpu and a GPU are
+  present, otherwise CPU. Queries are processed in blocks, so memory stays O(block × n_database),
+  never O(N²) for the whole set.
+* Indices are int64. Distances are returned ascending as float64 and *recomputed exactly* in
+  float64 for the returned pairs: faiss' ``‖x‖² + ‖y‖² − 2xy`` trick loses precision for close
+  points, which matters for ratio estimators such as TwoNN.
+* ``metric="euclidean"`` gives ‖q − x‖ (not squared); ``metric="cosine"`` gives 1 − cos(q, x)
+  on L2-normalised rows.
+* Self-search (``database=None``) excludes each point from its own neighbours. With exact
+  duplicates the self-match may not be ranked first; the point's own index is removed wherever it
+  appears, so a duplicate of the point is kept as a genuine neighbour at distance 0.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal
+
+import numpy as np
+
+Metric = Literal["euclidean", "cosine"]
+
+DEFAULT_BLOCK_SIZE = 8192
+
+
+@functools.lru_cache(maxsize=1)
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """True when faiss was built with GPU support and sees at least one GPU."""
+    faiss = _faiss()
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def _build_index(database: np.ndarray, metric: Metric, use_gpu: bool):
+    faiss = _faiss()
+    d = database.shape[1]
+    index = faiss.IndexFlatIP(d) if metric == "cosine" else faiss.IndexFlatL2(d)
+    if use_gpu:
+        index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
+    index.add(database)
+    return index
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_resources():
+    return _faiss().StandardGpuResources()
+
+
+def _prepare(x: np.ndarray, metric: Metric) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if metric == "cosine":
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = x / np.maximum(norms, 1e-12)
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _exact_distances(q: np.ndarray, db: np.ndarray, idx: np.ndarray, metric: Metric) -> np.ndarray:
+    q64 = q.astype(np.float64)
+    out = np.empty(idx.shape, dtype=np.float64)
+    for j in range(idx.shape[1]):
+        nb = db[idx[:, j]].astype(np.float64)
+        if metric == "cosine":
+            out[:, j] = 1.0 - np.einsum("ij,ij->i", q64, nb)
+        else:
+            out[:, j] = np.sqrt(np.einsum("ij,ij->i", q64 - nb, q64 - nb))
+    return np.maximum(out, 0.0)
+
+
+def _drop_self(idx: np.ndarray, dist: np.ndarray, first_row: int, k: int):
+    rows = np.arange(first_row, first_row + idx.shape[0])[:, None]
+    is_self = idx == rows
+    # Rows without their own index (possible with many duplicates) drop the last neighbour instead.
+    no_self = ~is_self.any(axis=1)
+    is_self[no_self, -1] = True
+    # Keep only the first occurrence to drop exactly one column per row.
+    first = np.argmax(is_self, axis=1)
+    keep = np.ones_like(is_self)
+    keep[np.arange(idx.shape[0]), first] = False
+    return idx[keep].reshape(-1, k), dist[keep].reshape(-1, k)
+
+
+def knn(
+    queries: np.ndarray,
+    database: np.ndarray | None = None,
+    k: int = 1,
+    *,
+    metric: Metric = "euclidean",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    use_gpu: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest neighbours of each query row.
+
+    Parameters
+    ----------
+    queries : (n, d) array.
+    database : (m, d) array, or None to search ``queries`` against themselves with self-exclusion.
+    k : neighbours per query (``k <= m``, or ``k <= n - 1`` for self-search).
+    metric : ``"euclidean"`` (‖q − x‖) or ``"cosine"`` (1 − cos).
+    block_size : queries per faiss call; bounds memory for large n.
+    use_gpu : None = automatic (GPU when faiss-gpu sees one).
+
+    Returns
+    -------
+    distances : (n, k) float64, ascending per row.
+    indices : (n, k) int64 into ``database`` (or ``queries`` for self-search).
+    """
+    if metric not in ("euclidean", "cosine"):
+        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}")
+    self_search = database is None
+    q = _prepare(queries, metric)
+    db = q if self_search else _prepare(database, metric)
+    if q.ndim != 2 or db.ndim != 2 or q.shape[1] != db.shape[1]:
+        raise ValueError(f"queries {q.shape} and database {db.shape} must be 2-D with equal d")
+    available = db.shape[0] - (1 if self_search else 0)
+    if not 1 <= k <= available:
+        raise ValueError(f"k={k} must be between 1 and {available} (the searchable points)")
+    if use_gpu is None:
+        use_gpu = gpu_available()
+    index = _build_index(db, metric, use_gpu)
+    kk = k + 1 if self_search else k
+    dists = np.empty((q.shape[0], k), dtype=np.float64)
+    idxs = np.empty((q.shape[0], k), dtype=np.int64)
+    for start in range(0, q.shape[0], block_size):
+        qb = q[start : start + block_size]
+        _, ib = index.search(qb, kk)
+        ib = ib.astype(np.int64)
+        db_exact = _exact_distances(qb, db, ib, metric)
+        if self_search:
+            ib, db_exact = _drop_self(ib, db_exact, start, k)
+        order = np.argsort(db_exact, axis=1, kind="stable")
+        dists[start : start + len(qb)] = np.take_along_axis(db_exact, order, axis=1)
+        idxs[start : start + len(qb)] = np.take_along_axis(ib, order, axis=1)
+    return dists, idxs
+
+
+def kmeans(
+    X: np.ndarray,
+    n_clusters: int,
+    *,
+    spherical: bool = False,
+    niter: int = 100,
+    seed: int = 0,
+    use_gpu: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lloyd k-means (faiss) fitted on *all* rows (no subsampling); returns (labels int64, centroids).
+
+    ``spherical=True`` L2-normalises rows and centroids and assigns by cosine similarity.
+    Deterministic for a given ``seed`` on one machine.
+    """
+    faiss = _faiss()
+    n, d = X.shape
+    if not 1 <= n_clusters <= n:
+        raise ValueError(f"n_clusters={n_clusters} must be between 1 and the number of rows {n}")
+    metric: Metric = "cosine" if spherical else "euclidean"
+    x = _prepare(X, metric)
+    if use_gpu is None:
+        use_gpu = gpu_available()
+    km = faiss.Kmeans(
+        d,
+        n_clusters,
+        niter=niter,
+        seed=seed,
+        spherical=spherical,
+        gpu=bool(use_gpu),
+        verbose=False,
+        max_points_per_centroid=max(n, 1),  # fit on every point, as the CLID spec asks
+        min_points_per_centroid=1,
+    )
+    km.train(x)
+    centroids = km.centroids.copy()
+    index = _build_index(_prepare(centroids, metric), metric, use_gpu)
+    labels = np.empty(n, dtype=np.int64)
+    for start in range(0, n, DEFAULT_BLOCK_SIZE):
+        _, ib = index.search(x[start : start + DEFAULT_BLOCK_SIZE], 1)
+        labels[start : start + DEFAULT_BLOCK_SIZE] = ib[:, 0]
+    return labels, centroids
