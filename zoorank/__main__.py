@@ -1,0 +1,5 @@
+import sys
+
+from zoorank.cli import main
+
+sys.exit(main())

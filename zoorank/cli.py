@@ -1,0 +1,115 @@
+"""The ``zoorank`` command (contract 1).
+
+Exit status: 0 success (failed models are recorded and reported); 2 a config or input error with a
+one-line message naming the field or file; 1 anything else (traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from zoorank.errors import ZoorankError
+
+STAGES = ("embed", "score", "rank", "report")
+
+
+def _add_common(p: argparse.ArgumentParser, *, config: bool = True) -> None:
+    if config:
+        p.add_argument("config", help="run config (YAML)")
+    p.add_argument("--store", help="store path or URI (overrides the config)")
+    p.add_argument(
+        "--address",
+        help="Ray address: default starts a local Ray on demand; 'auto' joins a running cluster",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zoorank", description="Rank zoos of vision checkpoints without labels."
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="the whole pipeline: embed → score → rank → report")
+    _add_common(p)
+    for stage in STAGES:
+        p = sub.add_parser(stage, help=f"the {stage.upper()} stage only")
+        _add_common(p)
+
+    p = sub.add_parser("tune", help="label-free hyperparameter search with Ray Tune")
+    _add_common(p)
+
+    p = sub.add_parser("demo", help="build a real demo zoo offline and run the whole pipeline")
+    p.add_argument("--out", default="zoorank-demo", help="output directory (default: %(default)s)")
+    p.add_argument(
+        "--dataset", default="digits", choices=["digits", "cifar10", "fashion_mnist"]
+    )
+    p.add_argument("--data", help="directory holding the dataset's Parquet files (cifar10, ...)")
+    p.add_argument("--size", default="default", choices=["tiny", "small", "default", "large"],
+                   help="zoo and data size (tiny is what the test suite runs)")
+    p.add_argument("--address", help="Ray address (default: local Ray)")
+
+    p = sub.add_parser("metrics", help="score one embedding matrix you already have")
+    p.add_argument("embeddings", help=".npy / .npz, or Parquet with an embedding column")
+    p.add_argument("--views", type=int, default=None, metavar="Q",
+                   help="rows are grouped n×q (q views per sample, consecutive) for LiDAR")
+    p.add_argument("--labels", default=None, metavar="COLUMN",
+                   help="labels: a Parquet column or an .npz key; adds the oracle metrics")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "metrics":
+        from zoorank.inspect import main as metrics_main
+
+        return metrics_main(args)
+    if args.command == "demo":
+        from zoorank.demo import run_demo
+
+        run_demo(out=args.out, dataset=args.dataset, data=args.data, size=args.size,
+                 address=args.address)
+        return 0
+    if args.command == "tune":
+        from zoorank.tune.search import run_tune
+
+        run_tune(args.config, store=args.store, address=args.address)
+        return 0
+
+    from zoorank.config import load_config
+
+    config = load_config(args.config, store=args.store)
+    from zoorank import pipeline
+
+    if args.command == "run":
+        pipeline.run_all(config, address=args.address)
+    else:
+        getattr(pipeline, f"run_{args.command}")(config, address=args.address)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ZoorankError as err:
+        print(f"zoorank: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("zoorank: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # a bug: one line, the traceback behind --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"zoorank: internal error: {type(err).__name__}: {err} (rerun with --debug)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
