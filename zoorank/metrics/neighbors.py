@@ -97,6 +97,7 @@ def knn(
     metric: Metric = "euclidean",
     block_size: int = DEFAULT_BLOCK_SIZE,
     use_gpu: bool | None = None,
+    exact_distances: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact k nearest neighbours of each query row.
 
@@ -108,6 +109,9 @@ def knn(
     metric : ``"euclidean"`` (‖q − x‖) or ``"cosine"`` (1 − cos).
     block_size : queries per faiss call; bounds memory for large n.
     use_gpu : None = automatic (GPU when faiss-gpu sees one).
+    exact_distances : False skips the float64 recomputation (the dominant cost for large k) and
+        returns faiss' float32 distances; the neighbour sets are the same. For callers that only
+        need indices (e.g. neighbourhood consistency).
 
     Returns
     -------
@@ -132,9 +136,14 @@ def knn(
     idxs = np.empty((q.shape[0], k), dtype=np.int64)
     for start in range(0, q.shape[0], block_size):
         qb = q[start : start + block_size]
-        _, ib = index.search(qb, kk)
+        fb, ib = index.search(qb, kk)
         ib = ib.astype(np.int64)
-        db_exact = _exact_distances(qb, db, ib, metric)
+        if exact_distances:
+            db_exact = _exact_distances(qb, db, ib, metric)
+        elif metric == "cosine":
+            db_exact = np.maximum(1.0 - fb.astype(np.float64), 0.0)
+        else:
+            db_exact = np.sqrt(np.maximum(fb.astype(np.float64), 0.0))
         if self_search:
             ib, db_exact = _drop_self(ib, db_exact, start, k)
         order = np.argsort(db_exact, axis=1, kind="stable")
