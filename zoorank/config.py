@@ -263,7 +263,7 @@ def _format_location(loc: tuple[Any, ...], data: Any) -> str:
         if isinstance(item, int):
             label = None
             if isinstance(node, list) and 0 <= item < len(node) and isinstance(node[item], dict):
-                label = node[item].get("name") or node[item].get("id")
+                label = node[item].get("id") or node[item].get("name")
             parts.append(f"[{item}]" + (f"({label})" if label else ""))
             node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
         else:

@@ -1,0 +1,32 @@
+# The README's two commands: `make demo` (set up + run the main job) and `make test` (set up + tests).
+VENV   := .venv
+STAMP  := $(VENV)/.zoorank-installed
+PYTEST_ARGS ?=
+
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
+export RAY_USAGE_STATS_ENABLED := 0
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml scripts/install.sh scripts/torchvision_cpu_fix.py
+	bash scripts/install.sh dev
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/zoorank demo
+
+test: $(STAMP)
+	RAY_DATA_DISABLE_PROGRESS_BARS=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) zoorank-demo zoorank-store .pytest_cache
