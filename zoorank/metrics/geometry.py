@@ -1,8 +1,8 @@
 """Geometry of a representation: intrinsic dimension (TwoNN, MLE) and alignment / uniformity.
 
-Intrinsic dimension is CLID's *expressiveness* term (Lu et al., specs/clid_lidar.md A.2); alignment and
-uniformity are Wang & Isola's (2020) contrastive baselines (A.5). Every function takes an (n, d) NumPy
-array or torch tensor of any float dtype on any device and returns a Python float.
+Intrinsic dimension is CLID's *expressiveness* term (Lu et al., specs/clid_lidar.md A.2);
+alignment and uniformity are Wang & Isola's (2020) contrastive baselines (A.5). Every function takes
+an (n, d) NumPy array or torch tensor of any float dtype on any device and returns a Python float.
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ def twonn_id(
 ) -> float | dict[str, float | int]:
     """TwoNN intrinsic dimension (Facco et al. 2017), in the scikit-dimension convention.
 
-    For every point, μ_i = r_i2 / r_i1 is the ratio of the Euclidean distances (not squared) to its
-    second and first nearest neighbours, the point itself excluded. Under local uniformity μ follows
-    a Pareto law with CDF F(μ) = 1 − μ^(−d), so −log(1 − F) = d·log μ. The μ are sorted, the largest
-    ``discard_fraction`` are dropped, F_emp = arange(n_keep) / n, and d is the least-squares slope of
-    y = −log(1 − F_emp) on x = log μ, through the origin (d = Σxy / Σx², the ``skdim.id.TwoNN``
-    default, also Ansuini et al. 2019) or with an intercept.
+    For every point, μ_i = r_i2 / r_i1 is the ratio of the Euclidean distances (not squared) to
+    its second and first nearest neighbours, the point itself excluded. Under local uniformity μ
+    follows a Pareto law with CDF F(μ) = 1 − μ^(−d), so −log(1 − F) = d·log μ. The μ are sorted,
+    the largest ``discard_fraction`` are dropped, F_emp = arange(n_keep) / n, and d is the
+    least-squares slope of y = −log(1 − F_emp) on x = log μ, through the origin (d = Σxy / Σx², the
+    ``skdim.id.TwoNN`` default, also Ansuini et al. 2019) or with an intercept.
 
-    Points with r_i1 = 0 (exact duplicates, a collapsed representation) have an undefined μ; they are
-    dropped and counted (``DegenerateInputWarning``), and n above counts the remaining points.
+    Points with r_i1 = 0 (exact duplicates, a collapsed representation) have an undefined μ; they
+    are dropped and counted (``DegenerateInputWarning``), and n above counts the remaining points.
 
     Parameters
     ----------
@@ -90,8 +90,8 @@ def twonn_id(
     n_dup = int(duplicate.sum())
     if n_dup:
         warn_degenerate(
-            f"twonn_id dropped {n_dup} of {len(r1)} points whose nearest neighbour is at distance 0 "
-            "(duplicates or a collapsed representation)"
+            f"twonn_id dropped {n_dup} of {len(r1)} points whose nearest neighbour is at "
+            "distance 0 (duplicates or a collapsed representation)"
         )
     mu = np.sort(r2[~duplicate] / r1[~duplicate])
     n = mu.shape[0]
@@ -136,9 +136,9 @@ def mle_id(
     """Levina–Bickel (2004) maximum-likelihood intrinsic dimension.
 
     With T_j(x) the Euclidean distance from x to its j-th nearest neighbour (x excluded), the local
-    estimate is D̂(x, k) = [(1/(k−1)) Σ_{j=1}^{k−1} log(T_k(x) / T_j(x))]^(−1). The global estimate
-    is the mean of the local ones (``aggregate="mean"``, Levina–Bickel) or the inverse of the mean of
-    their inverses (``aggregate="mackay"``, MacKay & Ghahramani 2005).
+    estimate is D̂(x, k) = [(1/(k−1)) Σ_{j=1}^{k−1} log(T_k(x) / T_j(x))]^(−1). The global
+    estimate is the mean of the local ones (``aggregate="mean"``, Levina–Bickel) or the inverse of
+    the mean of their inverses (``aggregate="mackay"``, MacKay & Ghahramani 2005).
 
     A point whose local estimate is undefined is dropped and counted (``DegenerateInputWarning``):
     T_1 = 0 (an exact duplicate among its neighbours) or T_1 = T_k (all k neighbours equidistant).
@@ -178,7 +178,8 @@ def mle_id(
     n_bad = int(undefined.sum())
     if n_bad == len(T):
         raise ValueError(
-            "mle_id: every point has a duplicate or equidistant neighbours; the estimate is undefined"
+            "mle_id: every point has a duplicate or equidistant neighbours; "
+            "the estimate is undefined"
         )
     if n_bad:
         warn_degenerate(

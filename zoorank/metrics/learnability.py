@@ -1,9 +1,9 @@
 """Learnability of a representation: CLID's Cluster Learnability and the CLID pool score.
 
-Lu et al., "Expressiveness and Learnability: A Unifying View for Evaluating Self-Supervised Learning"
-(specs/clid_lidar.md A.3, A.4). Cluster Learnability (CL) pseudo-labels the representation with
-spherical k-means and measures how well a 1-NN learner predicts those labels online (prequential
-accuracy); CLID combines CL with the intrinsic dimension over a pool of models.
+Lu et al., "Expressiveness and Learnability: A Unifying View for Evaluating Self-Supervised
+Learning" (specs/clid_lidar.md A.3, A.4). Cluster Learnability (CL) pseudo-labels the
+representation with spherical k-means and measures how well a 1-NN learner predicts those labels
+online (prequential accuracy); CLID combines CL with the intrinsic dimension over a pool of models.
 """
 
 from __future__ import annotations
@@ -76,12 +76,12 @@ def prequential_knn_accuracy(
     """Prequential (online) k-NN accuracy of ``labels`` on a fixed random stream of ``Z``, chunked.
 
     The stream order is one permutation from ``np.random.default_rng(seed)``; it is cut into
-    consecutive chunks of ``chunk_size``, each an independent stream. In a chunk, item i is predicted
-    from its k most cosine-similar *strictly earlier* items of the same chunk (all of them when fewer
-    than k): k = 1 takes the nearest one's label; k > 1 a majority vote, ties broken by the nearest
-    neighbour among the tied labels; equal similarities by the earlier item. The first item of every
-    chunk has no history and is not scored. The result is the mean of the chunk accuracies (chunks
-    with a single item have none and are skipped).
+    consecutive chunks of ``chunk_size``, each an independent stream. In a chunk, item i is
+    predicted from its k most cosine-similar *strictly earlier* items of the same chunk (all of them
+    when fewer than k): k = 1 takes the nearest one's label; k > 1 a majority vote, ties broken by
+    the nearest neighbour among the tied labels; equal similarities by the earlier item. The first
+    item of every chunk has no history and is not scored. The result is the mean of the chunk
+    accuracies (chunks with a single item have none and are skipped).
 
     Parameters
     ----------
@@ -171,8 +171,8 @@ def cluster_learnability(
 
     Notes
     -----
-    Cost: k-means O(niter · n · K · d) plus the stream O(n · chunk_size · d), float32; about a second
-    or two for n = 10k, d = 2048 on 2 cores.
+    Cost: k-means O(niter · n · K · d) plus the stream O(n · chunk_size · d), float32; about two
+    seconds for n = 10k, d = 2048 on 2 cores.
     """
     X = _normalized_rows(Z)
     n = X.shape[0]
