@@ -44,3 +44,33 @@ def digits():
 
     d = load_digits()
     return d.images, d.target
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API (moto's server mode) on 127.0.0.1 for the session; yields a URI factory.
+
+    ``s3_server("bucket/prefix")`` returns a store URI that pyarrow.fs understands, with the
+    loopback endpoint in its query string. Credentials are dummy values set in the environment.
+    """
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
+    buckets: set[str] = set()
+
+    def uri(path: str) -> str:
+        bucket = path.split("/", 1)[0]
+        if bucket not in buckets:
+            client.create_bucket(Bucket=bucket)
+            buckets.add(bucket)
+        return f"s3://{path}?endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+
+    yield uri
+    server.stop()
