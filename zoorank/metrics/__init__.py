@@ -1,0 +1,60 @@
+"""Label-free metrics and their label oracle (contract 3): pure functions on arrays.
+
+Every function takes NumPy arrays or torch tensors (any float dtype, any device), validates them
+through :func:`zoorank.metrics._checks.check_array`, and returns a Python float or a NumPy array.
+Nothing here reads files or starts Ray. Conventions and defaults follow ``specs/`` and are stated
+in each docstring.
+"""
+
+from zoorank.metrics._checks import DegenerateInputWarning
+from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
+from zoorank.metrics.learnability import clid, cluster_learnability
+from zoorank.metrics.oracle import (
+    esc,
+    knn_accuracy,
+    linear_probe_accuracy,
+    loss_data_curve,
+    mdl,
+    r_auroc,
+    recall_at_1,
+    sdl,
+)
+from zoorank.metrics.reliability import (
+    embedding_norm,
+    feature_variance,
+    mean_knn_distance,
+    neighborhood_consistency,
+)
+from zoorank.metrics.spectral import (
+    alpha_req,
+    coding_rate,
+    coding_rate_reduction,
+    lidar,
+    rankme,
+)
+
+__all__ = [
+    "DegenerateInputWarning",
+    "alignment",
+    "alpha_req",
+    "clid",
+    "cluster_learnability",
+    "coding_rate",
+    "coding_rate_reduction",
+    "embedding_norm",
+    "esc",
+    "feature_variance",
+    "knn_accuracy",
+    "lidar",
+    "linear_probe_accuracy",
+    "loss_data_curve",
+    "mdl",
+    "mean_knn_distance",
+    "neighborhood_consistency",
+    "r_auroc",
+    "rankme",
+    "recall_at_1",
+    "sdl",
+    "twonn_id",
+    "uniformity",
+]
