@@ -1,0 +1,393 @@
+"""The label-free metric suite of one model: which metric runs on which view, with which settings.
+
+Pure (no I/O, no Ray): the SCORE stage calls :func:`label_free_suite` on a model's clean embeddings
+(n × d) and augmented views (n × q × d) and stores the rows it returns. Settings follow the specs'
+consolidated defaults (``specs/clid_lidar.md`` PART C) and are recorded in each row's ``params``:
+
+* ``rankme`` on the clean view (uncentred, eps); ``rankme_aug``, ``lidar`` and ``alignment`` on the
+  augmented set (RankMe(aug) pools the n·q rows; alignment pairs view 0 with view 1 of each sample).
+* ``twonn_id`` and ``mle_id`` on L2-normalised rows (Euclidean on the sphere, as CLID does);
+  ``cluster_learnability`` with K = round(√n), 1-NN, ``cl_chunk_size``, the run seed.
+* ``uniformity`` (t = 2) and ``coding_rate`` (ε² from the options) on the clean view.
+* ``embedding_norm_mean`` (raw norms; std/min/max in params), ``numerical_rank`` and
+  ``duplicate_fraction`` (collapse diagnostics).
+
+Every metric is wrapped: a ``ValueError`` (degenerate input: collapsed rows, too few samples,
+NaN/Inf, a missing view) becomes a row with value NaN and ``params["error"]``; warnings the metric
+raises (e.g. the documented sentinel 1.0 of RankMe/LiDAR on collapse) are kept in
+``params["warnings"]``. A NaN never appears without an error message.
+
+Directions (:data:`METRIC_DIRECTIONS`): +1 higher is better, −1 lower is better. ``alpha_req`` is
+stored as the raw exponent α; the ReQ paper calls α ≈ 1 ideal (α < 1 a flat, noisy spectrum, α > 1
+a fast-decaying, low-rank one), so it is ranked by the distance |α − 1| with direction −1
+(:data:`METRIC_TARGETS`; :func:`ranking_value` returns the oriented value, ``−|α − 1|``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from zoorank.config import ScoreOptions
+from zoorank.metrics._checks import check_array
+
+#: +1: higher is better; −1: lower is better (for metrics in METRIC_TARGETS: lower |value − target|).
+METRIC_DIRECTIONS: dict[str, int] = {
+    "rankme": 1,
+    "rankme_aug": 1,
+    "lidar": 1,
+    "alpha_req": -1,
+    "twonn_id": 1,
+    "mle_id": 1,
+    "cluster_learnability": 1,
+    "clid": 1,
+    "clid_family": 1,
+    "alignment": -1,
+    "uniformity": -1,
+    "coding_rate": 1,
+    "nc": 1,
+    "embedding_norm_mean": 1,
+    "numerical_rank": 1,
+    "duplicate_fraction": -1,
+}
+
+#: Metrics ranked by their distance to an ideal value (direction −1 applies to |value − target|).
+METRIC_TARGETS: dict[str, float] = {"alpha_req": 1.0}
+
+#: Config metric names (``RunConfig.metrics``) → per-model metrics the suite emits for them. ``clid``
+#: is a pool-level score of CL and ID, so it needs both per-model terms; ``nc`` is computed per seed
+#: ensemble by the SCORE stage, not per model.
+CONFIG_METRICS: dict[str, tuple[str, ...]] = {
+    "rankme": ("rankme",),
+    "rankme_aug": ("rankme_aug",),
+    "lidar": ("lidar",),
+    "alpha_req": ("alpha_req",),
+    "twonn_id": ("twonn_id",),
+    "mle_id": ("mle_id",),
+    "cluster_learnability": ("cluster_learnability",),
+    "clid": ("cluster_learnability", "twonn_id"),
+    "alignment": ("alignment",),
+    "uniformity": ("uniformity",),
+    "coding_rate": ("coding_rate",),
+    "nc": (),
+    "embedding_norm": ("embedding_norm_mean",),
+    "collapse": ("numerical_rank", "duplicate_fraction"),
+}
+
+# Wang & Isola's (2020) exponents, also CLID's (spec A.5).
+ALIGNMENT_ALPHA = 2.0
+UNIFORMITY_T = 2.0
+
+
+def ranking_value(metric: str, value: float) -> float:
+    """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
+    if metric in METRIC_TARGETS:
+        return -abs(value - METRIC_TARGETS[metric])
+    return METRIC_DIRECTIONS[metric] * value
+
+
+# -- collapse diagnostics ------------------------------------------------------------------------
+
+
+def numerical_rank(Z: Any) -> int:
+    """Number of singular values of Z above ``max(σ) · max(n, d) · eps(float32)``.
+
+    NumPy's ``matrix_rank`` tolerance at float32 precision (embeddings are stored as float32).
+    Singular values come from the eigenvalues of the smaller Gram matrix in float64, accurate far
+    below that tolerance. 0 for an all-zero Z, 1 for constant non-zero rows; higher = less collapsed.
+    Cost O(n · d · min(n, d)).
+    """
+    X = check_array(Z, "Z")
+    n, d = X.shape
+    G = X.T @ X if n >= d else X @ X.T
+    sigma = np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None))
+    top = float(sigma.max())
+    if top == 0.0:
+        return 0
+    return int(np.count_nonzero(sigma > top * max(n, d) * np.finfo(np.float32).eps))
+
+
+def duplicate_fraction(Z: Any) -> float:
+    """Share of rows that exactly repeat an earlier row: 1 − (distinct rows) / n.
+
+    0 for distinct rows, (n − 1)/n for a constant embedding; lower is better. Exact equality of the
+    float32 values (a collapsed model repeats rows bit for bit). Cost O(n · d + n log n).
+    """
+    X = np.ascontiguousarray(check_array(Z, "Z", dtype=np.float32))
+    X = X + np.float32(0.0)  # -0.0 and 0.0 compare equal but differ in bytes
+    rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
+    return float(1.0 - np.unique(rows).size / X.shape[0])
+
+
+# -- the registry --------------------------------------------------------------------------------
+
+Inputs = Literal["clean", "augmented"]
+Computation = Callable[[np.ndarray, ScoreOptions, int], tuple[float, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class SuiteMetric:
+    """One per-model metric: the view it reads, its settings and how it is computed."""
+
+    name: str
+    inputs: Inputs
+    settings: Callable[[ScoreOptions, int], dict[str, Any]]
+    compute: Computation
+
+
+def _rankme(Z, o, seed):
+    from zoorank.metrics.spectral import rankme
+
+    return rankme(Z, eps=o.eps, center=False), {}
+
+
+def _rankme_aug(E, o, seed):
+    from zoorank.metrics.spectral import rankme
+
+    rows = E.reshape(-1, E.shape[-1])
+    return rankme(rows, eps=o.eps, center=False), {"rows": int(rows.shape[0])}
+
+
+def _lidar(E, o, seed):
+    from zoorank.metrics.spectral import lidar
+
+    value, details = lidar(E, delta=o.lidar_delta, eps=o.eps, return_details=True)
+    return value, {"reduced": bool(details["reduced"]), "lda_dim": int(details["dim"])}
+
+
+def _alpha_req(Z, o, seed):
+    from zoorank.metrics.spectral import alpha_req
+
+    alpha, r2 = alpha_req(Z, fit_range=tuple(o.alpha_fit_range), return_r2=True)
+    return alpha, {"r2": float(r2)}
+
+
+def _twonn(Z, o, seed):
+    from zoorank.metrics.geometry import twonn_id
+
+    d = twonn_id(Z, discard_fraction=0.1, normalize=True, return_details=True)
+    return d["id"], {"n_used": d["n_used"], "n_duplicates_dropped": d["n_duplicates_dropped"]}
+
+
+def _mle(Z, o, seed):
+    from zoorank.metrics.geometry import mle_id
+
+    d = mle_id(Z, k=o.mle_k, normalize=True, return_details=True)
+    return d["id"], {"n_used": d["n_used"], "n_degenerate_dropped": d["n_degenerate_dropped"]}
+
+
+def _cl(Z, o, seed):
+    from zoorank.metrics.learnability import cluster_learnability
+
+    n_clusters = int(round(math.sqrt(Z.shape[0])))
+    d = cluster_learnability(
+        Z, n_clusters=n_clusters, k=1, chunk_size=o.cl_chunk_size, seed=seed, return_details=True
+    )
+    return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
+
+
+def _alignment(E, o, seed):
+    from zoorank.metrics.geometry import alignment
+
+    if E.ndim != 3 or E.shape[1] < 2:
+        raise ValueError(f"alignment needs n×q views with q >= 2, got shape {tuple(E.shape)}")
+    return alignment(E[:, 0], E[:, 1], alpha=ALIGNMENT_ALPHA), {}
+
+
+def _uniformity(Z, o, seed):
+    from zoorank.metrics.geometry import uniformity
+
+    return uniformity(Z, t=UNIFORMITY_T), {}
+
+
+def _coding_rate(Z, o, seed):
+    from zoorank.metrics.spectral import coding_rate
+
+    return coding_rate(Z, eps2=o.coding_rate_eps2), {}
+
+
+def _norm(Z, o, seed):
+    from zoorank.metrics.reliability import embedding_norm
+
+    norms = embedding_norm(Z)
+    stats = {"std": float(norms.std()), "min": float(norms.min()), "max": float(norms.max())}
+    return float(norms.mean()), stats
+
+
+def _numerical_rank(Z, o, seed):
+    return float(numerical_rank(Z)), {}
+
+
+def _duplicates(Z, o, seed):
+    return duplicate_fraction(Z), {}
+
+
+def _fixed(**settings: Any) -> Callable[[ScoreOptions, int], dict[str, Any]]:
+    return lambda o, seed: dict(settings)
+
+
+SUITE: dict[str, SuiteMetric] = {
+    m.name: m
+    for m in [
+        SuiteMetric("rankme", "clean", lambda o, s: {"eps": o.eps, "center": False}, _rankme),
+        SuiteMetric(
+            "rankme_aug", "augmented",
+            lambda o, s: {"eps": o.eps, "center": False, "pooled": "n*q rows"}, _rankme_aug,
+        ),
+        SuiteMetric(
+            "lidar", "augmented",
+            lambda o, s: {"delta": o.lidar_delta, "eps": o.eps, "delta_mode": "absolute"}, _lidar,
+        ),
+        SuiteMetric(
+            "alpha_req", "clean",
+            lambda o, s: {"fit_range": list(o.alpha_fit_range), "ranked_by": "-|alpha-1|"},
+            _alpha_req,
+        ),
+        SuiteMetric(
+            "twonn_id", "clean",
+            _fixed(normalize=True, distance="euclidean", discard_fraction=0.1, fit_intercept=False),
+            _twonn,
+        ),
+        SuiteMetric(
+            "mle_id", "clean",
+            lambda o, s: {"k": o.mle_k, "normalize": True, "aggregate": "mean"}, _mle,
+        ),
+        SuiteMetric(
+            "cluster_learnability", "clean",
+            lambda o, s: {"n_clusters": "round(sqrt(n))", "k": 1, "chunk_size": o.cl_chunk_size,
+                          "seed": s, "normalize": True, "kmeans": "spherical"},
+            _cl,
+        ),
+        SuiteMetric(
+            "alignment", "augmented",
+            _fixed(alpha=ALIGNMENT_ALPHA, views=[0, 1], normalize=True), _alignment,
+        ),
+        SuiteMetric("uniformity", "clean", _fixed(t=UNIFORMITY_T, normalize=True), _uniformity),
+        SuiteMetric(
+            "coding_rate", "clean", lambda o, s: {"eps2": o.coding_rate_eps2, "normalize": True},
+            _coding_rate,
+        ),
+        SuiteMetric("embedding_norm_mean", "clean", _fixed(raw=True), _norm),
+        SuiteMetric(
+            "numerical_rank", "clean", _fixed(tol="max(sigma)*max(n,d)*eps(float32)"),
+            _numerical_rank,
+        ),
+        SuiteMetric("duplicate_fraction", "clean", _fixed(exact=True), _duplicates),
+    ]
+}
+
+
+def per_model_metrics(metrics: Iterable[str]) -> list[str]:
+    """Per-model metric names to compute for config metric names (or per-model names), in order."""
+    out: list[str] = []
+    for name in metrics:
+        if name in CONFIG_METRICS:
+            expanded = CONFIG_METRICS[name]
+        elif name in SUITE:
+            expanded = (name,)
+        else:
+            raise ValueError(f"unknown metric {name!r}; known: {sorted(CONFIG_METRICS)}")
+        out.extend(m for m in expanded if m not in out)
+    return out
+
+
+def metric_settings(metric: str, options: ScoreOptions, seed: int) -> dict[str, Any]:
+    """The settings a per-model metric runs with (known before running: part of its fingerprint)."""
+    spec = SUITE[metric]
+    return {"view": spec.inputs, **spec.settings(options, seed)}
+
+
+def metric_inputs(metric: str) -> Inputs:
+    """``"clean"`` or ``"augmented"``: which embeddings the metric reads."""
+    return SUITE[metric].inputs
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _run_one(
+    spec: SuiteMetric, data: np.ndarray | None, options: ScoreOptions, seed: int
+) -> tuple[float, dict[str, Any]]:
+    params = metric_settings(spec.name, options, seed)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if data is None:
+                what = "augmented views (n×q)" if spec.inputs == "augmented" else "clean embeddings"
+                raise ValueError(f"{spec.name} needs {what}; none were given for this model")
+            value, details = spec.compute(data, options, seed)
+            value = float(value)
+            params.update(details)
+            if not math.isfinite(value):
+                params["error"] = f"{spec.name} returned a non-finite value ({value})"
+                value = math.nan
+        except ValueError as err:
+            value = math.nan
+            params["error"] = str(err)
+    messages = list(dict.fromkeys(str(w.message) for w in caught))
+    if messages:
+        params["warnings"] = messages
+    params["seconds"] = round(time.perf_counter() - start, 4)
+    return value, _jsonable(params)
+
+
+def label_free_suite(
+    clean: Any,
+    views: Any,
+    metrics: Iterable[str],
+    options: ScoreOptions | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Compute label-free metrics of one model.
+
+    Parameters
+    ----------
+    clean : (n, d) array or None
+        Clean embeddings (one row per sample).
+    views : (n_aug, q, d) array or None
+        Augmented embeddings grouped by clean sample (q ≥ 2 views each).
+    metrics : config metric names (``RunConfig.metrics``) or per-model names; expanded with
+        :func:`per_model_metrics` (pool-level ``clid`` adds its CL and ID terms, ``nc`` adds nothing).
+    options : ScoreOptions (defaults when None).
+    seed : run seed (cluster learnability's k-means and stream order).
+
+    Returns
+    -------
+    list of dicts ``{metric, value, params, n, dim}``, one per metric, in the order of ``metrics``.
+    ``value`` is a float, NaN only with ``params["error"]``; ``params`` is a JSON-ready dict of the
+    settings, result details, ``warnings`` and ``seconds``; ``n`` counts the samples the metric saw
+    (clean rows, or clean samples of the augmented set), ``dim`` the embedding width.
+    """
+    options = options or ScoreOptions()
+    rows = []
+    for name in per_model_metrics(metrics):
+        spec = SUITE[name]
+        data = clean if spec.inputs == "clean" else views
+        if data is not None:
+            data = np.asarray(data) if not hasattr(data, "detach") else data
+        value, params = _run_one(spec, data, options, seed)
+        shape = tuple(data.shape) if data is not None else (0, 0)
+        rows.append(
+            {
+                "metric": name,
+                "value": value,
+                "params": params,
+                "n": int(shape[0]),
+                "dim": int(shape[-1]) if len(shape) >= 2 else 0,
+            }
+        )
+    return rows
