@@ -1,0 +1,537 @@
+"""Datasets and views: stable sample lists, image decoding, the clean view and augmentation recipes.
+
+Conventions:
+
+- ``sample_id`` (int64) is stable for a dataset: the row index in a Parquet file, the index of the
+  file in the sorted list of relative paths of an image folder, the index in scikit-learn's digits or
+  in a ``.npz`` array. ``limit`` keeps a seeded, sorted subset of those ids.
+- Images are decoded with Pillow to RGB (grayscale is replicated to three channels).
+- The clean view is timm's eval transform: resize the shorter side to
+  ``floor(input_size / crop_pct)``, then center-crop ``input_size`` (PIL resampling, as timm).
+- Augmented views draw from an independent ``numpy.random.Generator`` per
+  (seed, sample_id, view_index) made by ``numpy.random.SeedSequence``, never from torch's global RNG,
+  so reruns and every model see identical views.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pandas as pd
+from PIL import Image, ImageEnhance, ImageFilter
+
+from zoorank.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from zoorank.config import DatasetSpec, ViewSpec
+    from zoorank.store import Store
+
+IMAGE_EXTENSIONS = (
+    ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
+)
+SAMPLES_COLUMNS = ["sample_id", "label", "label_name", "source"]
+
+_INTERPOLATION = {
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "nearest": Image.Resampling.NEAREST,
+}
+
+
+class BadImageError(InputError):
+    """An image that cannot be decoded; the message names the file or sample."""
+
+
+class GeometryLike(Protocol):
+    """What the views need of ``zoorank.zoo.Geometry``."""
+
+    input_size: int
+    interpolation: str
+    crop_pct: float
+
+
+# -- sample tables ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SampleTable:
+    """The stable sample list of one dataset, not decoded.
+
+    ``image`` holds one encoded source per sample: bytes (Parquet), an absolute path (image folder) or
+    a uint8 array (H, W[, C]) (digits, ``.npz``). ``source`` is a readable reference for messages and
+    the store (``file.parquet#row=12``, a relative path, ``digits[7]``). ``label`` is a nullable
+    Int64 series or None when the dataset has no labels.
+    """
+
+    dataset: str
+    sample_id: np.ndarray
+    image: list[Any]
+    source: list[str]
+    label: pd.Series | None = None
+    label_names: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.sample_id)
+
+    def take(self, positions: np.ndarray) -> SampleTable:
+        positions = np.asarray(positions, dtype=np.int64)
+        return SampleTable(
+            dataset=self.dataset,
+            sample_id=self.sample_id[positions],
+            image=[self.image[i] for i in positions],
+            source=[self.source[i] for i in positions],
+            label=None if self.label is None else self.label.iloc[positions].reset_index(drop=True),
+            label_names=self.label_names,
+            extra=self.extra,
+        )
+
+    def frame(self) -> pd.DataFrame:
+        """sample_id, label (nullable Int64), label_name, source — what the store keeps."""
+        n = len(self)
+        label = (
+            pd.array([pd.NA] * n, dtype="Int64") if self.label is None
+            else pd.array(self.label, dtype="Int64")
+        )
+        names: list[str | None] = [None] * n
+        if self.label is not None and self.label_names is not None:
+            k = len(self.label_names)
+            names = [
+                self.label_names[int(v)] if not pd.isna(v) and 0 <= int(v) < k else None
+                for v in label
+            ]
+        return pd.DataFrame(
+            {
+                "sample_id": pd.array(self.sample_id, dtype="int64"),
+                "label": label,
+                "label_name": pd.array(names, dtype="string"),
+                "source": pd.array(self.source, dtype="string"),
+            }
+        )
+
+
+def select_subset(sample_ids: np.ndarray, n: int | None, seed: int, salt: int = 0) -> np.ndarray:
+    """A seeded choice of ``n`` of ``sample_ids``, sorted (all of them when ``n`` is None or ≥ len)."""
+    sample_ids = np.sort(np.asarray(sample_ids, dtype=np.int64))
+    if n is None or n >= len(sample_ids):
+        return sample_ids
+    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+    return np.sort(rng.choice(sample_ids, size=n, replace=False))
+
+
+def _label_names_beside(path: Path) -> tuple[str, ...] | None:
+    """``classes.json`` ({"classes": [...]}, or a plain list) next to a data file, when present."""
+    f = path.parent / "classes.json"
+    if not f.is_file():
+        return None
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+    names = data.get("classes") if isinstance(data, dict) else data
+    if isinstance(names, list) and all(isinstance(x, str) for x in names):
+        return tuple(names)
+    return None
+
+
+def _load_parquet(spec: DatasetSpec) -> SampleTable:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = spec.path
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise InputError(f"dataset {spec.name!r}: cannot read Parquet file {path}: {err}") from None
+    wanted = [spec.image_column] + ([spec.label_column] if spec.label_column else [])
+    for col in wanted:
+        if col not in schema.names:
+            raise InputError(
+                f"dataset {spec.name!r}: column {col!r} not in {path} (columns: {schema.names})"
+            )
+    table = pq.read_table(path, columns=wanted)
+    col = table.column(spec.image_column).combine_chunks()
+    if pa.types.is_struct(col.type):  # Hugging Face `Image` feature: {bytes, path}
+        col = col.field("bytes")
+    if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
+        raise InputError(
+            f"dataset {spec.name!r}: column {spec.image_column!r} of {path} holds {col.type}, "
+            "not encoded image bytes"
+        )
+    images = col.to_pylist()
+    n = len(images)
+    label = None
+    if spec.label_column:
+        label = pd.Series(
+            pd.array(table.column(spec.label_column).to_pylist(), dtype="Int64"), name="label"
+        )
+    name = Path(str(path)).name
+    return SampleTable(
+        dataset=spec.name,
+        sample_id=np.arange(n, dtype=np.int64),
+        image=images,
+        source=[f"{name}#row={i}" for i in range(n)],
+        label=label,
+        label_names=_label_names_beside(Path(str(path))) if spec.label_column else None,
+    )
+
+
+def _load_image_folder(spec: DatasetSpec) -> SampleTable:
+    root = Path(spec.path).expanduser()
+    if not root.is_dir():
+        raise InputError(f"dataset {spec.name!r}: image folder {root} not found")
+    rel = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    if not rel:
+        raise InputError(f"dataset {spec.name!r}: no images ({', '.join(IMAGE_EXTENSIONS)}) "
+                         f"under {root}")
+    label = names = None
+    if spec.labels_from_folders:
+        classes = sorted({r.split("/", 1)[0] for r in rel if "/" in r})
+        if not classes:
+            raise InputError(f"dataset {spec.name!r}: labels_from_folders needs class "
+                             f"sub-folders under {root}")
+        index = {c: i for i, c in enumerate(classes)}
+        label = pd.Series(
+            pd.array([index[r.split("/", 1)[0]] if "/" in r else pd.NA for r in rel], dtype="Int64"),
+            name="label",
+        )
+        names = tuple(classes)
+    root = root.resolve()
+    return SampleTable(
+        dataset=spec.name,
+        sample_id=np.arange(len(rel), dtype=np.int64),
+        image=[str(root / r) for r in rel],
+        source=rel,
+        label=label,
+        label_names=names,
+    )
+
+
+def to_uint8_images(images: np.ndarray, what: str) -> np.ndarray:
+    """(N, H, W[, C]) integer or float images → uint8; floats in [0, 1] are scaled by 255."""
+    images = np.asarray(images)
+    if images.ndim not in (3, 4) or (images.ndim == 4 and images.shape[-1] not in (1, 3, 4)):
+        raise InputError(f"{what}: images must be (N, H, W) or (N, H, W, C) with C in 1/3/4, "
+                         f"got shape {images.shape}")
+    if images.dtype == np.uint8:
+        return images
+    if np.issubdtype(images.dtype, np.floating):
+        if not np.all(np.isfinite(images)):
+            raise InputError(f"{what}: images contain NaN or Inf")
+        scale = 255.0 if images.size and float(images.max()) <= 1.0 else 1.0
+        return np.clip(np.rint(images * scale), 0, 255).astype(np.uint8)
+    if np.issubdtype(images.dtype, np.integer) or images.dtype == np.bool_:
+        return np.clip(images, 0, 255).astype(np.uint8)
+    raise InputError(f"{what}: unsupported image dtype {images.dtype}")
+
+
+def _load_digits(spec: DatasetSpec) -> SampleTable:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    # 0..16 intensities → 0..255 grayscale.
+    images = np.rint(d.images * (255.0 / 16.0)).astype(np.uint8)
+    n = len(images)
+    return SampleTable(
+        dataset=spec.name,
+        sample_id=np.arange(n, dtype=np.int64),
+        image=list(images),
+        source=[f"digits[{i}]" for i in range(n)],
+        label=pd.Series(pd.array(d.target, dtype="Int64"), name="label"),
+        label_names=tuple(str(i) for i in range(10)),
+    )
+
+
+def _load_numpy(spec: DatasetSpec) -> SampleTable:
+    path = Path(spec.path).expanduser()
+    if not path.is_file():
+        raise InputError(f"dataset {spec.name!r}: file {path} not found")
+    try:
+        # allow_pickle=False: a data file must never execute code.
+        with np.load(path, allow_pickle=False) as npz:
+            if not hasattr(npz, "files") or "images" not in npz.files:
+                raise InputError(f"dataset {spec.name!r}: {path} has no 'images' array")
+            images = npz["images"]
+            labels = npz["labels"] if "labels" in npz.files else None
+            names = npz["label_names"] if "label_names" in npz.files else None
+    except (OSError, ValueError) as err:
+        raise InputError(f"dataset {spec.name!r}: cannot read {path}: {err}") from None
+    images = to_uint8_images(images, f"dataset {spec.name!r} ({path})")
+    n = len(images)
+    label = None
+    if labels is not None:
+        labels = np.asarray(labels).reshape(-1)
+        if len(labels) != n:
+            raise InputError(f"dataset {spec.name!r}: {path}: {len(labels)} labels for {n} images")
+        label = pd.Series(pd.array(labels.astype(np.int64), dtype="Int64"), name="label")
+    return SampleTable(
+        dataset=spec.name,
+        sample_id=np.arange(n, dtype=np.int64),
+        image=list(images),
+        source=[f"{path.name}[{i}]" for i in range(n)],
+        label=label,
+        label_names=None if names is None else tuple(str(x) for x in names),
+    )
+
+
+_LOADERS: dict[str, Callable[[DatasetSpec], SampleTable]] = {
+    "parquet": _load_parquet,
+    "image_folder": _load_image_folder,
+    "sklearn_digits": _load_digits,
+    "numpy": _load_numpy,
+}
+
+
+def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
+    """The dataset's stable sample list without decoding; ``limit`` keeps a seeded sorted subset."""
+    table = _LOADERS[spec.source](spec)
+    if spec.label_column is None and spec.source == "parquet":
+        table = SampleTable(table.dataset, table.sample_id, table.image, table.source)
+    if spec.source == "image_folder" and not spec.labels_from_folders:
+        table = SampleTable(table.dataset, table.sample_id, table.image, table.source)
+    if spec.limit is not None and spec.limit < len(table):
+        keep = select_subset(table.sample_id, spec.limit, seed)
+        # sample_ids are 0..N-1 here, so they are also positions.
+        table = table.take(keep)
+    return table
+
+
+def samples_path(dataset: str) -> str:
+    return f"datasets/{dataset}/samples.parquet"
+
+
+def write_samples(store: Store, dataset: str, table: SampleTable) -> None:
+    """Keep ``datasets/<dataset>/samples.parquet`` (sample_id, label, label_name, source)."""
+    store.write_parquet(samples_path(dataset), table.frame())
+
+
+def read_samples(store: Store, dataset: str) -> pd.DataFrame:
+    """The sample list EMBED wrote for ``dataset`` (labels by sample_id for SCORE and the oracle)."""
+    if not store.exists(samples_path(dataset)):
+        raise InputError(f"no sample list for dataset {dataset!r} in {store.uri}; run embed first")
+    df = store.read_frame(samples_path(dataset))
+    df["sample_id"] = df["sample_id"].astype("int64")
+    df["label"] = df["label"].astype("Int64")
+    return df[SAMPLES_COLUMNS]
+
+
+# -- decoding --------------------------------------------------------------------------------------
+def decode_image(source: Any, name: str | None = None) -> Image.Image:
+    """Encoded bytes, a file path or a uint8 array → an RGB ``PIL.Image``.
+
+    Raises :class:`BadImageError` (an InputError) naming ``name`` (or the path) when the source cannot
+    be decoded.
+    """
+    what = name or (str(source) if isinstance(source, str | Path) else "image bytes")
+    try:
+        if isinstance(source, np.ndarray):
+            arr = source
+            if arr.ndim == 3 and arr.shape[-1] == 1:
+                arr = arr[..., 0]
+            if arr.dtype != np.uint8:
+                arr = to_uint8_images(arr[None], what)[0]
+            img = Image.fromarray(arr)
+        else:
+            if isinstance(source, bytes | bytearray | memoryview):
+                img = Image.open(io.BytesIO(bytes(source)))
+            elif isinstance(source, str | Path):
+                img = Image.open(source)
+            else:
+                raise BadImageError(f"{what}: unsupported image source {type(source).__name__}")
+            img.load()  # decode now, so truncated or corrupt data fails here
+        return img if img.mode == "RGB" else img.convert("RGB")
+    except BadImageError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, TypeError) as err:
+        raise BadImageError(f"cannot decode {what}: {type(err).__name__}: {err}") from None
+
+
+# -- views -----------------------------------------------------------------------------------------
+def _resample(geometry: GeometryLike) -> Image.Resampling:
+    try:
+        return _INTERPOLATION[geometry.interpolation]
+    except KeyError:
+        raise ConfigError(f"unknown interpolation {geometry.interpolation!r}; "
+                          f"known: {sorted(_INTERPOLATION)}") from None
+
+
+def clean_view(img: Image.Image, geometry: GeometryLike) -> np.ndarray:
+    """timm's eval transform: shorter side → floor(input_size / crop_pct), center crop → uint8 HWC."""
+    size = int(geometry.input_size)
+    scale = int(math.floor(size / geometry.crop_pct))
+    w, h = img.size
+    # torchvision's Resize(int): the shorter side becomes `scale`, the longer one is truncated.
+    if w <= h:
+        new_w, new_h = scale, int(scale * h / w)
+    else:
+        new_w, new_h = int(scale * w / h), scale
+    if (new_w, new_h) != (w, h):
+        img = img.resize((new_w, new_h), _resample(geometry))
+    top = int(round((new_h - size) / 2.0))
+    left = int(round((new_w - size) / 2.0))
+    out = np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
+    return out
+
+
+def _random_resized_crop(
+    img: Image.Image,
+    size: int,
+    resample: Image.Resampling,
+    rng: np.random.Generator,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> Image.Image:
+    """torchvision's RandomResizedCrop sampling (10 tries, then a center crop), with our RNG."""
+    w, h = img.size
+    area = w * h
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    box = None
+    for _ in range(10):
+        target_area = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
+        cw = int(round(math.sqrt(target_area * aspect)))
+        ch = int(round(math.sqrt(target_area / aspect)))
+        if 0 < cw <= w and 0 < ch <= h:
+            top = int(rng.integers(0, h - ch + 1))
+            left = int(rng.integers(0, w - cw + 1))
+            box = (left, top, left + cw, top + ch)
+            break
+    if box is None:
+        in_ratio = w / h
+        if in_ratio < ratio[0]:
+            cw, ch = w, int(round(w / ratio[0]))
+        elif in_ratio > ratio[1]:
+            cw, ch = int(round(h * ratio[1])), h
+        else:
+            cw, ch = w, h
+        top, left = (h - ch) // 2, (w - cw) // 2
+        box = (left, top, left + cw, top + ch)
+    return img.resize((size, size), resample, box=box)
+
+
+def _adjust_hue(img: Image.Image, factor: float) -> Image.Image:
+    h, s, v = img.convert("HSV").split()
+    shifted = (np.asarray(h, dtype=np.int16) + int(round(factor * 255))) % 256
+    h = Image.fromarray(shifted.astype(np.uint8), "L")
+    return Image.merge("HSV", (h, s, v)).convert("RGB")
+
+
+def _color_jitter(
+    img: Image.Image,
+    rng: np.random.Generator,
+    brightness: float,
+    contrast: float,
+    saturation: float,
+    hue: float,
+) -> Image.Image:
+    """torchvision's ColorJitter on PIL images: the four adjustments in a random order."""
+    b = rng.uniform(max(0.0, 1 - brightness), 1 + brightness)
+    c = rng.uniform(max(0.0, 1 - contrast), 1 + contrast)
+    s = rng.uniform(max(0.0, 1 - saturation), 1 + saturation)
+    hf = rng.uniform(-hue, hue)
+    for op in rng.permutation(4):
+        if op == 0:
+            img = ImageEnhance.Brightness(img).enhance(b)
+        elif op == 1:
+            img = ImageEnhance.Contrast(img).enhance(c)
+        elif op == 2:
+            img = ImageEnhance.Color(img).enhance(s)
+        else:
+            img = _adjust_hue(img, hf)
+    return img
+
+
+def simclr_view(img: Image.Image, geometry: GeometryLike, rng: np.random.Generator) -> np.ndarray:
+    """SimCLR (Chen et al. 2020): random resized crop (0.08, 1), flip, colour jitter
+    (0.4, 0.4, 0.4, 0.1) p=0.8, grayscale p=0.2, gaussian blur p=0.5.
+
+    The blur's sigma range (0.1, 2.0) is for 224 px inputs; it scales with ``input_size / 224``, so
+    tiny images (CIFAR, digits) are barely blurred, as in SimCLR's CIFAR recipe.
+    """
+    size = int(geometry.input_size)
+    out = _random_resized_crop(img, size, _resample(geometry), rng)
+    # Every draw below happens whether or not it is applied, so one view's draws never shift with the
+    # outcome of another coin.
+    flip = rng.random() < 0.5
+    jitter = rng.random() < 0.8
+    jitter_rng = np.random.default_rng(rng.integers(0, 2**63))
+    gray = rng.random() < 0.2
+    blur = rng.random() < 0.5
+    sigma = rng.uniform(0.1, 2.0) * min(1.0, size / 224.0)
+    if flip:
+        out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    if jitter:
+        out = _color_jitter(out, jitter_rng, 0.4, 0.4, 0.4, 0.1)
+    if gray:
+        out = out.convert("L").convert("RGB")
+    if blur:
+        out = out.filter(ImageFilter.GaussianBlur(radius=sigma))
+    return np.asarray(out, dtype=np.uint8)
+
+
+def _clean_recipe(img: Image.Image, geometry: GeometryLike, rng: np.random.Generator) -> np.ndarray:
+    return clean_view(img, geometry)
+
+
+Recipe = Callable[[Image.Image, GeometryLike, np.random.Generator], np.ndarray]
+
+#: view recipes by name: (decoded RGB image, geometry, rng) → uint8 (input_size, input_size, 3).
+VIEW_RECIPES: dict[str, Recipe] = {
+    "clean": _clean_recipe,
+    "simclr": simclr_view,
+}
+
+
+def get_recipe(recipe: str, view: str | None = None) -> Recipe:
+    """The recipe function; ConfigError naming the view when the recipe is unknown."""
+    try:
+        return VIEW_RECIPES[recipe]
+    except KeyError:
+        who = f"views: {view!r}: " if view else ""
+        raise ConfigError(f"{who}unknown view recipe {recipe!r}; known: {sorted(VIEW_RECIPES)}") \
+            from None
+
+
+def check_views(views: Sequence[ViewSpec]) -> None:
+    """Every view names a known recipe (ConfigError naming the view otherwise)."""
+    for v in views:
+        get_recipe(v.recipe_name, v.name)
+
+
+def view_rng(seed: int, sample_id: int, view_index: int) -> np.random.Generator:
+    """The independent RNG of one view: SeedSequence((seed, sample_id, view_index))."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), int(sample_id),
+                                                         int(view_index)]))
+
+
+def augment(
+    img: Image.Image, recipe: str, geometry: GeometryLike, rng: np.random.Generator
+) -> np.ndarray:
+    """One view of ``img`` by ``recipe`` → uint8 (input_size, input_size, 3)."""
+    return get_recipe(recipe)(img, geometry, rng)
+
+
+def make_views(
+    img: Image.Image, sample_id: int, recipe: str, geometry: GeometryLike, q: int, seed: int
+) -> list[np.ndarray]:
+    """The ``q`` views (view_index 0..q-1) of one sample, each from its own seeded RNG."""
+    fn = get_recipe(recipe)
+    return [fn(img, geometry, view_rng(seed, sample_id, i)) for i in range(q)]
+
+
+def view_subset(sample_ids: np.ndarray, view: ViewSpec, seed: int) -> np.ndarray:
+    """The samples a view covers: all for ``clean``; a seeded ``samples``-subset for augmented views.
+
+    The subset depends on (seed, n) only, so augmented views with the same ``samples`` share samples.
+    """
+    return select_subset(sample_ids, view.samples, seed, salt=1)
