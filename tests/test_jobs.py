@@ -1,0 +1,129 @@
+"""Cluster paths on loopback: `ray job submit` of the rank pipeline, and a store on S3."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from zoorank.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+TINY_CONFIG = {
+    "seed": 0,
+    "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 240}],
+    "models": [
+        {"id": "cnn-w8", "source": "python", "name": "zoorank.tune.models:small_cnn",
+         "model_kwargs": {"width": 8}, "input_size": 8},
+        {"id": "cnn-w16", "source": "python", "name": "zoorank.tune.models:small_cnn",
+         "model_kwargs": {"width": 16}, "input_size": 8},
+        {"id": "cnn-w16-d2", "source": "python", "name": "zoorank.tune.models:small_cnn",
+         "model_kwargs": {"width": 16, "depth": 2}, "input_size": 8},
+    ],
+    "views": [{"name": "clean"}, {"name": "simclr", "samples": 60, "per_sample": 4}],
+    "metrics": ["rankme", "rankme_aug", "lidar", "twonn_id", "cluster_learnability", "clid"],
+    "oracle": {"knn": True},
+    "rank": {"bootstrap": 50},
+}
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
+    gcs, dash, client, agent, agent_grpc, runtime_env, metrics = _free_ports(7)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("RAY_ADDRESS", None)
+    # --block keeps the head in a process group of its own that we end ourselves: a bare `ray stop`
+    # would also stop every other Ray on the machine (such as the test session's).
+    head = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={gcs}",
+         "--node-ip-address=127.0.0.1", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={dash}", f"--ray-client-server-port={client}",
+         f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+         f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
+         f"--temp-dir={tmp_path / 'ray'}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{dash}/api/version", timeout=120)
+        work = tmp_path / "job"
+        (work / "pipelines").mkdir(parents=True)
+        shutil.copy(REPO / "pipelines" / "rank_zoo.py", work / "pipelines" / "rank_zoo.py")
+        store = tmp_path / "store"
+        (work / "tiny.yaml").write_text(yaml.safe_dump({**TINY_CONFIG, "store": str(store)}))
+        proc = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dash}",
+             "--working-dir", str(work), "--", "python", "pipelines/rank_zoo.py", "tiny.yaml"],
+            env=env, capture_output=True, text=True, timeout=720,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "SUCCEEDED" in proc.stdout + proc.stderr
+        leaderboard = pd.read_parquet(store / "leaderboard.parquet")
+        assert set(leaderboard["model_id"]) == {m["id"] for m in TINY_CONFIG["models"]}
+        assert (store / "report" / "index.html").is_file()
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_store_on_s3_gives_the_same_leaderboard_as_local_disk(tmp_path, s3_server, ray_session):
+    from zoorank.config import parse_config
+    from zoorank.pipeline import run_all
+
+    local = parse_config({**TINY_CONFIG, "store": str(tmp_path / "local")})
+    remote = parse_config({**TINY_CONFIG, "store": s3_server("zoorank-s3-test/run")})
+    run_all(local)
+    run_all(remote)
+    a = Store(local.store).read_frame("leaderboard.parquet")
+    b = Store(remote.store).read_frame("leaderboard.parquet")
+    assert len(a) == 3
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+    assert Store(remote.store).exists("report/index.html")
