@@ -1,0 +1,34 @@
+"""Python-factory models for the zoo tests (``source: python``, ``name: zoo_factories:small_cnn``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+
+def small_cnn(width: int = 8, dim: int = 16) -> nn.Module:
+    """A tiny conv net: (B, 3, H, W) → (B, dim) via global average pooling."""
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        nn.Conv2d(width, width, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(width, dim),
+    )
+
+
+def small_cnn_map(width: int = 8) -> nn.Module:
+    """A conv net whose output is a 4-D feature map (the zoo pools it)."""
+    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU())
+
+
+@dataclass
+class TrainingArgs:
+    """A non-tensor object a training script might pickle beside its weights."""
+
+    lr: float = 0.3
+    seed: int = 0
