@@ -253,6 +253,15 @@ def test_lidar_with_identical_views_is_effective_rank_of_between_scatter():
         assert value == pytest.approx(expected, rel=1e-8)
 
 
+def test_lidar_debiased_without_between_signal_beyond_view_noise_returns_sentinel():
+    # n = q = 2, p = 1: Σ_b = (1 − 1.5)²/2 = 0.125 < Σ_w/q = 1/2, so the debiased Σ_b is 0
+    E = np.array([[[0.0], [2.0]], [[1.5], [1.5]]])
+    assert lidar(E) == pytest.approx(smooth_rank([1.0], 1e-7), rel=1e-12)
+    with pytest.warns(DegenerateInputWarning, match="debiased"):
+        value, details = lidar(E, debias_between=True, return_details=True)
+    assert value == 1.0 and details["collapsed"]
+
+
 @pytest.mark.parametrize("shape", [(10, 1, 4), (1, 5, 4)], ids=["one-view", "one-sample"])
 def test_lidar_needs_two_views_and_two_samples(shape):
     with pytest.raises(ValueError, match="q >= 2|at least 2 rows"):
@@ -442,6 +451,16 @@ def test_torch_tensors_and_float32_give_the_numpy_float64_value(name):
     tensor = torch.from_numpy(X).requires_grad_(True)
     assert fn(tensor, **kwargs) == pytest.approx(fn(X, **kwargs), rel=1e-12)
     assert fn(X32, **kwargs) == pytest.approx(fn(X, **kwargs), rel=1e-4)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_half_precision_inputs_are_computed_in_float64(name):
+    fn, X, kwargs = CASES[name]
+    half = X.astype(np.float16)
+    assert fn(half, **kwargs) == pytest.approx(fn(half.astype(np.float64), **kwargs), rel=1e-10)
+    bf16 = torch.from_numpy(X).to(torch.bfloat16)
+    exact = bf16.float().numpy().astype(np.float64)
+    assert fn(bf16, **kwargs) == pytest.approx(fn(exact, **kwargs), rel=1e-10)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -473,9 +473,7 @@ def _check_fit_range(fit_range: tuple[int, int]) -> tuple[int, int]:
     try:
         start, stop = (int(v) for v in fit_range)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"fit_range must be two integers (start, stop), got {fit_range!r}"
-        ) from None
+        raise ValueError(f"fit_range must be two integers (start, stop), got {fit_range!r}") from None
     if start < 1 or stop - start < 2:
         raise ValueError(
             f"fit_range must satisfy 1 <= start and stop - start >= 2 (1-based ranks, stop "
@@ -494,9 +492,7 @@ def _check_coding_input(Z: Any, eps2: float) -> tuple[np.ndarray, float]:
     eps2 = _check_eps(eps2, "eps2", positive=True)
     n_zero = int(np.count_nonzero(~X.any(axis=1)))
     if n_zero:
-        warn_degenerate(
-            f"coding rate: {n_zero} rows of Z are zero and stay zero after L2 normalisation"
-        )
+        warn_degenerate(f"coding rate: {n_zero} rows of Z are zero and stay zero after L2 normalisation")
     return X, eps2
 
 
