@@ -41,8 +41,7 @@ def _chunk_predictions(Xc: np.ndarray, yc: np.ndarray, k: int) -> np.ndarray:
         r1 = min(r0 + rows, C)
         # Items r0..r1-1 see only items 0..i-1: columns up to r1-1, the rest masked.
         S = Xc[r0:r1] @ Xc[:r1].T
-        i_idx = np.arange(r0, r1)[:, None]
-        S[np.arange(r1)[None, :] >= i_idx] = -np.inf
+        S[:, r0:r1][np.triu_indices(r1 - r0)] = -np.inf
         if k == 1:
             # argmax returns the lowest index among exact ties (the spec's tie-break).
             pred[r0:r1] = yc[np.argmax(S, axis=1)]
