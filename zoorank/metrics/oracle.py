@@ -1,0 +1,580 @@
+"""Label oracle: metrics that need class labels, against which label-free metrics are judged.
+
+* ``knn_accuracy``: DINO's weighted k-NN classifier (Caron et al. 2021).
+* ``linear_probe_accuracy``: a logistic-regression probe on standardised frozen features.
+* ``recall_at_1`` / ``r_auroc``: the URL benchmark (Kirchhof et al. 2023; ``specs/url_sdl_nc.md``
+  PART A).
+* ``loss_data_curve`` and its reducers ``sdl`` / ``esc`` / ``mdl``: the loss-data framework of
+  Whitney et al. (2020) with the conventions of its official code, reprieve (spec PART B).
+
+For every function here **higher accuracy / R@1 / R-AUROC = better**, while the loss-data reducers
+(SDL, εSC, MDL) are costs: **lower = better representation**.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from zoorank.metrics._checks import check_array, check_labels, to_numpy, warn_degenerate
+from zoorank.metrics.neighbors import knn
+
+__all__ = [
+    "knn_accuracy",
+    "linear_probe_accuracy",
+    "recall_at_1",
+    "r_auroc",
+    "loss_data_curve",
+    "sdl",
+    "esc",
+    "mdl",
+]
+
+DEFAULT_CS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+
+def _train_test(
+    train_Z: Any, train_y: Any, test_Z: Any, test_y: Any, *, dtype: type = np.float64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a labelled train/test pair; labels come back raw (checked for shape only)."""
+    Xtr = check_array(train_Z, "train_Z", dtype=dtype)
+    Xte = check_array(test_Z, "test_Z", dtype=dtype)
+    if Xtr.shape[1] != Xte.shape[1]:
+        raise ValueError(f"train_Z width {Xtr.shape[1]} differs from test_Z width {Xte.shape[1]}")
+    check_labels(train_y, Xtr.shape[0], "train_y")
+    check_labels(test_y, Xte.shape[0], "test_y")
+    return Xtr, to_numpy(train_y), Xte, to_numpy(test_y)
+
+
+def _joint_codes(*label_arrays: np.ndarray) -> tuple[int, list[np.ndarray]]:
+    """Encode several label vectors with one shared code book; returns (n_classes, codes...)."""
+    classes, codes = np.unique(np.concatenate(label_arrays), return_inverse=True)
+    splits = np.cumsum([len(y) for y in label_arrays])[:-1]
+    return len(classes), [c.astype(np.int64) for c in np.split(codes.ravel(), splits)]
+
+
+def knn_accuracy(
+    train_Z: Any,
+    train_y: Any,
+    test_Z: Any,
+    test_y: Any,
+    k: int = 20,
+    temperature: float = 0.07,
+) -> float:
+    """Top-1 accuracy of DINO's weighted k-NN classifier (higher = better).
+
+    Rows are L2-normalised; each test point takes its ``k`` most cosine-similar training points and
+    gives each a vote ``exp(sim / temperature)`` for its class; the class with the largest summed
+    vote wins (ties: the smallest label). Defaults k = 20, T = 0.07 are DINO's (Caron et al. 2021,
+    ``eval_knn.py``; Wu et al. 2018).
+
+    Parameters
+    ----------
+    train_Z, test_Z : (n_train, d) and (n_test, d) arrays.
+    train_y, test_y : label vectors (any hashable dtype); a test label absent from ``train_y`` is
+        always wrong.
+    k : neighbours, ``1 <= k <= n_train``.
+    temperature : > 0.
+
+    Returns
+    -------
+    float in [0, 1]. Cost: one exact k-NN search, O(n_test · n_train · d).
+    """
+    Xtr, ytr, Xte, yte = _train_test(train_Z, train_y, test_Z, test_y, dtype=np.float32)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(Xtr):
+        raise ValueError(f"k={k!r} must be an integer between 1 and n_train={len(Xtr)}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    classes, codes = np.unique(ytr, return_inverse=True)
+    dist, idx = knn(Xte, Xtr, int(k), metric="cosine")
+    sim = 1.0 - dist
+    # Shifting by the row maximum leaves the vote argmax unchanged and avoids overflow at small T.
+    weights = np.exp((sim - sim[:, :1]) / temperature)
+    votes = np.zeros((len(Xte), len(classes)), dtype=np.float64)
+    rows = np.arange(len(Xte))
+    neighbour_codes = codes.ravel()[idx]
+    for j in range(idx.shape[1]):
+        votes[rows, neighbour_codes[:, j]] += weights[:, j]
+    pred = classes[np.argmax(votes, axis=1)]
+    return float(np.mean(pred == yte))
+
+
+def linear_probe_accuracy(
+    train_Z: Any,
+    train_y: Any,
+    test_Z: Any,
+    test_y: Any,
+    Cs: Sequence[float] = DEFAULT_CS,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    max_iter: int = 200,
+) -> float:
+    """Test accuracy of a multinomial logistic-regression probe on frozen features (higher = better).
+
+    Protocol: features are standardised (per-feature mean/std fitted on the data the probe is
+    trained on); the inverse regularisation strength C is chosen from ``Cs`` by accuracy on a
+    held-out stratified ``val_fraction`` of the *training* set (ties: the smallest C); the probe is
+    then refitted on all training data with that C and scored on the test set. Test data never
+    influence any choice.
+
+    Solver: scikit-learn ``LogisticRegression`` with L-BFGS (multinomial loss, L2 penalty), a fixed
+    iteration budget ``max_iter`` and warm starts along the increasing-C path. On standardised
+    features L-BFGS reaches its accuracy plateau in well under 200 iterations; a probe that stops at
+    the budget is part of the fixed probing algorithm, so ``ConvergenceWarning`` is silenced. With
+    5,000 × 512 features and 10 classes the whole search takes a few seconds on two cores.
+
+    Parameters
+    ----------
+    Cs : candidate C values (default 1e-3 … 10, log-spaced); a single value skips the selection.
+    val_fraction : fraction of the training set held out for choosing C, in (0, 1).
+    seed : seed of the held-out split (the solver itself is deterministic).
+    max_iter : L-BFGS iteration budget per fit.
+
+    Returns
+    -------
+    float in [0, 1].
+    """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    Xtr, ytr, Xte, yte = _train_test(train_Z, train_y, test_Z, test_y)
+    Cs = [float(c) for c in Cs]
+    if not Cs or not all(c > 0 and math.isfinite(c) for c in Cs):
+        raise ValueError(f"Cs must be a non-empty list of positive finite values, got {Cs}")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    if len(np.unique(ytr)) < 2:
+        raise ValueError("train_y has a single class: a probe needs at least two")
+
+    def fit(X: np.ndarray, y: np.ndarray, C: float, model=None):
+        model = model or LogisticRegression(max_iter=max_iter, warm_start=True)
+        model.set_params(C=C)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return model.fit(X, y)
+
+    best_C = Cs[0]
+    if len(Cs) > 1:
+        try:
+            X_fit, X_val, y_fit, y_val = train_test_split(
+                Xtr, ytr, test_size=val_fraction, random_state=seed, stratify=ytr
+            )
+        except ValueError:  # a class with one sample, or fewer held-out rows than classes
+            X_fit, X_val, y_fit, y_val = train_test_split(
+                Xtr, ytr, test_size=val_fraction, random_state=seed
+            )
+        if len(np.unique(y_fit)) < 2:
+            raise ValueError("the training split for choosing C has a single class; pass one C")
+        scaler = StandardScaler().fit(X_fit)
+        X_fit, X_val = scaler.transform(X_fit), scaler.transform(X_val)
+        model, best_acc = None, -1.0
+        for C in sorted(Cs):
+            model = fit(X_fit, y_fit, C, model)
+            acc = float(np.mean(model.predict(X_val) == y_val))
+            if acc > best_acc:
+                best_C, best_acc = C, acc
+    scaler = StandardScaler().fit(Xtr)
+    model = fit(scaler.transform(Xtr), ytr, best_C)
+    return float(np.mean(model.predict(scaler.transform(Xte)) == yte))
+
+
+def recall_at_1(Z: Any, y: Any, return_correct: bool = False) -> float | tuple[float, np.ndarray]:
+    """Recall@1 of the URL benchmark: does each point's cosine nearest neighbour share its class?
+
+    ``c_i = 1[y_{j*(i)} = y_i]`` with ``j*(i) = argmax_{j ≠ i} cos(z_i, z_j)`` (self excluded by
+    index, so an exact duplicate of a point counts as its neighbour), and ``R@1 = mean_i c_i``
+    (Kirchhof et al. 2023, Sec. 3). Higher = better. Ties between equally similar neighbours are
+    broken by the search backend.
+
+    Parameters
+    ----------
+    Z : (n, d) embeddings, n >= 2.
+    y : (n,) labels.
+    return_correct : also return the per-sample correctness ``c`` (int64 0/1), the input of
+        ``r_auroc``.
+
+    Returns
+    -------
+    float in [0, 1], or (float, (n,) int64 array). Cost: one exact k-NN self-search, O(n² d).
+    """
+    X = check_array(Z, "Z", min_rows=2, dtype=np.float32)
+    codes = check_labels(y, X.shape[0], "y")
+    _, idx = knn(X, None, 1, metric="cosine")
+    correct = (codes[idx[:, 0]] == codes).astype(np.int64)
+    r1 = float(correct.mean())
+    return (r1, correct) if return_correct else r1
+
+
+def r_auroc(uncertainty: Any, correct: Any) -> float:
+    """R-AUROC: how well an uncertainty ranks a model's own R@1 errors above its hits (URL).
+
+    ``R-AUROC = AUROC(score = u, positive = 1[c = 0]) = P(u_wrong > u_right) + ½ P(tie)``
+    (trapezoidal ROC with every value as a threshold, ``sklearn.metrics.roc_auc_score``;
+    Kirchhof et al. 2023). **Larger u must mean more uncertain**: invert certainties (norms,
+    concentrations, NC) first; ``u`` and ``-u`` give values summing to 1. Higher = better;
+    0.5 = uninformative (any constant u).
+
+    Parameters
+    ----------
+    uncertainty : (n,) finite values.
+    correct : (n,) 0/1 or bool R@1 correctness (from ``recall_at_1(..., return_correct=True)``).
+
+    Returns
+    -------
+    float in [0, 1]. When every point is correct, or every point is wrong, the AUROC is undefined;
+    0.5 (no information) is returned with a ``DegenerateInputWarning``. Cost O(n log n).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    u = check_array(uncertainty, "uncertainty", ndim=1)
+    c = to_numpy(correct)
+    if c.ndim != 1 or c.shape[0] != u.shape[0]:
+        raise ValueError(f"correct must be 1-D with {u.shape[0]} entries, got shape {c.shape}")
+    c = check_array(c, "correct", ndim=1)
+    if not np.isin(c, (0.0, 1.0)).all():
+        raise ValueError("correct must contain only 0/1 (or False/True)")
+    wrong = (c == 0).astype(np.int64)
+    if wrong.min() == wrong.max():
+        warn_degenerate(
+            "R-AUROC is undefined when every point is "
+            + ("wrong" if wrong[0] else "correct")
+            + "; returning 0.5"
+        )
+        return 0.5
+    return float(roc_auc_score(wrong, u))
+
+
+# --------------------------------------------------------------------------- loss-data framework
+
+Probe = Literal["linear", "mlp"]
+
+_PROBE_DEFAULTS = {  # (train_steps, lr)
+    "mlp": (4000, 1e-4),  # Whitney et al. 2020 / reprieve: MLP-2×512, Adam 1e-4, 4000 updates
+    "linear": (1000, 1e-3),  # zoorank's CPU default, see loss_data_curve
+}
+
+
+def _check_sizes(sizes: Any, n_train: int) -> np.ndarray:
+    arr = to_numpy(sizes)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"sizes must be a non-empty 1-D list of subset sizes, got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.number) or not np.all(np.isfinite(arr)):
+        raise ValueError("sizes must be finite numbers")
+    if np.any(arr != np.round(arr)) or arr.min() < 1:
+        raise ValueError(f"sizes must be positive integers, got {arr.tolist()}")
+    if arr.max() > n_train:
+        raise ValueError(f"sizes go up to {int(arr.max())} but train_Z has only {n_train} rows")
+    return np.unique(arr.astype(np.int64))
+
+
+def _check_seeds(seeds: Any) -> list[int]:
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1 when given as a count, got {seeds}")
+        return list(range(int(seeds)))
+    out = [int(s) for s in seeds]
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"seeds must be a non-empty list of distinct integers, got {out}")
+    return out
+
+
+def _init_probe(torch, gen, dims: list[int]) -> list:
+    """One probe's parameters, drawn like torch.nn.Linear's default init: U(±1/sqrt(fan_in))."""
+    params = []
+    for fan_in, fan_out in zip(dims[:-1], dims[1:]):
+        bound = 1.0 / math.sqrt(fan_in)
+        params.append((torch.rand(fan_in, fan_out, generator=gen) * 2 - 1) * bound)
+        params.append((torch.rand(1, fan_out, generator=gen) * 2 - 1) * bound)
+    return params
+
+
+def _forward(torch, params: list, x):
+    """Batched MLP over P probes: x (P, B, d) → logits (P, B, C); ReLU between layers."""
+    h = x
+    n_layers = len(params) // 2
+    for i in range(n_layers):
+        h = torch.baddbmm(params[2 * i + 1], h, params[2 * i])
+        if i < n_layers - 1:
+            h = torch.relu(h)
+    return h
+
+
+def loss_data_curve(
+    train_Z: Any,
+    train_y: Any,
+    val_Z: Any,
+    val_y: Any,
+    sizes: Sequence[int],
+    seeds: int | Sequence[int] = 5,
+    *,
+    probe: Probe = "linear",
+    train_steps: int | None = None,
+    batch_size: int = 256,
+    lr: float | None = None,
+    hidden_dim: int = 512,
+    hidden_layers: int = 2,
+    whiten: bool = True,
+    device: str = "cpu",
+    return_per_seed: bool = False,
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Loss-data curve: mean validation cross-entropy (nats) of a probe trained on n points, per n.
+
+    For each size n and seed s (Whitney et al. 2020, App. C; reprieve ``LossDataEstimator``):
+    the training subset is the first n points of a seed-``s`` permutation of the training pool
+    (nested across n for one seed, fresh across seeds); a probe initialised from seed ``s`` is
+    trained with Adam for a **fixed number of updates independent of n**; its mean cross-entropy on
+    the whole validation set is recorded. The curve is the mean over seeds. Every (n, s) probe is
+    trained simultaneously as one batched model (reprieve's vmap), and its result depends only on
+    (n, s), never on which other sizes or seeds are in the call.
+
+    Probe algorithm (keep it fixed across the representations compared, spec B.8.4):
+
+    * ``probe="mlp"`` — the paper's probe: ``hidden_layers`` × ``hidden_dim`` ReLU MLP
+      (2 × 512), Adam lr 1e-4, 4,000 updates of batch 256 (reprieve defaults). Costly on CPU.
+    * ``probe="linear"`` (default) — a linear softmax probe, Adam lr 1e-3, 1,000 updates of batch
+      256: the same protocol at a CPU-friendly cost (about 1–3 ms per update for 30 probes on
+      512-d features on two cores).
+
+    Batches: when n <= ``batch_size`` every update uses the whole subset (as reprieve's loader
+    does); otherwise each update draws ``batch_size`` indices uniformly with replacement from the
+    subset. ``whiten=True`` standardises all features with one *scalar* mean and std of the whole
+    training pool (reprieve's whitening, not per-feature).
+
+    Parameters
+    ----------
+    train_Z, train_y : the training pool (subsets are drawn from it).
+    val_Z, val_y : held-out points for the loss (the spec's approximation of the population loss).
+    sizes : subset sizes n, 1 <= n <= n_train (sorted and de-duplicated; the spec's grid is
+        log-uniform, e.g. ``np.ceil(np.logspace(1, np.log10(n_train), 10))``).
+    seeds : a list of seeds, or a count (``5`` = seeds 0..4, reprieve's default).
+    train_steps, lr : None = the probe's default above.
+    device : torch device for training (default CPU, bit-reproducible; ``"cuda"`` is faster).
+    return_per_seed : also return the (len(ns), len(seeds)) matrix of per-seed losses.
+
+    Returns
+    -------
+    ns : (T,) int64, ascending; losses : (T,) float64 mean validation loss in nats
+    (lower = better); optionally the per-seed matrix.
+    """
+    import torch
+
+    Xtr, ytr, Xva, yva = _train_test(train_Z, train_y, val_Z, val_y, dtype=np.float32)
+    n_classes, (ctr, cva) = _joint_codes(ytr, yva)
+    ns = _check_sizes(sizes, len(Xtr))
+    seed_list = _check_seeds(seeds)
+    if probe not in _PROBE_DEFAULTS:
+        raise ValueError(f"probe must be 'linear' or 'mlp', got {probe!r}")
+    default_steps, default_lr = _PROBE_DEFAULTS[probe]
+    train_steps = default_steps if train_steps is None else int(train_steps)
+    lr = default_lr if lr is None else float(lr)
+    if train_steps < 1 or batch_size < 1 or not lr > 0:
+        raise ValueError("train_steps and batch_size must be >= 1 and lr > 0")
+    if probe == "mlp" and (hidden_dim < 1 or hidden_layers < 1):
+        raise ValueError("the MLP probe needs hidden_dim >= 1 and hidden_layers >= 1")
+    if n_classes < 2:
+        raise ValueError("train_y and val_y hold a single class: the loss-data curve is trivial")
+
+    if whiten:
+        mean, std = float(Xtr.mean(dtype=np.float64)), float(Xtr.std(dtype=np.float64))
+        std = std if std > 0 else 1.0
+        Xtr, Xva = (Xtr - mean) / std, (Xva - mean) / std
+
+    jobs = [(int(n), s) for n in ns for s in seed_list]
+    P, B, d = len(jobs), batch_size, Xtr.shape[1]
+    dims = [d] + ([hidden_dim] * hidden_layers if probe == "mlp" else []) + [n_classes]
+
+    perms = {s: np.random.default_rng(s).permutation(len(Xtr)) for s in seed_list}
+    batch_rngs = [np.random.default_rng([s, n]) for n, s in jobs]
+    full = np.array([n <= B for n, _ in jobs])
+    sizes_arr = np.array([n for n, _ in jobs])
+    # Full-batch probes see positions 0..n-1 (padding masked out); the others sample positions.
+    fixed_pos = np.minimum(np.arange(B)[None, :], sizes_arr[:, None] - 1)
+    weights = np.where(
+        full[:, None], (np.arange(B)[None, :] < sizes_arr[:, None]) / sizes_arr[:, None], 1.0 / B
+    )
+
+    dev = torch.device(device)
+    X_t = torch.from_numpy(np.ascontiguousarray(Xtr)).to(dev)
+    y_t = torch.from_numpy(ctr).to(dev)
+    w_t = torch.from_numpy(weights.astype(np.float32)).to(dev)
+    per_probe = [_init_probe(torch, torch.Generator().manual_seed(s), dims) for _, s in jobs]
+    params = [torch.stack([p[i] for p in per_probe]).to(dev).requires_grad_() for i in
+              range(len(per_probe[0]))]
+    opt = torch.optim.Adam(params, lr=lr)
+
+    chunk = 100
+    for start in range(0, train_steps, chunk):
+        steps = min(chunk, train_steps - start)
+        pos = np.empty((steps, P, B), dtype=np.int64)
+        for p, (n, s) in enumerate(jobs):
+            pos[:, p] = fixed_pos[p] if full[p] else batch_rngs[p].integers(0, n, size=(steps, B))
+            pos[:, p] = perms[s][pos[:, p]]
+        pos_t = torch.from_numpy(pos).to(dev)
+        for t in range(steps):
+            idx = pos_t[t]
+            logits = _forward(torch, params, X_t[idx])
+            ce = torch.nn.functional.cross_entropy(
+                logits.reshape(P * B, -1), y_t[idx].reshape(-1), reduction="none"
+            ).reshape(P, B)
+            # Summing independent per-probe losses keeps the probes independent (Adam is
+            # element-wise).
+            loss = (ce * w_t).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    Xv_t = torch.from_numpy(np.ascontiguousarray(Xva)).to(dev)
+    yv_t = torch.from_numpy(cva).to(dev)
+    total = torch.zeros(P, dtype=torch.float64, device=dev)
+    block = max(1, (1 << 22) // (P * max(dims[1:])))
+    with torch.no_grad():
+        for start in range(0, len(Xva), block):
+            xb = Xv_t[start : start + block]
+            logits = _forward(torch, params, xb.unsqueeze(0).expand(P, -1, -1))
+            ce = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, n_classes),
+                yv_t[start : start + block].repeat(P),
+                reduction="none",
+            ).reshape(P, -1)
+            total += ce.sum(dim=1, dtype=torch.float64)
+    per_seed = (total / len(Xva)).cpu().numpy().reshape(len(ns), len(seed_list))
+    if not np.isfinite(per_seed).all():
+        raise ValueError("a probe diverged (non-finite validation loss); lower lr")
+    losses = per_seed.mean(axis=1)
+    return (ns, losses, per_seed) if return_per_seed else (ns, losses)
+
+
+def _check_curve(ns: Any, losses: Any) -> tuple[np.ndarray, np.ndarray]:
+    n = check_array(ns, "ns", ndim=1)
+    L = check_array(losses, "losses", ndim=1)
+    if n.shape != L.shape:
+        raise ValueError(f"ns has {n.size} entries but losses has {L.size}")
+    if n[0] <= 0 or np.any(np.diff(n) <= 0):
+        raise ValueError(f"ns must be positive and strictly increasing, got {n.tolist()}")
+    return n, L
+
+
+def _check_eps(eps: float) -> float:
+    eps = float(eps)
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite value >= 0, got {eps}")
+    return eps
+
+
+def _riemann(
+    n: np.ndarray, L: np.ndarray, eps: float, edge: str, first_chunk_loss: float | None
+) -> float:
+    widths = np.diff(np.concatenate([[0.0], n]))  # n_0 = 0
+    if edge == "right":
+        heights = L
+    elif edge == "left":
+        if first_chunk_loss is None or not math.isfinite(first_chunk_loss):
+            raise ValueError(
+                "edge='left' codes the first chunk (0, n_1] without a model: pass "
+                "first_chunk_loss, e.g. log(n_classes) for a uniform code"
+            )
+        heights = np.concatenate([[float(first_chunk_loss)], L[:-1]])
+    else:
+        raise ValueError(f"edge must be 'right' (reprieve) or 'left' (Voita & Titov), got {edge!r}")
+    return float(np.sum(widths * np.maximum(heights - eps, 0.0)))
+
+
+def mdl(
+    ns: Any,
+    losses: Any,
+    *,
+    edge: Literal["right", "left"] = "right",
+    first_chunk_loss: float | None = None,
+) -> float:
+    """Online (prequential) codelength MDL from a loss-data curve, in nats (lower = better).
+
+    ``MDL(n_T) = Σ_t (n_t − n_{t−1}) · L̄(n_t)`` with ``n_0 = 0``: the chunked Riemann sum of the
+    curve (Whitney et al. 2020, Eq. 7), i.e. ``sdl(ns, losses, eps=0)``. ``edge="right"``
+    (default) takes each chunk's loss at its larger end, exactly as reprieve's ``auc_segment``;
+    ``edge="left"`` codes chunk (n_{t−1}, n_t] with the model trained on n_{t−1} points (Voita &
+    Titov chunking, as App. C of the paper describes) and needs ``first_chunk_loss`` for (0, n_1]
+    (e.g. ``log(n_classes)``). Example: ns = [10, 20, 40], losses = [2, 1, 0.05] → 31.0.
+    Cost O(T).
+    """
+    n, L = _check_curve(ns, losses)
+    return _riemann(n, L, 0.0, edge, first_chunk_loss)
+
+
+def sdl(
+    ns: Any,
+    losses: Any,
+    eps: float,
+    *,
+    edge: Literal["right", "left"] = "right",
+    first_chunk_loss: float | None = None,
+    return_bound: bool = False,
+) -> float | tuple[float, bool]:
+    """Surplus description length SDL_ε of a loss-data curve, in nats (lower = better).
+
+    ``SDL_ε(n_T) = Σ_t (n_t − n_{t−1}) · [L̄(n_t) − ε]_+`` with ``n_0 = 0`` (Whitney et al. 2020,
+    Eq. 11, estimated as in reprieve; ``edge`` as in ``mdl``): the area between the curve and the
+    line y = ε. ε should be at least the achievable loss (the paper: 0.1 nats, or the loss of a
+    large probe on raw data).
+
+    Bound rule (reprieve's "> value"): when ``L̄(n_T) > ε`` the curve has not reached ε by the
+    largest measured n, the sum is truncated there and is only a **lower bound** of SDL_ε. Then
+    ``SDL = MDL − n_T·ε`` whenever the loss exceeds ε at every point.
+
+    Returns
+    -------
+    float, or with ``return_bound=True`` ``(value, is_lower_bound)``. Without ``return_bound`` a
+    lower bound comes with a ``DegenerateInputWarning``. Example: ns = [10, 20, 40], losses =
+    [2, 1, 0.05]: ε = 0.1 → 28.0 (exact); ε = 0.01 → 30.6, a lower bound ("> 30.6"). Cost O(T).
+    """
+    n, L = _check_curve(ns, losses)
+    eps = _check_eps(eps)
+    value = _riemann(n, L, eps, edge, first_chunk_loss)
+    bounded = bool(L[-1] > eps)
+    if return_bound:
+        return value, bounded
+    if bounded:
+        warn_degenerate(
+            f"the loss {L[-1]:.4g} at n={n[-1]:g} is above eps={eps:g}: SDL {value:.6g} is a lower "
+            "bound (pass return_bound=True to get the flag)"
+        )
+    return value
+
+
+def esc(
+    ns: Any,
+    losses: Any,
+    eps: float,
+    *,
+    return_bound: bool = False,
+) -> float | tuple[float, bool]:
+    """ε sample complexity εSC: the smallest measured n with ``L̄(n) <= ε`` (lower = better).
+
+    Whitney et al. 2020, Eq. 12, on the measured grid with reprieve's ``<=`` rule (first crossing;
+    a non-monotone curve is not smoothed). The result is an upper bound at the grid's precision:
+    the true εSC lies in (previous n, returned n]. Refine by measuring a finer grid there.
+
+    When the curve never reaches ε the value is only known to exceed ``max(ns)`` ("> n_max"):
+    ``return_bound=False`` returns ``math.inf`` with a ``DegenerateInputWarning`` (it sorts after
+    every finite value in rankings); ``return_bound=True`` returns ``(max(ns), True)``, read as
+    "> max(ns)", and ``(n, False)`` otherwise. Example: ns = [10, 20, 40], losses = [2, 1, 0.05]:
+    ε = 0.1 → 40; ε = 0.01 → "> 40". Cost O(T).
+    """
+    n, L = _check_curve(ns, losses)
+    eps = _check_eps(eps)
+    below = np.flatnonzero(L <= eps)
+    if below.size:
+        value = float(n[below[0]])
+        return (value, False) if return_bound else value
+    if return_bound:
+        return float(n[-1]), True
+    warn_degenerate(
+        f"the loss never reaches eps={eps:g} up to n={n[-1]:g}: eSC > {n[-1]:g}, returning inf "
+        "(pass return_bound=True to get (max n, True) instead)"
+    )
+    return math.inf
