@@ -1,4 +1,7 @@
-"""Python-factory models for the zoo tests (``source: python``, ``name: zoo_factories:small_cnn``)."""
+"""Python-factory models for the zoo tests (``source: python``, ``name: zoo_factories:...``).
+
+``tests/`` is on ``sys.path`` under pytest (rootdir conftest), so the module is ``zoo_factories``.
+"""
 
 from __future__ import annotations
 

@@ -68,7 +68,9 @@ import importlib
 import json
 import math
 import os
+import pickle
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -518,26 +520,27 @@ def _truncated(names: list[str]) -> str:
     return shown + (f", ... (+{len(names) - _MAX_LISTED} more)" if len(names) > _MAX_LISTED else "")
 
 
-def _weights_only_detail(err: Exception) -> str:
-    text = str(err)
-    lines = [
-        ln.strip()
-        for ln in text.splitlines()
-        if ln.strip()
-        and not ln.startswith(
-            ("Weights only load failed", "Check the documentation", "Please file")
-        )
-    ]
-    return lines[0] if lines else text.splitlines()[0]
+def _weights_only_refusal(err: Exception) -> tuple[str | None, str]:
+    """(the refused global, if any; a one-line reason) from torch's weights-only error text."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    found = re.search(r"GLOBAL\s+([\w.]+)", text)
+    if found:
+        return found.group(1), f"it needs the global {found.group(1)}"
+    found = re.search(r"WeightsUnpickler error:\s*(.+)", text, re.DOTALL)
+    lines = [ln.strip() for ln in (found.group(1) if found else text).splitlines() if ln.strip()]
+    return None, lines[0] if lines else type(err).__name__
 
 
 def _torch_load(path: str, trust: bool) -> Any:
     try:
-        return torch.load(path, map_location="cpu", weights_only=not trust)
+        with warnings.catch_warnings():
+            # raised for protocol-4 pickles that the weights-only loader then refuses anyway
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(path, map_location="cpu", weights_only=not trust)
     except Exception as err:
         if not trust and "Weights only load failed" in str(err):
-            detail = _weights_only_detail(err)
-            if "GLOBAL" in detail:
+            refused, detail = _weights_only_refusal(err)
+            if refused:
                 raise CheckpointError(
                     f"{path}: unsafe pickle refused ({detail}); set trust_checkpoint: true only "
                     "for a file you trust (loading it runs code from the file)"
@@ -548,8 +551,6 @@ def _torch_load(path: str, trust: bool) -> Any:
             ) from None
         if trust:
             with contextlib.suppress(Exception), open(path, "rb") as f:
-                import pickle
-
                 return pickle.load(f)  # a plain (non-torch.save) pickle, trusted by the user
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"{path}: corrupt or unreadable checkpoint ({first})") from None
