@@ -345,6 +345,135 @@ def _run_one(
     return value, _jsonable(params)
 
 
+# -- sample selection and seed ensembles ---------------------------------------------------------
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _hash_ids(sample_ids: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of (sample_id, seed): a seeded pseudo-random key per id, independent of order."""
+    z = np.asarray(sample_ids, dtype=np.int64).astype(np.uint64)
+    z = z + _GOLDEN * np.uint64((int(seed) + 1) % (1 << 64))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def select_samples(sample_ids: Any, size: int | None, seed: int) -> np.ndarray:
+    """Positions (ascending) of a deterministic subset of ``size`` samples; all when size is None.
+
+    The subset is the ``size`` ids with the smallest seeded hash, so it depends only on the ids and
+    the seed: every model that embedded the same samples gets the same subset, in any order, and a
+    larger ``size`` keeps the smaller subset.
+    """
+    ids = np.asarray(sample_ids, dtype=np.int64)
+    if size is None or size >= ids.shape[0]:
+        return np.arange(ids.shape[0])
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    keys = _hash_ids(ids, seed)
+    chosen = np.argsort(keys, kind="stable")[:size]
+    return np.sort(chosen)
+
+
+#: NC's k is capped at this share of the reference set (NC paper: k ≈ 2% of |D_ref|; spec C.9.4).
+NC_K_FRACTION = 0.02
+#: the reference set takes at most this share of the samples; the rest are the test points.
+NC_REFERENCE_FRACTION = 0.5
+
+
+def nc_settings(options: ScoreOptions, seed: int) -> dict[str, Any]:
+    """The settings of an ensemble's NC and baselines (known before running: fingerprinted)."""
+    return {
+        "k": options.nc_k,
+        "k_fraction_cap": NC_K_FRACTION,
+        "reference_size": options.nc_reference_size,
+        "reference_fraction_cap": NC_REFERENCE_FRACTION,
+        "reference_seed": seed,
+        "metric": options.nc_metric,
+        "baselines": {"mean_knn_distance": {"k": 1}, "embedding_norm": {"raw": True},
+                      "feature_variance": {"normalize": options.nc_metric == "cosine"}},
+    }
+
+
+def ensemble_reliability(
+    members: list[Any], sample_ids: Any, options: ScoreOptions | None = None, seed: int = 0
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Per-sample NC and its baselines for one seed ensemble (Park et al. 2024; spec PART C).
+
+    The reference set is a deterministic subset of the samples (:func:`select_samples` with the run
+    seed) of size ``min(nc_reference_size, ⌊n/2⌋)``, the same indices for every member; the test
+    points are the *other* samples (disjoint, so no test point finds itself among its reference
+    neighbours). ``k = min(nc_k, max(1, round(0.02 · |reference|)))``: the paper's k = 100 for 5,000
+    references, scaled down for small sets (a large k reaches far-away anchors, spec C.9.4).
+
+    Parameters
+    ----------
+    members : list of M >= 2 arrays (n, d_m), rows aligned on ``sample_ids`` across members.
+    sample_ids : (n,) int ids of the rows.
+
+    Returns
+    -------
+    table : ``sample_id``, ``nc`` (in [0, 1], higher = more reliable), ``mean_knn_distance``
+        (AvgDist_1, ensemble mean, higher = less reliable), ``embedding_norm`` (raw, ensemble mean,
+        higher = more reliable), ``feature_variance`` (higher = less reliable; NaN when member
+        widths differ, with the reason in ``params["errors"]``) for the test points.
+    params : the settings used (k, reference size, metric, members' count, ...) and ``errors``.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 members, fewer than 4 samples, or degenerate input to NC.
+    """
+    from zoorank.metrics.reliability import (
+        embedding_norm,
+        feature_variance,
+        mean_knn_distance,
+        neighborhood_consistency,
+    )
+
+    options = options or ScoreOptions()
+    ids = np.asarray(sample_ids, dtype=np.int64)
+    if len(members) < 2:
+        raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")
+    n = ids.shape[0]
+    ref_size = min(options.nc_reference_size, int(n * NC_REFERENCE_FRACTION))
+    if ref_size < 2 or n - ref_size < 1:
+        raise ValueError(f"NC needs at least 4 samples (2 references, 2 test points), got {n}")
+    is_ref = np.zeros(n, dtype=bool)
+    is_ref[select_samples(ids, ref_size, seed)] = True
+    k = min(options.nc_k, max(1, round(NC_K_FRACTION * ref_size)))
+    metric = options.nc_metric
+    test = [np.asarray(m)[~is_ref] for m in members]
+    ref = [np.asarray(m)[is_ref] for m in members]
+    params: dict[str, Any] = {
+        **nc_settings(options, seed),
+        "k": int(k),
+        "k_requested": options.nc_k,
+        "reference_size": int(ref_size),
+        "reference_size_requested": options.nc_reference_size,
+        "n_test": int(n - ref_size),
+        "members": len(members),
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = {
+            "sample_id": ids[~is_ref],
+            "nc": neighborhood_consistency(test, ref, k=k, metric=metric),
+            "mean_knn_distance": mean_knn_distance(test, ref, k=1, metric=metric),
+            "embedding_norm": embedding_norm(test),
+        }
+        try:
+            table["feature_variance"] = feature_variance(test, normalize=metric == "cosine")
+        except ValueError as err:
+            table["feature_variance"] = np.full(n - ref_size, np.nan)
+            params["errors"] = {"feature_variance": str(err)}
+    messages = list(dict.fromkeys(str(w.message) for w in caught))
+    if messages:
+        params["warnings"] = messages
+    return table, _jsonable(params)
+
+
 def label_free_suite(
     clean: Any,
     views: Any,

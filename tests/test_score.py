@@ -1,0 +1,229 @@
+"""SCORE stage on a store written directly (no embed stage): digits pixels through seeded maps."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+
+from zoorank.config import parse_config
+from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
+from zoorank.metrics.learnability import cluster_learnability
+from zoorank.metrics.spectral import coding_rate, lidar, rankme
+from zoorank.score import reliability_path, run_score
+from zoorank.store import METRICS, METRICS_COLUMNS, Store
+
+N_AUG, Q = 300, 4
+
+
+def _augment(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One random ±1-pixel translation plus pixel noise of each 8×8 digit (flattened to 64)."""
+    shifts = rng.integers(-1, 2, size=(len(images), 2))
+    out = np.stack([np.roll(im, tuple(s), axis=(0, 1)) for im, s in zip(images, shifts)])
+    return (out + rng.normal(0.0, 1.0, out.shape)).reshape(len(images), -1)
+
+
+def _zoo(images: np.ndarray) -> tuple[dict, dict]:
+    """model_id → map from flattened pixels to embeddings, and model_id → (group, family)."""
+    rng = np.random.default_rng(0)
+    wa, wb, wc = (rng.normal(size=(64, d)) for d in (48, 32, 40))
+    rotations = [np.linalg.qr(rng.normal(size=(40, 40)))[0] for _ in range(3)]
+    maps = {
+        "proj-a": lambda x: np.maximum(x @ wa, 0.0),
+        "proj-b": lambda x: np.tanh(x / 16.0 @ wb),
+        "collapsed": lambda x: np.ones((len(x), 16)),
+    }
+    for i, r in enumerate(rotations):
+        maps[f"rot-{i}"] = lambda x, r=r: (x @ wc) @ r
+    meta = {"proj-a": (None, "nonlinear"), "proj-b": (None, "nonlinear"), "collapsed": (None, None)}
+    meta.update({f"rot-{i}": ("rot", "linear") for i in range(3)})
+    return maps, meta
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, digits, ray_session):
+    images, _ = digits
+    root = tmp_path_factory.mktemp("score-store")
+    store = Store(root)
+    pixels = images.reshape(len(images), -1)
+    ids = np.arange(len(images), dtype=np.int64) * 3 + 7  # ids need not be positions
+    rng = np.random.default_rng(1)
+    aug_rows = rng.choice(len(images), N_AUG, replace=False)
+    aug_pixels = np.stack([_augment(images[aug_rows], rng) for _ in range(Q)], axis=1)
+    maps, meta = _zoo(images)
+    arrays, manifest = {}, []
+    for mid, fn in maps.items():
+        clean = fn(pixels).astype(np.float32)
+        views = fn(aug_pixels.reshape(-1, 64)).reshape(N_AUG, Q, -1).astype(np.float32)
+        arrays[mid] = (clean, views)
+        half = len(ids) // 2  # two shards, written out of order
+        store.write_shard("digits", "clean", mid, 1, ids[half:], np.zeros(len(ids) - half),
+                          clean[half:])
+        store.write_shard("digits", "clean", mid, 0, ids[:half], np.zeros(half), clean[:half])
+        store.write_shard("digits", "simclr", mid, 0, np.repeat(ids[aug_rows], Q),
+                          np.tile(np.arange(Q), N_AUG), views.reshape(N_AUG * Q, -1))
+        for view, rows in (("clean", len(ids)), ("simclr", N_AUG * Q)):
+            manifest.append({"dataset": "digits", "view": view, "model_id": mid,
+                             "fingerprint": f"{mid}-{view}-v1", "status": "done", "rows": rows,
+                             "dim": clean.shape[1], "seconds": 0.1})
+    manifest.append({"dataset": "digits", "view": "clean", "model_id": "broken",
+                     "fingerprint": "x", "status": "failed", "error": "CheckpointError: corrupt"})
+    store.update_manifest(manifest)
+
+    models = [{"id": mid, "source": "python", "name": "torch.nn:Flatten",
+               **({"group": g} if g else {}), **({"family": f} if f else {})}
+              for mid, (g, f) in meta.items()]
+    models.append({"id": "broken", "source": "python", "name": "torch.nn:Flatten"})
+    config = parse_config({
+        "store": str(root),
+        "seed": 0,
+        "datasets": [{"name": "digits", "source": "sklearn_digits"}],
+        "models": models,
+        "views": [{"name": "clean"}, {"name": "simclr", "samples": N_AUG, "per_sample": Q}],
+    })
+    table = run_score(config)
+    return {"store": store, "config": config, "table": table, "arrays": arrays,
+            "aug_ids": ids[aug_rows], "ids": ids}
+
+
+def _value(table: pd.DataFrame, model_id: str, metric: str) -> float:
+    row = table[(table.model_id == model_id) & (table.metric == metric)]
+    assert len(row) == 1, (model_id, metric)
+    return float(row.value.iloc[0])
+
+
+@pytest.mark.timeout(180)
+def test_metrics_table_has_contract_columns_and_is_readable_by_duckdb(scored):
+    import duckdb
+
+    path = scored["store"].local_path(METRICS)
+    on_disk = pd.read_parquet(path)
+    assert list(on_disk.columns) == METRICS_COLUMNS
+    assert len(on_disk) == len(scored["table"])
+    [(count, distinct)] = duckdb.sql(
+        f"SELECT count(*), count(DISTINCT model_id || metric) FROM read_parquet('{path}')"
+    ).fetchall()
+    assert count == distinct == len(on_disk)  # one row per (model, dataset, metric)
+    for params in on_disk.params:
+        json.loads(params)
+    nan_rows = on_disk[on_disk.value.isna()]
+    assert all("error" in json.loads(p) for p in nan_rows.params)  # never an unexplained NaN
+
+
+@pytest.mark.timeout(180)
+def test_values_equal_the_metric_functions_on_the_stored_arrays(scored):
+    table = scored["table"]
+    clean, views = scored["arrays"]["proj-a"]
+    # The augmented rows are stored by sample_id: reorder the views the same way.
+    views = views[np.argsort(scored["aug_ids"])]
+    expected = {
+        "rankme": rankme(clean),
+        "rankme_aug": rankme(views.reshape(-1, views.shape[-1])),
+        "lidar": lidar(views, delta=1e-6, eps=1e-7),
+        "twonn_id": twonn_id(clean, normalize=True),
+        "mle_id": mle_id(clean, k=20, normalize=True),
+        "cluster_learnability": cluster_learnability(clean, n_clusters=round(math.sqrt(1797)),
+                                                     seed=0),
+        "alignment": alignment(views[:, 0], views[:, 1]),
+        "uniformity": uniformity(clean, t=2),
+        "coding_rate": coding_rate(clean, eps2=0.5),
+        "embedding_norm_mean": float(np.linalg.norm(clean.astype(np.float64), axis=1).mean()),
+        "numerical_rank": float(np.linalg.matrix_rank(clean)),
+        "duplicate_fraction": 1.0 - len(np.unique(clean, axis=0)) / len(clean),
+    }
+    for metric, value in expected.items():
+        assert _value(table, "proj-a", metric) == pytest.approx(value, rel=1e-9), metric
+    row = table[(table.model_id == "proj-a") & (table.metric == "lidar")].iloc[0]
+    assert (row.n, row.dim) == (N_AUG, 48)
+    assert json.loads(row.params)["delta"] == 1e-6
+
+
+@pytest.mark.timeout(180)
+def test_collapsed_model_ranks_last_on_rank_and_dimension_metrics(scored):
+    table = scored["table"]
+    healthy = [m for m in scored["arrays"] if m != "collapsed"]
+    for metric in ("rankme", "lidar", "numerical_rank"):
+        assert _value(table, "collapsed", metric) < min(_value(table, m, metric) for m in healthy)
+    row = table[(table.model_id == "collapsed") & (table.metric == "twonn_id")].iloc[0]
+    assert math.isnan(row.value) and "duplicates" in json.loads(row.params)["error"]
+    assert _value(table, "collapsed", "duplicate_fraction") == pytest.approx(1796 / 1797)
+
+
+@pytest.mark.timeout(180)
+def test_failed_models_get_no_metrics(scored):
+    assert "broken" not in set(scored["table"].model_id)
+
+
+@pytest.mark.timeout(180)
+def test_nc_is_one_for_rotated_copies_and_baselines_are_stored(scored):
+    table, store = scored["table"], scored["store"]
+    nc = table[table.metric == "nc"]
+    assert set(nc.model_id) == {"rot-0", "rot-1", "rot-2"}
+    assert np.allclose(nc.value, 1.0)
+    params = json.loads(nc.params.iloc[0])
+    reference = params["reference_size"]
+    assert reference == 1797 // 2 and params["k"] == round(0.02 * reference)
+    assert params["group"] == "rot" and params["metric"] == "cosine"
+    rel = store.read_frame(reliability_path("digits", "rot"))
+    assert list(rel.columns) == ["sample_id", "nc", "mean_knn_distance", "embedding_norm",
+                                 "feature_variance"]
+    assert len(rel) == 1797 - reference and set(rel.sample_id) <= set(scored["ids"])
+    assert ((rel.nc >= 0) & (rel.nc <= 1)).all() and np.allclose(rel.nc, 1.0)
+    # Rotations keep neighbours and norms but move coordinates: FV sees a difference NC does not.
+    assert (rel.feature_variance > 1e-3).all()
+    clean = scored["arrays"]["rot-0"][0].astype(np.float64)
+    by_id = dict(zip(scored["ids"], np.linalg.norm(clean, axis=1)))
+    assert np.allclose(rel.embedding_norm, [by_id[i] for i in rel.sample_id], rtol=1e-5)
+
+
+@pytest.mark.timeout(180)
+def test_clid_is_sum_of_pool_zscores(scored):
+    table = scored["table"]
+    pool = ["proj-a", "proj-b", "rot-0", "rot-1", "rot-2"]  # collapsed: TwoNN undefined
+    cl = np.array([_value(table, m, "cluster_learnability") for m in pool])
+    id_ = np.array([_value(table, m, "twonn_id") for m in pool])
+    expected = scipy.stats.zscore(cl) + scipy.stats.zscore(id_)
+    got = np.array([_value(table, m, "clid") for m in pool])
+    assert np.allclose(got, expected)
+    assert math.isnan(_value(table, "collapsed", "clid"))
+    family = ["proj-a", "proj-b"]
+    sub = [pool.index(m) for m in family]
+    expected = scipy.stats.zscore(cl[sub]) + scipy.stats.zscore(id_[sub])
+    assert np.allclose([_value(table, m, "clid_family") for m in family], expected)
+    assert "collapsed" not in set(table[table.metric == "clid_family"].model_id)
+
+
+@pytest.mark.timeout(180)
+def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored):
+    store, config = scored["store"], scored["config"]
+    metrics_file = store.local_path(METRICS)
+    rel_file = store.local_path(reliability_path("digits", "rot"))
+    stamps = (os.stat(metrics_file).st_mtime_ns, os.stat(rel_file).st_mtime_ns)
+    before = store.read_metrics()
+    again = run_score(config)
+    assert (os.stat(metrics_file).st_mtime_ns, os.stat(rel_file).st_mtime_ns) == stamps
+    pd.testing.assert_frame_equal(again, before)
+
+    # proj-b re-embedded (new fingerprint, same arrays): its rows and the pool scores change.
+    store.update_manifest([{"dataset": "digits", "view": "clean", "model_id": "proj-b",
+                            "fingerprint": "proj-b-clean-v2", "status": "done", "rows": 1797,
+                            "dim": 32, "seconds": 0.1}])
+    after = run_score(config).set_index(["model_id", "dataset", "metric"])
+    old = before.set_index(["model_id", "dataset", "metric"])
+    changed = {key for key in old.index if old.loc[key, "fingerprint"] != after.loc[key, "fingerprint"]}
+    clean_metrics = {"rankme", "alpha_req", "twonn_id", "mle_id", "cluster_learnability",
+                     "uniformity", "coding_rate", "embedding_norm_mean", "numerical_rank",
+                     "duplicate_fraction"}
+    pool = {m for m, *_ in old.index if m != "broken"}
+    expected = {("proj-b", "digits", m) for m in clean_metrics}
+    expected |= {(m, "digits", "clid") for m in pool}
+    expected |= {(m, "digits", "clid_family") for m in ("proj-a", "proj-b")}
+    assert changed == expected
+    # Same arrays, so the recomputed values are the same.
+    assert np.allclose(after.loc[list(expected), "value"], old.loc[list(expected), "value"],
+                       equal_nan=True)

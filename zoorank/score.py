@@ -1,0 +1,584 @@
+"""SCORE stage: stored embeddings → ``metrics.parquet`` and per-ensemble reliability tables.
+
+Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-3 functions.
+
+1. Plan (driver, pure): for every dataset × resolved model whose embeddings are ``done`` in the
+   manifest (and none ``failed``), the per-model metrics whose stored fingerprint is missing or
+   different; for every seed ensemble (models sharing a ``group``, ≥ 2 done members) its NC unless
+   up to date. A metric row's fingerprint hashes the manifest fingerprints of the embeddings it
+   reads, its settings, ``max_samples``, the run seed and the zoorank version.
+2. Run: a pool of Ray actors (``num_cpus=score.num_cpus_per_actor``, one GPU each when the cluster
+   has GPUs), each reading one model's shards (or one ensemble's) at a time from the store; the
+   driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
+   what it finished and a rerun skips it.
+3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
+   within each ``family``; recomputed whenever a pool member's CL or ID row changes.
+
+Failed models (manifest status ``failed``) get no metrics (rows left from an earlier success are
+removed); the leaderboard lists them from the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import zoorank
+from zoorank.config import RunConfig, ScoreOptions, fingerprint
+from zoorank.metrics.suite import (
+    ensemble_reliability,
+    label_free_suite,
+    metric_inputs,
+    metric_settings,
+    nc_settings,
+    per_model_metrics,
+    select_samples,
+)
+from zoorank.store import METRICS, METRICS_COLUMNS, Store
+
+METRICS_KEY = ["model_id", "dataset", "metric"]
+#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
+CLID_TERMS = ("cluster_learnability", "twonn_id")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the stage needs of a resolved model."""
+
+    model_id: str
+    group: str | None = None
+    family: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """Per-model metrics to compute for one (dataset, model)."""
+
+    dataset: str
+    model_id: str
+    clean_view: str | None  # None: no done clean embeddings
+    augmented_view: str | None
+    metrics: tuple[str, ...]
+    fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """NC and baselines of one seed ensemble on one dataset."""
+
+    dataset: str
+    group: str
+    members: tuple[str, ...]
+    clean_view: str
+    fingerprint: str
+
+
+@dataclass
+class ScorePlan:
+    model_tasks: list[ModelTask] = field(default_factory=list)
+    group_tasks: list[GroupTask] = field(default_factory=list)
+    #: dataset → models scored on it (done embeddings, not failed): the CLID pool candidates.
+    eligible: dict[str, list[str]] = field(default_factory=dict)
+    up_to_date: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (dataset, model_id)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+# -- planning (pure) ----------------------------------------------------------------------------
+
+
+def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
+    done, failed = {}, set()
+    for r in manifest.itertuples(index=False):
+        key = (r.dataset, r.view, r.model_id)
+        if r.status == "done":
+            done[key] = str(r.fingerprint)
+        elif r.status == "failed":
+            failed.add((r.dataset, r.model_id))
+    return done, failed
+
+
+def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(model_id, dataset, metric) → stored fingerprint."""
+    if metrics.empty or "fingerprint" not in metrics:
+        return {}
+    return {
+        (r.model_id, r.dataset, r.metric): r.fingerprint
+        for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)
+    }
+
+
+def metric_fingerprint(
+    metric: str, dataset: str, view: str | None, entry: str | None, options: ScoreOptions,
+    seed: int,
+) -> str:
+    """Fingerprint of one per-model metric row (before running it)."""
+    samples = options.max_samples if metric_inputs(metric) == "clean" else None
+    return fingerprint(
+        "metric", metric, dataset, view, entry, metric_settings(metric, options, seed), samples,
+        seed, zoorank.__version__,
+    )
+
+
+def group_fingerprint(
+    dataset: str, group: str, entries: Iterable[tuple[str, str]], options: ScoreOptions, seed: int
+) -> str:
+    return fingerprint(
+        "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
+        seed, zoorank.__version__,
+    )
+
+
+def plan_score(
+    config: RunConfig,
+    models: list[ModelInfo],
+    manifest: pd.DataFrame,
+    metrics: pd.DataFrame,
+    reliability_exists: Any = lambda dataset, group: True,
+) -> ScorePlan:
+    """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
+    options, seed = config.score, config.seed
+    done, failed = _entry_fingerprints(manifest)
+    stored = existing_fingerprints(metrics)
+    clean = config.clean_view.name if config.clean_view else None
+    augmented = config.augmented_views[0].name if config.augmented_views else None
+    wanted = per_model_metrics(config.metrics)
+    plan = ScorePlan()
+    for dataset in (d.name for d in config.datasets):
+        plan.eligible[dataset] = []
+        members: dict[str, list[str]] = defaultdict(list)
+        for model in models:
+            mid = model.model_id
+            if (dataset, mid) in failed:
+                plan.failed.append((dataset, mid))
+                continue
+            clean_fp = done.get((dataset, clean, mid)) if clean else None
+            aug_fp = done.get((dataset, augmented, mid)) if augmented else None
+            if clean_fp is None and aug_fp is None:
+                plan.missing.append((dataset, mid))
+                continue
+            plan.eligible[dataset].append(mid)
+            if model.group and clean_fp is not None:
+                members[model.group].append(mid)
+            todo, fps = [], []
+            for metric in wanted:
+                on_clean = metric_inputs(metric) == "clean"
+                view, entry = (clean, clean_fp) if on_clean else (augmented, aug_fp)
+                fp = metric_fingerprint(metric, dataset, view, entry, options, seed)
+                if stored.get((mid, dataset, metric)) != fp:
+                    todo.append(metric)
+                    fps.append((metric, fp))
+            if todo:
+                plan.model_tasks.append(
+                    ModelTask(dataset, mid, clean if clean_fp else None,
+                              augmented if aug_fp else None, tuple(todo), tuple(fps))
+                )
+            else:
+                plan.up_to_date += 1
+        if "nc" not in config.metrics:
+            continue
+        for group, ids in sorted(members.items()):
+            if len(ids) < 2:
+                continue
+            fp = group_fingerprint(
+                dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
+            )
+            current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
+            if not (current and reliability_exists(dataset, group)):
+                plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
+    return plan
+
+
+# -- rows ------------------------------------------------------------------------------------------
+
+
+def _finite_json(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # strict JSON has no NaN/Inf (DuckDB's json functions reject them)
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
+def _params_json(params: dict[str, Any]) -> str:
+    return json.dumps(_finite_json(params), sort_keys=True, allow_nan=False, default=str)
+
+
+def metric_row(
+    model_id: str, dataset: str, metric: str, value: float, params: dict[str, Any], n: int,
+    dim: int, seed: int, fp: str,
+) -> dict[str, Any]:
+    """One ``metrics.parquet`` row (contract 2 columns plus ``fingerprint``)."""
+    return {
+        "model_id": model_id,
+        "dataset": dataset,
+        "metric": metric,
+        "value": float(value),
+        "params": _params_json(params),
+        "n": int(n),
+        "dim": int(dim),
+        "seed": int(seed),
+        "zoorank_version": zoorank.__version__,
+        "fingerprint": fp,
+    }
+
+
+# -- reading embeddings -------------------------------------------------------------------------
+
+
+def load_clean(
+    store: Store, dataset: str, view: str, model_id: str, max_samples: int | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sample_ids, n × d) clean embeddings, capped to ``max_samples`` deterministically."""
+    emb = store.read_embeddings(dataset, view, model_id)
+    first = emb.view_index == emb.view_index.min() if len(emb.view_index) else slice(None)
+    ids, Z = emb.sample_id[first], emb.embedding[first]
+    keep = select_samples(ids, max_samples, seed)
+    return ids[keep], Z[keep]
+
+
+def load_augmented(
+    store: Store, dataset: str, view: str, model_id: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sample_ids, n × q × d) augmented views grouped by clean sample."""
+    return store.read_embeddings(dataset, view, model_id).grouped()
+
+
+# -- the actor ------------------------------------------------------------------------------------
+
+
+class ScoreWorker:
+    """Scores one model (or one ensemble) at a time; reads its embeddings from the store."""
+
+    def __init__(self, store_uri: str, options: dict, seed: int, metrics: list[str],
+                 threads: int):
+        self.store = Store(store_uri)
+        self.options = ScoreOptions.model_validate(options)
+        self.seed = seed
+        self.metrics = metrics
+        _limit_threads(threads)
+
+    def ready(self) -> bool:
+        return True
+
+    def score_model(self, task: ModelTask) -> list[dict[str, Any]]:
+        o, seed = self.options, self.seed
+        clean = views = None
+        problems: dict[str, str] = {}
+        if task.clean_view:
+            _, clean = load_clean(self.store, task.dataset, task.clean_view, task.model_id,
+                                  o.max_samples, seed)
+        else:
+            problems["clean"] = "no done clean embeddings for this model (config.views / manifest)"
+        if task.augmented_view:
+            try:
+                _, views = load_augmented(self.store, task.dataset, task.augmented_view,
+                                          task.model_id)
+            except ValueError as err:
+                problems["augmented"] = f"view {task.augmented_view!r}: {err}"
+        else:
+            problems["augmented"] = "no done augmented view for this model (config.views)"
+        results = label_free_suite(clean, views, task.metrics, o, seed)
+        fps = dict(task.fingerprints)
+        rows = []
+        for r in results:
+            params = r["params"]
+            reason = problems.get(params["view"])
+            if reason and "error" in params:
+                params["error"] = f"{params['error']}: {reason}"
+            rows.append(metric_row(task.model_id, task.dataset, r["metric"], r["value"], params,
+                                   r["n"], r["dim"], seed, fps[r["metric"]]))
+        return rows
+
+    def score_group(self, task: GroupTask) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
+        o, seed = self.options, self.seed
+        loaded = [load_clean(self.store, task.dataset, task.clean_view, m, o.max_samples, seed)
+                  for m in task.members]
+        common = loaded[0][0]
+        for ids, _ in loaded[1:]:
+            common = np.intersect1d(common, ids)
+        members = [Z[np.searchsorted(ids, common)] for ids, Z in loaded]
+        params: dict[str, Any] = {"group": task.group, "members_ids": list(task.members)}
+        start = time.perf_counter()
+        try:
+            table, nc_params = ensemble_reliability(members, common, o, seed)
+            params.update(nc_params)
+            value, n, frame = float(np.mean(table["nc"])), nc_params["n_test"], pd.DataFrame(table)
+        except ValueError as err:
+            params.update(nc_settings(o, seed))
+            params["error"] = str(err)
+            value, n, frame = math.nan, 0, None
+        params["seconds"] = round(time.perf_counter() - start, 4)
+        rows = [
+            metric_row(m, task.dataset, "nc", value, params, n, Z.shape[1], seed,
+                       task.fingerprint)
+            for m, Z in zip(task.members, members)
+        ]
+        return rows, frame
+
+
+def _limit_threads(threads: int) -> None:
+    """BLAS/OpenMP threads of this worker (Ray gives fractional-CPU actors one thread by default)."""
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
+    except ImportError:  # pragma: no cover - faiss is a dependency
+        pass
+
+
+# -- pool-level scores -------------------------------------------------------------------------------
+
+
+def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str]) -> dict[str, Any]:
+    """model_id → {metric: (value, fingerprint, n, dim)} for the CLID terms."""
+    sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(CLID_TERMS)
+                  & metrics["model_id"].isin(model_ids)]
+    terms: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for r in sub.itertuples(index=False):
+        terms[r.model_id][r.metric] = (float(r.value), r.fingerprint, int(r.n), int(r.dim))
+    return terms
+
+
+def pool_rows(
+    metric: str, dataset: str, model_ids: list[str], metrics: pd.DataFrame, seed: int,
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """CLID rows (z(CL) + z(ID) over the pool of ``model_ids`` with both terms finite).
+
+    Every candidate gets a row: the pool members a finite value, the others NaN with the reason;
+    with fewer than 2 pool members every row is NaN with the reason. The fingerprint hashes the
+    candidates' CL and ID fingerprints, so any change in the pool recomputes it.
+    """
+    from zoorank.metrics.learnability import clid
+
+    terms = _finite_terms(metrics, dataset, model_ids)
+    fp = fingerprint(
+        metric, dataset, sorted(
+            (m, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in CLID_TERMS
+        ), extra, zoorank.__version__,
+    )
+    pool = [m for m in model_ids
+            if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in CLID_TERMS)]
+    base = {"mode": "zscore", "terms": list(CLID_TERMS), "pool": pool, "pool_size": len(pool),
+            **(extra or {})}
+    values: dict[str, float] = {}
+    if len(pool) >= 2:
+        cl = np.array([terms[m]["cluster_learnability"][0] for m in pool])
+        id_ = np.array([terms[m]["twonn_id"][0] for m in pool])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            values = dict(zip(pool, clid(cl, id_, mode="zscore")))
+        if caught:
+            base["warnings"] = [str(w.message) for w in caught]
+    rows = []
+    for m in model_ids:
+        params = dict(base)
+        _, _, n, dim = terms.get(m, {}).get("cluster_learnability", (0, None, 0, 0))
+        if m in values:
+            params["cl"] = terms[m]["cluster_learnability"][0]
+            params["id"] = terms[m]["twonn_id"][0]
+            value = float(values[m])
+        elif m not in pool:
+            value = math.nan
+            params["error"] = "CL or ID is undefined for this model (see its rows)"
+        else:
+            value = math.nan
+            params["error"] = f"{metric} needs at least 2 models with both CL and ID, got {len(pool)}"
+        rows.append(metric_row(m, dataset, metric, value, params, n, dim, seed, fp))
+    return rows
+
+
+def plan_pool_rows(
+    config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """The ``clid`` / ``clid_family`` rows whose fingerprint changed (empty when up to date)."""
+    if "clid" not in config.metrics:
+        return []
+    stored = existing_fingerprints(metrics)
+    family_of = {m.model_id: m.family for m in models}
+    out = []
+    for dataset, ids in plan.eligible.items():
+        if not ids:
+            continue
+        batches = [pool_rows("clid", dataset, ids, metrics, config.seed)]
+        families: dict[str, list[str]] = defaultdict(list)
+        for m in ids:
+            if family_of.get(m):
+                families[family_of[m]].append(m)
+        for family, members in sorted(families.items()):
+            batches.append(pool_rows("clid_family", dataset, members, metrics, config.seed,
+                                     extra={"family": family}))
+        for rows in batches:
+            if any(stored.get((r["model_id"], dataset, r["metric"])) != r["fingerprint"]
+                   for r in rows):
+                out.extend(rows)
+    return out
+
+
+# -- the stage --------------------------------------------------------------------------------------
+
+
+def _resolved(config: RunConfig) -> list[ModelInfo]:
+    from zoorank.zoo import resolve_models
+
+    return [ModelInfo(r.model_id, r.group, r.family) for r in resolve_models(config)]
+
+
+def reliability_path(dataset: str, group: str) -> str:
+    return f"reliability/{dataset}/{group}.parquet"
+
+
+def _drop_failed(store: Store, failed: list[tuple[str, str]]) -> None:
+    metrics = store.read_metrics()
+    if metrics.empty or not failed:
+        return
+    keys = pd.MultiIndex.from_frame(metrics[["dataset", "model_id"]])
+    stale = keys.isin(failed)
+    if stale.any():
+        store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+
+
+def _pool_size(n_tasks: int, num_cpus_per_actor: float) -> tuple[int, float, int]:
+    """(actors, GPUs per actor, BLAS threads per actor) for the current Ray cluster."""
+    import ray
+
+    from zoorank.runtime import cluster_gpus
+
+    gpus = cluster_gpus()
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    if gpus >= 1:
+        actors = max(1, min(n_tasks, int(gpus)))
+        return actors, 1.0, max(1, int(num_cpus_per_actor))
+    # One actor per core keeps every core busy; each actor reserves only a fraction of a CPU, so
+    # the pool never starves other Ray work (the 2-core deadlock of ENVIRONMENT.md).
+    actors = max(1, min(n_tasks, int(cpus)))
+    return actors, 0.0, max(1, int(cpus // actors))
+
+
+def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
+    """Run every task on a pool of actors; ``on_done(task, result)`` as results arrive."""
+    import ray
+
+    tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
+    n_actors, gpus, threads = _pool_size(len(tasks), config.score.num_cpus_per_actor)
+    actor_cls = ray.remote(num_cpus=config.score.num_cpus_per_actor, num_gpus=gpus)(ScoreWorker)
+    args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
+            threads)
+
+    def new_actor():
+        return actor_cls.remote(*args)
+
+    idle = [new_actor() for _ in range(n_actors)]
+    queue = list(reversed(tasks))
+    pending: dict[Any, tuple[Any, Any]] = {}
+    errors: list[str] = []
+    while queue or pending:
+        while queue and idle:
+            task, actor = queue.pop(), idle.pop()
+            method = actor.score_group if isinstance(task, GroupTask) else actor.score_model
+            pending[method.remote(task)] = (task, actor)
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        task, actor = pending.pop(ready[0])
+        name = _task_name(task)
+        try:
+            result = ray.get(ready[0])
+        except ray.exceptions.RayActorError as err:
+            errors.append(f"{name}: worker died: {err}")
+            idle.append(new_actor())
+            on_done(task, None)
+            continue
+        except ray.exceptions.RayTaskError as err:
+            errors.append(f"{name}: {err.cause!r}" if err.cause else f"{name}: {err}")
+            idle.append(actor)
+            on_done(task, None)
+            continue
+        idle.append(actor)
+        on_done(task, result)
+    for actor in idle:
+        ray.kill(actor)
+    return errors
+
+
+def _task_name(task: ModelTask | GroupTask) -> str:
+    if isinstance(task, GroupTask):
+        return f"{task.dataset}/ensemble {task.group}"
+    return f"{task.dataset}/{task.model_id}"
+
+
+def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
+    """The SCORE stage; returns the whole metrics table (``metrics.parquet``)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    store = Store(config.store)
+    models = _resolved(config)
+    plan = plan_score(
+        config, models, store.read_manifest(), store.read_metrics(),
+        lambda dataset, group: store.exists(reliability_path(dataset, group)),
+    )
+    _drop_failed(store, plan.failed)
+    for dataset, mid in plan.missing:
+        console.print(f"[yellow]score: no embeddings for {mid} on {dataset} "
+                      "(run `zoorank embed` first); skipped")
+
+    errors: list[str] = []
+    if plan.model_tasks or plan.group_tasks:
+        from zoorank.runtime import ensure_ray
+
+        ensure_ray(address)
+        total = len(plan.model_tasks) + len(plan.group_tasks)
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+            bar = progress.add_task("score: models", total=total)
+
+            def on_done(task, result):
+                if result is not None:
+                    if isinstance(task, GroupTask):
+                        rows, frame = result
+                        if frame is not None:
+                            store.write_parquet(reliability_path(task.dataset, task.group), frame)
+                    else:
+                        rows = result
+                    store.upsert_rows(METRICS, rows, key=METRICS_KEY)
+                progress.advance(bar)
+
+            errors = _execute(store, config, plan, on_done)
+
+    pool = plan_pool_rows(config, models, plan, store.read_metrics())
+    if pool:
+        store.upsert_rows(METRICS, pool, key=METRICS_KEY)
+
+    elapsed = time.perf_counter() - start
+    scored = len(plan.model_tasks)
+    rate = scored / elapsed * 60 if elapsed > 0 else 0.0
+    console.print(
+        f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
+        f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
+        f"updated, {len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
+        f"{elapsed:.1f} s ({rate:.1f} models/min)"
+    )
+    if errors:
+        raise RuntimeError("score: unexpected errors (the other results are saved):\n  "
+                           + "\n  ".join(errors))
+    table = store.read_metrics()
+    return table[[c for c in METRICS_COLUMNS if c in table]]
