@@ -540,6 +540,17 @@ def test_zoo_file_round_trip_and_from_tune_survive_moving_the_folder(tmp_path):
     assert features(after[1], torch.zeros(1, 3, 8, 8)).shape == (1, 16)
 
 
+def test_zoo_file_keeps_cwd_relative_paths_outside_its_folder_usable(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    save_file(small_cnn().state_dict(), "outside.safetensors")
+    spec = ModelSpec(
+        id="o", source="python", name="zoo_factories:small_cnn", checkpoint="outside.safetensors"
+    )
+    write_zoo_file(tmp_path / "tune" / "zoo.yaml", [spec])
+    (read,) = read_zoo_file(tmp_path / "tune")
+    assert read.checkpoint == str(tmp_path / "outside.safetensors")
+
+
 def test_zoo_file_errors_name_the_file_and_entry(tmp_path):
     file = tmp_path / "zoo.yaml"
     file.write_text("- id: a\n  source: timm\n  name: resnet18\n  colour: red\n")

@@ -252,8 +252,11 @@ def write_zoo_file(path: str | Path, specs: list[ModelSpec]) -> Path:
             value = entry.get(field)
             if value and not _is_uri(value):
                 absolute = Path(value).expanduser().resolve()
+                # the reader joins relative paths to the file's folder, not to today's cwd
                 if absolute.is_relative_to(base):
                     entry[field] = absolute.relative_to(base).as_posix()
+                elif Path(value).exists():
+                    entry[field] = absolute.as_posix()
         entries.append(entry)
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     tmp.write_text(yaml.safe_dump(entries, sort_keys=False))
