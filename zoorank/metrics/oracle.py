@@ -321,6 +321,7 @@ def loss_data_curve(
     hidden_layers: int = 2,
     whiten: bool = True,
     device: str = "cpu",
+    num_threads: int | None = None,
     return_per_seed: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Loss-data curve: mean validation cross-entropy (nats) of a probe trained on n points, per n.
@@ -355,6 +356,10 @@ def loss_data_curve(
     seeds : a list of seeds, or a count (``5`` = seeds 0..4, reprieve's default).
     train_steps, lr : None = the probe's default above.
     device : torch device for training (default CPU, bit-reproducible; ``"cuda"`` is faster).
+    num_threads : CPU threads torch uses during the call (restored afterwards). None = automatic:
+        1 when one update is small (< 2**25 multiply-adds over all probes), where thread
+        synchronisation costs more than it saves and collapses on an oversubscribed machine;
+        otherwise torch's current setting.
     return_per_seed : also return the (len(ns), len(seeds)) matrix of per-seed losses.
 
     Returns
@@ -386,35 +391,55 @@ def loss_data_curve(
         Xtr, Xva = (Xtr - mean) / std, (Xva - mean) / std
 
     jobs = [(int(n), s) for n in ns for s in seed_list]
-    P, B, d = len(jobs), batch_size, Xtr.shape[1]
-    dims = [d] + ([hidden_dim] * hidden_layers if probe == "mlp" else []) + [n_classes]
-
-    perms = {s: np.random.default_rng(s).permutation(len(Xtr)) for s in seed_list}
-    batch_rngs = [np.random.default_rng([s, n]) for n, s in jobs]
-    full = np.array([n <= B for n, _ in jobs])
-    sizes_arr = np.array([n for n, _ in jobs])
-    # Full-batch probes see positions 0..n-1 (padding masked out); the others sample positions.
-    fixed_pos = np.minimum(np.arange(B)[None, :], sizes_arr[:, None] - 1)
-    weights = np.where(
-        full[:, None], (np.arange(B)[None, :] < sizes_arr[:, None]) / sizes_arr[:, None], 1.0 / B
-    )
-
+    dims = [Xtr.shape[1]] + ([hidden_dim] * hidden_layers if probe == "mlp" else []) + [n_classes]
     dev = torch.device(device)
-    X_t = torch.from_numpy(np.ascontiguousarray(Xtr)).to(dev)
-    y_t = torch.from_numpy(ctr).to(dev)
+    macs_per_update = len(jobs) * batch_size * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    if num_threads is None and dev.type == "cpu" and macs_per_update < 2**25:
+        num_threads = 1
+    saved_threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(int(num_threads))
+    try:
+        params = _fit_probes(torch, Xtr, ctr, jobs, dims, train_steps, batch_size, lr, dev)
+        per_seed = _validation_losses(torch, params, Xva, cva, len(jobs), dev)
+    finally:
+        torch.set_num_threads(saved_threads)
+    per_seed = per_seed.reshape(len(ns), len(seed_list))
+    if not np.isfinite(per_seed).all():
+        raise ValueError("a probe diverged (non-finite validation loss); lower lr")
+    losses = per_seed.mean(axis=1)
+    return (ns, losses, per_seed) if return_per_seed else (ns, losses)
+
+
+def _fit_probes(torch, X, y, jobs, dims, train_steps, B, lr, dev) -> list:
+    """Train every (n, seed) probe at once as one batched model; returns its stacked parameters."""
+    P = len(jobs)
+    perms = {s: np.random.default_rng(s).permutation(len(X)) for s in {s for _, s in jobs}}
+    batch_rngs = [np.random.default_rng([s, n]) for n, s in jobs]
+    sizes = np.array([n for n, _ in jobs])
+    full = sizes <= B
+    # Full-batch probes see positions 0..n-1 every update (padding masked out by a zero weight);
+    # the others draw B positions with replacement.
+    fixed_pos = np.minimum(np.arange(B)[None, :], sizes[:, None] - 1)
+    weights = np.where(
+        full[:, None], (np.arange(B)[None, :] < sizes[:, None]) / sizes[:, None], 1.0 / B
+    )
+    X_t = torch.from_numpy(np.ascontiguousarray(X)).to(dev)
+    y_t = torch.from_numpy(y).to(dev)
     w_t = torch.from_numpy(weights.astype(np.float32)).to(dev)
     per_probe = [_init_probe(torch, torch.Generator().manual_seed(s), dims) for _, s in jobs]
-    params = [torch.stack([p[i] for p in per_probe]).to(dev).requires_grad_() for i in
-              range(len(per_probe[0]))]
+    params = [
+        torch.stack([p[i] for p in per_probe]).to(dev).requires_grad_()
+        for i in range(len(per_probe[0]))
+    ]
     opt = torch.optim.Adam(params, lr=lr)
-
     chunk = 100
     for start in range(0, train_steps, chunk):
         steps = min(chunk, train_steps - start)
         pos = np.empty((steps, P, B), dtype=np.int64)
         for p, (n, s) in enumerate(jobs):
-            pos[:, p] = fixed_pos[p] if full[p] else batch_rngs[p].integers(0, n, size=(steps, B))
-            pos[:, p] = perms[s][pos[:, p]]
+            local = fixed_pos[p] if full[p] else batch_rngs[p].integers(0, n, size=(steps, B))
+            pos[:, p] = perms[s][local]
         pos_t = torch.from_numpy(pos).to(dev)
         for t in range(steps):
             idx = pos_t[t]
@@ -422,32 +447,32 @@ def loss_data_curve(
             ce = torch.nn.functional.cross_entropy(
                 logits.reshape(P * B, -1), y_t[idx].reshape(-1), reduction="none"
             ).reshape(P, B)
-            # Summing independent per-probe losses keeps the probes independent (Adam is
-            # element-wise).
+            # A sum of per-probe losses keeps the probes independent: Adam is element-wise.
             loss = (ce * w_t).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+    return [p.detach() for p in params]
 
-    Xv_t = torch.from_numpy(np.ascontiguousarray(Xva)).to(dev)
-    yv_t = torch.from_numpy(cva).to(dev)
+
+def _validation_losses(torch, params, X, y, P, dev) -> np.ndarray:
+    """Mean cross-entropy (nats) of each of the P probes on the whole validation set."""
+    X_t = torch.from_numpy(np.ascontiguousarray(X)).to(dev)
+    y_t = torch.from_numpy(y).to(dev)
+    n_classes = params[-1].shape[-1]
+    widest = max(p.shape[-1] for p in params)
+    block = max(1, (1 << 22) // (P * widest))
     total = torch.zeros(P, dtype=torch.float64, device=dev)
-    block = max(1, (1 << 22) // (P * max(dims[1:])))
     with torch.no_grad():
-        for start in range(0, len(Xva), block):
-            xb = Xv_t[start : start + block]
+        for start in range(0, len(X), block):
+            xb = X_t[start : start + block]
             logits = _forward(torch, params, xb.unsqueeze(0).expand(P, -1, -1))
             ce = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, n_classes),
-                yv_t[start : start + block].repeat(P),
+                logits.reshape(-1, n_classes), y_t[start : start + block].repeat(P),
                 reduction="none",
             ).reshape(P, -1)
             total += ce.sum(dim=1, dtype=torch.float64)
-    per_seed = (total / len(Xva)).cpu().numpy().reshape(len(ns), len(seed_list))
-    if not np.isfinite(per_seed).all():
-        raise ValueError("a probe diverged (non-finite validation loss); lower lr")
-    losses = per_seed.mean(axis=1)
-    return (ns, losses, per_seed) if return_per_seed else (ns, losses)
+    return (total / len(X)).cpu().numpy()
 
 
 def _check_curve(ns: Any, losses: Any) -> tuple[np.ndarray, np.ndarray]:
