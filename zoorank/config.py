@@ -197,6 +197,11 @@ class OracleSpec(Strict):
     r_auroc: bool = False
     loss_data_curve: bool = False
     sdl_eps: tuple[float, ...] = (0.5, 0.2)
+    #: loss-data curve: log-uniform subset sizes, probe seeds, and updates per probe
+    #: (None = the probe's default, zoorank.metrics.oracle.loss_data_curve).
+    loss_data_points: int = Field(default=8, gt=1)
+    loss_data_seeds: int = Field(default=3, gt=0)
+    loss_data_steps: int | None = Field(default=None, gt=0)
     #: share of labelled samples used as the oracle's test split (stratified, seeded).
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
 
