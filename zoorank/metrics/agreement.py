@@ -166,7 +166,7 @@ def top1_regret(metric_values: Any, oracle_values: Any, direction: int = 1,
     direction = _check_direction(direction)
     oracle_direction = _check_direction(oracle_direction, "oracle_direction")
     if len(m) == 0 or np.isnan(o).any():
-        raise ValueError("oracle_values must be non-empty and finite")
+        raise ValueError("oracle_values must be non-empty and free of NaN")
     s = direction * m
     if np.all(np.isnan(s)):
         picked = float(np.mean(o))
@@ -256,7 +256,7 @@ def agreement(
         One value per model, aligned. Models whose oracle value is NaN are dropped. A NaN metric
         value (the metric failed on that model) ranks the model last: Kendall τ-b and Spearman are
         computed on the rank vectors (identical to scipy on the raw values when nothing is NaN);
-        Pearson uses the models with a finite metric value only.
+        Pearson uses the models whose metric and oracle values are both finite.
     direction, oracle_direction : {+1, -1}
         Which way is better for the metric and for the oracle (see the module docstring).
     bootstrap : int
@@ -287,14 +287,17 @@ def agreement(
     n = len(m)
     if n < 2:
         raise ValueError(f"agreement needs at least 2 models with an oracle value, got {n}")
-    # Oriented rank scores: higher = better, NaN metric values tied at the bottom.
+    # Oriented rank scores (higher = better; NaN metric values tied at the bottom, infinite
+    # values such as an εSC that never reached ε handled as ties): τ-b and Spearman depend on
+    # the orders only, so this equals scipy on the raw values whenever those are finite.
     sm = -rank_within(m, direction)
-    so = oracle_direction * o
-    finite = ~np.isnan(m)
-    pm, po = direction * m[finite], so[finite]
+    so = -rank_within(o, oracle_direction)
+    # Pearson needs finite values on both sides (an εSC that never reached ε is +inf).
+    finite = np.isfinite(m) & np.isfinite(o)
+    pm, po = direction * m[finite], oracle_direction * o[finite]
     result: dict[str, Any] = {
         "n_models": n,
-        "n_metric_nan": int((~finite).sum()),
+        "n_metric_nan": int(np.isnan(m).sum()),
         "kendall_tau": _quiet(stats.kendalltau, sm, so),
         "spearman": _quiet(stats.spearmanr, sm, so),
         "pearson": _quiet(stats.pearsonr, pm, po) if finite.sum() >= 2 else float("nan"),
@@ -313,11 +316,12 @@ def agreement(
             "kendall": kendall_tau_b_rows(xb, yb),
             "spearman": _pearson_rows(stats.rankdata(xb, axis=1), stats.rankdata(yb, axis=1)),
         }
-        # Pearson on the raw (oriented) values; a resample that drew a NaN-metric model drops it.
+        # Pearson on the raw (oriented) values; a resample drops the models without finite values.
         xp = np.where(finite, direction * m, np.nan)[idx]
+        yp = np.where(finite, oracle_direction * o, np.nan)[idx]
         ok = ~np.isnan(xp)
         xp_c = np.where(ok, xp, 0.0)
-        yp_c = np.where(ok, yb, 0.0)
+        yp_c = np.where(ok, yp, 0.0)
         cnt = ok.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             mx = xp_c.sum(axis=1) / cnt

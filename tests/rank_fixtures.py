@@ -1,0 +1,123 @@
+"""A small store written directly (no embed/score stage) for the RANK and REPORT tests.
+
+Real inputs: scikit-learn's digits (the first ``n`` images, pixels in 0..16) and embeddings made
+from them whose quality is known by construction:
+
+* ``proj-a`` / ``proj-b``: seeded Gaussian random projections of the 64 pixels to 24 dimensions;
+* ``rot-0`` / ``rot-1``: ``proj-a`` followed by two random rotations (a seed ensemble, group
+  ``rot``: its NC is 1 for every point);
+* ``lowrank``: a rank-2 projection (little information);
+* ``noise``: Gaussian noise independent of the image (no information);
+* ``collapsed``: a constant vector (every label-free metric that needs spread fails or is minimal);
+* ``broken``: listed in the manifest as failed (no embeddings, no metrics).
+
+Label-free metrics are real calls (RankMe, uniformity) on these arrays; NC and its baselines come
+from ``zoorank.metrics.reliability``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+from sklearn.datasets import load_digits
+
+from zoorank.store import METRICS_COLUMNS, Store
+
+DATASET = "digits"
+FAMILIES = {"proj-a": "proj", "proj-b": "proj", "lowrank": "proj", "rot-0": "rot",
+            "rot-1": "rot", "noise": "", "collapsed": ""}
+GROUPS = {"rot-0": "rot", "rot-1": "rot"}
+
+
+def _orthogonal(d: int, seed: int) -> np.ndarray:
+    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+def embeddings(n: int = 300) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    d = load_digits()
+    X, y = d.data[:n].astype(np.float64), d.target[:n]
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(64, 24)) / 8
+    proj_a = X @ P
+    models = {
+        "proj-a": proj_a,
+        "proj-b": X @ (np.random.default_rng(1).normal(size=(64, 24)) / 8),
+        "rot-0": proj_a @ _orthogonal(24, 10),
+        "rot-1": proj_a @ _orthogonal(24, 11),
+        "lowrank": X @ (np.random.default_rng(2).normal(size=(64, 2)) / 8),
+        "noise": np.random.default_rng(3).normal(size=(n, 24)),
+        "collapsed": np.ones((n, 24)),
+    }
+    return np.arange(n, dtype=np.int64), y, {k: v.astype(np.float32) for k, v in models.items()}
+
+
+def config_dict(store: str, oracle: dict | None = None, **rank) -> dict:
+    models = [{"id": m, "source": "python", "name": "fixtures:unused",
+               **({"family": FAMILIES[m]} if FAMILIES[m] else {}),
+               **({"group": GROUPS[m]} if m in GROUPS else {})} for m in FAMILIES]
+    models.append({"id": "broken", "source": "python", "name": "fixtures:unused"})
+    out = {"store": store, "seed": 0,
+           "datasets": [{"name": DATASET, "source": "sklearn_digits", "limit": 300}],
+           "models": models, "metrics": ["rankme", "uniformity", "nc"],
+           "rank": {"primary_metric": "rankme", "bootstrap": 200, **rank}}
+    if oracle is not None:
+        out["oracle"] = oracle
+    return out
+
+
+def _metric_row(model_id: str, metric: str, value: float, params: dict, n: int, dim: int) -> dict:
+    return {"model_id": model_id, "dataset": DATASET, "metric": metric, "value": value,
+            "params": json.dumps(params), "n": n, "dim": dim, "seed": 0,
+            "zoorank_version": "test", "fingerprint": f"{model_id}-{metric}"}
+
+
+def write_store(root: str, n: int = 300) -> dict[str, np.ndarray]:
+    """Write samples, embeddings, manifest, metrics and reliability; returns the embeddings."""
+    from zoorank.metrics.geometry import uniformity
+    from zoorank.metrics.reliability import (
+        embedding_norm,
+        feature_variance,
+        mean_knn_distance,
+        neighborhood_consistency,
+    )
+    from zoorank.metrics.spectral import rankme
+
+    store = Store(root)
+    ids, y, models = embeddings(n)
+    store.write_parquet(f"datasets/{DATASET}/samples.parquet", pd.DataFrame({
+        "sample_id": ids, "label": y.astype(np.int64), "label_name": [str(v) for v in y],
+        "source": ["sklearn_digits"] * n}))
+    manifest, rows = [], []
+    for model_id, Z in models.items():
+        store.write_shard(DATASET, "clean", model_id, 0, ids, np.zeros(n, np.int32), Z)
+        manifest.append({"dataset": DATASET, "view": "clean", "model_id": model_id,
+                         "fingerprint": f"emb-{model_id}", "status": "done", "error": None,
+                         "rows": n, "dim": Z.shape[1], "seconds": 0.1, "bad_images": 0})
+        for metric, fn in (("rankme", rankme), ("uniformity", uniformity)):
+            try:
+                value, params = float(fn(Z)), {}
+            except ValueError as err:
+                value, params = math.nan, {"error": str(err)}
+            rows.append(_metric_row(model_id, metric, value, params, n, Z.shape[1]))
+    manifest.append({"dataset": DATASET, "view": "clean", "model_id": "broken",
+                     "fingerprint": "emb-broken", "status": "failed",
+                     "error": "CheckpointError: corrupt checkpoint", "rows": 0, "dim": 0,
+                     "seconds": 0.0, "bad_images": 0})
+    store.update_manifest(manifest)
+    # the "rot" seed ensemble: reference set = the first 100 points, test points = the rest
+    members = [models["rot-0"], models["rot-1"]]
+    ref, test = [m[:100] for m in members], [m[100:] for m in members]
+    nc = neighborhood_consistency(test, ref, k=10, metric="cosine")
+    store.write_parquet(f"reliability/{DATASET}/rot.parquet", pd.DataFrame({
+        "sample_id": ids[100:], "nc": nc,
+        "mean_knn_distance": mean_knn_distance(test, ref, k=1, metric="cosine"),
+        "embedding_norm": embedding_norm(test), "feature_variance": feature_variance(test)}))
+    for model_id in ("rot-0", "rot-1"):
+        rows.append(_metric_row(model_id, "nc", float(np.mean(nc)), {"group": "rot"}, n - 100,
+                                24))
+    store.write_parquet("metrics.parquet", pd.DataFrame(rows, columns=METRICS_COLUMNS))
+    return models

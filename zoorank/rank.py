@@ -1,0 +1,709 @@
+"""RANK stage: label oracle, per-dataset ranks, transfer-rank aggregation, agreement, leaderboard.
+
+Reads ``metrics.parquet`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
+writes (contract 2 plus the tables this stage adds):
+
+* ``oracle.parquet`` — the label oracle in the long format of ``metrics.parquet`` (model_id,
+  dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``knn_accuracy``,
+  ``linear_probe_accuracy``, ``recall_at_1``, ``r_auroc_nc`` / ``r_auroc_<baseline>``,
+  ``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl``. Keyed by a fingerprint of the model's clean embeddings,
+  the oracle settings, the train/test split and the group's reliability table: a rerun skips models
+  whose rows exist with the same fingerprint.
+* ``leaderboard.parquet`` / ``.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
+  ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
+  an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
+  ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
+  ranked metric). The Parquet schema metadata key ``zoorank`` holds the settings as JSON
+  (aggregation, primary metric per dataset, in-domain accuracy).
+* ``agreement.parquet`` — every label-free metric (and the leaderboard rank) against every oracle
+  metric, per dataset and per family ('all' or a family with ≥ 3 models).
+* ``failed.parquet`` — model_id, dataset, view, stage, error for models that failed or are missing.
+
+Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
+:mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
+module is orchestration (the pure helpers at the top pick settings and shape tables).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from zoorank.config import OracleSpec, RunConfig, fingerprint
+from zoorank.errors import ConfigError
+from zoorank.metrics.agreement import (
+    AGGREGATION_DIRECTIONS,
+    aggregate_ranks,
+    agreement,
+    joint_rank,
+    rank_within,
+)
+from zoorank.store import METRICS_COLUMNS, Store
+
+ORACLE = "oracle.parquet"
+LEADERBOARD = "leaderboard"
+AGREEMENT = "agreement.parquet"
+FAILED = "failed.parquet"
+FAILED_COLUMNS = ["model_id", "dataset", "view", "stage", "error"]
+
+#: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
+#: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
+UNCERTAINTY_SIGNS: dict[str, int] = {
+    "nc": -1,
+    "mean_knn_distance": +1,
+    "embedding_norm": -1,
+    "feature_variance": +1,
+}
+
+#: metrics tried, in order, when the configured primary metric is missing on a dataset.
+PRIMARY_FALLBACK = ("clid", "lidar", "rankme_aug", "rankme", "cluster_learnability", "twonn_id",
+                    "coding_rate", "nc")
+
+#: in-domain accuracies for CLID's joint rank, in order of preference.
+IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
+
+MIN_MODELS_FOR_AGREEMENT = 3
+
+
+# -- pure helpers ----------------------------------------------------------------------------------
+
+
+def oracle_direction(metric: str) -> int:
+    """+1 for accuracies, R@1 and R-AUROC; −1 for the loss-data costs (SDL, εSC, MDL)."""
+    if metric == "mdl" or metric.startswith(("sdl_eps", "esc_eps")):
+        return -1
+    if metric in ("knn_accuracy", "linear_probe_accuracy", "recall_at_1") or metric.startswith(
+        "r_auroc"
+    ):
+        return 1
+    raise KeyError(f"unknown oracle metric {metric!r}")
+
+
+def _label_free_directions() -> tuple[Mapping[str, int], Mapping[str, float]]:
+    from zoorank.metrics import suite
+
+    return suite.METRIC_DIRECTIONS, getattr(suite, "METRIC_TARGETS", {})
+
+
+def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(values to rank, direction) for a label-free or oracle metric; None when it has no direction.
+
+    A metric with an ideal value (``suite.METRIC_TARGETS``, e.g. α-ReQ's α = 1) is ranked by its
+    distance to the target, lower is better.
+    """
+    directions, targets = _label_free_directions()
+    values = np.asarray(values, dtype=np.float64)
+    if metric in targets:
+        return np.abs(values - targets[metric]), -1
+    if metric in directions:
+        return values, int(directions[metric])
+    try:
+        return values, oracle_direction(metric)
+    except KeyError:
+        return None
+
+
+def oracle_split(
+    sample_ids: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(train sample_ids, test sample_ids, note): a stratified, seeded split (sorted ids).
+
+    Falls back to an unstratified split when a class is too small to stratify (the note says so).
+    """
+    from sklearn.model_selection import train_test_split
+
+    note = "stratified"
+    try:
+        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed,
+                                  stratify=labels)
+    except ValueError:
+        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed)
+        note = "unstratified (a class has too few samples to stratify)"
+    return np.sort(tr), np.sort(te), note
+
+
+def loss_data_sizes(n_train: int, points: int = 8) -> list[int]:
+    """Log-uniform grid of subset sizes from 10 (or n_train) to n_train (reprieve's logspace)."""
+    low = min(10, n_train)
+    grid = np.ceil(np.logspace(np.log10(low), np.log10(n_train), points)).astype(int)
+    return sorted({int(min(max(g, 1), n_train)) for g in grid})
+
+
+def _eps_name(eps: float) -> str:
+    return f"{float(eps):g}"
+
+
+def _measure(name: str, fn, params: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """Run one oracle metric: ValueError → NaN with params['error']; warnings recorded."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = float(fn())
+        except ValueError as err:
+            value, params = math.nan, {**params, "error": str(err)}
+    messages = list(dict.fromkeys(str(w.message) for w in caught))
+    if messages:
+        params = {**params, "warnings": messages}
+    return value, {**params, "seconds": round(time.perf_counter() - start, 4)}
+
+
+def oracle_suite(
+    train_Z: np.ndarray,
+    train_y: np.ndarray,
+    test_Z: np.ndarray,
+    test_y: np.ndarray,
+    spec: OracleSpec,
+    seed: int = 0,
+    uncertainties: Mapping[str, np.ndarray] | None = None,
+    uncertainty_index: np.ndarray | None = None,
+) -> list[dict[str, Any]]:
+    """The label oracle of one model on one dataset: rows ``{metric, value, params, n, dim}``.
+
+    ``uncertainties`` maps a reliability name (``nc``, ``mean_knn_distance``, ...) to per-sample
+    uncertainties (larger = less reliable) of the test points at positions ``uncertainty_index``
+    of ``test_Z``; R@1 correctness is computed on the whole test split (cosine, self excluded) and
+    R-AUROC on the points with an uncertainty. The loss-data curve trains on subsets of the train
+    split and measures the loss on the test split.
+    """
+    from zoorank.metrics import oracle as om
+
+    dim = int(train_Z.shape[1])
+    n_tr, n_te = len(train_y), len(test_y)
+    rows: list[dict[str, Any]] = []
+
+    def add(metric: str, value: float, params: dict[str, Any], n: int) -> None:
+        rows.append({"metric": metric, "value": value, "params": params, "n": n, "dim": dim})
+
+    if spec.knn:
+        k = min(spec.knn_k, n_tr)
+        p = {"k": k, "temperature": spec.knn_temperature, "n_train": n_tr}
+        add("knn_accuracy", *_measure("knn_accuracy", lambda: om.knn_accuracy(
+            train_Z, train_y, test_Z, test_y, k=k, temperature=spec.knn_temperature), p), n_te)
+    if spec.linear_probe:
+        p = {"n_train": n_tr, "seed": seed}
+        add("linear_probe_accuracy", *_measure("linear_probe_accuracy",
+            lambda: om.linear_probe_accuracy(train_Z, train_y, test_Z, test_y, seed=seed), p), n_te)
+    correct: np.ndarray | None = None
+    if spec.recall_at_1 or spec.r_auroc:
+        holder: dict[str, Any] = {}
+
+        def r1() -> float:
+            value, holder["correct"] = om.recall_at_1(test_Z, test_y, return_correct=True)
+            return value
+
+        value, p = _measure("recall_at_1", r1, {"metric": "cosine"})
+        correct = holder.get("correct")
+        if spec.recall_at_1:
+            add("recall_at_1", value, p, n_te)
+    if spec.r_auroc and uncertainties:
+        for name, u in uncertainties.items():
+            p = {"uncertainty": name, "positive": "R@1 wrong"}
+            if correct is None:
+                add(f"r_auroc_{name}", math.nan, {**p, "error": "R@1 correctness unavailable"}, 0)
+                continue
+            c = correct[uncertainty_index]
+            add(f"r_auroc_{name}", *_measure(f"r_auroc_{name}", lambda u=u, c=c: om.r_auroc(u, c),
+                                             p), len(c))
+    if spec.loss_data_curve:
+        sizes = loss_data_sizes(n_tr, spec.loss_data_points)
+        seeds = [seed + s for s in range(spec.loss_data_seeds)]
+        base = {"sizes": sizes, "seeds": seeds, "probe": "linear", "val": "oracle test split",
+                "train_steps": spec.loss_data_steps}
+        curve: dict[str, Any] = {}
+
+        def run_curve() -> float:
+            curve["ns"], curve["losses"] = om.loss_data_curve(
+                train_Z, train_y, test_Z, test_y, sizes, seeds, train_steps=spec.loss_data_steps)
+            return float(curve["losses"][-1])
+
+        _, cp = _measure("loss_data_curve", run_curve, base)
+        base["curve_seconds"] = cp["seconds"]
+        if "ns" not in curve:
+            for name in [*(f"sdl_eps{_eps_name(e)}" for e in spec.sdl_eps),
+                         *(f"esc_eps{_eps_name(e)}" for e in spec.sdl_eps), "mdl"]:
+                add(name, math.nan, cp, n_tr)
+        else:
+            ns, losses = curve["ns"], curve["losses"]
+            base = {**base, "losses": [round(float(v), 6) for v in losses]}
+            for eps in spec.sdl_eps:
+                bound: dict[str, Any] = {}
+
+                def sdl_value(eps=eps, bound=bound) -> float:
+                    value, bound["lower_bound"] = om.sdl(ns, losses, eps, return_bound=True)
+                    return value
+
+                v, p = _measure("sdl", sdl_value, {**base, "eps": eps})
+                add(f"sdl_eps{_eps_name(eps)}", v, {**p, **bound}, n_tr)
+                # A curve that never reaches ε has εSC > max n: stored as +inf (ranks last).
+                v, p = _measure("esc", lambda eps=eps: om.esc(ns, losses, eps), {**base, "eps": eps})
+                add(f"esc_eps{_eps_name(eps)}", v, p, n_tr)
+            v, p = _measure("mdl", lambda: om.mdl(ns, losses), base)
+            add("mdl", v, p, n_tr)
+    return rows
+
+
+def wide_table(long: pd.DataFrame, model_ids: Sequence[str]) -> pd.DataFrame:
+    """Long rows (model_id, dataset, metric, value) → models × ``<dataset>/<metric>`` columns."""
+    if long.empty:
+        return pd.DataFrame(index=pd.Index(list(model_ids), name="model_id"))
+    cols = long["dataset"].astype(str) + "/" + long["metric"].astype(str)
+    wide = (long.assign(column=cols)
+            .pivot_table(index="model_id", columns="column", values="value", aggfunc="last",
+                         dropna=False))
+    wide = wide.reindex(index=list(model_ids))
+    wide.columns.name = None
+    wide.index.name = "model_id"
+    return wide[sorted(wide.columns)]
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "—"
+            return f"{v:.4g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([header, sep, *body])
+
+
+# -- the stage -------------------------------------------------------------------------------------
+
+
+def _zoorank_version() -> str:
+    from zoorank import __version__
+
+    return __version__
+
+
+def _write_if_changed(store: Store, relpath: str, data: bytes) -> None:
+    """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
+    if store.exists(relpath) and store.read_bytes(relpath) == data:
+        return
+    store.write_bytes(relpath, data)
+
+
+def _parquet_bytes(frame: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> bytes:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if metadata is not None:
+        meta = dict(table.schema.metadata or {})
+        meta[b"zoorank"] = json.dumps(metadata, sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def read_leaderboard_settings(store: Store) -> dict[str, Any]:
+    """The settings the leaderboard was built with (Parquet schema metadata key ``zoorank``)."""
+    meta = pq.read_schema(store.path(f"{LEADERBOARD}.parquet"), filesystem=store.fs).metadata
+    return json.loads((meta or {}).get(b"zoorank", b"{}"))
+
+
+def _oracle_task(
+    store_uri: str,
+    dataset: str,
+    view: str,
+    model_id: str,
+    train_ids: np.ndarray,
+    train_y: np.ndarray,
+    test_ids: np.ndarray,
+    test_y: np.ndarray,
+    spec: OracleSpec,
+    seed: int,
+    reliability: pd.DataFrame | None,
+) -> list[dict[str, Any]]:
+    """Ray task body: read one model's clean embeddings, run the oracle on the split."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    except (ImportError, AttributeError):
+        pass
+    emb = Store(store_uri).read_embeddings(dataset, view, model_id)
+    clean = emb.view_index == 0
+    ids, Z = emb.sample_id[clean], emb.embedding[clean]
+    pos = pd.Series(np.arange(len(ids)), index=ids)
+    tr_keep = np.isin(train_ids, ids)
+    te_keep = np.isin(test_ids, ids)
+    train_ids, train_y = train_ids[tr_keep], train_y[tr_keep]
+    test_ids, test_y = test_ids[te_keep], test_y[te_keep]
+    train_Z = Z[pos.loc[train_ids].to_numpy()]
+    test_Z = Z[pos.loc[test_ids].to_numpy()]
+    uncertainties: dict[str, np.ndarray] = {}
+    index = None
+    if reliability is not None and spec.r_auroc:
+        rel = reliability.set_index("sample_id")
+        common = np.isin(test_ids, rel.index.to_numpy())
+        index = np.flatnonzero(common)
+        for column, sign in UNCERTAINTY_SIGNS.items():
+            if column in rel.columns:
+                uncertainties[column] = sign * rel.loc[test_ids[common], column].to_numpy(float)
+    return oracle_suite(train_Z, train_y, test_Z, test_y, spec, seed, uncertainties, index)
+
+
+def _labelled_split(store: Store, dataset: str, spec: OracleSpec, seed: int):
+    from zoorank.data import read_samples
+
+    samples = read_samples(store, dataset)
+    labelled = samples[samples["label"].notna()]
+    labels = labelled["label"].to_numpy(dtype=np.int64)
+    if len(labelled) < 10 or len(np.unique(labels)) < 2:
+        return None
+    ids = labelled["sample_id"].to_numpy(dtype=np.int64)
+    tr, te, note = oracle_split(ids, labels, spec.test_fraction, seed)
+    by_id = pd.Series(labels, index=ids)
+    return tr, by_id.loc[tr].to_numpy(), te, by_id.loc[te].to_numpy(), note
+
+
+def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
+               address: str | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Label oracle over the labelled datasets as parallel Ray tasks; (current rows, failures)."""
+    spec = config.oracle
+    clean_view = config.clean_view
+    if spec is None or clean_view is None or not any(
+        (spec.knn, spec.linear_probe, spec.recall_at_1, spec.r_auroc, spec.loss_data_curve)
+    ):
+        return pd.DataFrame(columns=METRICS_COLUMNS), []
+    version = _zoorank_version()
+    done = store.done_entries()
+    existing = store.read_frame(ORACLE, METRICS_COLUMNS)
+    have = {(r.model_id, r.dataset): r.fingerprint
+            for r in existing.drop_duplicates(["model_id", "dataset"], keep="last")
+            .itertuples(index=False)} if not existing.empty else {}
+    current: dict[tuple[str, str], str] = {}
+    work: list[tuple[str, str, str, tuple]] = []
+    for ds in config.datasets:
+        split = _labelled_split(store, ds.name, spec, config.seed)
+        if split is None:
+            continue
+        tr, ytr, te, yte, note = split
+        split_digest = fingerprint(tr.tolist(), ytr.tolist(), te.tolist(), yte.tolist())
+        rel_cache: dict[str, tuple[pd.DataFrame | None, str]] = {}
+        for m in models:
+            key = (ds.name, clean_view.name, m.model_id)
+            if key not in done:
+                continue
+            group = getattr(m, "group", None)
+            if group not in rel_cache:
+                rel_path = f"reliability/{ds.name}/{group}.parquet"
+                if spec.r_auroc and group and store.exists(rel_path):
+                    raw = store.read_bytes(rel_path)
+                    rel = pq.read_table(io.BytesIO(raw)).to_pandas()
+                    rel_cache[group] = (rel, hashlib.sha256(raw).hexdigest()[:16])
+                else:
+                    rel_cache[group] = (None, "")
+            rel, rel_digest = rel_cache[group]
+            fp = fingerprint("oracle", done[key], spec, config.seed, split_digest, rel_digest,
+                             version)
+            current[(m.model_id, ds.name)] = fp
+            if have.get((m.model_id, ds.name)) == fp:
+                continue
+            args = (store.root if store.is_local else store.uri, ds.name, clean_view.name,
+                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel)
+            work.append((m.model_id, ds.name, fp, (note, args)))
+    failures: list[dict[str, Any]] = []
+    if work:
+        failures = _run_oracle_tasks(store, work, config.seed, version, address)
+    table = store.read_frame(ORACLE, METRICS_COLUMNS)
+    if table.empty:
+        return table, failures
+    fp_now = table.apply(lambda r: current.get((r["model_id"], r["dataset"])), axis=1)
+    return table[(fp_now == table["fingerprint"]).to_numpy()].reset_index(drop=True), failures
+
+
+def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
+                      address: str | None) -> list[dict[str, Any]]:
+    import ray
+    from rich.progress import Progress
+
+    from zoorank.runtime import ensure_ray
+
+    ensure_ray(address)
+    task = ray.remote(num_cpus=0.5, max_retries=0)(_oracle_task)
+    pending = {}
+    for model_id, dataset, fp, (note, args) in work:
+        pending[task.remote(*args)] = (model_id, dataset, fp, note)
+    failures: list[dict[str, Any]] = []
+    with Progress(transient=True) as progress:
+        bar = progress.add_task("oracle (models × datasets)", total=len(pending))
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            model_id, dataset, fp, note = pending.pop(ref)
+            try:
+                rows = ray.get(ref)
+            except Exception as err:  # a task crash is this model's failure, not the run's
+                failures.append({"model_id": model_id, "dataset": dataset, "view": "clean",
+                                 "stage": "oracle", "error": f"{type(err).__name__}: {err}"[:500]})
+                progress.advance(bar)
+                continue
+            out = [{
+                "model_id": model_id, "dataset": dataset, "metric": r["metric"],
+                "value": float(r["value"]),
+                "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
+                "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
+                "zoorank_version": version, "fingerprint": fp,
+            } for r in rows]
+            # Replace every earlier oracle row of this (model, dataset), not only matching metrics.
+            store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
+            progress.advance(bar)
+    return failures
+
+
+def _failed_models(config: RunConfig, store: Store, model_ids: Sequence[str],
+                   metrics: pd.DataFrame) -> pd.DataFrame:
+    manifest = store.read_manifest()
+    names = {d.name for d in config.datasets}
+    rows = []
+    failed = manifest[(manifest["status"] == "failed") & manifest["model_id"].isin(model_ids)
+                      & manifest["dataset"].isin(names)]
+    for r in failed.itertuples(index=False):
+        rows.append({"model_id": r.model_id, "dataset": r.dataset, "view": r.view,
+                     "stage": "embed", "error": str(r.error)})
+    failed_keys = {(r["model_id"], r["dataset"]) for r in rows}
+    scored = set(zip(metrics["model_id"], metrics["dataset"])) if not metrics.empty else set()
+    embedded = set(zip(manifest["model_id"], manifest["dataset"]))
+    for ds in config.datasets:
+        for mid in model_ids:
+            if (mid, ds.name) in failed_keys or (mid, ds.name) in scored:
+                continue
+            if (mid, ds.name) in embedded:
+                rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "score",
+                             "error": "no metrics in metrics.parquet (score not run or failed)"})
+            else:
+                rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "embed",
+                             "error": "no embeddings in the store (embed not run)"})
+    return pd.DataFrame(rows, columns=FAILED_COLUMNS)
+
+
+def _primary_metric(config: RunConfig, available: Iterable[str]) -> str | None:
+    available = set(available)
+    for name in (config.rank.primary_metric, *PRIMARY_FALLBACK):
+        if name in available:
+            return name
+    return None
+
+
+def build_leaderboard(
+    config: RunConfig,
+    models: Sequence[Any],
+    metrics: pd.DataFrame,
+    oracle: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(leaderboard frame sorted by rank, settings) from the long metric and oracle tables."""
+    info = {m.model_id: m for m in models}
+    model_ids = [m for m in info if not metrics.empty and m in set(metrics["model_id"])]
+    datasets = [d.name for d in config.datasets]
+    unknown = sorted(set(config.rank.dataset_weights) - set(datasets))
+    if unknown:
+        raise ConfigError(f"rank.dataset_weights: unknown dataset(s) {unknown}; "
+                          f"datasets: {datasets}")
+    values = wide_table(pd.concat([metrics, oracle], ignore_index=True)
+                        [["model_id", "dataset", "metric", "value"]], model_ids)
+    board = pd.DataFrame({
+        "model_id": model_ids,
+        "family": [info[m].family or "" for m in model_ids],
+        "group": [info[m].group or "" for m in model_ids],
+    })
+    ranks: dict[str, np.ndarray] = {}
+    for column in values.columns:
+        dataset, metric = column.split("/", 1)
+        oriented = ranking_vector(metric, values[column].to_numpy())
+        if oriented is not None:
+            ranks[f"{column}/rank"] = rank_within(*oriented)
+    primary: dict[str, str] = {}
+    rank_table = {}
+    for ds in datasets:
+        present = metrics.loc[(metrics["dataset"] == ds) & metrics["value"].notna(), "metric"]
+        name = _primary_metric(config, present.unique()) if len(present) else None
+        if name is None or f"{ds}/{name}/rank" not in ranks:
+            continue
+        primary[ds] = name
+        rank_table[ds] = ranks[f"{ds}/{name}/rank"]
+    method = config.rank.aggregation
+    settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
+                                "configured_primary_metric": config.rank.primary_metric,
+                                "dataset_weights": dict(config.rank.dataset_weights),
+                                "in_domain": None}
+    if rank_table and model_ids:
+        table = pd.DataFrame(rank_table, index=model_ids)
+        weights = {k: v for k, v in config.rank.dataset_weights.items() if k in table.columns}
+        agg = aggregate_ranks(table, method, weights).to_numpy()
+        board["rank"] = rank_within(agg, AGGREGATION_DIRECTIONS[method])
+        board["aggregate"] = agg
+    else:
+        board["rank"] = np.nan
+        board["aggregate"] = np.nan
+    board["family_rank"] = np.nan
+    for fam, idx in board.groupby("family").groups.items():
+        if fam:
+            board.loc[idx, "family_rank"] = rank_within(board.loc[idx, "rank"].to_numpy(), -1)
+    for ds in datasets:
+        for acc in IN_DOMAIN_ACCURACY:
+            col = f"{ds}/{acc}"
+            if settings["in_domain"] is None and col in values and values[col].notna().any():
+                settings["in_domain"] = col
+    if settings["in_domain"] and board["rank"].notna().all() and len(board):
+        acc_rank = rank_within(values[settings["in_domain"]].to_numpy(), +1)
+        board["joint_rank"] = joint_rank(board["rank"].to_numpy(), acc_rank)
+    for ds, r in rank_table.items():
+        board[f"rank/{ds}"] = r
+    for column in values.columns:
+        board[column] = values[column].to_numpy()
+        if f"{column}/rank" in ranks:
+            board[f"{column}/rank"] = ranks[f"{column}/rank"]
+    board = board.sort_values(["rank", "model_id"], kind="stable").reset_index(drop=True)
+    return board, settings
+
+
+def build_agreement(
+    config: RunConfig,
+    board: pd.DataFrame,
+    metrics: pd.DataFrame,
+    oracle: pd.DataFrame,
+) -> pd.DataFrame:
+    """Every label-free metric (and the leaderboard rank) vs every oracle metric, per family."""
+    columns = ["metric", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
+               "kendall_ci_low", "kendall_ci_high", "spearman", "spearman_ci_low",
+               "spearman_ci_high", "pearson", "pearson_ci_low", "pearson_ci_high", "top1_regret",
+               "top1_oracle", "oracle_best", "top1_model", "topk_recall", "top_k", "n_metric_nan"]
+    if oracle.empty or board.empty:
+        return pd.DataFrame(columns=columns)
+    board = board.set_index("model_id")
+    families: dict[str, list[str]] = {"all": list(board.index)}
+    for fam, ids in board.groupby("family").groups.items():
+        if fam and len(ids) >= MIN_MODELS_FOR_AGREEMENT and fam != "all":
+            families[str(fam)] = list(ids)
+    rows = []
+    for ds in [d.name for d in config.datasets]:
+        o_names = sorted(oracle.loc[oracle["dataset"] == ds, "metric"].unique())
+        m_names = sorted(metrics.loc[metrics["dataset"] == ds, "metric"].unique())
+        candidates: list[tuple[str, np.ndarray, int]] = []
+        for metric in m_names:
+            col = f"{ds}/{metric}"
+            oriented = ranking_vector(metric, board[col].to_numpy()) if col in board else None
+            if oriented is not None:
+                candidates.append((metric, *oriented))
+        if board["rank"].notna().any():
+            candidates.append(("leaderboard_rank", board["rank"].to_numpy(), -1))
+        for o_name in o_names:
+            o_dir = oracle_direction(o_name)
+            o_all = board[f"{ds}/{o_name}"].to_numpy(dtype=np.float64)
+            for fam, ids in families.items():
+                sel = board.index.get_indexer(ids)
+                keep = sel[~np.isnan(o_all[sel])]
+                if len(keep) < MIN_MODELS_FOR_AGREEMENT:
+                    continue
+                for metric, mv, m_dir in candidates:
+                    res = agreement(mv[keep], o_all[keep], m_dir, o_dir,
+                                    bootstrap=config.rank.bootstrap, seed=config.seed,
+                                    top_k=config.rank.top_k)
+                    s = m_dir * mv[keep]
+                    pick = (board.index[keep][np.nanargmax(s)] if np.isfinite(s).any()
+                            else "")
+                    rows.append({"metric": metric, "oracle_metric": o_name, "dataset": ds,
+                                 "family": fam, **res, "top1_model": pick})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, Any]) -> str:
+    lines = ["# zoorank leaderboard", ""]
+    primary = settings.get("primary_metric") or {}
+    lines.append(f"Aggregation: `{settings.get('aggregation')}` over datasets of the primary "
+                 "metric's ranks (" + ", ".join(f"{d}: `{m}`" for d, m in primary.items())
+                 + "). Rank 1 = best; ties averaged; a metric that failed ranks last.")
+    if settings.get("in_domain"):
+        lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
+    lines.append("")
+    compact = _compact(board, settings)
+    lines += [_markdown_table(compact), ""]
+    lines += ["## Failed models", ""]
+    if failed.empty:
+        lines.append("None.")
+    else:
+        lines.append(_markdown_table(failed))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _compact(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
+    """The leaderboard's headline columns (rank, model, primary metric per dataset, oracle)."""
+    cols = ["rank", "model_id", "family", "group", "aggregate"]
+    if "joint_rank" in board:
+        cols.append("joint_rank")
+    for ds, metric in (settings.get("primary_metric") or {}).items():
+        cols += [f"{ds}/{metric}", f"rank/{ds}"]
+    if settings.get("in_domain"):
+        cols.append(settings["in_domain"])
+    return board[[c for c in cols if c in board]]
+
+
+def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10) -> None:
+    """The leaderboard's top rows as a rich table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    compact = _compact(board, settings).head(top)
+    table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)})")
+    for c in compact.columns:
+        table.add_column(str(c), justify="left" if c in ("model_id", "family", "group")
+                         else "right")
+    for row in compact.itertuples(index=False):
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+    Console().print(table)
+
+
+def run_rank(config: RunConfig, address: str | None = None) -> pd.DataFrame:
+    """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard."""
+    from zoorank.zoo import resolve_models
+
+    store = Store(config.store)
+    models = resolve_models(config)
+    model_ids = [m.model_id for m in models]
+    datasets = [d.name for d in config.datasets]
+    metrics = store.read_metrics()
+    if not metrics.empty:
+        metrics = metrics[metrics["model_id"].isin(model_ids)
+                          & metrics["dataset"].isin(datasets)].reset_index(drop=True)
+    oracle, oracle_failures = run_oracle(config, store, models, address)
+    if not oracle.empty:
+        oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
+    board, settings = build_leaderboard(config, models, metrics, oracle)
+    agree = build_agreement(config, board, metrics, oracle)
+    failed = _failed_models(config, store, model_ids, metrics)
+    if oracle_failures:
+        failed = pd.concat([failed, pd.DataFrame(oracle_failures, columns=FAILED_COLUMNS)],
+                           ignore_index=True)
+    _write_if_changed(store, f"{LEADERBOARD}.parquet", _parquet_bytes(board, settings))
+    _write_if_changed(store, f"{LEADERBOARD}.csv", board.to_csv(index=False).encode())
+    _write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
+    _write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
+    _write_if_changed(store, FAILED, _parquet_bytes(failed))
+    if len(board):
+        print_leaderboard(board, settings)
+    if len(failed):
+        from rich.console import Console
+
+        Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "
+                        f"see {store.uri}/{LEADERBOARD}.md")
+    return board
