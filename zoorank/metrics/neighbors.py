@@ -152,6 +152,32 @@ def knn(
     return dists, idxs
 
 
+def kmeans_plusplus(X: np.ndarray, n_clusters: int, seed: int = 0) -> np.ndarray:
+    """Classic k-means++ seeding (Arthur & Vassilvitskii 2007): each new centre is drawn with
+    probability proportional to the squared distance to the nearest centre chosen so far.
+
+    Returns (n_clusters, d) float32 centres (rows of ``X``). O(N·K·d) time, O(N) extra memory.
+    """
+    x = np.ascontiguousarray(X, dtype=np.float32)
+    n = x.shape[0]
+    rng = np.random.default_rng(seed)
+    sq_norms = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    chosen = [int(rng.integers(n))]
+    closest = np.maximum(sq_norms + sq_norms[chosen[0]] - 2.0 * (x @ x[chosen[0]]), 0.0)
+    for _ in range(1, n_clusters):
+        total = closest.sum()
+        if total <= 0:  # every point coincides with a centre: pick the rest uniformly
+            rest = np.setdiff1d(np.arange(n), chosen)
+            chosen += rng.choice(rest, n_clusters - len(chosen), replace=False).tolist()
+            break
+        nxt = int(np.searchsorted(np.cumsum(closest), rng.random() * total, side="right"))
+        nxt = min(nxt, n - 1)
+        chosen.append(nxt)
+        dist = np.maximum(sq_norms + sq_norms[nxt] - 2.0 * (x @ x[nxt]), 0.0)
+        np.minimum(closest, dist, out=closest)
+    return np.ascontiguousarray(x[chosen], dtype=np.float32)
+
+
 def kmeans(
     X: np.ndarray,
     n_clusters: int,
@@ -159,11 +185,15 @@ def kmeans(
     spherical: bool = False,
     niter: int = 100,
     seed: int = 0,
+    init: Literal["k-means++", "random"] = "k-means++",
     use_gpu: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lloyd k-means (faiss) fitted on *all* rows (no subsampling); returns (labels int64, centroids).
 
     ``spherical=True`` L2-normalises rows and centroids and assigns by cosine similarity.
+    ``init="k-means++"`` (the CLID spec's default) seeds the centroids with classic k-means++
+    (:func:`kmeans_plusplus`, O(N·K·d)); ``"random"`` is faiss' own
+    start from randomly chosen points. Lloyd stops early once assignments no longer change.
     Deterministic for a given ``seed`` on one machine.
     """
     faiss = _faiss()
@@ -185,7 +215,12 @@ def kmeans(
         max_points_per_centroid=max(n, 1),  # fit on every point, as the CLID spec asks
         min_points_per_centroid=1,
     )
-    km.train(x)
+    if init == "k-means++":
+        km.train(x, init_centroids=kmeans_plusplus(x, n_clusters, seed=seed))
+    elif init == "random":
+        km.train(x)
+    else:
+        raise ValueError(f"init must be 'k-means++' or 'random', got {init!r}")
     centroids = km.centroids.copy()
     index = _build_index(_prepare(centroids, metric), metric, use_gpu)
     labels = np.empty(n, dtype=np.int64)
