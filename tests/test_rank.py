@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -176,3 +178,150 @@ def test_rank_agreement_matrix_is_symmetric_with_unit_diagonal_and_oriented():
     assert tau.loc["up", "down"] == pytest.approx(1.0)
     expected = stats.kendalltau(values["up"], values["noise"]).statistic
     assert tau.loc["up", "noise"] == pytest.approx(expected)
+
+
+# -- the RANK stage on a store written directly (tests/rank_fixtures.py) ------------------------
+
+
+@pytest.fixture(scope="module")
+def ranked_store(tmp_path_factory, ray_session):
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.config import parse_config
+    from zoorank.rank import run_rank
+
+    root = tmp_path_factory.mktemp("rank-store")
+    models = write_store(str(root))
+    oracle = {"knn": True, "linear_probe": True, "recall_at_1": True, "r_auroc": True,
+              "loss_data_curve": True, "loss_data_points": 4, "loss_data_seeds": 2,
+              "loss_data_steps": 100, "sdl_eps": [0.5]}
+    config = parse_config(config_dict(str(root), oracle=oracle))
+    board = run_rank(config)
+    return root, config, models, board
+
+
+def _split(n: int = 300):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    y = load_digits().target[:n]
+    ids = np.arange(n)
+    tr, te = train_test_split(ids, test_size=0.5, random_state=0, stratify=y)
+    return np.sort(tr), np.sort(te), y
+
+
+@pytest.mark.timeout(300)
+def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(ranked_store):
+    from zoorank.metrics.oracle import knn_accuracy, recall_at_1
+    from zoorank.store import METRICS_COLUMNS
+
+    root, _, models, _ = ranked_store
+    oracle = pd.read_parquet(root / "oracle.parquet")
+    assert list(oracle.columns) == METRICS_COLUMNS
+    tr, te, y = _split()
+    for model_id in ("proj-a", "lowrank"):
+        Z = models[model_id]
+        got = oracle[(oracle.model_id == model_id)].set_index("metric")["value"]
+        assert got["knn_accuracy"] == pytest.approx(
+            knn_accuracy(Z[tr], y[tr], Z[te], y[te], k=20, temperature=0.07))
+        assert got["recall_at_1"] == pytest.approx(recall_at_1(Z[te], y[te]))
+
+
+@pytest.mark.timeout(300)
+def test_oracle_ranks_informative_embeddings_above_noise_and_collapse(ranked_store):
+    _, _, _, board = ranked_store
+    acc = board.set_index("model_id")["digits/knn_accuracy"]
+    for good in ("proj-a", "proj-b"):
+        assert acc[good] > acc["noise"] + 0.3
+        assert acc[good] > acc["collapsed"] + 0.3
+    lp = board.set_index("model_id")["digits/linear_probe_accuracy"]
+    assert lp["proj-a"] > lp["noise"] + 0.3
+
+
+@pytest.mark.timeout(300)
+def test_r_auroc_of_a_constant_nc_is_one_half(ranked_store):
+    # rotated copies: NC = 1 for every point, so NC carries no information on R@1 errors.
+    root, _, _, board = ranked_store
+    rel = pd.read_parquet(root / "reliability" / "digits" / "rot.parquet")
+    np.testing.assert_allclose(rel["nc"], 1.0)
+    values = board.set_index("model_id")
+    assert values.loc["rot-0", "digits/r_auroc_nc"] == pytest.approx(0.5)
+    assert np.isnan(values.loc["proj-a", "digits/r_auroc_nc"])  # no ensemble, no NC
+
+
+@pytest.mark.timeout(300)
+def test_sdl_equals_mdl_minus_n_eps_when_the_curve_stays_above_eps(ranked_store):
+    root, _, _, _ = ranked_store
+    oracle = pd.read_parquet(root / "oracle.parquet")
+    checked = 0
+    for _, rows in oracle.groupby("model_id"):
+        v = rows.set_index("metric")["value"]
+        params = json.loads(rows.set_index("metric").loc["mdl", "params"])
+        losses, sizes = np.array(params["losses"]), params["sizes"]
+        if np.all(losses > 0.5):
+            assert v["sdl_eps0.5"] == pytest.approx(v["mdl"] - sizes[-1] * 0.5, rel=1e-6)
+            assert np.isinf(v["esc_eps0.5"])
+            checked += 1
+        assert v["sdl_eps0.5"] <= v["mdl"]
+    assert checked >= 1  # noise and collapsed never reach 0.5 nats
+
+
+@pytest.mark.timeout(300)
+def test_leaderboard_ranks_follow_the_primary_metric_and_collapse_ranks_last(ranked_store):
+    root, _, models, board = ranked_store
+    assert sorted(board["model_id"]) == sorted(models)
+    assert "broken" not in set(board["model_id"])
+    assert board["rank"].is_monotonic_increasing
+    rankme = board["digits/rankme"].to_numpy()
+    np.testing.assert_allclose(board["digits/rankme/rank"], stats.rankdata(-rankme))
+    # one dataset: the rank product of one rank is that rank
+    np.testing.assert_allclose(board["rank"], stats.rankdata(-rankme))
+    assert board.iloc[-1]["model_id"] == "collapsed"
+    on_disk = pd.read_parquet(root / "leaderboard.parquet")
+    pd.testing.assert_frame_equal(on_disk, board)
+    csv = pd.read_csv(root / "leaderboard.csv")
+    assert list(csv["model_id"]) == list(board["model_id"])
+
+
+@pytest.mark.timeout(300)
+def test_agreement_table_equals_scipy_on_the_leaderboard_vectors(ranked_store):
+    root, _, _, board = ranked_store
+    agree = pd.read_parquet(root / "agreement.parquet")
+    row = agree[(agree.metric == "rankme") & (agree.oracle_metric == "knn_accuracy")
+                & (agree.family == "all")].iloc[0]
+    x, y = board["digits/rankme"], board["digits/knn_accuracy"]
+    assert row["n_models"] == len(board)
+    assert row["kendall_tau"] == pytest.approx(stats.kendalltau(x, y).statistic)
+    assert row["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert row["pearson"] == pytest.approx(stats.pearsonr(x, y).statistic)
+    assert row["kendall_ci_low"] <= row["kendall_tau"] <= row["kendall_ci_high"]
+    # uniformity is lower-is-better: its τ is computed on the negated values
+    u = agree[(agree.metric == "uniformity") & (agree.oracle_metric == "knn_accuracy")
+              & (agree.family == "all")].iloc[0]
+    assert u["kendall_tau"] == pytest.approx(
+        stats.kendalltau(-board["digits/uniformity"], y).statistic)
+    # family 'proj' has 3 models; 'rot' has 2 (too few for a correlation)
+    assert set(agree["family"]) == {"all", "proj"}
+
+
+@pytest.mark.timeout(300)
+def test_failed_models_are_listed_with_their_reason(ranked_store):
+    root, _, _, _ = ranked_store
+    failed = pd.read_parquet(root / "failed.parquet")
+    assert failed.set_index("model_id").loc["broken", "error"].startswith("CheckpointError")
+    md = (root / "leaderboard.md").read_text()
+    assert "## Failed models" in md and "corrupt checkpoint" in md
+
+
+@pytest.mark.timeout(300)
+def test_a_rerun_of_rank_is_a_no_op(ranked_store):
+    from zoorank.rank import run_rank
+
+    root, config, _, board = ranked_store
+    names = ["oracle.parquet", "leaderboard.parquet", "leaderboard.csv", "leaderboard.md",
+             "agreement.parquet", "failed.parquet"]
+    before = {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names}
+    again = run_rank(config)
+    pd.testing.assert_frame_equal(again, board)
+    after = {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names}
+    assert after == before
