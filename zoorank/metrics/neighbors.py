@@ -64,11 +64,19 @@ def _prepare(x: np.ndarray, metric: Metric) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def _rows64(x: np.ndarray, metric: Metric) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if metric == "cosine":
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x
+
+
 def _exact_distances(q: np.ndarray, db: np.ndarray, idx: np.ndarray, metric: Metric) -> np.ndarray:
-    q64 = q.astype(np.float64)
+    """Distances of the found pairs in float64 from the caller's rows (not the float32 copies)."""
+    q64 = _rows64(q, metric)
     out = np.empty(idx.shape, dtype=np.float64)
     for j in range(idx.shape[1]):
-        nb = db[idx[:, j]].astype(np.float64)
+        nb = _rows64(db[idx[:, j]], metric)
         if metric == "cosine":
             out[:, j] = 1.0 - np.einsum("ij,ij->i", q64, nb)
         else:
@@ -121,6 +129,8 @@ def knn(
     if metric not in ("euclidean", "cosine"):
         raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}")
     self_search = database is None
+    queries = np.asarray(queries)
+    database = None if self_search else np.asarray(database)
     q = _prepare(queries, metric)
     db = q if self_search else _prepare(database, metric)
     if q.ndim != 2 or db.ndim != 2 or q.shape[1] != db.shape[1]:
@@ -139,7 +149,8 @@ def knn(
         fb, ib = index.search(qb, kk)
         ib = ib.astype(np.int64)
         if exact_distances:
-            db_exact = _exact_distances(qb, db, ib, metric)
+            source_db = queries if self_search else database
+            db_exact = _exact_distances(queries[start : start + block_size], source_db, ib, metric)
         elif metric == "cosine":
             db_exact = np.maximum(1.0 - fb.astype(np.float64), 0.0)
         else:
