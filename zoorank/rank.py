@@ -292,7 +292,7 @@ def _zoorank_version() -> str:
     return __version__
 
 
-def _write_if_changed(store: Store, relpath: str, data: bytes) -> None:
+def write_if_changed(store: Store, relpath: str, data: bytes) -> None:
     """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
     if store.exists(relpath) and store.read_bytes(relpath) == data:
         return
@@ -635,7 +635,7 @@ def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, 
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
-    compact = _compact(board, settings)
+    compact = leaderboard_headline(board, settings)
     lines += [_markdown_table(compact), ""]
     lines += ["## Failed models", ""]
     if failed.empty:
@@ -646,7 +646,7 @@ def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, 
     return "\n".join(lines)
 
 
-def _compact(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
+def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
     """The leaderboard's headline columns (rank, model, primary metric per dataset, oracle)."""
     cols = ["rank", "model_id", "family", "group", "aggregate"]
     if "joint_rank" in board:
@@ -663,7 +663,7 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     from rich.console import Console
     from rich.table import Table
 
-    compact = _compact(board, settings).head(top)
+    compact = leaderboard_headline(board, settings).head(top)
     table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)})")
     for c in compact.columns:
         table.add_column(str(c), justify="left" if c in ("model_id", "family", "group")
@@ -686,19 +686,36 @@ def run_rank(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         metrics = metrics[metrics["model_id"].isin(model_ids)
                           & metrics["dataset"].isin(datasets)].reset_index(drop=True)
     oracle, oracle_failures = run_oracle(config, store, models, address)
+    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures)
+
+
+def write_rank_outputs(
+    config: RunConfig,
+    store: Store,
+    models: Sequence[Any],
+    metrics: pd.DataFrame,
+    oracle: pd.DataFrame,
+    oracle_failures: Sequence[Mapping[str, Any]] = (),
+) -> pd.DataFrame:
+    """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
+
+    Writes ``leaderboard.parquet/.csv/.md``, ``agreement.parquet`` and ``failed.parquet`` (only
+    when their bytes change), prints the top rows and returns the leaderboard.
+    """
+    model_ids = [m.model_id for m in models]
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
     board, settings = build_leaderboard(config, models, metrics, oracle)
     agree = build_agreement(config, board, metrics, oracle)
     failed = _failed_models(config, store, model_ids, metrics)
     if oracle_failures:
-        failed = pd.concat([failed, pd.DataFrame(oracle_failures, columns=FAILED_COLUMNS)],
+        failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)
-    _write_if_changed(store, f"{LEADERBOARD}.parquet", _parquet_bytes(board, settings))
-    _write_if_changed(store, f"{LEADERBOARD}.csv", board.to_csv(index=False).encode())
-    _write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
-    _write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
-    _write_if_changed(store, FAILED, _parquet_bytes(failed))
+    write_if_changed(store, f"{LEADERBOARD}.parquet", _parquet_bytes(board, settings))
+    write_if_changed(store, f"{LEADERBOARD}.csv", board.to_csv(index=False).encode())
+    write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
+    write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
+    write_if_changed(store, FAILED, _parquet_bytes(failed))
     if len(board):
         print_leaderboard(board, settings)
     if len(failed):

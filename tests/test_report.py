@@ -1,0 +1,122 @@
+"""REPORT stage on a small store whose tables are written directly (no Ray, no embed/score)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from zoorank.config import parse_config
+from zoorank.errors import InputError
+from zoorank.store import METRICS_COLUMNS, Store
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images: list[str] = []
+        self.external: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append(attrs["src"])
+        if tag in ("link", "script") or any(
+            str(v).startswith(("http:", "https:", "//", "/")) for k, v in attrs.items()
+            if k in ("src", "href")
+        ):
+            self.external.append(f"{tag} {attrs}")
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _oracle_rows(models: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Hand-made oracle values (a kNN accuracy per model) in the long format."""
+    acc = {"proj-a": 0.91, "proj-b": 0.93, "rot-0": 0.91, "rot-1": 0.90, "lowrank": 0.35,
+           "noise": 0.10, "collapsed": 0.10}
+    return pd.DataFrame([
+        {"model_id": m, "dataset": "digits", "metric": "knn_accuracy", "value": acc[m],
+         "params": json.dumps({"k": 20}), "n": 150, "dim": 24, "seed": 0,
+         "zoorank_version": "test", "fingerprint": f"o-{m}"} for m in models
+    ], columns=METRICS_COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.rank import write_rank_outputs
+    from zoorank.report import run_report
+    from zoorank.zoo import resolve_models
+
+    root = tmp_path_factory.mktemp("report-store")
+    models = write_store(str(root))
+    config = parse_config(config_dict(str(root), oracle={"knn": True}))
+    store = Store(config.store)
+    oracle = _oracle_rows(models)
+    store.write_parquet("oracle.parquet", oracle)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle)
+    index = run_report(config)
+    return root, config, index
+
+
+def test_report_is_an_html_page_in_the_store(report):
+    root, _, index = report
+    assert index == str(root / "report" / "index.html")
+    assert (root / "report" / "index.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_names_every_model_including_the_failed_one(report):
+    root, config, _ = report
+    page = _Page()
+    page.feed((root / "report" / "index.html").read_text())
+    text = " ".join(page.text)
+    for model in config.models:
+        assert re.search(rf"\b{re.escape(model.id)}\b", text), model.id
+    assert "corrupt checkpoint" in text  # the failed model's reason
+
+
+def test_every_image_of_the_report_exists_beside_it_as_a_png(report):
+    root, _, _ = report
+    page = _Page()
+    page.feed((root / "report" / "index.html").read_text())
+    assert page.external == []  # self-contained: relative links only, no scripts or stylesheets
+    assert len(page.images) >= 4
+    for src in page.images:
+        path = root / "report" / src
+        assert path.is_file(), src
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+    names = " ".join(page.images)
+    for kind in ("scatter-digits-knn_accuracy", "agreement-digits", "ranks",
+                 "reliability-digits-rot"):
+        assert kind in names
+
+
+def test_a_second_report_rewrites_nothing(report):
+    from zoorank.report import run_report
+
+    root, config, _ = report
+    files = sorted((root / "report").iterdir())
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    run_report(config)
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(
+        (root / "report").iterdir())}
+    assert after == before
+
+
+def test_report_without_a_leaderboard_says_to_run_rank_first(tmp_path):
+    from rank_fixtures import config_dict
+
+    from zoorank.report import run_report
+
+    config = parse_config(config_dict(str(tmp_path / "empty")))
+    with pytest.raises(InputError, match="zoorank rank"):
+        run_report(config)

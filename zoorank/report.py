@@ -1,0 +1,325 @@
+"""REPORT stage: a static, self-contained ``report/index.html`` with its PNG plots beside it.
+
+Reads what RANK wrote (``leaderboard.parquet``, ``agreement.parquet``, ``failed.parquet``,
+``oracle.parquet``) plus ``metrics.parquet`` and ``reliability/<dataset>/<group>.parquet``, and
+writes through :class:`~zoorank.store.Store` (so an object store works too):
+
+* the leaderboard (headline columns, the full table folded), the agreement of every label-free
+  metric with every oracle metric (Kendall τ-b with its bootstrap interval);
+* ``scatter-<dataset>-<oracle>.png``: each label-free metric against an oracle metric, τ in titles;
+* ``agreement-<dataset>.png``: a heat map of signed Kendall τ-b between the rankings of all metrics;
+* ``ranks.png``: each model's rank per dataset (primary metric) and aggregated;
+* ``reliability-<dataset>-<group>.png``: histograms of NC and its baselines per seed ensemble;
+* the failed models with their reasons.
+
+HTML uses relative image links and inline CSS only. Figures are drawn on ``matplotlib.figure.Figure``
+objects rendered by the Agg canvas (no pyplot, no global backend change).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zoorank.config import RunConfig
+from zoorank.errors import InputError
+from zoorank.metrics.agreement import rank_agreement_matrix
+from zoorank.rank import (
+    AGREEMENT,
+    FAILED,
+    FAILED_COLUMNS,
+    LEADERBOARD,
+    ORACLE,
+    leaderboard_headline,
+    ranking_vector,
+    read_leaderboard_settings,
+    write_if_changed,
+)
+from zoorank.store import Store
+
+REPORT_DIR = "report"
+MAX_ANNOTATED_MODELS = 25
+MAX_RANK_CHART_MODELS = 30
+#: oracle metrics drawn against the label-free metrics, in order of preference (the first two found).
+SCATTER_ORACLES = ("knn_accuracy", "linear_probe_accuracy", "recall_at_1", "mdl")
+
+CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif;
+       margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1em; }
+th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+tr:nth-child(even) td { background: #fafafa; }
+img { max-width: 100%; border: 1px solid #eee; margin: .5em 0; }
+.note { color: #666; font-size: .9em; } details { margin: .5em 0 1.5em; }
+"""
+
+
+# -- figures (pure: frames in, PNG bytes out) ------------------------------------------------------
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    # No "Software" metadata entry: identical inputs give identical bytes, so reruns are no-ops.
+    fig.savefig(buf, format="png", dpi=90, metadata={"Software": None}, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def scatter_png(board: pd.DataFrame, dataset: str, metrics: Sequence[str], oracle_metric: str,
+                taus: Mapping[str, float]) -> bytes:
+    """One panel per label-free metric: metric value (x) vs oracle value (y), τ in the title."""
+    cols = min(4, len(metrics))
+    rows = math.ceil(len(metrics) / cols)
+    fig = _figure(3.2 * cols, 2.8 * rows)
+    y = board[f"{dataset}/{oracle_metric}"].to_numpy(np.float64)
+    for i, metric in enumerate(metrics):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        x = board[f"{dataset}/{metric}"].to_numpy(np.float64)
+        ok = np.isfinite(x) & np.isfinite(y)
+        ax.scatter(x[ok], y[ok], s=22, color="#3572b0")
+        if ok.sum() <= MAX_ANNOTATED_MODELS:
+            for xi, yi, name in zip(x[ok], y[ok], board["model_id"].to_numpy()[ok]):
+                ax.annotate(str(name), (xi, yi), fontsize=6, xytext=(2, 2),
+                            textcoords="offset points")
+        tau = taus.get(metric, float("nan"))
+        missing = int((~np.isfinite(x)).sum())
+        title = f"{metric}  τ={tau:.2f}" if np.isfinite(tau) else f"{metric}  τ=n/a"
+        if missing:
+            title += f"  ({missing} n/a)"
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel(metric, fontsize=7)
+        ax.set_ylabel(oracle_metric, fontsize=7)
+        ax.tick_params(labelsize=6)
+    fig.suptitle(f"{dataset}: label-free metrics vs {oracle_metric}", fontsize=10)
+    return _png(fig)
+
+
+def heatmap_png(tau: pd.DataFrame, dataset: str) -> bytes:
+    """Signed Kendall τ-b between the rankings of every pair of metrics (−1 … 1)."""
+    n = len(tau)
+    fig = _figure(max(4.0, 0.45 * n + 2), max(3.5, 0.45 * n + 1.5))
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(tau.to_numpy(np.float64), cmap="RdBu", vmin=-1, vmax=1)
+    ax.set_xticks(range(n), labels=list(tau.columns), rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(n), labels=list(tau.index), fontsize=7)
+    if n <= 20:
+        for i in range(n):
+            for j in range(n):
+                v = tau.iat[i, j]
+                if np.isfinite(v):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                            color="white" if abs(v) > 0.6 else "black")
+    fig.colorbar(im, ax=ax, shrink=0.8, label="Kendall τ-b")
+    ax.set_title(f"{dataset}: rank agreement between metrics", fontsize=10)
+    return _png(fig)
+
+
+def ranks_png(board: pd.DataFrame, datasets: Sequence[str]) -> bytes:
+    """Each model's rank on every dataset (primary metric) and its aggregated rank."""
+    top = board.head(MAX_RANK_CHART_MODELS)
+    columns = [f"rank/{d}" for d in datasets if f"rank/{d}" in top] + ["rank"]
+    labels = [c.removeprefix("rank/") for c in columns[:-1]] + ["aggregated"]
+    fig = _figure(max(4.0, 1.4 * len(columns) + 2.5), max(3.0, 0.28 * len(top) + 1.5))
+    ax = fig.add_subplot(1, 1, 1)
+    xs = np.arange(len(columns))
+    for _, row in top.iterrows():
+        r = row[columns].to_numpy(np.float64)
+        ax.plot(xs, r, marker="o", linewidth=1, markersize=4)
+        ax.annotate(str(row["model_id"]), (xs[-1], r[-1]), fontsize=6, xytext=(4, 0),
+                    textcoords="offset points", va="center")
+    ax.set_xticks(xs, labels=labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_ylabel("rank (1 = best)", fontsize=8)
+    ax.set_title("per-dataset rank of the primary metric", fontsize=10)
+    return _png(fig)
+
+
+def reliability_png(rel: pd.DataFrame, dataset: str, group: str) -> bytes:
+    """Histograms of the per-sample reliability columns of one seed ensemble."""
+    columns = [c for c in ("nc", "mean_knn_distance", "embedding_norm", "feature_variance")
+               if c in rel]
+    fig = _figure(3.0 * max(1, len(columns)), 2.6)
+    for i, column in enumerate(columns):
+        ax = fig.add_subplot(1, len(columns), i + 1)
+        values = rel[column].to_numpy(np.float64)
+        values = values[np.isfinite(values)]
+        ax.hist(values, bins=30, color="#5a9e6f")
+        ax.set_title(f"{column} (mean {np.mean(values):.3g})" if len(values) else column,
+                     fontsize=8)
+        ax.tick_params(labelsize=6)
+    fig.suptitle(f"{dataset} / ensemble {group}: {len(rel)} samples", fontsize=10)
+    return _png(fig)
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "—" if math.isnan(v) else f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _table(frame: pd.DataFrame, text_columns: Sequence[str] = ()) -> str:
+    text = set(text_columns) | {c for c in frame.columns if frame[c].dtype == object}
+    head = "".join(f'<th class="{"text" if c in text else ""}">{html.escape(str(c))}</th>'
+                   for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = "".join(f'<td class="{"text" if c in text else ""}">{_fmt(v)}</td>'
+                        for c, v in zip(frame.columns, row))
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _img(name: str, alt: str) -> str:
+    return f'<img src="{html.escape(name)}" alt="{html.escape(alt)}">'
+
+
+def _agreement_summary(agree: pd.DataFrame) -> pd.DataFrame:
+    a = agree[agree["family"] == "all"]
+    if a.empty:
+        return a
+    def interval(r) -> str:
+        if not np.isfinite(r.kendall_tau):
+            return "n/a"
+        if not np.isfinite(r.kendall_ci_low):
+            return f"{r.kendall_tau:.2f}"
+        return f"{r.kendall_tau:.2f} [{r.kendall_ci_low:.2f}, {r.kendall_ci_high:.2f}]"
+    cells = a.assign(tau=[interval(r) for r in a.itertuples(index=False)],
+                     column=a["dataset"] + "/" + a["oracle_metric"])
+    wide = cells.pivot_table(index="metric", columns="column", values="tau", aggfunc="first")
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    return store.read_frame(relpath, columns)
+
+
+def run_report(config: RunConfig) -> str:
+    """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI."""
+    from rich.console import Console
+
+    store = Store(config.store)
+    if not store.exists(f"{LEADERBOARD}.parquet"):
+        raise InputError(f"{store.uri}: no leaderboard.parquet; run `zoorank rank CONFIG` first")
+    board = store.read_frame(f"{LEADERBOARD}.parquet")
+    settings = read_leaderboard_settings(store)
+    agree = _read(store, AGREEMENT)
+    failed = _read(store, FAILED, FAILED_COLUMNS)
+    metrics = store.read_metrics()
+    oracle = _read(store, ORACLE)
+    datasets = [d.name for d in config.datasets]
+    model_ids = set(board["model_id"])
+    metrics = metrics[metrics["model_id"].isin(model_ids)] if not metrics.empty else metrics
+    oracle = oracle[oracle["model_id"].isin(model_ids)] if not oracle.empty else oracle
+
+    images: dict[str, bytes] = {}
+    sections: list[str] = []
+
+    # -- leaderboard
+    primary = settings.get("primary_metric") or {}
+    lead = [f"<h2>Leaderboard</h2><p class='note'>{len(board)} models, aggregation "
+            f"<code>{html.escape(str(settings.get('aggregation')))}</code> of the primary metric's "
+            "ranks (" + ", ".join(f"{html.escape(d)}: <code>{html.escape(m)}</code>"
+                                  for d, m in primary.items())
+            + "). Rank 1 = best; ties averaged; a metric that failed on a model ranks it last."]
+    if settings.get("in_domain"):
+        lead.append(f" Joint rank = sqrt(rank · rank of <code>"
+                    f"{html.escape(settings['in_domain'])}</code>) (CLID §3.5).")
+    lead.append("</p>")
+    lead.append(_table(leaderboard_headline(board, settings), ["model_id", "family", "group"]))
+    lead.append("<details><summary>Every metric and rank</summary>"
+                + _table(board, ["model_id", "family", "group"]) + "</details>")
+    sections.append("".join(lead))
+
+    # -- per-dataset rank chart
+    if len(board) and board["rank"].notna().any():
+        images["ranks.png"] = ranks_png(board, datasets)
+        sections.append("<h2>Ranks per dataset</h2>" + _img("ranks.png", "rank chart"))
+
+    # -- agreement with the oracle: table, scatter plots
+    if not agree.empty:
+        sections.append("<h2>Agreement with the label oracle</h2><p class='note'>Signed Kendall "
+                        "τ-b between each label-free metric (oriented: higher = better) and each "
+                        "oracle metric over all models, with its bootstrap 95% interval over "
+                        "models. The full table (Spearman, Pearson, top-1 regret, top-k recall, "
+                        "per family) is <code>agreement.parquet</code>.</p>"
+                        + _table(_agreement_summary(agree), ["metric"]))
+    for ds in datasets:
+        ds_metrics = sorted(m for m in metrics.loc[metrics["dataset"] == ds, "metric"].unique()
+                            if f"{ds}/{m}" in board
+                            and ranking_vector(m, np.zeros(1)) is not None) \
+            if not metrics.empty else []
+        ds_oracle = set(oracle.loc[oracle["dataset"] == ds, "metric"]) if not oracle.empty else set()
+        chosen = [o for o in SCATTER_ORACLES if o in ds_oracle and f"{ds}/{o}" in board][:2]
+        for o_name in chosen:
+            a = agree[(agree["dataset"] == ds) & (agree["oracle_metric"] == o_name)
+                       & (agree["family"] == "all")] if not agree.empty else agree
+            taus = dict(zip(a["metric"], a["kendall_tau"])) if not a.empty else {}
+            if ds_metrics:
+                name = f"scatter-{ds}-{o_name}.png"
+                images[name] = scatter_png(board, ds, ds_metrics, o_name, taus)
+                sections.append(f"<h3>{html.escape(ds)}: metrics vs {html.escape(o_name)}</h3>"
+                                + _img(name, f"{ds} metrics vs {o_name}"))
+        # -- heat map of rank agreement between metrics (label-free and oracle)
+        names = ds_metrics + sorted(o for o in ds_oracle if f"{ds}/{o}" in board)
+        if len(names) >= 2 and len(board) >= 2:
+            values, directions = {}, {}
+            for m in names:
+                oriented = ranking_vector(m, board[f"{ds}/{m}"].to_numpy(np.float64))
+                if oriented is not None:
+                    values[m], directions[m] = oriented
+            tau = rank_agreement_matrix(pd.DataFrame(values), directions)
+            name = f"agreement-{ds}.png"
+            images[name] = heatmap_png(tau, ds)
+            sections.append(f"<h2>Rank agreement between metrics: {html.escape(ds)}</h2>"
+                            + _img(name, f"{ds} rank agreement heat map"))
+
+    # -- reliability histograms per ensemble
+    rel_parts = []
+    for ds in datasets:
+        for file in store.list_files("reliability", ds, suffix=".parquet"):
+            group = file.removesuffix(".parquet")
+            rel = store.read_frame(f"reliability/{ds}/{file}")
+            if rel.empty:
+                continue
+            name = f"reliability-{ds}-{group}.png"
+            images[name] = reliability_png(rel, ds, group)
+            rel_parts.append(_img(name, f"{ds} {group} reliability"))
+    if rel_parts:
+        sections.append("<h2>Per-sample reliability of seed ensembles</h2><p class='note'>NC: "
+                        "higher = more reliable; mean k-NN distance and feature variance: higher "
+                        "= less reliable.</p>" + "".join(rel_parts))
+
+    # -- failed models
+    sections.append("<h2>Failed models</h2>" + (
+        _table(failed, FAILED_COLUMNS) if not failed.empty else "<p>None.</p>"))
+
+    title = "zoorank report"
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{CSS}</style></head><body><h1>{title}</h1>"
+            f"<p class='note'>Store <code>{html.escape(store.uri)}</code>; settings "
+            f"<code>{html.escape(json.dumps(settings, sort_keys=True))}</code></p>"
+            + "".join(sections) + "</body></html>\n")
+    for name, data in images.items():
+        write_if_changed(store, f"{REPORT_DIR}/{name}", data)
+    write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
+    where = store.path(REPORT_DIR, "index.html")
+    Console().print(f"report: {where} ({len(images)} plots)")
+    return where
