@@ -347,13 +347,13 @@ def _run_one(
 
 # -- sample selection and seed ensembles ---------------------------------------------------------
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def _hash_ids(sample_ids: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of (sample_id, seed): a seeded pseudo-random key per id, independent of order."""
     z = np.asarray(sample_ids, dtype=np.int64).astype(np.uint64)
-    z = z + _GOLDEN * np.uint64((int(seed) + 1) % (1 << 64))
+    z = z + np.uint64(_GOLDEN * (int(seed) + 1) % (1 << 64))
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
