@@ -117,7 +117,12 @@ def score_matrix(Z: np.ndarray, labels: np.ndarray | None, q: int | None, seed: 
         clean = views[:, 0, :]
         if labels is not None:
             labels = np.asarray(labels).reshape(-1, q)[:, 0]
-    wanted = [m for m in DEFAULT_METRICS if m not in ("nc", "clid")]  # need an ensemble / a pool
+    needs_views = ("rankme_aug", "lidar", "alignment")
+    wanted = [
+        m for m in DEFAULT_METRICS
+        if m not in ("nc", "clid")  # need an ensemble / a pool of models
+        and (views is not None or m not in needs_views)
+    ]
     rows = label_free_suite(clean, views, wanted, ScoreOptions(), seed)
     result = {"n": int(clean.shape[0]), "dim": int(Z.shape[1]), "views": q or 1, "metrics": {}}
     for row in rows:
