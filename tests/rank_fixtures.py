@@ -37,9 +37,11 @@ def _orthogonal(d: int, seed: int) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
-def embeddings(n: int = 300) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+def embeddings(n: int = 300, offset: int = 0
+               ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """sample_ids, labels and the models' embeddings of digits images offset .. offset + n."""
     d = load_digits()
-    X, y = d.data[:n].astype(np.float64), d.target[:n]
+    X, y = d.data[offset:offset + n].astype(np.float64), d.target[offset:offset + n]
     rng = np.random.default_rng(0)
     P = rng.normal(size=(64, 24)) / 8
     proj_a = X @ P
@@ -55,13 +57,14 @@ def embeddings(n: int = 300) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarr
     return np.arange(n, dtype=np.int64), y, {k: v.astype(np.float32) for k, v in models.items()}
 
 
-def config_dict(store: str, oracle: dict | None = None, **rank) -> dict:
+def config_dict(store: str, oracle: dict | None = None, datasets: tuple[str, ...] = (DATASET,),
+                **rank) -> dict:
     models = [{"id": m, "source": "python", "name": "fixtures:unused",
                **({"family": FAMILIES[m]} if FAMILIES[m] else {}),
                **({"group": GROUPS[m]} if m in GROUPS else {})} for m in FAMILIES]
     models.append({"id": "broken", "source": "python", "name": "fixtures:unused"})
     out = {"store": store, "seed": 0,
-           "datasets": [{"name": DATASET, "source": "sklearn_digits", "limit": 300}],
+           "datasets": [{"name": d, "source": "sklearn_digits", "limit": 300} for d in datasets],
            "models": models, "metrics": ["rankme", "uniformity", "nc"],
            "rank": {"primary_metric": "rankme", "bootstrap": 200, **rank}}
     if oracle is not None:
@@ -69,14 +72,17 @@ def config_dict(store: str, oracle: dict | None = None, **rank) -> dict:
     return out
 
 
-def _metric_row(model_id: str, metric: str, value: float, params: dict, n: int, dim: int) -> dict:
-    return {"model_id": model_id, "dataset": DATASET, "metric": metric, "value": value,
+def _metric_row(model_id: str, metric: str, value: float, params: dict, n: int, dim: int,
+                dataset: str = DATASET) -> dict:
+    return {"model_id": model_id, "dataset": dataset, "metric": metric, "value": value,
             "params": json.dumps(params), "n": n, "dim": dim, "seed": 0,
             "zoorank_version": "test", "fingerprint": f"{model_id}-{metric}"}
 
 
-def write_store(root: str, n: int = 300) -> dict[str, np.ndarray]:
-    """Write samples, embeddings, manifest, metrics and reliability; returns the embeddings."""
+def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
+                ) -> dict[str, np.ndarray]:
+    """Write samples, embeddings, manifest, metrics and reliability per dataset (dataset i uses
+    the digits images i·n .. (i+1)·n); returns the first dataset's embeddings."""
     from zoorank.metrics.geometry import uniformity
     from zoorank.metrics.reliability import (
         embedding_norm,
@@ -87,37 +93,39 @@ def write_store(root: str, n: int = 300) -> dict[str, np.ndarray]:
     from zoorank.metrics.spectral import rankme
 
     store = Store(root)
-    ids, y, models = embeddings(n)
-    store.write_parquet(f"datasets/{DATASET}/samples.parquet", pd.DataFrame({
-        "sample_id": ids, "label": y.astype(np.int64), "label_name": [str(v) for v in y],
-        "source": ["sklearn_digits"] * n}))
-    manifest, rows = [], []
-    for model_id, Z in models.items():
-        store.write_shard(DATASET, "clean", model_id, 0, ids, np.zeros(n, np.int32), Z)
-        manifest.append({"dataset": DATASET, "view": "clean", "model_id": model_id,
-                         "fingerprint": f"emb-{model_id}", "status": "done", "error": None,
-                         "rows": n, "dim": Z.shape[1], "seconds": 0.1, "bad_images": 0})
-        for metric, fn in (("rankme", rankme), ("uniformity", uniformity)):
-            try:
-                value, params = float(fn(Z)), {}
-            except ValueError as err:
-                value, params = math.nan, {"error": str(err)}
-            rows.append(_metric_row(model_id, metric, value, params, n, Z.shape[1]))
-    manifest.append({"dataset": DATASET, "view": "clean", "model_id": "broken",
-                     "fingerprint": "emb-broken", "status": "failed",
-                     "error": "CheckpointError: corrupt checkpoint", "rows": 0, "dim": 0,
-                     "seconds": 0.0, "bad_images": 0})
+    manifest, rows, first = [], [], None
+    for i, dataset in enumerate(datasets):
+        ids, y, models = embeddings(n, offset=i * n)
+        first = first or models
+        store.write_parquet(f"datasets/{dataset}/samples.parquet", pd.DataFrame({
+            "sample_id": ids, "label": y.astype(np.int64), "label_name": [str(v) for v in y],
+            "source": ["sklearn_digits"] * n}))
+        for model_id, Z in models.items():
+            store.write_shard(dataset, "clean", model_id, 0, ids, np.zeros(n, np.int32), Z)
+            manifest.append({"dataset": dataset, "view": "clean", "model_id": model_id,
+                             "fingerprint": f"emb-{model_id}", "status": "done", "error": None,
+                             "rows": n, "dim": Z.shape[1], "seconds": 0.1, "bad_images": 0})
+            for metric, fn in (("rankme", rankme), ("uniformity", uniformity)):
+                try:
+                    value, params = float(fn(Z)), {}
+                except ValueError as err:
+                    value, params = math.nan, {"error": str(err)}
+                rows.append(_metric_row(model_id, metric, value, params, n, Z.shape[1], dataset))
+        manifest.append({"dataset": dataset, "view": "clean", "model_id": "broken",
+                         "fingerprint": "emb-broken", "status": "failed",
+                         "error": "CheckpointError: corrupt checkpoint", "rows": 0, "dim": 0,
+                         "seconds": 0.0, "bad_images": 0})
+        # the "rot" seed ensemble: reference set = the first 100 points, test points = the rest
+        members = [models["rot-0"], models["rot-1"]]
+        ref, test = [m[:100] for m in members], [m[100:] for m in members]
+        nc = neighborhood_consistency(test, ref, k=10, metric="cosine")
+        store.write_parquet(f"reliability/{dataset}/rot.parquet", pd.DataFrame({
+            "sample_id": ids[100:], "nc": nc,
+            "mean_knn_distance": mean_knn_distance(test, ref, k=1, metric="cosine"),
+            "embedding_norm": embedding_norm(test), "feature_variance": feature_variance(test)}))
+        for model_id in ("rot-0", "rot-1"):
+            rows.append(_metric_row(model_id, "nc", float(np.mean(nc)), {"group": "rot"},
+                                    n - 100, 24, dataset))
     store.update_manifest(manifest)
-    # the "rot" seed ensemble: reference set = the first 100 points, test points = the rest
-    members = [models["rot-0"], models["rot-1"]]
-    ref, test = [m[:100] for m in members], [m[100:] for m in members]
-    nc = neighborhood_consistency(test, ref, k=10, metric="cosine")
-    store.write_parquet(f"reliability/{DATASET}/rot.parquet", pd.DataFrame({
-        "sample_id": ids[100:], "nc": nc,
-        "mean_knn_distance": mean_knn_distance(test, ref, k=1, metric="cosine"),
-        "embedding_norm": embedding_norm(test), "feature_variance": feature_variance(test)}))
-    for model_id in ("rot-0", "rot-1"):
-        rows.append(_metric_row(model_id, "nc", float(np.mean(nc)), {"group": "rot"}, n - 100,
-                                24))
     store.write_parquet("metrics.parquet", pd.DataFrame(rows, columns=METRICS_COLUMNS))
-    return models
+    return first
