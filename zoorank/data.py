@@ -421,7 +421,8 @@ def _random_resized_crop(
 
 def _adjust_hue(img: Image.Image, factor: float) -> Image.Image:
     h, s, v = img.convert("HSV").split()
-    shifted = (np.asarray(h, dtype=np.int16) + int(round(factor * 255))) % 256
+    # torchvision's PIL convention: the shift truncates toward zero and wraps around.
+    shifted = (np.asarray(h, dtype=np.int16) + int(factor * 255)) % 256
     h = Image.fromarray(shifted.astype(np.uint8), "L")
     return Image.merge("HSV", (h, s, v)).convert("RGB")
 
