@@ -279,8 +279,8 @@ def _check_seeds(seeds: Any) -> list[int]:
             raise ValueError(f"seeds must be >= 1 when given as a count, got {seeds}")
         return list(range(int(seeds)))
     out = [int(s) for s in seeds]
-    if not out or len(set(out)) != len(out):
-        raise ValueError(f"seeds must be a non-empty list of distinct integers, got {out}")
+    if not out or len(set(out)) != len(out) or min(out) < 0:
+        raise ValueError(f"seeds must be a non-empty list of distinct integers >= 0, got {out}")
     return out
 
 
@@ -330,9 +330,9 @@ def loss_data_curve(
     the training subset is the first n points of a seed-``s`` permutation of the training pool
     (nested across n for one seed, fresh across seeds); a probe initialised from seed ``s`` is
     trained with Adam for a **fixed number of updates independent of n**; its mean cross-entropy on
-    the whole validation set is recorded. The curve is the mean over seeds. Every (n, s) probe is
-    trained simultaneously as one batched model (reprieve's vmap), and its result depends only on
-    (n, s), never on which other sizes or seeds are in the call.
+    the whole validation set is recorded. The curve is the mean over seeds. The (n, s) probes are
+    trained simultaneously as batched models (like reprieve's vmap); each one's result depends only
+    on (n, s), up to float rounding, never on which other sizes or seeds are in the call.
 
     Probe algorithm (keep it fixed across the representations compared, spec B.8.4):
 
