@@ -1,0 +1,158 @@
+"""The label-free objective: a fixed unlabeled probe set and the metrics a trial reports on it.
+
+The probe set is drawn once per search (``build_probe_set``) and shared by every trial: ``n``
+clean samples (a seeded subset) and ``q`` augmented views of each, made with the embed stage's own
+functions (``zoorank.data.clean_view`` / ``make_views``), so a score a trial reports is the score
+``zoorank run`` computes from its exported checkpoint on the same samples.
+
+Metric conventions (``specs/clid_lidar.md``; all: higher is better):
+
+* ``lidar``: LiDAR of the n × q views (δ, ε from the config).
+* ``rankme``: RankMe of the n clean embeddings; ``rankme_aug``: of the n·q views pooled.
+* ``cluster_learnability``, ``twonn_id``: CLID's two parts on the clean embeddings, rows
+  L2-normalised (the paper's setting). ``clid`` per trial is their raw sum ``100·CL + ID``
+  (``zoorank.metrics.learnability.clid`` mode ``raw_percent``): the paper's z-scored CLID needs the
+  whole pool and is computed over the finished trials by the search.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from zoorank.metrics import DegenerateInputWarning
+from zoorank.metrics.geometry import twonn_id
+from zoorank.metrics.learnability import clid, cluster_learnability
+from zoorank.metrics.spectral import lidar, rankme
+
+if TYPE_CHECKING:
+    from zoorank.data import GeometryLike, SampleTable
+    from zoorank.tune.config import ObjectiveSpec
+    from zoorank.tune.trainers import SSLTrainer
+
+__all__ = ["ProbeSet", "build_probe_set", "evaluate_probe", "score_features", "FLOOR"]
+
+#: value reported for a diverged trial (non-finite features): each metric's lowest value (the
+#: spectral metrics' collapse sentinel is 1.0).
+FLOOR = {
+    "lidar": 1.0,
+    "rankme": 1.0,
+    "rankme_aug": 1.0,
+    "cluster_learnability": 0.0,
+    "twonn_id": 0.0,
+    "clid": 0.0,
+}
+# A salt of our own, so the probe samples are not the embed stage's subset for the same seed.
+_PROBE_SALT = 7
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """n clean samples × q augmented views, uint8, shared by all trials of one search."""
+
+    sample_id: np.ndarray  # int64 (n,)
+    clean: np.ndarray  # uint8 (n, H, W, 3)
+    views: np.ndarray  # uint8 (n, q, H, W, 3)
+    recipe: str
+    seed: int
+
+    @property
+    def n(self) -> int:
+        return len(self.sample_id)
+
+    @property
+    def q(self) -> int:
+        return self.views.shape[1]
+
+
+def build_probe_set(
+    table: SampleTable, n: int, q: int, recipe: str, geometry: GeometryLike, seed: int
+) -> ProbeSet:
+    """Draw the probe set: a seeded subset of ``n`` samples, their clean view and ``q`` views."""
+    from zoorank.data import clean_view, decode_image, make_views, select_subset
+
+    if n > len(table):
+        raise ValueError(f"probe set of {n} samples asked from a dataset of {len(table)}")
+    ids = select_subset(table.sample_id, n, seed, salt=_PROBE_SALT)
+    position = {int(s): i for i, s in enumerate(table.sample_id)}
+    clean, views = [], []
+    for sid in ids:
+        img = decode_image(table.image[position[int(sid)]], table.source[position[int(sid)]])
+        clean.append(clean_view(img, geometry))
+        views.append(np.stack(make_views(img, int(sid), recipe, geometry, q, seed)))
+    return ProbeSet(ids, np.stack(clean), np.stack(views), recipe, seed)
+
+
+def score_features(
+    views: np.ndarray,
+    clean: np.ndarray,
+    metrics: Sequence[str],
+    delta: float = 1e-6,
+    eps: float = 1e-7,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The label-free metrics of one model's probe features.
+
+    ``views`` (n, q, d) and ``clean`` (n, d). Non-finite features give :data:`FLOOR` values.
+    """
+    if not (np.all(np.isfinite(views)) and np.all(np.isfinite(clean))):
+        return {m: FLOOR[m] for m in metrics}
+    out: dict[str, float] = {}
+    cl = id_ = None
+    for m in metrics:
+        if m == "lidar":
+            out[m] = float(lidar(views, delta=delta, eps=eps))
+        elif m == "rankme":
+            out[m] = float(rankme(clean, eps=eps))
+        elif m == "rankme_aug":
+            out[m] = float(rankme(views.reshape(-1, views.shape[-1]), eps=eps))
+        elif m in ("cluster_learnability", "twonn_id", "clid"):
+            if cl is None:
+                cl = float(cluster_learnability(clean, seed=seed))
+                id_ = float(twonn_id(clean, normalize=True))
+            value = {"cluster_learnability": cl, "twonn_id": id_}.get(m)
+            out[m] = value if value is not None else float(clid([cl], [id_], mode="raw_percent")[0])
+        else:
+            raise ValueError(f"unknown label-free metric {m!r}")
+    return out
+
+
+def evaluate_probe(
+    trainer: SSLTrainer, probe: ProbeSet, objective: ObjectiveSpec
+) -> dict[str, float]:
+    """Embed the probe set with the trainer's current weights and score it.
+
+    Returns the metrics (``<metric>`` on the representation, ``projector_<metric>`` on the
+    projector output, as ``objective.on`` asks), ``degenerate`` (1.0 when a metric warned of
+    collapsed input or features were non-finite) and ``objective_seconds`` (embedding + metrics).
+    """
+    t0 = time.perf_counter()
+    n, q = probe.n, probe.q
+    images = np.concatenate([probe.clean, probe.views.reshape(n * q, *probe.views.shape[2:])])
+    want_proj = objective.on in ("projector", "both")
+    rep, proj = trainer.embed(images, projector=want_proj)
+    spaces = []
+    if objective.on in ("representation", "both"):
+        spaces.append(("", rep))
+    if want_proj:
+        spaces.append(("projector_", proj))
+    out: dict[str, float] = {}
+    degenerate = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DegenerateInputWarning)
+        for prefix, feats in spaces:
+            clean, views = feats[:n], feats[n:].reshape(n, q, -1)
+            degenerate |= not np.all(np.isfinite(feats))
+            scores = score_features(
+                views, clean, objective.metrics, objective.lidar_delta, objective.eps, probe.seed
+            )
+            out.update({prefix + k: v for k, v in scores.items()})
+    degenerate |= any(issubclass(w.category, DegenerateInputWarning) for w in caught)
+    out["degenerate"] = float(degenerate)
+    out["objective_seconds"] = time.perf_counter() - t0
+    return out

@@ -1,0 +1,395 @@
+"""The TUNE stage: a Ray Tune search over SSL hyperparameters driven by a label-free objective.
+
+``run_search(config)`` prepares the data and the probe set once on the driver (both go to the
+object store through ``tune.with_parameters``), runs one function trainable per point of the space
+(fractional CPUs, one GPU where the cluster has them), prunes with ASHA on the label-free metric,
+and writes under ``<store>/tune/<experiment>/``:
+
+* Tune's own experiment state and one checkpoint folder per report of every trial
+  (``backbone.safetensors`` + the full training state), so a rerun of an interrupted search resumes
+  it: finished trials are kept, unfinished ones continue from their last checkpoint;
+* ``tune_results.parquet`` (:mod:`zoorank.tune.results`) and ``zoo.yaml`` (every trial's final
+  backbone as a ``source: python`` model, for ``models: {from_tune: <experiment dir>}``).
+
+With ``oracle:`` every trial's final backbone is also scored with labels (kNN / linear probe) and
+the label-free choice is compared with the labelled one (regret, Kendall τ).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from ray.tune import Callback
+
+from zoorank.errors import ConfigError
+from zoorank.store import Store
+from zoorank.tune.config import TrialParams, TuneConfig, load_tune_config
+from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
+
+__all__ = ["SearchSetup", "prepare_search", "run_search", "run_tune", "train_trial"]
+
+
+@dataclass(frozen=True)
+class SearchSetup:
+    """Everything a trial needs besides its hyperparameters (shared through the object store)."""
+
+    base: dict[str, Any]
+    factory: str
+    model_kwargs: dict[str, Any]
+    images: list[np.ndarray]
+    input_size: int
+    interpolation: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    recipe: str
+    epochs: int
+    probe: ProbeSet
+    objective: Any  # ObjectiveSpec
+    every: int
+    every_steps: int | None
+    device: str
+    precision: str
+    num_threads: int
+
+    @property
+    def geometry(self):
+        from zoorank.zoo import Geometry
+
+        return Geometry(self.input_size, self.interpolation, 1.0)
+
+    def n_reports(self, batch_size: int) -> int:
+        """Reports of a trial with this batch size (ASHA's ``max_t``)."""
+        n = len(self.images)
+        steps = self.epochs * (n // min(batch_size, n))
+        per_report = self.every_steps or self.every * (n // min(batch_size, n))
+        return math.ceil(steps / per_report)
+
+
+# ------------------------------------------------------------------------------------------------
+# the trial
+
+
+def make_trainer(setup: SearchSetup, params: TrialParams):
+    from zoorank.tune.trainers import SSLTrainer
+
+    return SSLTrainer(
+        params,
+        setup.factory,
+        setup.model_kwargs,
+        setup.images,
+        setup.geometry,
+        setup.mean,
+        setup.std,
+        setup.recipe,
+        setup.epochs,
+        device=setup.device,
+        precision=setup.precision,
+    )
+
+
+def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
+    """Function trainable: train, and at every report point score the probe set and checkpoint.
+
+    Reports ``epoch``, ``step``, ``train_loss``, ``train_seconds`` (since the last report),
+    ``objective_seconds``, ``overhead`` (their ratio), ``diverged`` and the label-free metrics.
+    A diverged trial (non-finite loss) reports the metrics' floor values once and stops.
+    """
+    import json
+
+    import torch
+    from ray import tune
+
+    torch.set_num_threads(setup.num_threads)
+    params = TrialParams.model_validate({**setup.base, **config})
+    trainer = make_trainer(setup, params)
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            trainer.load(directory)
+    per_report = setup.every_steps or setup.every * trainer.steps_per_epoch
+    while trainer.step < trainer.total_steps:
+        stats = trainer.train_steps(per_report)
+        diverged = not math.isfinite(stats["train_loss"])
+        if diverged:
+            scores = {k: FLOOR[k.removeprefix("projector_")] for k in _metric_keys(setup.objective)}
+            scores.update(degenerate=1.0, objective_seconds=0.0)
+        else:
+            scores = evaluate_probe(trainer, setup.probe, setup.objective)
+        metrics = {
+            **scores,
+            "epoch": trainer.epoch,
+            "step": trainer.step,
+            "train_loss": stats["train_loss"],
+            "train_seconds": stats["train_seconds"],
+            "overhead": scores["objective_seconds"] / max(stats["train_seconds"], 1e-9),
+            "diverged": float(diverged),
+        }
+        with tempfile.TemporaryDirectory() as directory:
+            trainer.save(directory)
+            with open(os.path.join(directory, "report.json"), "w") as f:
+                json.dump({"params": params.model_dump(mode="json"), "metrics": metrics}, f)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+        if diverged:
+            return
+
+
+def _metric_keys(objective) -> list[str]:
+    names = list(objective.metrics)
+    if "clid" in names:
+        names += [m for m in ("cluster_learnability", "twonn_id") if m not in names]
+    keys = []
+    if objective.on in ("representation", "both"):
+        keys += names
+    if objective.on in ("projector", "both"):
+        keys += [f"projector_{m}" for m in names]
+    return keys
+
+
+# ------------------------------------------------------------------------------------------------
+# the driver
+
+
+def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetup:
+    """Check the config, load and decode the dataset, draw the probe set, then start/join Ray.
+
+    Config problems (unknown recipe or backbone, a probe set larger than the data) raise
+    ConfigError before Ray starts.
+    """
+    from zoorank.data import get_recipe, load_samples
+    from zoorank.tune.models import build_backbone
+    from zoorank.tune.trainers import decode_images
+    from zoorank.zoo import Geometry
+
+    for field, recipe in (("recipe", config.recipe), ("probe.recipe", config.probe.recipe)):
+        if recipe is not None:
+            try:
+                get_recipe(recipe)
+            except ConfigError as err:
+                raise ConfigError(f"{field}: {err}") from None
+    bb = config.backbone
+    try:
+        build_backbone(bb.factory, bb.factory_kwargs())
+    except Exception as err:
+        raise ConfigError(
+            f"backbone: cannot build {bb.name!r}: {type(err).__name__}: {err}"
+        ) from None
+    table = load_samples(config.dataset, config.probe_seed)
+    if config.probe.samples > len(table):
+        raise ConfigError(
+            f"probe.samples: {config.probe.samples} exceeds the {len(table)} samples of dataset "
+            f"{config.dataset.name!r}"
+        )
+    images = decode_images(table.image)
+    input_size = bb.input_size or max(images[0].shape[:2])
+    geometry = Geometry(input_size, bb.interpolation, 1.0)
+    recipe = config.probe.recipe or config.recipe
+    probe = build_probe_set(
+        table, config.probe.samples, config.probe.per_sample, recipe, geometry, config.probe_seed
+    )
+    from zoorank.runtime import cluster_gpus, ensure_ray
+
+    ensure_ray(address)
+    device = config.device
+    if device == "auto":
+        device = "cuda" if _gpus_per_trial(config, cluster_gpus()) > 0 else "cpu"
+    return SearchSetup(
+        base=config.trial_params().model_dump(),
+        factory=bb.factory,
+        model_kwargs=bb.factory_kwargs(),
+        images=images,
+        input_size=input_size,
+        interpolation=bb.interpolation,
+        mean=bb.mean,
+        std=bb.std,
+        recipe=config.recipe,
+        epochs=config.epochs,
+        probe=probe,
+        objective=config.objective,
+        every=config.probe.every,
+        every_steps=config.probe.every_steps,
+        device=device,
+        precision=config.precision,
+        num_threads=config.search.num_threads,
+    )
+
+
+def _gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
+    value = config.search.gpus_per_trial
+    if value == "auto":
+        return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
+    return float(value)
+
+
+def param_space(config: TuneConfig) -> dict[str, Any]:
+    """The Tune search space of ``config.space`` for its algorithm."""
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    for name, spec in config.space.items():
+        kind = spec.kind
+        if kind == "grid" or (kind == "choice" and config.search.algorithm == "grid"):
+            values = spec.grid if kind == "grid" else spec.choice
+            if config.search.algorithm == "optuna":
+                space[name] = tune.choice(values)
+            else:
+                space[name] = tune.grid_search(values)
+        elif kind == "choice":
+            space[name] = tune.choice(spec.choice)
+        elif kind == "uniform":
+            space[name] = tune.uniform(*spec.uniform)
+        else:
+            space[name] = tune.loguniform(*spec.loguniform)
+    return space
+
+
+def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
+    """(store, Tune storage_path, experiment path relative to the store)."""
+    store = Store(config.store)
+    storage = str(store.local_path("tune")) if store.is_local else store.uri.rstrip("/") + "/tune"
+    return store, storage, f"tune/{config.experiment_name}"
+
+
+def _batch_sizes(config: TuneConfig) -> list[int]:
+    spec = config.space.get("batch_size")
+    return [int(v) for v in spec.values_to_check()] if spec else [config.batch_size]
+
+
+def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
+    """A new Tuner for the config, or the restored one of an interrupted run of it."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search import BasicVariantGenerator
+
+    from zoorank.runtime import cluster_gpus
+
+    store, storage, rel = experiment_location(config)
+    s = config.search
+    gpus = _gpus_per_trial(config, cluster_gpus())
+    trainable = tune.with_resources(
+        tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
+    )
+    experiment_path = f"{storage}/{config.experiment_name}"
+    if s.resume and tune.Tuner.can_restore(experiment_path):
+        try:
+            return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True)
+        except Exception as err:  # a state written half-way (killed while saving): start afresh
+            warnings.warn(
+                f"cannot resume {experiment_path} ({type(err).__name__}: {err}); "
+                "starting the search afresh",
+                stacklevel=2,
+            )
+    max_t = max(setup.n_reports(b) for b in _batch_sizes(config))
+    metric, mode = config.objective.key, config.objective.mode
+    if s.scheduler == "asha":
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=max_t,
+            grace_period=min(s.grace_period, max_t),
+            reduction_factor=s.reduction_factor,
+        )
+    else:
+        scheduler = FIFOScheduler()
+    if s.algorithm == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        search_alg = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=config.probe_seed))
+    else:
+        search_alg = BasicVariantGenerator(random_state=config.probe_seed)
+    callbacks = [_RichProgress(metric)] if verbose else []
+    return tune.Tuner(
+        trainable,
+        param_space=param_space(config),
+        tune_config=tune.TuneConfig(
+            metric=metric,
+            mode=mode,
+            scheduler=scheduler,
+            search_alg=search_alg,
+            num_samples=s.num_samples,
+            max_concurrent_trials=s.max_concurrent_trials,
+            reuse_actors=False,
+        ),
+        run_config=tune.RunConfig(
+            name=config.experiment_name,
+            storage_path=storage,
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None if config.export_epochs else 1
+            ),
+            failure_config=tune.FailureConfig(max_failures=s.max_failures),
+            callbacks=callbacks,
+            verbose=0,
+        ),
+    )
+
+
+def run_search(
+    config: TuneConfig, address: str | None = None, verbose: bool = True
+) -> pd.DataFrame:
+    """Run (or resume) the search of ``config``; returns the ``tune_results`` frame.
+
+    The frame has one row per trial (see :func:`zoorank.tune.results.results_frame`), with the
+    oracle columns when ``config.oracle`` is set. It is also written to
+    ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``.
+    """
+    from zoorank.tune import results as R
+
+    setup = prepare_search(config, address)
+    store, _, rel = experiment_location(config)
+    store.write_json(f"{rel}/tune_config.json", config.model_dump(mode="json"))
+    tuner = build_tuner(config, setup, verbose=verbose)
+    grid = tuner.fit()
+    frame = R.results_frame(config, setup, grid)
+    if config.oracle is not None:
+        frame = R.add_oracle(config, setup, frame)
+    frame = R.add_selection(config, frame)
+    store.write_parquet(f"{rel}/tune_results.parquet", R.to_parquet_frame(frame))
+    R.write_zoo(config, setup, frame, store, rel)
+    if verbose:
+        R.print_summary(config, frame, store.path(rel))
+    return frame
+
+
+def run_tune(
+    config_path: str, store: str | None = None, address: str | None = None
+) -> pd.DataFrame:
+    """``zoorank tune CONFIG``: load the config (ConfigError → exit 2) and run the search."""
+    config = load_tune_config(config_path, store=store)
+    return run_search(config, address=address)
+
+
+class _RichProgress(Callback):
+    """A Tune callback printing one line per report (trial, iteration, objective, loss)."""
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
+        self._console = None  # made on first use: a Console cannot be pickled with the Tuner
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False)
+        return self._console
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"metric": self.metric, "_console": None}
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        value = result.get(self.metric)
+        shown = "-" if value is None else f"{value:.3f}"
+        self.console.print(
+            f"[dim]tune[/dim] {trial.trial_id} report {result.get('training_iteration')} "
+            f"epoch {result.get('epoch', float('nan')):.2f} {self.metric} {shown} "
+            f"loss {result.get('train_loss', float('nan')):.4f}"
+        )
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.console.print(f"[dim]tune[/dim] {trial.trial_id} finished")
