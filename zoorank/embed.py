@@ -100,13 +100,17 @@ def dataset_selection(spec: DatasetSpec, table: SampleTable) -> dict[str, Any]:
 def entry_fingerprint(
     model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int
 ) -> str:
-    """fingerprint(model fingerprint, preprocessing, dataset selection, view recipe, seed)."""
+    """fingerprint(model fingerprint, preprocessing, dataset selection, view recipe, seed).
+
+    The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
+    ``limit`` subset is already in ``selection``).
+    """
     return fingerprint(
         model.fingerprint,
         {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
         selection,
         {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
-        seed,
+        None if view.is_clean and view.samples is None else seed,
     )
 
 
@@ -201,6 +205,34 @@ def _covers(plan: ViewPlan, sample_id: int) -> bool:
 
 
 # -- the actor -------------------------------------------------------------------------------------
+def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
+    """``sys.path`` roots (on the driver) of the modules of python-factory models.
+
+    A local Ray starts its workers with the driver's script directory and working directory only,
+    so a factory importable here (e.g. from a directory added to ``sys.path``) is made importable in
+    the actors by handing them these roots.
+    """
+    import importlib.util
+
+    roots: list[str] = []
+    for m in models:
+        if m.spec.source != "python":
+            continue
+        top = m.spec.name.partition(":")[0].split(".")[0]
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        if found is None or not found.origin or found.origin in ("built-in", "frozen"):
+            continue
+        root = os.path.dirname(found.origin)
+        if found.submodule_search_locations is not None:  # a package: its parent directory
+            root = os.path.dirname(root)
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
 def _short(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
@@ -223,10 +255,15 @@ class EmbedActor:
         device: str = "cpu",
         precision: str = "fp32",
         num_threads: int = 1,
+        import_paths: Sequence[str] = (),
     ) -> None:
+        import sys
+
         import torch
 
         from zoorank.zoo import load_model
+
+        sys.path.extend(p for p in import_paths if p not in sys.path and os.path.isdir(p))
 
         torch.set_num_threads(max(1, int(num_threads)))
         self.torch = torch
@@ -540,6 +577,7 @@ def _run_pipeline(
                 "device": res.device,
                 "precision": res.precision,
                 "num_threads": res.num_threads,
+                "import_paths": factory_paths(models),
             },
             compute=ray.data.ActorPoolStrategy(size=min(res.num_actors, max(1, len(rows)))),
             batch_size=config.embed.batch_size,
