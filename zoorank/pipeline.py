@@ -17,10 +17,10 @@ def run_score(config: RunConfig, address: str | None = None):
     return _run(config, address=address)
 
 
-def run_rank(config: RunConfig, address: str | None = None):
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True):
     from zoorank.rank import run_rank as _run
 
-    return _run(config, address=address)
+    return _run(config, address=address, show=show)
 
 
 def run_report(config: RunConfig, address: str | None = None):
@@ -33,5 +33,5 @@ def run_all(config: RunConfig, address: str | None = None):
     """embed → score → rank → report; each stage skips work already done (fingerprints)."""
     run_embed(config, address=address)
     run_score(config, address=address)
-    run_rank(config, address=address)
+    run_rank(config, address=address, show=False)  # the report prints the leaderboard
     return run_report(config)
