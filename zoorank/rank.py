@@ -393,6 +393,8 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
     current: dict[tuple[str, str], str] = {}
     work: list[tuple[str, str, str, tuple]] = []
     for ds in config.datasets:
+        if not any(k[0] == ds.name and k[1] == clean_view.name for k in done):
+            continue  # nothing embedded on this dataset (every model failed, or embed not run)
         split = _labelled_split(store, ds.name, spec, config.seed)
         if split is None:
             continue
@@ -673,8 +675,11 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     Console().print(table)
 
 
-def run_rank(config: RunConfig, address: str | None = None) -> pd.DataFrame:
-    """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard."""
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -> pd.DataFrame:
+    """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
+
+    ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
+    """
     from zoorank.zoo import resolve_models
 
     store = Store(config.store)
@@ -686,7 +691,7 @@ def run_rank(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         metrics = metrics[metrics["model_id"].isin(model_ids)
                           & metrics["dataset"].isin(datasets)].reset_index(drop=True)
     oracle, oracle_failures = run_oracle(config, store, models, address)
-    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures)
+    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show)
 
 
 def write_rank_outputs(
@@ -696,6 +701,7 @@ def write_rank_outputs(
     metrics: pd.DataFrame,
     oracle: pd.DataFrame,
     oracle_failures: Sequence[Mapping[str, Any]] = (),
+    show: bool = True,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
@@ -716,9 +722,9 @@ def write_rank_outputs(
     write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
     write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
     write_if_changed(store, FAILED, _parquet_bytes(failed))
-    if len(board):
+    if show and len(board):
         print_leaderboard(board, settings)
-    if len(failed):
+    if show and len(failed):
         from rich.console import Console
 
         Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "

@@ -38,6 +38,7 @@ from zoorank.rank import (
     LEADERBOARD,
     ORACLE,
     leaderboard_headline,
+    print_leaderboard,
     ranking_vector,
     read_leaderboard_settings,
     write_if_changed,
@@ -321,5 +322,10 @@ def run_report(config: RunConfig) -> str:
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
     where = store.path(REPORT_DIR, "index.html")
+    if len(board):
+        print_leaderboard(board, settings)
+    if len(failed):
+        Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries "
+                        "(listed in the report)")
     Console().print(f"report: {where} ({len(images)} plots)")
     return where
