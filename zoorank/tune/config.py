@@ -109,7 +109,7 @@ class ObjectiveSpec(Strict):
     mode: Literal["max", "min"] = "max"
     #: features scored: backbone representation, projector output, or both (the objective then
     #: uses the representation; projector metrics are reported as ``projector_<metric>``).
-    on: Literal["representation", "projector", "both"] = "representation"
+    features: Literal["representation", "projector", "both"] = "representation"
     lidar_delta: float = Field(default=1e-6, ge=0)
     eps: float = Field(default=1e-7, gt=0)
 
@@ -120,7 +120,7 @@ class ObjectiveSpec(Strict):
     @property
     def key(self) -> str:
         """Name of the reported value the search optimises."""
-        return f"projector_{self.metric}" if self.on == "projector" else self.metric
+        return f"projector_{self.metric}" if self.features == "projector" else self.metric
 
 
 class SearchSpec(Strict):
@@ -223,6 +223,10 @@ class TuneConfig(TrialParams):
     @classmethod
     def _valid_values(cls, value: dict[str, ParamSpace]) -> dict[str, ParamSpace]:
         for name, spec in value.items():
+            ranged = spec.kind in ("uniform", "loguniform")
+            if ranged and TrialParams.model_fields[name].annotation is not float:
+                raise ValueError(f"{name}: {spec.kind} needs a real-valued parameter; use grid "
+                                 "or choice")
             for v in spec.values_to_check():
                 try:
                     TrialParams.model_validate({name: v})

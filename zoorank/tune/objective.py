@@ -1,9 +1,11 @@
 """The label-free objective: a fixed unlabeled probe set and the metrics a trial reports on it.
 
 The probe set is drawn once per search (``build_probe_set``) and shared by every trial: ``n``
-clean samples (a seeded subset) and ``q`` augmented views of each, made with the embed stage's own
-functions (``zoorank.data.clean_view`` / ``make_views``), so a score a trial reports is the score
-``zoorank run`` computes from its exported checkpoint on the same samples.
+clean samples and ``q`` augmented views of each, chosen and made exactly as the embed stage
+chooses and makes an augmented view's samples (``zoorank.data.view_subset``'s seeded subset,
+``clean_view``, ``make_views``). So a run config with ``seed: <probe_seed>``, the same dataset and
+a view ``{recipe: <probe recipe>, samples: n, per_sample: q}`` embeds exactly the probe set, and
+``zoorank run`` on the exported checkpoint recomputes the score the trial reported.
 
 Metric conventions (``specs/clid_lidar.md``; all: higher is better):
 
@@ -47,8 +49,6 @@ FLOOR = {
     "twonn_id": 0.0,
     "clid": 0.0,
 }
-# A salt of our own, so the probe samples are not the embed stage's subset for the same seed.
-_PROBE_SALT = 7
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,13 @@ def build_probe_set(
     table: SampleTable, n: int, q: int, recipe: str, geometry: GeometryLike, seed: int
 ) -> ProbeSet:
     """Draw the probe set: a seeded subset of ``n`` samples, their clean view and ``q`` views."""
-    from zoorank.data import clean_view, decode_image, make_views, select_subset
+    from zoorank.config import ViewSpec
+    from zoorank.data import clean_view, decode_image, make_views, view_subset
 
     if n > len(table):
         raise ValueError(f"probe set of {n} samples asked from a dataset of {len(table)}")
-    ids = select_subset(table.sample_id, n, seed, salt=_PROBE_SALT)
+    ids = view_subset(table.sample_id, ViewSpec(name="probe", recipe=recipe, samples=n,
+                                                per_sample=q), seed)
     position = {int(s): i for i, s in enumerate(table.sample_id)}
     clean, views = [], []
     for sid in ids:
@@ -128,16 +130,16 @@ def evaluate_probe(
     """Embed the probe set with the trainer's current weights and score it.
 
     Returns the metrics (``<metric>`` on the representation, ``projector_<metric>`` on the
-    projector output, as ``objective.on`` asks), ``degenerate`` (1.0 when a metric warned of
+    projector output, as ``objective.features`` asks), ``degenerate`` (1.0 when a metric warned of
     collapsed input or features were non-finite) and ``objective_seconds`` (embedding + metrics).
     """
     t0 = time.perf_counter()
     n, q = probe.n, probe.q
     images = np.concatenate([probe.clean, probe.views.reshape(n * q, *probe.views.shape[2:])])
-    want_proj = objective.on in ("projector", "both")
+    want_proj = objective.features in ("projector", "both")
     rep, proj = trainer.embed(images, projector=want_proj)
     spaces = []
-    if objective.on in ("representation", "both"):
+    if objective.features in ("representation", "both"):
         spaces.append(("", rep))
     if want_proj:
         spaces.append(("projector_", proj))

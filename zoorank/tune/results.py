@@ -149,7 +149,7 @@ def add_selection(config: TuneConfig, frame: pd.DataFrame) -> pd.DataFrame:
     """
     frame = frame.copy()
     score = frame["final"].astype(float)
-    prefix = "projector_" if config.objective.on == "projector" else ""
+    prefix = "projector_" if config.objective.features == "projector" else ""
     if config.objective.metric == "clid":
         cl_col, id_col = f"final_{prefix}cluster_learnability", f"final_{prefix}twonn_id"
         zs = pd.Series(np.nan, index=frame.index)
@@ -399,7 +399,7 @@ def print_summary(config: TuneConfig, frame: pd.DataFrame, location: str) -> Non
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if Console().is_terminal else 140)
     key = config.objective.key
     table = Table(
         title=f"zoorank tune: {len(frame)} trials, objective {key} ({config.objective.mode})"

@@ -17,6 +17,7 @@ the label-free choice is compared with the labelled one (regret, Kendall τ).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -32,6 +33,10 @@ from zoorank.errors import ConfigError
 from zoorank.store import Store
 from zoorank.tune.config import TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
+
+# Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
+# report of short trials that is the normal case here.
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 __all__ = ["SearchSetup", "prepare_search", "run_search", "run_tune", "train_trial"]
 
@@ -107,6 +112,7 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
     from ray import tune
 
     torch.set_num_threads(setup.num_threads)
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one INFO line per checkpoint
     params = TrialParams.model_validate({**setup.base, **config})
     trainer = make_trainer(setup, params)
     checkpoint = tune.get_checkpoint()
@@ -145,9 +151,9 @@ def _metric_keys(objective) -> list[str]:
     if "clid" in names:
         names += [m for m in ("cluster_learnability", "twonn_id") if m not in names]
     keys = []
-    if objective.on in ("representation", "both"):
+    if objective.features in ("representation", "both"):
         keys += names
-    if objective.on in ("projector", "both"):
+    if objective.features in ("projector", "both"):
         keys += [f"projector_{m}" for m in names]
     return keys
 

@@ -54,7 +54,9 @@ def preprocess(
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """uint8 (N, H, W, 3) → normalised float32 (N, 3, H, W) on ``device``."""
-    x = torch.as_tensor(batch).to(device)
+    # a copy: arrays from Ray's object store are read-only
+    x = torch.tensor(np.asarray(batch)) if isinstance(batch, np.ndarray) else batch
+    x = x.to(device)
     x = x.permute(0, 3, 1, 2).float().div_(255.0)
     m = torch.tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
     s = torch.tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)

@@ -1,0 +1,89 @@
+"""The tune config: bad spaces and unknown methods are ConfigErrors naming the field (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from zoorank.cli import main
+from zoorank.errors import ConfigError
+from zoorank.tune.config import SEARCHABLE, TuneConfig, load_tune_config, parse_tune_config
+
+BASE = {"dataset": {"name": "digits", "source": "sklearn_digits"}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"space": {"momentum": {"grid": [0.9]}}}, ["space", "momentum"]),
+        ({"space": {"method": {"grid": ["simclr", "moco"]}}}, ["space", "method", "moco"]),
+        ({"space": {"method": {"choice": ["dino"]}}}, ["space", "unknown method", "dino"]),
+        ({"method": "moco"}, ["method", "simclr"]),
+        ({"space": {"lr": {"grid": []}}}, ["space.lr", "empty"]),
+        ({"space": {"lr": {"uniform": [0.1, 0.01]}}, "search": {"algorithm": "random"}},
+         ["space.lr", "low must be < high"]),
+        ({"space": {"lr": {"loguniform": [0.0, 0.1]}}, "search": {"algorithm": "random"}},
+         ["space.lr", "> 0"]),
+        ({"space": {"seed": {"uniform": [0, 3]}}, "search": {"algorithm": "random"}},
+         ["space", "seed", "grid or choice"]),
+        ({"space": {"lr": {"uniform": [0.01, 0.1]}}}, ["algorithm 'grid'", "lr"]),
+        ({"space": {"temperature": {"grid": [0.1, -1.0]}}}, ["space", "temperature", "-1"]),
+        ({"space": {"lr": {"grid": [0.1], "choice": [0.2]}}}, ["space.lr", "exactly one"]),
+        ({"objective": {"metric": "accuracy"}}, ["objective.metric"]),
+        ({"search": {"scheduler": "hyperband"}}, ["search.scheduler"]),
+        ({"search": {"cpus_per_trial": 0}}, ["search.cpus_per_trial"]),
+        ({"epochs": 3, "epoch": 4}, ["epoch", "unknown key"]),
+    ],
+)
+def test_bad_configs_raise_config_errors_naming_the_field(extra, expected):
+    with pytest.raises(ConfigError) as info:
+        parse_tune_config({**BASE, **extra}, "tune.yaml")
+    message = str(info.value)
+    assert message.startswith("tune.yaml: ")
+    for part in expected:
+        assert part in message
+
+
+def test_an_oracle_without_labels_is_a_config_error():
+    data = {"dataset": {"name": "x", "source": "image_folder", "path": "imgs"},
+            "oracle": {"knn": True}}
+    with pytest.raises(ConfigError, match="oracle.*labels"):
+        parse_tune_config(data, "tune.yaml")
+
+
+def test_every_trial_parameter_is_searchable_and_space_values_override_defaults():
+    config = parse_tune_config({**BASE, "lr": 0.01, "space": {"seed": {"grid": [0, 1]}}})
+    assert set(SEARCHABLE) >= {"method", "lr", "temperature", "var_weight", "inv_weight",
+                               "cov_weight", "ema", "weight_decay", "seed", "batch_size"}
+    params = config.trial_params({"seed": 1, "method": "byol"})
+    assert (params.lr, params.seed, params.method) == (0.01, 1, "byol")
+
+
+def test_the_experiment_name_follows_the_config_but_not_where_it_runs():
+    a = parse_tune_config({**BASE, "store": "/a"})
+    b = parse_tune_config({**BASE, "store": "/b", "search": {"cpus_per_trial": 0.25}})
+    c = parse_tune_config({**BASE, "lr": 0.5})
+    assert a.experiment_name == b.experiment_name != c.experiment_name
+
+
+def test_the_example_config_is_valid():
+    config = load_tune_config("pipelines/configs/tune_digits.yaml")
+    assert isinstance(config, TuneConfig)
+    assert config.oracle is not None and config.labelled_dataset == config.dataset
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"space": {"method": {"grid": ["simclr", "swav"]}}}, "swav"),
+        ({"recipe": "autoaugment"}, "recipe"),
+        ({"probe": {"samples": 5000}}, "probe.samples"),
+        ({"backbone": {"name": "no_such_net"}}, "backbone"),
+    ],
+)
+def test_the_cli_exits_2_with_a_message_for_bad_configs(tmp_path, capsys, extra, expected):
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "store": str(tmp_path / "store"), **extra}))
+    assert main(["tune", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zoorank: error: ") and expected in err
