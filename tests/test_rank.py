@@ -189,13 +189,21 @@ def ranked_store(tmp_path_factory, ray_session):
 
     from zoorank.config import parse_config
     from zoorank.rank import run_rank
+    from zoorank.store import Store
 
     root = tmp_path_factory.mktemp("rank-store")
     models = write_store(str(root))
+    # "ghost": the manifest says done but its shards are gone, so its oracle task fails
+    Store(str(root)).update_manifest([{
+        "dataset": "digits", "view": "clean", "model_id": "ghost", "fingerprint": "emb-ghost",
+        "status": "done", "error": None, "rows": 300, "dim": 24, "seconds": 0.1,
+        "bad_images": 0}])
     oracle = {"knn": True, "linear_probe": True, "recall_at_1": True, "r_auroc": True,
               "loss_data_curve": True, "loss_data_points": 4, "loss_data_seeds": 2,
               "loss_data_steps": 100, "sdl_eps": [0.5]}
-    config = parse_config(config_dict(str(root), oracle=oracle))
+    cfg = config_dict(str(root), oracle=oracle)
+    cfg["models"].append({"id": "ghost", "source": "python", "name": "fixtures:unused"})
+    config = parse_config(cfg)
     board = run_rank(config)
     return root, config, models, board
 
@@ -309,6 +317,10 @@ def test_failed_models_are_listed_with_their_reason(ranked_store):
     root, _, _, _ = ranked_store
     failed = pd.read_parquet(root / "failed.parquet")
     assert failed.set_index("model_id").loc["broken", "error"].startswith("CheckpointError")
+    # a crashed oracle task is that model's failure, with the reason; the run goes on
+    ghost = failed[failed.model_id == "ghost"].set_index("stage")
+    assert "no embeddings" in ghost.loc["oracle", "error"]
+    assert "no metrics" in ghost.loc["score", "error"]
     md = (root / "leaderboard.md").read_text()
     assert "## Failed models" in md and "corrupt checkpoint" in md
 

@@ -442,21 +442,36 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
 
     ensure_ray(address)
     task = ray.remote(num_cpus=0.5, max_retries=0)(_oracle_task)
+    shared: dict[int, Any] = {}
+
+    def by_ref(value: Any) -> Any:
+        # The split and the reliability table are shared by every model of a dataset: one copy
+        # in the object store instead of one per task.
+        if isinstance(value, (np.ndarray, pd.DataFrame)):
+            if id(value) not in shared:
+                shared[id(value)] = ray.put(value)
+            return shared[id(value)]
+        return value
+
     pending = {}
     for model_id, dataset, fp, (note, args) in work:
-        pending[task.remote(*args)] = (model_id, dataset, fp, note)
+        ref = task.remote(*[by_ref(a) for a in args])
+        pending[ref] = (model_id, dataset, args[2], fp, note)
     failures: list[dict[str, Any]] = []
     with Progress(transient=True) as progress:
         bar = progress.add_task("oracle (models × datasets)", total=len(pending))
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             ref = ready[0]
-            model_id, dataset, fp, note = pending.pop(ref)
+            model_id, dataset, view, fp, note = pending.pop(ref)
             try:
                 rows = ray.get(ref)
             except Exception as err:  # a task crash is this model's failure, not the run's
-                failures.append({"model_id": model_id, "dataset": dataset, "view": "clean",
-                                 "stage": "oracle", "error": f"{type(err).__name__}: {err}"[:500]})
+                # the task's own exception, without Ray's wrapper (pid, address, traceback)
+                cause = getattr(err, "cause", None) or err
+                failures.append({"model_id": model_id, "dataset": dataset, "view": view,
+                                 "stage": "oracle",
+                                 "error": f"{type(cause).__name__}: {cause}"[:500]})
                 progress.advance(bar)
                 continue
             out = [{
