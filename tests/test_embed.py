@@ -10,6 +10,7 @@ test_data.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -321,39 +322,50 @@ def test_config_error_exits_2_naming_the_field(tmp_path):
 @pytest.mark.timeout(240)
 def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, shared_data,
                                                                  photos, tmp_path):
-    """Two model chunks; the driver dies while the second chunk writes shards; the rerun keeps the
-    first chunk's finished entries and ends with exactly the uninterrupted embeddings."""
+    """Two model chunks; the driver (with the local Ray it started) is killed while the second chunk
+    writes shards; the rerun, joining the session's Ray with --address, keeps the first chunk's
+    finished entries and ends with exactly the embeddings of the uninterrupted run."""
+    import psutil
+
     reference, _, _ = embedded
-    data = config_dict(tmp_path / "store", zoo, shared_data, photos, models=GOOD,
+    models = ["cnn", "r18-st", "r18-pt"]  # chunks: [cnn, r18-st], [r18-pt]
+    data = config_dict(tmp_path / "store", zoo, shared_data, photos, models=models,
                        batch_size=4, models_per_actor=2)
     data["datasets"] = [d for d in data["datasets"] if d["name"] == "digits"]
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(data))
     store = Store(data["store"])
-    cnn_dir = Path(data["store"]) / "embeddings" / "digits" / "clean" / "cnn"
+    last_dir = Path(data["store"]) / "embeddings" / "digits" / "clean" / "r18-pt"
 
     with open(tmp_path / "log1", "w") as log:
         proc = _zoorank(["embed", str(cfg)], tmp_path, log, start_new_session=True)
         deadline = time.monotonic() + 180
-        while not list(cnn_dir.glob("part-*.parquet")):
+        while not list(last_dir.glob("part-*.parquet")):
             assert proc.poll() is None, (tmp_path / "log1").read_text()
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
+        started = psutil.Process(proc.pid).children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    # the Ray it started (raylet, workers) dies with the driver; its leftover agents are ours to
+    # clean up
+    psutil.wait_procs(started, timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     at_kill = store.read_manifest()
     done_at_kill = at_kill[at_kill["status"] == "done"]
-    assert set(done_at_kill["model_id"]) <= {"r18-st", "r18-pt"}
+    assert set(done_at_kill["model_id"]) <= {"cnn", "r18-st"}
     kept = {p: p.stat().st_mtime_ns for m in done_at_kill["model_id"].unique()
             for p in Path(data["store"]).glob(f"embeddings/digits/*/{m}/part-*.parquet")}
 
+    address = ray_address()
     with open(tmp_path / "log2", "w") as log:
-        rc = _zoorank(["embed", str(cfg)], tmp_path, log).wait(timeout=200)
+        rc = _zoorank(["embed", str(cfg), "--address", address], tmp_path, log).wait(timeout=200)
     assert rc == 0, (tmp_path / "log2").read_text()
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished entries were not redone
 
     manifest = store.read_manifest()
-    assert len(manifest) == 2 * len(GOOD) and set(manifest["status"]) == {"done"}
+    assert len(manifest) == 2 * len(models) and set(manifest["status"]) == {"done"}
     ref_store = Store(reference.store)
     for r in manifest.to_dict("records"):
         got = store.read_embeddings("digits", r["view"], r["model_id"])
@@ -364,3 +376,9 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
         np.testing.assert_array_equal(got.view_index, ref.view_index)
         np.testing.assert_allclose(got.embedding, ref.embedding, rtol=1e-5, atol=1e-5)
     assert not list(Path(data["store"]).rglob(".tmp-*"))
+
+
+def ray_address() -> str:
+    import ray
+
+    return ray.get_runtime_context().gcs_address

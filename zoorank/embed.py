@@ -263,6 +263,7 @@ class EmbedActor:
 
         from zoorank.zoo import load_model
 
+        t0 = time.perf_counter()
         sys.path.extend(p for p in import_paths if p not in sys.path and os.path.isdir(p))
 
         torch.set_num_threads(max(1, int(num_threads)))
@@ -285,6 +286,8 @@ class EmbedActor:
             except Exception as err:  # isolate: this model fails, the others run
                 self.errors[m.model_id] = _short(err)
         self.order = [m.model_id for m in models]
+        #: seconds this actor spent loading its models (reported once, with its first batch).
+        self.load_seconds = time.perf_counter() - t0
 
     def _normalized(self, x: Any, norm: Normalization) -> Any:
         torch = self.torch
@@ -378,6 +381,7 @@ class EmbedActor:
                                         seconds=seconds * n / max(1, len(xin)),
                                         bad=bad_count[v], bad_error=first_bad[v]))
         images_in_batch = int(ok.sum())
+        load_seconds, self.load_seconds = self.load_seconds, 0.0
         return {
             "view": np.asarray([r["view"] for r in records], dtype=object),
             "model_id": np.asarray([r["model_id"] for r in records], dtype=object),
@@ -390,6 +394,8 @@ class EmbedActor:
             # the batch's image count rides on its first record only (for the progress display)
             "images": np.asarray([images_in_batch if i == 0 else 0 for i in range(len(records))],
                                  dtype=np.int64),
+            "load_seconds": np.asarray([load_seconds if i == 0 else 0.0
+                                        for i in range(len(records))], dtype=np.float64),
         }
 
 
@@ -528,8 +534,9 @@ def _run_pipeline(
     chunk_entries: list[list[Entry]],
     res: _Resources,
     display: _Display,
-) -> Iterable[tuple[list[Entry], dict[tuple[str, str], Outcome]]]:
-    """Run the chunks of one (dataset, geometry) group; yields (entries, outcomes) per chunk."""
+) -> Iterable[tuple[list[Entry], dict[tuple[str, str], Outcome], dict[str, Any]]]:
+    """Run the chunks of one (dataset, geometry) group; yields (entries, outcomes, stats) per chunk.
+    """
     import ray
 
     views: dict[str, ViewSpec] = {}
@@ -586,6 +593,10 @@ def _run_pipeline(
             num_gpus=res.num_gpus,
         )
         outcomes: dict[tuple[str, str], Outcome] = defaultdict(Outcome)
+        t_start = time.perf_counter()
+        t_first = None
+        images = images_first = 0
+        load_seconds: list[float] = []
         for batch in embedded.iter_batches(batch_size=None, batch_format="numpy"):
             for i in range(len(batch["view"])):
                 key = (str(batch["view"][i]), str(batch["model_id"][i]))
@@ -599,8 +610,29 @@ def _run_pipeline(
                     o.error = str(batch["error"][i])
                 if batch["bad"][i] and spec.on_bad_image == "fail":
                     raise InputError(f"{batch['bad_error'][i]} (on_bad_image: fail)")
-            display.advance_images(int(np.sum(batch["images"])))
-        yield entries, outcomes
+            n_images = int(np.sum(batch["images"]))
+            images += n_images
+            load_seconds += [float(x) for x in batch["load_seconds"] if x > 0]
+            if t_first is None:
+                t_first, images_first = time.perf_counter(), n_images
+            display.advance_images(n_images)
+        t_end = time.perf_counter()
+        steady = (t_end - t_first) if t_first is not None else 0.0
+        stats = {
+            "dataset": spec.name,
+            "geometry": geometry,
+            "chunk": ci,
+            "models": len(models),
+            "actors": res.num_actors,
+            "images": images,
+            "seconds": t_end - t_start,
+            # until the first batch is back: actor start-up (+ decoding of the first batch)
+            "startup_seconds": (t_first or t_end) - t_start,
+            "model_load_seconds": max(load_seconds, default=0.0),
+            "steady_images_per_second": (images - images_first) / steady if steady > 0 else None,
+        }
+        log.info("embed pipeline %s", stats)
+        yield entries, outcomes, stats
 
 
 def _manifest_row(entry: Entry, outcome: Outcome | None) -> dict[str, Any]:
@@ -667,6 +699,7 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         k: {**previous[k], "status": "done"} for k in skipped
     }
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
+    pipelines: list[dict[str, Any]] = []
     if todo:
         from zoorank.runtime import ensure_ray
 
@@ -683,7 +716,7 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             display.entries_done(len(skipped))
             for (dataset, geometry), group in groups.items():
                 chunk_entries = _chunk_entries(group, config.embed)
-                for done_entries, outcomes in _run_pipeline(
+                for done_entries, outcomes, stats in _run_pipeline(
                     store, config, specs[dataset], tables[dataset], geometry, chunk_entries,
                     res, display,
                 ):
@@ -695,9 +728,13 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                         results[e.key] = r
                     store.update_manifest(rows)
                     display.entries_done(len(rows))
+                    pipelines.append(stats)
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
     _print_summary(out, skipped, enabled=show)
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    #: timings of each pipeline run (start-up, steady-state images/s) for benchmarks and logs.
+    out.attrs["pipelines"] = pipelines
+    return out
 
 
 def _chunk_entries(group: list[Entry], options: EmbedOptions) -> list[list[Entry]]:
