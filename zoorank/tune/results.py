@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 ORACLE_COLUMNS = ("knn_accuracy", "linear_probe_accuracy")
+ORACLE_TRIALS_PER_TASK = 8
 
 
 def _fmt(value: Any) -> str:
@@ -191,14 +192,15 @@ def _load_backbone(factory: str, model_kwargs: dict[str, Any], checkpoint: str):
 
 def _oracle_scores(
     setup: SearchSetup,
-    checkpoint: str,
+    checkpoints: list[str],
     images: np.ndarray,
     labels: np.ndarray,
     train: np.ndarray,
     test: np.ndarray,
     oracle: Any,
     seed: int,
-) -> dict[str, float]:
+) -> list[dict[str, float]]:
+    """kNN / linear-probe accuracy of each backbone checkpoint on the labelled clean images."""
     import torch
 
     from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy
@@ -206,26 +208,37 @@ def _oracle_scores(
 
     torch.set_num_threads(setup.num_threads)
     device, amp = resolve_device(setup.device, setup.precision)
-    model = _load_backbone(setup.factory, setup.model_kwargs, checkpoint).to(device)
-    feats = []
-    with torch.inference_mode():
-        for start in range(0, len(images), 512):
-            x = preprocess(images[start : start + 512], setup.mean, setup.std, device)
-            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
-                feats.append(model(x).float().cpu().numpy())
-    Z = np.concatenate(feats)
-    if not np.all(np.isfinite(Z)):
-        return {c: math.nan for c in ORACLE_COLUMNS}
-    out: dict[str, float] = {}
-    if oracle.knn:
-        k = min(oracle.knn_k, len(train))
-        out["knn_accuracy"] = knn_accuracy(
-            Z[train], labels[train], Z[test], labels[test], k=k, temperature=oracle.knn_temperature
-        )
-    if oracle.linear_probe:
-        out["linear_probe_accuracy"] = linear_probe_accuracy(
-            Z[train], labels[train], Z[test], labels[test], seed=seed
-        )
+    out = []
+    for checkpoint in checkpoints:
+        model = _load_backbone(setup.factory, setup.model_kwargs, checkpoint).to(device)
+        feats = []
+        with torch.inference_mode():
+            for start in range(0, len(images), 512):
+                x = preprocess(images[start : start + 512], setup.mean, setup.std, device)
+                with torch.autocast(
+                    device.type, dtype=amp or torch.float32, enabled=amp is not None
+                ):
+                    feats.append(model(x).float().cpu().numpy())
+        Z = np.concatenate(feats)
+        scores: dict[str, float] = {}
+        if not np.all(np.isfinite(Z)):
+            out.append({c: math.nan for c in ORACLE_COLUMNS})
+            continue
+        if oracle.knn:
+            k = min(oracle.knn_k, len(train))
+            scores["knn_accuracy"] = knn_accuracy(
+                Z[train],
+                labels[train],
+                Z[test],
+                labels[test],
+                k=k,
+                temperature=oracle.knn_temperature,
+            )
+        if oracle.linear_probe:
+            scores["linear_probe_accuracy"] = linear_probe_accuracy(
+                Z[train], labels[train], Z[test], labels[test], seed=seed
+            )
+        out.append(scores)
     return out
 
 
@@ -279,27 +292,35 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
         num_cpus=config.search.cpus_per_trial,
         num_gpus=_gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda" else 0,
     )
-    pending = {
-        i: task.remote(
-            setup,
-            row.checkpoint,
-            refs["images"],
-            refs["labels"],
-            train,
-            test,
-            config.oracle,
-            config.probe_seed,
+    rows = [i for i, row in frame.iterrows() if row.checkpoint]
+    # a few trials per task: each task pays for importing torch and the metric libraries once
+    chunks = [
+        rows[i : i + ORACLE_TRIALS_PER_TASK] for i in range(0, len(rows), ORACLE_TRIALS_PER_TASK)
+    ]
+    pending = [
+        (
+            chunk,
+            task.remote(
+                setup,
+                [frame.loc[i, "checkpoint"] for i in chunk],
+                refs["images"],
+                refs["labels"],
+                train,
+                test,
+                config.oracle,
+                config.probe_seed,
+            ),
         )
-        for i, row in frame.iterrows()
-        if row.checkpoint
-    }
+        for chunk in chunks
+    ]
     frame = frame.copy()
     for col, wanted in zip(ORACLE_COLUMNS, (config.oracle.knn, config.oracle.linear_probe)):
         if wanted:
             frame[col] = np.nan
-    for i, ref in pending.items():
-        for col, value in ray.get(ref).items():
-            frame.loc[i, col] = value
+    for chunk, ref in pending:
+        for i, scores in zip(chunk, ray.get(ref)):
+            for col, value in scores.items():
+                frame.loc[i, col] = value
     return frame
 
 

@@ -302,13 +302,18 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         )
     else:
         scheduler = FIFOScheduler()
+    max_concurrent = s.max_concurrent_trials
     if s.algorithm == "optuna":
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
         search_alg = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=config.probe_seed))
     else:
-        search_alg = BasicVariantGenerator(random_state=config.probe_seed)
+        # Tune ignores TuneConfig.max_concurrent_trials for a generator passed in: set it here.
+        search_alg = BasicVariantGenerator(
+            random_state=config.probe_seed, max_concurrent=max_concurrent or 0
+        )
+        max_concurrent = None
     callbacks = [_RichProgress(metric)] if verbose else []
     return tune.Tuner(
         trainable,
@@ -319,7 +324,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
             scheduler=scheduler,
             search_alg=search_alg,
             num_samples=s.num_samples,
-            max_concurrent_trials=s.max_concurrent_trials,
+            max_concurrent_trials=max_concurrent,
             reuse_actors=False,
         ),
         run_config=tune.RunConfig(
