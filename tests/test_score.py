@@ -227,3 +227,19 @@ def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored)
     # Same arrays, so the recomputed values are the same.
     assert np.allclose(after.loc[list(expected), "value"], old.loc[list(expected), "value"],
                        equal_nan=True)
+
+
+@pytest.mark.timeout(180)
+def test_max_samples_caps_clean_samples_to_a_seeded_subset(scored):
+    from zoorank.metrics.suite import select_samples
+
+    config = scored["config"]
+    capped = config.model_copy(update={"score": config.score.model_copy(update={"max_samples": 600})})
+    table = run_score(capped)
+    clean, _ = scored["arrays"]["proj-a"]
+    subset = clean[select_samples(scored["ids"], 600, seed=0)]
+    row = table[(table.model_id == "proj-a") & (table.metric == "rankme")].iloc[0]
+    assert row.n == 600
+    assert row.value == pytest.approx(rankme(subset), rel=1e-9)
+    lidar_row = table[(table.model_id == "proj-a") & (table.metric == "lidar")].iloc[0]
+    assert lidar_row.n == N_AUG  # the augmented set is the view recipe's, not capped
