@@ -26,7 +26,7 @@ import torch
 import yaml
 from embed_worker import build_zoo, photo_folder
 
-from zoorank.config import parse_config
+from zoorank.config import load_config, parse_config
 from zoorank.data import clean_view, decode_image, load_samples, make_views
 from zoorank.embed import chunk_models, plan_entries, run_embed
 from zoorank.errors import ConfigError, InputError
@@ -323,8 +323,8 @@ def test_config_error_exits_2_naming_the_field(tmp_path):
 def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, shared_data,
                                                                  photos, tmp_path):
     """Two model chunks; the driver (with the local Ray it started) is killed while the second chunk
-    writes shards; the rerun, joining the session's Ray with --address, keeps the first chunk's
-    finished entries and ends with exactly the embeddings of the uninterrupted run."""
+    writes shards; the rerun keeps the first chunk's finished entries and ends with exactly the
+    embeddings of the uninterrupted run."""
     import psutil
 
     reference, _, _ = embedded
@@ -358,10 +358,8 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
     kept = {p: p.stat().st_mtime_ns for m in done_at_kill["model_id"].unique()
             for p in Path(data["store"]).glob(f"embeddings/digits/*/{m}/part-*.parquet")}
 
-    address = ray_address()
-    with open(tmp_path / "log2", "w") as log:
-        rc = _zoorank(["embed", str(cfg), "--address", address], tmp_path, log).wait(timeout=200)
-    assert rc == 0, (tmp_path / "log2").read_text()
+    rows = run_embed(load_config(cfg))  # the rerun, on the session's Ray
+    assert set(rows["status"]) == {"done"}
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished entries were not redone
 
     manifest = store.read_manifest()
@@ -377,8 +375,3 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
         np.testing.assert_allclose(got.embedding, ref.embedding, rtol=1e-5, atol=1e-5)
     assert not list(Path(data["store"]).rglob(".tmp-*"))
 
-
-def ray_address() -> str:
-    import ray
-
-    return ray.get_runtime_context().gcs_address

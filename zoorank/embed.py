@@ -37,13 +37,12 @@ from zoorank.data import (
     check_views,
     clean_view,
     decode_image,
-    get_recipe,
     load_samples,
-    view_rng,
+    make_views,
     view_subset,
     write_samples,
 )
-from zoorank.errors import InputError
+from zoorank.errors import ConfigError, InputError
 from zoorank.store import Store
 from zoorank.zoo import Geometry, Normalization, ResolvedModel, estimate_model_bytes, resolve_models
 
@@ -160,13 +159,9 @@ def decode_views(
     message in ``error`` and a black image, so the actors can count it.
     """
     size = geometry.input_size
-    out_sid: list[int] = []
-    out_view: list[str] = []
-    out_vi: list[int] = []
-    out_img: list[np.ndarray] = []
-    out_bad: list[bool] = []
-    out_err: list[str] = []
     black = np.zeros((size, size, 3), dtype=np.uint8)
+    # (sample_id, view, view_index, image, bad, error) per output row
+    rows: list[tuple[int, str, int, np.ndarray, bool, str]] = []
     for sid, payload, name in zip(batch["sample_id"], batch["payload"], batch["name"]):
         sid = int(sid)
         members = [p for p in plans if _covers(p, sid)]
@@ -174,28 +169,24 @@ def decode_views(
             continue
         try:
             img = decode_image(payload, name=str(name))
-            error = None
         except InputError as err:
-            img, error = None, str(err)
+            rows += [(sid, p.name, 0, black, True, str(err)) for p in members]
+            continue
         for p in members:
-            if img is None:
-                out_sid.append(sid), out_view.append(p.name), out_vi.append(0)
-                out_img.append(black), out_bad.append(True), out_err.append(error or "")
-                continue
-            fn = get_recipe(p.recipe, p.name)
-            for i in range(p.per_sample):
-                view = clean_view(img, geometry) if p.is_clean else fn(img, geometry,
-                                                                      view_rng(seed, sid, i))
-                out_sid.append(sid), out_view.append(p.name), out_vi.append(i)
-                out_img.append(view), out_bad.append(False), out_err.append("")
-    n = len(out_sid)
+            if p.is_clean:
+                view = clean_view(img, geometry)
+                rows += [(sid, p.name, i, view, False, "") for i in range(p.per_sample)]
+            else:
+                views = make_views(img, sid, p.recipe, geometry, p.per_sample, seed)
+                rows += [(sid, p.name, i, v, False, "") for i, v in enumerate(views)]
     return {
-        "sample_id": np.asarray(out_sid, dtype=np.int64),
-        "view": np.asarray(out_view, dtype=object),
-        "view_index": np.asarray(out_vi, dtype=np.int32),
-        "image": np.stack(out_img) if n else np.zeros((0, size, size, 3), dtype=np.uint8),
-        "bad": np.asarray(out_bad, dtype=bool),
-        "error": np.asarray(out_err, dtype=object),
+        "sample_id": np.asarray([r[0] for r in rows], dtype=np.int64),
+        "view": np.asarray([r[1] for r in rows], dtype=object),
+        "view_index": np.asarray([r[2] for r in rows], dtype=np.int32),
+        "image": (np.stack([r[3] for r in rows]) if rows
+                  else np.zeros((0, size, size, 3), dtype=np.uint8)),
+        "bad": np.asarray([r[4] for r in rows], dtype=bool),
+        "error": np.asarray([r[5] for r in rows], dtype=object),
     }
 
 
@@ -419,6 +410,8 @@ def _resources(options: EmbedOptions) -> _Resources:
     device = options.device
     if device == "auto":
         device = "cuda" if gpus > 0 else "cpu"
+    if device == "cuda" and gpus == 0:
+        raise ConfigError("embed.device: 'cuda' but the Ray cluster has no GPU")
     cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     if device == "cuda":
         precision = options.precision
@@ -439,27 +432,40 @@ def _resources(options: EmbedOptions) -> _Resources:
 
 
 def _shard_rows(store: Store, entry_key: tuple[str, str, str]) -> int:
+    """Rows held by an entry's shards (Parquet footers only)."""
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*entry_key)
-    total = 0
-    for name in store.shard_names(*entry_key):
-        total += pq.read_metadata(store.path(f"{base}/{name}"), filesystem=store.fs).num_rows
-    return total
+    return sum(
+        pq.read_metadata(store.path(f"{base}/{name}"), filesystem=store.fs).num_rows
+        for name in store.shard_names(*entry_key)
+    )
 
 
-def _is_complete(store: Store, entry: Entry, manifest_row: dict[str, Any] | None) -> bool:
-    if manifest_row is None or manifest_row.get("status") != "done":
-        return False
-    if manifest_row.get("fingerprint") != entry.fingerprint:
-        return False
-    rows = manifest_row.get("rows")
-    if rows is None or pd.isna(rows):
-        return False
-    try:
-        return _shard_rows(store, entry.key) == int(rows)
-    except OSError:
-        return False
+def complete_entries(
+    store: Store, entries: Sequence[Entry], manifest: pd.DataFrame
+) -> set[tuple[str, str, str]]:
+    """Entries done with the same fingerprint whose shards hold exactly the manifest's rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
+    candidates = []
+    for e in entries:
+        row = previous.get(e.key)
+        if (row is not None and row.get("status") == "done"
+                and row.get("fingerprint") == e.fingerprint and not pd.isna(row.get("rows"))):
+            candidates.append((e.key, int(row["rows"])))
+
+    def check(item: tuple[tuple[str, str, str], int]) -> bool:
+        try:
+            return _shard_rows(store, item[0]) == item[1]
+        except OSError:
+            return False
+
+    # footers are small reads; on object stores their latency dominates, so read them in parallel
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        flags = list(pool.map(check, candidates))
+    return {key for (key, _), ok in zip(candidates, flags) if ok}
 
 
 def _sample_rows(table: SampleTable, needed: np.ndarray) -> pd.DataFrame:
@@ -690,8 +696,8 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     previous = {
         (r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")
     }
-    todo = [e for e in entries if not _is_complete(store, e, previous.get(e.key))]
-    skipped = {e.key for e in entries} - {e.key for e in todo}
+    skipped = complete_entries(store, entries, manifest)
+    todo = [e for e in entries if e.key not in skipped]
     for spec in config.datasets:
         write_samples(store, spec.name, tables[spec.name])
 

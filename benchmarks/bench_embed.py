@@ -1,0 +1,222 @@
+"""EMBED-stage throughput: zoorank's Ray Data pipeline against two references in the same run.
+
+For M models × N CIFAR-10 test images (JPEG bytes from ``../shared/data/cifar10/test.parquet``):
+
+- **zoorank**: ``run_embed`` on a local Ray (clean view only), wall time of the whole stage, and its
+  steady state (images/s after the first batch is back) with actor start-up reported apart;
+- **bound** (compute bound): the same models' forward passes at the same batch size on tensors
+  decoded and preprocessed in advance, in this process, one model after the other;
+- **naive**: per model, a plain ``torch.utils.data.DataLoader`` (num_workers=0) that decodes and
+  preprocesses the images again, then the forward pass.
+
+Images/s count images through *all* M models (N / seconds). A third case embeds 100+ tiny models to
+measure the per-model fixed cost: (T(many) − T(1)) / (many − 1) over two zoorank runs.
+
+Prints, never asserts; not run in CI. Example (the defaults take a few minutes on 2 cores)::
+
+    .venv/bin/python benchmarks/bench_embed.py
+    .venv/bin/python benchmarks/bench_embed.py --models 4 --images 1024 --size 64 --tiny 8 --many 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import zoorank.runtime  # noqa: F401  (loopback Ray environment)
+
+os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("ZOORANK_PROGRESS", "0")
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from zoorank.config import parse_config  # noqa: E402
+from zoorank.data import clean_view, decode_image, load_samples  # noqa: E402
+from zoorank.zoo import load_model, resolve_models  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def tiny_net(width: int = 8, dim: int = 32) -> nn.Module:
+    """A tiny conv net (decoding dominates its cost): (B, 3, H, W) → (B, dim)."""
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, dim),
+    )
+
+
+def save_zoo(directory: Path, arch: str, n: int, size: int) -> list[dict]:
+    """n seeded, distinct checkpoints of ``arch`` (a timm name or ``tiny``); model specs."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    geometry = {"input_size": size, "interpolation": "bilinear", "crop_pct": 1.0}
+    specs = []
+    for i in range(n):
+        torch.manual_seed(i)
+        if arch == "tiny":
+            model = tiny_net()
+            spec = {"source": "python", "name": "bench_embed:tiny_net"}
+        else:
+            import timm
+
+            model = timm.create_model(arch, pretrained=False, num_classes=0)
+            spec = {"source": "timm", "name": arch}
+        path = directory / f"{arch}-{i}.safetensors"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path))
+        specs.append({"id": f"{arch}-{i}", **spec, "checkpoint": str(path), **geometry})
+    return specs
+
+
+def make_config(store: Path, specs: list[dict], images: int, batch_size: int, **embed) -> object:
+    return parse_config({
+        "store": str(store),
+        "datasets": [{"name": "cifar", "source": "parquet", "limit": images,
+                      "path": str(DATA / "cifar10" / "test.parquet")}],
+        "models": specs,
+        "views": [{"name": "clean"}],
+        "embed": {"batch_size": batch_size, **embed},
+    })
+
+
+def run_zoorank(config) -> dict:
+    from zoorank.embed import run_embed
+
+    shutil.rmtree(config.store, ignore_errors=True)
+    t0 = time.perf_counter()
+    rows = run_embed(config)
+    seconds = time.perf_counter() - t0
+    assert (rows["status"] == "done").all(), rows[rows["status"] != "done"]["error"].tolist()
+    stats = rows.attrs["pipelines"]
+    return {
+        "seconds": seconds,
+        "startup": sum(s["startup_seconds"] for s in stats),
+        "load": max(s["model_load_seconds"] for s in stats),
+        "steady": min(s["steady_images_per_second"] or float("nan") for s in stats),
+    }
+
+
+def preprocess(config, model) -> torch.Tensor:
+    table = load_samples(config.datasets[0], config.seed)
+    arrays = [clean_view(decode_image(b), model.geometry) for b in table.image]
+    return normalize(torch.from_numpy(np.stack(arrays)), model)
+
+
+def normalize(u8: torch.Tensor, model) -> torch.Tensor:
+    x = u8.permute(0, 3, 1, 2).float() / 255
+    mean = torch.tensor(model.normalization.mean).view(1, 3, 1, 1)
+    std = torch.tensor(model.normalization.std).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+def run_bound(config, batch_size: int) -> float:
+    models = resolve_models(config)
+    x = preprocess(config, models[0])
+    nets = [load_model(m) for m in models]
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for net in nets:
+            for i in range(0, len(x), batch_size):
+                net(x[i : i + batch_size])
+    return time.perf_counter() - t0
+
+
+class _Images(torch.utils.data.Dataset):
+    def __init__(self, sources, geometry):
+        self.sources, self.geometry = sources, geometry
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def __getitem__(self, i):
+        return torch.from_numpy(clean_view(decode_image(self.sources[i]), self.geometry))
+
+
+def run_naive(config, batch_size: int) -> float:
+    models = resolve_models(config)
+    table = load_samples(config.datasets[0], config.seed)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for m in models:
+            net = load_model(m)
+            loader = torch.utils.data.DataLoader(_Images(table.image, m.geometry),
+                                                 batch_size=batch_size)
+            for u8 in loader:
+                net(normalize(u8, m))
+    return time.perf_counter() - t0
+
+
+def compare(label: str, config, images: int, batch_size: int) -> None:
+    n_models = len(config.models)
+    z = run_zoorank(config)
+    bound = run_bound(config, batch_size)
+    naive = run_naive(config, batch_size)
+    zr, br, nr = images / z["seconds"], images / bound, images / naive
+    print(f"embed  {label}  {n_models} models  {images} imgs  zoorank {zr:,.0f} img/s  "
+          f"naive {nr:,.0f} img/s  bound {br:,.0f} img/s  {zr / br:.2f}× bound  "
+          f"{zr / nr:.2f}× naive   (whole stage, {z['seconds']:.1f} s)")
+    print(f"embed  {label}  {n_models} models  {images} imgs  steady state {z['steady']:,.0f} img/s"
+          f"  {z['steady'] / br:.2f}× bound  {z['steady'] / nr:.2f}× naive   "
+          f"start-up {z['startup']:.1f} s (model loading {z['load']:.1f} s of it)")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--arch", default="resnet18")
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--models", type=int, default=4)
+    p.add_argument("--images", type=int, default=1024)
+    p.add_argument("--tiny", type=int, default=8, help="tiny models for the decode-bound case")
+    p.add_argument("--tiny-images", type=int, default=1024)
+    p.add_argument("--many", type=int, default=100, help="tiny models for the per-model cost")
+    p.add_argument("--many-images", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-actors", type=int, default=None)
+    p.add_argument("--skip", nargs="*", default=[], choices=["resnet", "tiny", "many"])
+    args = p.parse_args(argv)
+    if not (DATA / "cifar10" / "test.parquet").is_file():
+        sys.exit(f"needs {DATA}/cifar10/test.parquet (set ZOORANK_SHARED_DATA)")
+    sys.path.insert(0, str(Path(__file__).parent))  # bench_embed:tiny_net for the actors
+
+    from zoorank.runtime import ensure_ray
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
+    embed = {"num_actors": args.num_actors} if args.num_actors else {}
+    try:
+        t0 = time.perf_counter()
+        ensure_ray()
+        print(f"# local Ray started in {time.perf_counter() - t0:.1f} s "
+              f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()})")
+        bs = args.batch_size
+        if "resnet" not in args.skip:
+            specs = save_zoo(tmp / "zoo", args.arch, args.models, args.size)
+            config = make_config(tmp / "store", specs, args.images, bs, **embed)
+            compare(f"{args.arch}@{args.size}px", config, args.images, bs)
+        if "tiny" not in args.skip:
+            specs = save_zoo(tmp / "zoo", "tiny", max(args.tiny, args.many), 32)
+            config = make_config(tmp / "store", specs[: args.tiny], args.tiny_images, bs, **embed)
+            compare("tiny@32px", config, args.tiny_images, bs)
+        if "many" not in args.skip:
+            specs = save_zoo(tmp / "zoo", "tiny", args.many, 32)
+            one = run_zoorank(make_config(tmp / "store", specs[:1], args.many_images, bs, **embed))
+            many = run_zoorank(make_config(tmp / "store", specs, args.many_images, bs, **embed))
+            per_model = (many["seconds"] - one["seconds"]) / (args.many - 1)
+            print(f"embed  tiny@32px  {args.many} models  {args.many_images} imgs  "
+                  f"{many['seconds']:.1f} s  vs 1 model {one['seconds']:.1f} s  "
+                  f"per-model overhead {per_model * 1000:,.0f} ms  "
+                  f"(model loading {many['load']:.1f} s in the actor)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
