@@ -542,10 +542,12 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                       "(run `zoorank embed` first); skipped")
 
     errors: list[str] = []
+    work_s = 0.0
     if plan.model_tasks or plan.group_tasks:
         from zoorank.runtime import ensure_ray
 
         ensure_ray(address)
+        work_start = time.perf_counter()
         total = len(plan.model_tasks) + len(plan.group_tasks)
         with Progress("[progress.description]{task.description}", BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
@@ -563,6 +565,7 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                 progress.advance(bar)
 
             errors = _execute(store, config, plan, on_done)
+        work_s = time.perf_counter() - work_start
 
     pool = plan_pool_rows(config, models, plan, store.read_metrics())
     if pool:
@@ -570,12 +573,12 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
 
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)
-    rate = scored / elapsed * 60 if elapsed > 0 else 0.0
+    rate = f", {scored / work_s * 60:.1f} models/min once Ray was up" if scored and work_s else ""
     console.print(
         f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
         f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
         f"updated, {len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
-        f"{elapsed:.1f} s ({rate:.1f} models/min)"
+        f"{elapsed:.1f} s{rate}"
     )
     if errors:
         raise RuntimeError("score: unexpected errors (the other results are saved):\n  "
