@@ -576,9 +576,9 @@ def _run_pipeline(
         wanted: dict[str, list[str]] = defaultdict(list)
         for e in entries:
             wanted[e.model.model_id].append(e.view.name)
-        label = (f"{spec.name} {geometry.input_size}px"
+        label = (f"{spec.name} {geometry.input_size}px {geometry.interpolation}"
                  + (f" chunk {ci + 1}/{len(chunk_entries)}" if len(chunk_entries) > 1 else "")
-                 + f" ({len(models)} models)")
+                 + f" ({len(models)} model{'s' if len(models) > 1 else ''})")
         display.pipeline(label, total_images)
         embedded = ds.map_batches(
             EmbedActor,
@@ -764,6 +764,7 @@ def _quiet_ray_data() -> None:
 
 def _print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -783,9 +784,11 @@ def _print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabl
         console.print(table)
     failed = rows[rows["status"] == "failed"]
     bad = rows[(rows["status"] == "done") & (rows["bad_images"].fillna(0) > 0)]
-    for r in failed.to_dict("records"):
-        console.print(f"[red]failed[/red] {r['dataset']}/{r['view']}/{r['model_id']}: {r['error']}")
+    for (model_id, error), group in failed.groupby(["model_id", "error"], sort=False):
+        where = ", ".join(f"{d}/{v}" for d, v in zip(group["dataset"], group["view"]))
+        console.print(f"[red]failed[/red] {escape(str(model_id))} ({escape(where)}): "
+                      f"{escape(str(error))}")
     if len(failed):
         console.print(f"{len(failed)} of {len(rows)} embeddings failed (recorded in the manifest)")
     for (dataset, view), n in bad.groupby(["dataset", "view"])["bad_images"].max().items():
-        console.print(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)")
+        console.print(escape(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)"))
