@@ -72,6 +72,9 @@ def test_collapsed_embedding_records_errors_and_scores_lowest(embedding):
     # TwoNN is undefined on a constant embedding: NaN with the reason (the rank stage puts it last).
     assert math.isnan(collapsed["twonn_id"]["value"])
     assert "duplicates" in collapsed["twonn_id"]["params"]["error"]
+    # One cluster would make CL a trivial (best) 1.0: recorded as undefined instead.
+    assert math.isnan(collapsed["cluster_learnability"]["value"])
+    assert "collapsed" in collapsed["cluster_learnability"]["params"]["error"]
     assert collapsed["duplicate_fraction"]["value"] == pytest.approx(1796 / 1797)
     assert healthy["duplicate_fraction"]["value"] == 0.0
 

@@ -189,6 +189,13 @@ def _cl(Z, o, seed):
     d = cluster_learnability(
         Z, n_clusters=n_clusters, k=1, chunk_size=o.cl_chunk_size, seed=seed, return_details=True
     )
+    if d["n_clusters"] > 1 and d["n_clusters_used"] == 1:
+        # One cluster makes CL trivially 1.0 (the paper's K = 1 extreme): for ranking, a collapsed
+        # representation must not get the best learnability, so record it as undefined (ranked last).
+        raise ValueError(
+            f"collapsed representation: all rows fell into one of {d['n_clusters']} clusters, "
+            "so cluster learnability is undefined (it would be a trivial 1.0)"
+        )
     return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
 
 
