@@ -680,14 +680,16 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     from rich.console import Console
     from rich.table import Table
 
-    compact = leaderboard_headline(board, settings).head(top)
+    compact = leaderboard_headline(board, settings).head(top).drop(columns="group", errors="ignore")
     table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)})")
     for c in compact.columns:
-        table.add_column(str(c), justify="left" if c in ("model_id", "family", "group")
-                         else "right")
+        text = c in ("model_id", "family")
+        table.add_column(str(c), justify="left" if text else "right", no_wrap=text)
     for row in compact.itertuples(index=False):
         table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-    Console().print(table)
+    # Logs and pipes get rich's 80 columns, which would cut model ids; never go below 140.
+    console = Console()
+    Console(width=max(console.width, 140)).print(table)
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -> pd.DataFrame:
