@@ -1,0 +1,50 @@
+"""`zoorank demo` at a reduced size: a real SSL zoo trained with Ray Tune, then ranked end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from zoorank.demo import SIZES
+from zoorank.store import Store
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_session):
+    from zoorank.demo import run_demo
+
+    size = SIZES["tiny"]
+    result = run_demo(out=str(tmp_path / "demo"), size="tiny")
+    zoo = yaml.safe_load(open(f"{result['zoo']}/zoo.yaml"))
+    expected = len(size.methods) * len(size.lrs) * len(size.seeds)
+    assert len(zoo) == expected
+    assert {m["family"] for m in zoo} == set(size.methods)
+
+    store = Store(result["store"])
+    board = store.read_frame("leaderboard.parquet")
+    assert len(board) == expected and board["rank"].tolist() == sorted(board["rank"])
+    manifest = store.read_manifest()
+    assert set(manifest["status"]) == {"done"}
+    # every configuration is a seed ensemble, so each group got its reliability table
+    groups = {m["group"] for m in zoo}
+    assert len(groups) == expected // len(size.seeds)
+    assert store.list_files("reliability/digits", suffix=".parquet") == sorted(f"{g}.parquet" for g in groups)
+    oracle = store.read_frame("oracle.parquet")
+    assert {"knn_accuracy", "linear_probe_accuracy"} <= set(oracle["metric"])
+    agreement = result["agreement"]
+    assert isinstance(agreement, pd.DataFrame) and not agreement.empty
+    assert agreement["kendall_tau"].dropna().between(-1, 1).all()
+    html = open(result["report"]).read()
+    assert all(m["id"] in html for m in zoo)
+
+
+def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "zoorank", "demo", "--dataset", "cifar10",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "--data" in proc.stderr and "Traceback" not in proc.stderr
