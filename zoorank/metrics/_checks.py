@@ -67,10 +67,14 @@ def check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def l2_normalize(Z: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """Rows divided by their L2 norm (zero rows stay zero). Returns a new array."""
+def l2_normalize(Z: np.ndarray, eps: float = 1e-12, out: np.ndarray | None = None) -> np.ndarray:
+    """Rows divided by their L2 norm (zero rows stay zero). Returns a new array, or ``out``.
+
+    ``out=Z`` normalises in place: for callers that own ``Z`` (e.g. a copy ``check_array`` made),
+    sparing an n × d copy.
+    """
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    return Z / np.maximum(norms, eps)
+    return np.divide(Z, np.maximum(norms, eps), out=out)
 
 
 def warn_degenerate(message: str) -> None:
