@@ -20,7 +20,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
+import sys
 import tempfile
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -340,6 +343,35 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
     )
 
 
+def expected_trials(config: TuneConfig) -> int:
+    """Trials the search creates when it runs to the end."""
+    grids = [len(p.values_to_check()) for p in config.space.values() if p.kind == "grid"]
+    if config.search.algorithm == "grid":
+        grids = [len(p.values_to_check()) for p in config.space.values()]
+    if config.search.algorithm == "optuna":
+        return config.search.num_samples
+    return config.search.num_samples * math.prod(grids)
+
+
+def _fit(tuner):
+    """``tuner.fit()``; None when Tune caught a Ctrl-C (it saved the state and returned early).
+
+    Ray 2.60's Tune swaps in its own SIGINT handler for the run and puts the previous one back on
+    the first Ctrl-C only; that is the one trace an interrupt leaves (trials it stopped look
+    terminated). The previous handler is restored either way.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
+    grid = tuner.fit()
+    if not main:
+        return grid
+    interrupted = signal.getsignal(signal.SIGINT) is before and not int(
+        os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0")
+    )
+    signal.signal(signal.SIGINT, before)
+    return None if interrupted else grid
+
+
 def run_search(
     config: TuneConfig, address: str | None = None, verbose: bool = True
 ) -> pd.DataFrame:
@@ -355,7 +387,14 @@ def run_search(
     store, _, rel = experiment_location(config)
     store.write_json(f"{rel}/tune_config.json", config.model_dump(mode="json"))
     tuner = build_tuner(config, setup, verbose=verbose)
-    grid = tuner.fit()
+    grid = _fit(tuner)
+    if grid is None or len(grid) < expected_trials(config):
+        print(
+            f"zoorank tune: search interrupted; its state is saved in {store.path(rel)}: rerun "
+            "the same command to resume it",
+            file=sys.stderr,
+        )
+        raise KeyboardInterrupt
     frame = R.results_frame(config, setup, grid)
     if config.oracle is not None:
         frame = R.add_oracle(config, setup, frame)
