@@ -234,3 +234,26 @@ def test_samples_round_trip_through_the_store(shared_data, tmp_path):
     assert df["source"].iloc[0] == f"test.parquet#row={table.sample_id[0]}"
     with pytest.raises(InputError, match="other"):
         read_samples(store, "other")
+
+
+def test_decode_views_makes_every_planned_view_and_flags_bad_images(shared_data):
+    from zoorank.data import ViewGeometry, ViewPlan, decode_views
+
+    files = photos(shared_data, 3)
+    g = ViewGeometry(24, "bicubic", 0.9)
+    batch = {
+        "sample_id": np.array([3, 5, 9]),
+        "payload": np.array([files[0].read_bytes(), b"broken", str(files[2])], dtype=object),
+        "name": np.array(["a", "b.jpg", "c"], dtype=object),
+    }
+    plans = [ViewPlan("clean", "clean", 1, np.array([3, 5, 9]), is_clean=True),
+             ViewPlan("simclr", "simclr", 2, np.array([5, 9]))]
+    out = decode_views(batch, g, plans, seed=11)
+    rows = list(zip(out["sample_id"].tolist(), out["view"].tolist(), out["view_index"].tolist()))
+    assert rows == [(3, "clean", 0), (5, "clean", 0), (5, "simclr", 0), (9, "clean", 0),
+                    (9, "simclr", 0), (9, "simclr", 1)]
+    assert out["bad"].tolist() == [False, True, True, False, False, False]
+    assert "b.jpg" in out["error"][1] and out["image"].shape == (6, 24, 24, 3)
+    img = decode_image(str(files[2]))
+    np.testing.assert_array_equal(out["image"][3], clean_view(img, g))
+    np.testing.assert_array_equal(out["image"][5], make_views(img, 9, "simclr", g, 2, 11)[1])

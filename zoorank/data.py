@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -536,3 +536,67 @@ def view_subset(sample_ids: np.ndarray, view: ViewSpec, seed: int) -> np.ndarray
     The subset depends on (seed, n) only, so augmented views with the same ``samples`` share samples.
     """
     return select_subset(sample_ids, view.samples, seed, salt=1)
+
+
+# -- decoding and views in the EMBED pipeline (Ray tasks; no torch is imported here) ---------------
+class ViewGeometry(NamedTuple):
+    """A plain copy of ``zoorank.zoo.Geometry`` (sending the zoo's class would import torch)."""
+
+    input_size: int
+    interpolation: str
+    crop_pct: float
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    """A view to make in a pipeline: its recipe, q, and the sample_ids it covers (sorted)."""
+
+    name: str
+    recipe: str
+    per_sample: int
+    samples: np.ndarray
+    is_clean: bool = False
+
+    def covers(self, sample_id: int) -> bool:
+        i = np.searchsorted(self.samples, sample_id)
+        return bool(i < len(self.samples) and self.samples[i] == sample_id)
+
+
+def decode_views(
+    batch: dict[str, np.ndarray], geometry: GeometryLike, plans: list[ViewPlan], seed: int
+) -> dict[str, np.ndarray]:
+    """Decode each sample (columns sample_id, payload, name) once and make every planned view.
+
+    Returns rows (sample_id, view, view_index, image uint8 HWC, bad, error). A sample that cannot
+    be decoded gives one row per view it belongs to, flagged ``bad`` with the message in ``error``
+    and a black image, so the embedding actors can count it.
+    """
+    size = geometry.input_size
+    black = np.zeros((size, size, 3), dtype=np.uint8)
+    rows: list[tuple[int, str, int, np.ndarray, bool, str]] = []
+    for sid, payload, name in zip(batch["sample_id"], batch["payload"], batch["name"]):
+        sid = int(sid)
+        members = [p for p in plans if p.covers(sid)]
+        if not members:
+            continue
+        try:
+            img = decode_image(payload, name=str(name))
+        except InputError as err:
+            rows += [(sid, p.name, 0, black, True, str(err)) for p in members]
+            continue
+        for p in members:
+            if p.is_clean:
+                view = clean_view(img, geometry)
+                rows += [(sid, p.name, i, view, False, "") for i in range(p.per_sample)]
+            else:
+                views = make_views(img, sid, p.recipe, geometry, p.per_sample, seed)
+                rows += [(sid, p.name, i, v, False, "") for i, v in enumerate(views)]
+    return {
+        "sample_id": np.asarray([r[0] for r in rows], dtype=np.int64),
+        "view": np.asarray([r[1] for r in rows], dtype=object),
+        "view_index": np.asarray([r[2] for r in rows], dtype=np.int32),
+        "image": (np.stack([r[3] for r in rows]) if rows
+                  else np.zeros((0, size, size, 3), dtype=np.uint8)),
+        "bad": np.asarray([r[4] for r in rows], dtype=bool),
+        "error": np.asarray([r[5] for r in rows], dtype=object),
+    }

@@ -25,7 +25,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,11 +34,11 @@ import pandas as pd
 from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
 from zoorank.data import (
     SampleTable,
+    ViewGeometry,
+    ViewPlan,
     check_views,
-    clean_view,
-    decode_image,
+    decode_views,
     load_samples,
-    make_views,
     view_subset,
     write_samples,
 )
@@ -136,63 +136,6 @@ def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list
             chunks.append([m])
             used = size
     return chunks
-
-
-# -- decoding and views (Ray tasks) ----------------------------------------------------------------
-@dataclass(frozen=True)
-class ViewPlan:
-    """A view to make in a pipeline: its recipe, q, and the sample_ids it covers (sorted)."""
-
-    name: str
-    recipe: str
-    per_sample: int
-    samples: np.ndarray
-    is_clean: bool = field(default=False)
-
-
-def decode_views(
-    batch: dict[str, np.ndarray], geometry: Geometry, plans: list[ViewPlan], seed: int
-) -> dict[str, np.ndarray]:
-    """Decode each sample once and make every planned view of it.
-
-    A sample that cannot be decoded gives one row per view it belongs to, flagged ``bad`` with the
-    message in ``error`` and a black image, so the actors can count it.
-    """
-    size = geometry.input_size
-    black = np.zeros((size, size, 3), dtype=np.uint8)
-    # (sample_id, view, view_index, image, bad, error) per output row
-    rows: list[tuple[int, str, int, np.ndarray, bool, str]] = []
-    for sid, payload, name in zip(batch["sample_id"], batch["payload"], batch["name"]):
-        sid = int(sid)
-        members = [p for p in plans if _covers(p, sid)]
-        if not members:
-            continue
-        try:
-            img = decode_image(payload, name=str(name))
-        except InputError as err:
-            rows += [(sid, p.name, 0, black, True, str(err)) for p in members]
-            continue
-        for p in members:
-            if p.is_clean:
-                view = clean_view(img, geometry)
-                rows += [(sid, p.name, i, view, False, "") for i in range(p.per_sample)]
-            else:
-                views = make_views(img, sid, p.recipe, geometry, p.per_sample, seed)
-                rows += [(sid, p.name, i, v, False, "") for i, v in enumerate(views)]
-    return {
-        "sample_id": np.asarray([r[0] for r in rows], dtype=np.int64),
-        "view": np.asarray([r[1] for r in rows], dtype=object),
-        "view_index": np.asarray([r[2] for r in rows], dtype=np.int32),
-        "image": (np.stack([r[3] for r in rows]) if rows
-                  else np.zeros((0, size, size, 3), dtype=np.uint8)),
-        "bad": np.asarray([r[4] for r in rows], dtype=bool),
-        "error": np.asarray([r[5] for r in rows], dtype=object),
-    }
-
-
-def _covers(plan: ViewPlan, sample_id: int) -> bool:
-    i = np.searchsorted(plan.samples, sample_id)
-    return bool(i < len(plan.samples) and plan.samples[i] == sample_id)
 
 
 # -- the actor -------------------------------------------------------------------------------------
@@ -563,7 +506,9 @@ def _run_pipeline(
     ds = ray.data.from_pandas([rows.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
     ds = ds.map_batches(
         decode_views,
-        fn_kwargs={"geometry": geometry, "plans": plans, "seed": config.seed},
+        fn_kwargs={"geometry": ViewGeometry(geometry.input_size, geometry.interpolation,
+                                            geometry.crop_pct),
+                   "plans": plans, "seed": config.seed},
         batch_size=DECODE_BATCH,
         batch_format="numpy",
         num_cpus=DECODE_NUM_CPUS,
