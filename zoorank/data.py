@@ -379,7 +379,7 @@ def clean_view(img: Image.Image, geometry: GeometryLike) -> np.ndarray:
         img = img.resize((new_w, new_h), _resample(geometry))
     top = int(round((new_h - size) / 2.0))
     left = int(round((new_w - size) / 2.0))
-    out = np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
+    out = np.array(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
     return out
 
 
@@ -477,7 +477,7 @@ def simclr_view(img: Image.Image, geometry: GeometryLike, rng: np.random.Generat
         out = out.convert("L").convert("RGB")
     if blur:
         out = out.filter(ImageFilter.GaussianBlur(radius=sigma))
-    return np.asarray(out, dtype=np.uint8)
+    return np.array(out, dtype=np.uint8)  # writable (torch.from_numpy needs it)
 
 
 def _clean_recipe(img: Image.Image, geometry: GeometryLike, rng: np.random.Generator) -> np.ndarray:
