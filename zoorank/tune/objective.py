@@ -79,8 +79,9 @@ def build_probe_set(
 
     if n > len(table):
         raise ValueError(f"probe set of {n} samples asked from a dataset of {len(table)}")
-    ids = view_subset(table.sample_id, ViewSpec(name="probe", recipe=recipe, samples=n,
-                                                per_sample=q), seed)
+    ids = view_subset(
+        table.sample_id, ViewSpec(name="probe", recipe=recipe, samples=n, per_sample=q), seed
+    )
     position = {int(s): i for i, s in enumerate(table.sample_id)}
     clean, views = [], []
     for sid in ids:
@@ -90,9 +91,13 @@ def build_probe_set(
     return ProbeSet(ids, np.stack(clean), np.stack(views), recipe, seed)
 
 
+#: metrics computed on the clean view (the others need only the augmented views)
+CLEAN_METRICS = ("rankme", "cluster_learnability", "twonn_id", "clid")
+
+
 def score_features(
     views: np.ndarray,
-    clean: np.ndarray,
+    clean: np.ndarray | None,
     metrics: Sequence[str],
     delta: float = 1e-6,
     eps: float = 1e-7,
@@ -100,13 +105,16 @@ def score_features(
 ) -> dict[str, float]:
     """The label-free metrics of one model's probe features.
 
-    ``views`` (n, q, d) and ``clean`` (n, d). Non-finite features give :data:`FLOOR` values.
+    ``views`` (n, q, d) and ``clean`` (n, d; only needed by :data:`CLEAN_METRICS`). Non-finite
+    features give :data:`FLOOR` values.
     """
-    if not (np.all(np.isfinite(views)) and np.all(np.isfinite(clean))):
+    if not (np.all(np.isfinite(views)) and (clean is None or np.all(np.isfinite(clean)))):
         return {m: FLOOR[m] for m in metrics}
     out: dict[str, float] = {}
     cl = id_ = None
     for m in metrics:
+        if m in CLEAN_METRICS and clean is None:
+            raise ValueError(f"{m} needs the clean-view features")
         if m == "lidar":
             out[m] = float(lidar(views, delta=delta, eps=eps))
         elif m == "rankme":
@@ -117,8 +125,12 @@ def score_features(
             if cl is None:
                 cl = float(cluster_learnability(clean, seed=seed))
                 id_ = float(twonn_id(clean, normalize=True))
-            value = {"cluster_learnability": cl, "twonn_id": id_}.get(m)
-            out[m] = value if value is not None else float(clid([cl], [id_], mode="raw_percent")[0])
+            if m == "clid":
+                # CLID's z-scores need the pool: report its parts too, for the search to combine
+                out["cluster_learnability"], out["twonn_id"] = cl, id_
+                out[m] = float(clid([cl], [id_], mode="raw_percent")[0])
+            else:
+                out[m] = cl if m == "cluster_learnability" else id_
         else:
             raise ValueError(f"unknown label-free metric {m!r}")
     return out
@@ -131,13 +143,18 @@ def evaluate_probe(
 
     Returns the metrics (``<metric>`` on the representation, ``projector_<metric>`` on the
     projector output, as ``objective.features`` asks), ``degenerate`` (1.0 when a metric warned of
-    collapsed input or features were non-finite) and ``objective_seconds`` (embedding + metrics).
+    collapsed input or features were non-finite), ``objective_seconds`` (embedding + metrics) and
+    ``probe_embed_seconds`` (the embedding part).
     """
     t0 = time.perf_counter()
     n, q = probe.n, probe.q
-    images = np.concatenate([probe.clean, probe.views.reshape(n * q, *probe.views.shape[2:])])
+    views = probe.views.reshape(n * q, *probe.views.shape[2:])
+    with_clean = any(m in CLEAN_METRICS for m in objective.metrics)
+    images = np.concatenate([probe.clean, views]) if with_clean else views
+    offset = n if with_clean else 0
     want_proj = objective.features in ("projector", "both")
     rep, proj = trainer.embed(images, projector=want_proj)
+    embedded = time.perf_counter()
     spaces = []
     if objective.features in ("representation", "both"):
         spaces.append(("", rep))
@@ -148,13 +165,15 @@ def evaluate_probe(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DegenerateInputWarning)
         for prefix, feats in spaces:
-            clean, views = feats[:n], feats[n:].reshape(n, q, -1)
+            clean = feats[:offset] if with_clean else None
+            grouped = feats[offset:].reshape(n, q, -1)
             degenerate |= not np.all(np.isfinite(feats))
             scores = score_features(
-                views, clean, objective.metrics, objective.lidar_delta, objective.eps, probe.seed
+                grouped, clean, objective.metrics, objective.lidar_delta, objective.eps, probe.seed
             )
-            out.update({prefix + k: v for k, v in scores.items()})
+            out.update({prefix + name: v for name, v in scores.items()})
     degenerate |= any(issubclass(w.category, DegenerateInputWarning) for w in caught)
     out["degenerate"] = float(degenerate)
     out["objective_seconds"] = time.perf_counter() - t0
+    out["probe_embed_seconds"] = embedded - t0
     return out

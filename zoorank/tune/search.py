@@ -128,7 +128,7 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
         diverged = not math.isfinite(stats["train_loss"])
         if diverged:
             scores = {k: FLOOR[k.removeprefix("projector_")] for k in _metric_keys(setup.objective)}
-            scores.update(degenerate=1.0, objective_seconds=0.0)
+            scores.update(degenerate=1.0, objective_seconds=0.0, probe_embed_seconds=0.0)
         else:
             scores = evaluate_probe(trainer, setup.probe, setup.objective)
         metrics = {

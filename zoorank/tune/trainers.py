@@ -236,7 +236,7 @@ class SSLTrainer:
         }
 
     # -- embedding ---------------------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def embed(
         self, images: np.ndarray, batch_size: int = 512, projector: bool = False
     ) -> tuple[np.ndarray, np.ndarray | None]:
