@@ -95,7 +95,11 @@ def base_config(args, store: str) -> dict:
 
 
 def overhead(args, store: str) -> pd.DataFrame:
+    from threadpoolctl import threadpool_limits
+
+    # as in a trial: one torch thread, one BLAS/OpenMP thread
     torch.set_num_threads(1)
+    threadpool_limits(1)
     config = parse_tune_config(base_config(args, store), "bench")
     setup = prepare_search(config)
     rows = []
@@ -113,7 +117,7 @@ def overhead(args, store: str) -> pd.DataFrame:
                     "objective_seconds"]
             rows.append(row)
     frame = pd.DataFrame(rows)
-    print("\n== objective overhead per report (one torch thread, CPU) ==")
+    print("\n== objective overhead per report (one thread, CPU) ==")
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     epoch = frame["epoch_seconds"].median()
     n_train = len(setup.images)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,6 +41,7 @@ def _config(tmp, **extra):
         "space": {"method": {"grid": ["simclr", "vicreg"]}, "seed": {"grid": [0, 1]}},
         "search": {"name": "digits4", "scheduler": "fifo"},
         "oracle": {"knn": True, "knn_k": 10},
+        "export_epochs": True,
     }
     data.update(extra)
     return parse_tune_config(data, "test")
@@ -73,8 +75,15 @@ def test_a_small_search_reports_the_metric_every_epoch(digits_search):
     written = store.read_frame(f"tune/{config.experiment_name}/tune_results.parquet")
     pd.testing.assert_series_equal(written["final"], frame["final"])
     specs = read_zoo_file(store.local_path("tune", config.experiment_name))
-    assert sorted(s.id for s in specs) == sorted(frame["model_id"])
+    finals = [s for s in specs if not s.id.endswith("-r001")]
+    assert sorted(s.id for s in finals) == sorted(frame["model_id"])
     assert all(s.source == "python" and s.family in ("simclr", "vicreg") for s in specs)
+    # export_epochs: each trial's first report too, in a group of its own (not a seed ensemble
+    # with the final checkpoints)
+    firsts = [s for s in specs if s.id.endswith("-r001")]
+    assert sorted(s.id for s in firsts) == sorted(f"{m}-r001" for m in frame["model_id"])
+    assert {s.group for s in firsts}.isdisjoint({s.group for s in finals})
+    assert all(Path(s.checkpoint).is_file() for s in specs)
 
 
 @pytest.mark.timeout(60)

@@ -202,11 +202,13 @@ def _oracle_scores(
 ) -> list[dict[str, float]]:
     """kNN / linear-probe accuracy of each backbone checkpoint on the labelled clean images."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy
     from zoorank.tune.trainers import preprocess, resolve_device
 
     torch.set_num_threads(setup.num_threads)
+    threadpool_limits(setup.num_threads)
     device, amp = resolve_device(setup.device, setup.precision)
     out = []
     for checkpoint in checkpoints:

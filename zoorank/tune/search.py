@@ -113,8 +113,11 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
 
     import torch
     from ray import tune
+    from threadpoolctl import threadpool_limits
 
+    # one trial per fractional CPU: more BLAS/OpenMP threads (numpy, faiss) would only contend
     torch.set_num_threads(setup.num_threads)
+    threadpool_limits(setup.num_threads)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one INFO line per checkpoint
     params = TrialParams.model_validate({**setup.base, **config})
     trainer = make_trainer(setup, params)

@@ -12,7 +12,10 @@ Conventions:
 * The learning rate follows a cosine decay over all steps (no warm-up), computed from the step
   count, so it needs no scheduler state.
 * On CUDA the forward passes run under autocast (bf16, or fp16 with a grad scaler); losses are
-  computed in float32. CPU runs are fp32.
+  computed in float32; cuDNN runs deterministic kernels (a few CUDA ops stay non-deterministic, so
+  GPU reruns agree closely rather than bit for bit). CPU runs are fp32 and bit-reproducible.
+* Augmentation runs on the CPU, one image at a time (PIL), in the trial's process: fine for the
+  small reference datasets; a GPU trial on a large dataset is bound by it.
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ class SSLTrainer:
         self.total_steps = epochs * self.steps_per_epoch
         self.step = 0
 
+        if self.device.type == "cuda":
+            # cuDNN's autotuner picks kernels by timing: off, for runs repeatable for a seed
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.deterministic = True
         torch.manual_seed(params.seed)
         self.backbone = build_backbone(factory, model_kwargs)
         d = self.backbone.num_features
