@@ -5,9 +5,11 @@ object store through ``tune.with_parameters``), runs one function trainable per 
 (fractional CPUs, one GPU where the cluster has them), prunes with ASHA on the label-free metric,
 and writes under ``<store>/tune/<experiment>/``:
 
-* Tune's own experiment state and one checkpoint folder per report of every trial
-  (``backbone.safetensors`` + the full training state), so a rerun of an interrupted search resumes
-  it: finished trials are kept, unfinished ones continue from their last checkpoint;
+* Tune's own experiment state and each trial's last checkpoint (every report's with
+  ``export_epochs``): ``backbone.safetensors`` + the full training state. A rerun of an
+  interrupted search (same config, so the same experiment folder) resumes it: finished trials are
+  kept, unfinished ones continue bit-exactly from their last checkpoint. (Tune does not restore
+  ASHA's rungs, so pruning after a resume compares only results reported since.)
 * ``tune_results.parquet`` (:mod:`zoorank.tune.results`) and ``zoo.yaml`` (every trial's final
   backbone as a ``source: python`` model, for ``models: {from_tune: <experiment dir>}``).
 
@@ -34,7 +36,7 @@ from ray.tune import Callback
 
 from zoorank.errors import ConfigError
 from zoorank.store import Store
-from zoorank.tune.config import TrialParams, TuneConfig, load_tune_config
+from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
@@ -59,7 +61,7 @@ class SearchSetup:
     recipe: str
     epochs: int
     probe: ProbeSet
-    objective: Any  # ObjectiveSpec
+    objective: ObjectiveSpec
     every: int
     every_steps: int | None
     device: str
@@ -175,6 +177,7 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     ConfigError before Ray starts.
     """
     from zoorank.data import get_recipe, load_samples
+    from zoorank.runtime import cluster_gpus, ensure_ray
     from zoorank.tune.models import build_backbone
     from zoorank.tune.trainers import decode_images
     from zoorank.zoo import Geometry
@@ -205,8 +208,6 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     probe = build_probe_set(
         table, config.probe.samples, config.probe.per_sample, recipe, geometry, config.probe_seed
     )
-    from zoorank.runtime import cluster_gpus, ensure_ray
-
     ensure_ray(address)
     device = config.device
     if device == "auto":
