@@ -229,9 +229,8 @@ def test_rerun_skips_done_entries_without_touching_their_shards(embedded, zoo, s
     good = parse_config(config_dict(config.store, zoo, shared_data, photos, models=GOOD))
     shards = sorted(Path(config.store).rglob("part-*.parquet"))
     before = {p: p.stat().st_mtime_ns for p in shards}
-    t0 = time.perf_counter()
     again = run_embed(good)
-    assert time.perf_counter() - t0 < 30
+    assert again.attrs["pipelines"] == []  # nothing ran
     assert set(again["status"]) == {"done"} and len(again) == 3 * 2 * len(GOOD)
     assert {p: p.stat().st_mtime_ns for p in shards} == before
     merged = again.merge(rows, on=["dataset", "view", "model_id"], suffixes=("", "_first"))
