@@ -114,7 +114,8 @@ def run_config(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -
                   {"name": "simclr", "samples": size.views[0], "per_sample": size.views[1]}],
         "score": {"nc_k": size.nc_k, "nc_reference_size": size.nc_reference},
         "oracle": {"knn": True, "linear_probe": True},
-        "rank": {"primary_metric": "lidar", "bootstrap": 200},
+        # CLID ranks across SSL methods; LiDAR and RankMe compare runs of one method (spec B.11).
+        "rank": {"primary_metric": "clid", "bootstrap": 200},
     }, "<demo config>")
 
 
