@@ -205,16 +205,19 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         ensure_ray()
         print(f"# local Ray started in {time.perf_counter() - t0:.1f} s "
-              f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()})")
+              f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
+              f"load average {os.getloadavg()[0]:.1f})")
         bs = args.batch_size
         if "resnet" not in args.skip:
             specs = save_zoo(tmp / "zoo", args.arch, args.models, args.size)
             config = make_config(tmp / "store", specs, args.images, bs, **embed)
             compare(f"{args.arch}@{args.size}px", config, args.images, bs, args.repeat)
+            print(f"# load average {os.getloadavg()[0]:.1f}")
         if "tiny" not in args.skip:
             specs = save_zoo(tmp / "zoo", "tiny", max(args.tiny, args.many), 32)
             config = make_config(tmp / "store", specs[: args.tiny], args.tiny_images, bs, **embed)
             compare("tiny@32px", config, args.tiny_images, bs, args.repeat)
+            print(f"# load average {os.getloadavg()[0]:.1f}")
         if "many" not in args.skip:
             specs = save_zoo(tmp / "zoo", "tiny", args.many, 32)
             one_cfg = make_config(tmp / "store", specs[:1], args.many_images, bs, **embed)
