@@ -43,7 +43,15 @@ from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_pr
 # report of short trials that is the normal case here.
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
-__all__ = ["SearchSetup", "prepare_search", "run_search", "run_tune", "train_trial"]
+__all__ = [
+    "SearchSetup",
+    "experiment_location",
+    "make_trainer",
+    "prepare_search",
+    "run_search",
+    "run_tune",
+    "train_trial",
+]
 
 
 @dataclass(frozen=True)
