@@ -3,7 +3,8 @@
 For M models × N CIFAR-10 test images (JPEG bytes from ``../shared/data/cifar10/test.parquet``):
 
 - **zoorank**: ``run_embed`` on a local Ray (clean view only), wall time of the whole stage, and its
-  steady state (images/s after the first batch is back) with actor start-up reported apart;
+  steady state (images/s from the first batch an actor starts to the last one it finishes), with
+  actor start-up reported apart;
 - **bound** (compute bound): the same models' forward passes at the same batch size on tensors
   decoded and preprocessed in advance, in this process, one model after the other;
 - **naive**: per model, a plain ``torch.utils.data.DataLoader`` (num_workers=0) that decodes and
@@ -102,8 +103,8 @@ def run_zoorank(config) -> dict:
         "startup": sum(s["startup_seconds"] for s in stats),
         "load": max(s["model_load_seconds"] for s in stats),
         "steady": min(s["steady_images_per_second"] or float("nan") for s in stats),
-        # time after the first batch came back (start-up excluded)
-        "work": sum(s["seconds"] - s["startup_seconds"] for s in stats),
+        # from the first batch an actor started to the last one it finished
+        "work": sum(s["steady_seconds"] for s in stats),
     }
 
 

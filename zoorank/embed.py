@@ -251,6 +251,7 @@ class EmbedActor:
         from zoorank.zoo import check_features
 
         torch = self.torch
+        called = time.time()  # wall clock: comparable across the actors (and with the driver)
         views = np.asarray(batch["view"]).astype(str)
         bad = np.asarray(batch["bad"], dtype=bool)
         errors = np.asarray(batch["error"]).astype(str)
@@ -316,6 +317,8 @@ class EmbedActor:
                                         bad=bad_count[v], bad_error=first_bad[v]))
         images_in_batch = int(ok.sum())
         load_seconds, self.load_seconds = self.load_seconds, 0.0
+        first = [i == 0 for i in range(len(records))]
+        done = time.time()
         return {
             "view": np.asarray([r["view"] for r in records], dtype=object),
             "model_id": np.asarray([r["model_id"] for r in records], dtype=object),
@@ -328,8 +331,9 @@ class EmbedActor:
             # the batch's image count rides on its first record only (for the progress display)
             "images": np.asarray([images_in_batch if i == 0 else 0 for i in range(len(records))],
                                  dtype=np.int64),
-            "load_seconds": np.asarray([load_seconds if i == 0 else 0.0
-                                        for i in range(len(records))], dtype=np.float64),
+            "load_seconds": np.asarray([load_seconds if f else 0.0 for f in first]),
+            "called": np.asarray([called if f else np.nan for f in first]),
+            "done": np.asarray([done if f else np.nan for f in first]),
         }
 
 
@@ -544,9 +548,9 @@ def _run_pipeline(
             num_gpus=res.num_gpus,
         )
         outcomes: dict[tuple[str, str], Outcome] = defaultdict(Outcome)
-        t_start = time.perf_counter()
-        t_first = None
-        images = images_first = 0
+        t_start, wall_start = time.perf_counter(), time.time()
+        first_call, last_done = math.inf, -math.inf
+        images = 0
         load_seconds: list[float] = []
         for batch in embedded.iter_batches(batch_size=None, batch_format="numpy"):
             for i in range(len(batch["view"])):
@@ -564,11 +568,13 @@ def _run_pipeline(
             n_images = int(np.sum(batch["images"]))
             images += n_images
             load_seconds += [float(x) for x in batch["load_seconds"] if x > 0]
-            if t_first is None:
-                t_first, images_first = time.perf_counter(), n_images
+            if np.isfinite(batch["called"]).any():
+                first_call = min(first_call, float(np.nanmin(batch["called"])))
+                last_done = max(last_done, float(np.nanmax(batch["done"])))
             display.advance_images(n_images)
         t_end = time.perf_counter()
-        steady = (t_end - t_first) if t_first is not None else 0.0
+        # steady state: from the first batch an actor started to the last one it finished
+        steady = last_done - first_call if last_done > first_call else 0.0
         stats = {
             "dataset": spec.name,
             "geometry": geometry,
@@ -577,10 +583,11 @@ def _run_pipeline(
             "actors": res.num_actors,
             "images": images,
             "seconds": t_end - t_start,
-            # until the first batch is back: actor start-up (+ decoding of the first batch)
-            "startup_seconds": (t_first or t_end) - t_start,
+            # until an actor starts its first batch: actor start-up (and the first decoding)
+            "startup_seconds": (first_call - wall_start) if steady else t_end - t_start,
             "model_load_seconds": max(load_seconds, default=0.0),
-            "steady_images_per_second": (images - images_first) / steady if steady > 0 else None,
+            "steady_seconds": steady,
+            "steady_images_per_second": images / steady if steady > 0 else None,
         }
         log.info("embed pipeline %s", stats)
         yield entries, outcomes, stats
