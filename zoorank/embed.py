@@ -636,7 +636,9 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
-    are recorded (status ``failed`` with the reason) and the run returns normally.
+    are recorded (status ``failed`` with the reason) and the run returns normally. The live
+    progress and the summary table go to the terminal (``ZOORANK_PROGRESS=0`` turns them off);
+    ``result.attrs["pipelines"]`` holds each pipeline's timings (start-up, steady-state images/s).
     """
     check_views(config.views)
     store = Store(config.store)
