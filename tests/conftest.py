@@ -70,7 +70,10 @@ def s3_server():
         if bucket not in buckets:
             client.create_bucket(Bucket=bucket)
             buckets.add(bucket)
-        return f"s3://{path}?endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+        # Credentials ride in the URI (Arrow reads user:password as the key pair) because Ray
+        # workers started before this fixture do not see environment variables set here.
+        return (f"s3://testing:testing@{path}?endpoint_override={host}:{port}"
+                "&scheme=http&region=us-east-1")
 
     yield uri
     server.stop()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -76,6 +77,8 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
         "PYTHONPATH": str(REPO),
     }
     env.pop("RAY_ADDRESS", None)
+    # Ray's AF_UNIX socket paths must stay under 107 bytes: pytest's tmp_path is too deep.
+    ray_tmp = tempfile.mkdtemp(prefix="zr-", dir="/tmp")
     # --block keeps the head in a process group of its own that we end ourselves: a bare `ray stop`
     # would also stop every other Ray on the machine (such as the test session's).
     head = subprocess.Popen(
@@ -84,11 +87,15 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
          f"--dashboard-port={dash}", f"--ray-client-server-port={client}",
          f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
          f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
-         f"--temp-dir={tmp_path / 'ray'}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+         f"--temp-dir={ray_tmp}"],
+        env=env, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
-        _wait_http(f"http://127.0.0.1:{dash}/api/version", timeout=120)
+        try:
+            _wait_http(f"http://127.0.0.1:{dash}/api/version", timeout=300)
+        except TimeoutError:
+            raise AssertionError((tmp_path / "head.log").read_text()[-3000:]) from None
         work = tmp_path / "job"
         (work / "pipelines").mkdir(parents=True)
         shutil.copy(REPO / "pipelines" / "rank_zoo.py", work / "pipelines" / "rank_zoo.py")
@@ -110,6 +117,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -149,8 +149,8 @@ def test_linear_probe_single_c_and_validation():
         linear_probe_accuracy(X, np.zeros(40), X, y)
     with pytest.raises(ValueError, match="Cs"):
         linear_probe_accuracy(X, y, X, y, Cs=[0.0])
-    with pytest.raises(ValueError, match="val_fraction"):
-        linear_probe_accuracy(X, y, X, y, val_fraction=1.0)
+    with pytest.raises(ValueError, match="cv must be"):
+        linear_probe_accuracy(X, y, X, y, cv=1)
 
 
 def test_oracle_accepts_torch_tensors_and_matches_numpy(digits):
