@@ -100,14 +100,20 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
         (work / "pipelines").mkdir(parents=True)
         shutil.copy(REPO / "pipelines" / "rank_zoo.py", work / "pipelines" / "rank_zoo.py")
         store = tmp_path / "store"
+        job_id = f"zoorank-test-{os.getpid()}-{int(time.time())}"
         (work / "tiny.yaml").write_text(yaml.safe_dump({**TINY_CONFIG, "store": str(store)}))
         proc = subprocess.run(
             [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dash}",
-             "--working-dir", str(work), "--", "python", "pipelines/rank_zoo.py", "tiny.yaml"],
+             "--submission-id", job_id, "--working-dir", str(work), "--",
+             "python", "pipelines/rank_zoo.py", "tiny.yaml"],
             env=env, capture_output=True, text=True, timeout=720,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        assert "SUCCEEDED" in proc.stdout + proc.stderr
+        status = subprocess.run(
+            [str(BIN / "ray"), "job", "status", "--address", f"http://127.0.0.1:{dash}", job_id],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert "SUCCEEDED" in status.stdout + status.stderr, status.stdout + status.stderr
         leaderboard = pd.read_parquet(store / "leaderboard.parquet")
         assert set(leaderboard["model_id"]) == {m["id"] for m in TINY_CONFIG["models"]}
         assert (store / "report" / "index.html").is_file()
