@@ -109,10 +109,14 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
             env=env, capture_output=True, text=True, timeout=720,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        from ray.job_submission import JobStatus, JobSubmissionClient
-
-        status = JobSubmissionClient(f"http://127.0.0.1:{dash}").get_job_status(job_id)
-        assert status == JobStatus.SUCCEEDED
+        # the job SDK's status, asked with the same environment (auth mode) as the submission
+        status = subprocess.run(
+            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C;"
+             " print(C(sys.argv[1]).get_job_status(sys.argv[2]).value)",
+             f"http://127.0.0.1:{dash}", job_id],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert status.stdout.strip().splitlines()[-1] == "SUCCEEDED", status.stdout + status.stderr
         leaderboard = pd.read_parquet(store / "leaderboard.parquet")
         assert set(leaderboard["model_id"]) == {m["id"] for m in TINY_CONFIG["models"]}
         assert (store / "report" / "index.html").is_file()
