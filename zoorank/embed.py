@@ -371,9 +371,10 @@ def _resources(options: EmbedOptions) -> _Resources:
         threads = max(1, int(options.num_cpus_per_actor))
         return _Resources(device, precision, num_actors, threads, options.num_cpus_per_actor, 1.0)
     precision = "fp32" if options.precision == "auto" else options.precision
-    # On CPU the actors share the cores with the decode tasks: one actor per two cores, each
-    # with that many torch threads, keeps the cores busy without oversubscribing them.
-    num_actors = options.num_actors or max(1, int(cpus // 2))
+    # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
+    # layer (badly so on a shared machine), so up to 4 actors share the cores, each with its
+    # share of threads (each actor holds the whole chunk, so their number is capped).
+    num_actors = options.num_actors or max(1, min(4, int(cpus)))
     threads = max(1, int(cpus // num_actors))
     return _Resources(device, precision, num_actors, threads, options.num_cpus_per_actor, 0.0)
 
@@ -541,7 +542,10 @@ def _run_pipeline(
                 "num_threads": res.num_threads,
                 "import_paths": factory_paths(models),
             },
-            compute=ray.data.ActorPoolStrategy(size=min(res.num_actors, max(1, len(rows)))),
+            # no more actors than batches: each one loads the whole chunk
+            compute=ray.data.ActorPoolStrategy(
+                size=max(1, min(res.num_actors, math.ceil(total_images / config.embed.batch_size)))
+            ),
             batch_size=config.embed.batch_size,
             batch_format="numpy",
             num_cpus=res.num_cpus,
