@@ -50,6 +50,7 @@ __all__ = [
     "loss_data_curve",
     "mdl",
     "mean_knn_distance",
+    "mle_id",
     "neighborhood_consistency",
     "r_auroc",
     "rankme",
