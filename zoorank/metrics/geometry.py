@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.metrics._checks import check_array, l2_normalize, to_numpy, warn_degenerate
+from zoorank.metrics._checks import (
+    check_array,
+    l2_normalize,
+    row_norms,
+    to_numpy,
+    warn_degenerate,
+)
 from zoorank.metrics.neighbors import knn
 
 __all__ = ["twonn_id", "mle_id", "alignment", "uniformity"]
@@ -26,7 +32,7 @@ def _prepare_rows(Z: Any, name: str, normalize: bool, min_rows: int) -> np.ndarr
     raw = to_numpy(Z)
     X = check_array(raw, name, min_rows=min_rows)
     if normalize:
-        n_zero = int((np.linalg.norm(X, axis=1) == 0).sum())
+        n_zero = int((row_norms(X) == 0).sum())
         if n_zero:
             warn_degenerate(
                 f"{name} has {n_zero} all-zero rows; they stay at the origin after L2 normalisation"

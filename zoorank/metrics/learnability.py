@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.metrics._checks import check_array, l2_normalize, to_numpy, warn_degenerate
+from zoorank.metrics._checks import (
+    check_array,
+    l2_normalize,
+    row_norms,
+    to_numpy,
+    warn_degenerate,
+)
 from zoorank.metrics.neighbors import kmeans
 
 __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
@@ -26,7 +32,7 @@ _BLOCK_ELEMENTS = 1 << 24
 def _normalized_rows(Z: Any, name: str = "Z") -> np.ndarray:
     raw = to_numpy(Z)
     X = check_array(raw, name, min_rows=2)
-    n_zero = int((np.linalg.norm(X, axis=1) == 0).sum())
+    n_zero = int((row_norms(X) == 0).sum())
     if n_zero:
         warn_degenerate(f"{name} has {n_zero} all-zero rows; their cosine similarities are 0")
     # Normalise in float64, then search in float32 (the accuracy of the neighbour search). A copy
