@@ -7,27 +7,33 @@
    seeded random-init small_cnn safetensors files instead (no training; what ``--quick`` uses).
 2. **Scale**: the whole pipeline on digits (1,797 clean images + a 200 × 4 augmented view, every
    label-free metric, kNN oracle) for the first ``--subset`` models and for all ``--models``, each in
-   a fresh store, stage by stage in this process on one local Ray (started beforehand and timed
-   apart). Per stage: wall time, seconds per model and the marginal cost of one more model between
-   the two sizes (with the fixed cost it implies), EMBED's start-up per actor pool against its
-   steady state, peak memory (the driver's RSS, and the summed RSS of the driver's process tree,
-   i.e. driver + local Ray: shared pages count once per process, so it is an upper bound).
-   The linear probe is timed on one model in this process and extrapolated.
+   a fresh store, stage by stage in this process on one local Ray (started beforehand and warmed by
+   a 3-model run, both timed apart). Per stage: wall and CPU seconds (summed over the driver and
+   its local Ray), per model and the marginal cost of one more model between the two sizes (with
+   the fixed cost it implies), EMBED's start-up per actor pool against its steady state and against
+   one pool (the default chunking), peak memory (the driver's RSS, and the summed RSS of its
+   process tree: shared pages count once per process, so an upper bound). The linear probe is
+   timed on one model in this process and extrapolated.
 3. **Kill and resume**: ``python -m zoorank run`` as a subprocess, SIGKILLed (with the Ray it
    started) once the manifest lists half the models as embedded, rerun, SIGKILLed again once
-   ``metrics.parquet`` holds half the models, rerun to the end. Reports the entries and models
-   redone (shard mtimes and manifest seconds; metric rows), each run's time against a fresh
-   uninterrupted ``zoorank run``, and whether the final store equals the uninterrupted one (rows per
-   entry, embeddings bit for bit, metric values).
+   ``metrics.parquet`` holds half the models, rerun to the end, rerun once more (nothing to do).
+   Reports the entries and models redone (shard mtimes and manifest seconds; metric rows), the
+   runs' wall and CPU seconds against fresh uninterrupted ``zoorank run`` s (one before, one after),
+   and whether the final store equals the fresh one (rows per entry, embeddings bit for bit, metric
+   values).
 4. **Prediction**: 300 ResNet-50 checkpoints on an 8-GPU node from the per-model figures measured
-   here and the assumptions printed with it (GPU throughput, images, score cost at d = 2048).
+   here, one synthetic model's SCORE at n = 10,000, d = 2048, the agreement bootstrap at 300
+   models, and the assumptions printed with it (GPU throughput, images, actor start-up).
 
-Prints, never asserts; not run in CI. The full run takes well over half an hour on 2 shared cores
-(the first time also trains the zoo)::
+Prints, never asserts; not run in CI. On 2 idle cores the full run takes about 15 minutes (the
+first one also trains the zoo, about 10 more); on shared cores expect an hour, and compare CPU
+seconds rather than wall seconds::
 
     .venv/bin/python benchmarks/bench_scale.py                  # 216 tuned checkpoints
-    .venv/bin/python benchmarks/bench_scale.py --quick          # 36 random-init models, a few min
+    .venv/bin/python benchmarks/bench_scale.py --quick          # 36 random-init models, ~4 min
     .venv/bin/python benchmarks/bench_scale.py --models 300 --subset 60 --skip kill
+    .venv/bin/python benchmarks/bench_scale.py --predict-from /tmp/zoorank-bench-scale/results-216.json \
+        --predict-img-s 2000 --predict-cpus 64
 """
 
 from __future__ import annotations
@@ -801,14 +807,15 @@ def main(argv=None) -> None:
                    help="seconds to start a GPU actor pool (Ray actor, CUDA context)")
     g.add_argument("--predict-load-s", type=float, default=0.5,
                    help="seconds to load one ResNet-50 checkpoint (~100 MB) in an actor")
-    g.add_argument("--predict-score-s", type=float, default=160.0,
-                   help="SCORE seconds per model, one thread, n=10k, d=2048 (bench_score: 39.7 s "
-                   "at d=512 on these cores; kNN/distance terms ×4 for d=2048)")
+    g.add_argument("--predict-score-s", type=float, default=36.0,
+                   help="SCORE CPU-seconds per model on one thread at n=10k, d=2048 when not "
+                   "measured (the score2048 step measured 34-38 s on these cores)")
     g.add_argument("--predict-ray-start", type=float, default=30.0)
     g.add_argument("--predict-bootstrap", type=int, default=1000,
                    help="rank.bootstrap of the predicted run (the config default)")
     p.add_argument("--predict-from", metavar="JSON",
-                   help="only the prediction, from the results.json a full run left in the cache")
+                   help="only the prediction, from the results-<models>.json a run left in the "
+                   "cache (to vary the assumptions)")
     args = p.parse_args(argv)
     if args.predict_from:
         saved = json.loads(Path(args.predict_from).read_text())
@@ -874,8 +881,8 @@ def main(argv=None) -> None:
                 with sampler.section() as peak:
                     t0 = time.perf_counter()
                     rows = run_embed(parse_config(cfg))
-                    one_pool = {"seconds": time.perf_counter() - t0, **peak,
-                                "pools": len(rows.attrs.get("pipelines", []))}
+                    seconds = time.perf_counter() - t0
+                one_pool = {"seconds": seconds, **peak, "pools": len(rows.attrs["pipelines"])}
         import ray
 
         ray.shutdown()  # the kill/resume runs start their own
@@ -916,7 +923,7 @@ def main(argv=None) -> None:
                  "embed": breakdowns[1], "costs": costs, "batch_size": args.batch_size,
                  "views": args.views,
                  "agreement_rows": len(Store(runs[1]["store"]).read_frame("agreement.parquet"))}
-        (CACHE / "results.json").write_text(json.dumps(saved, indent=1, default=float))
+        (CACHE / f"results-{args.models}.json").write_text(json.dumps(saved, indent=1, default=float))
         predict(args, runs[1], breakdowns[1], costs)
 
     if "kill" not in args.skip:
