@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from zoo_factories import small_cnn  # noqa: F401  (served as ``embed_worker:small_cnn``)
 
 #: every test model shares this geometry, so one (dataset, geometry) pipeline runs them all.
 GEOMETRY = {"input_size": 32, "interpolation": "bilinear", "crop_pct": 1.0}
@@ -29,20 +30,6 @@ class NaNHead(nn.Module):
 
 def nan_net() -> nn.Module:
     return NaNHead()
-
-
-def small_cnn(width: int = 8, dim: int = 16) -> nn.Module:
-    """A tiny conv net (B, 3, H, W) → (B, dim)."""
-    return nn.Sequential(
-        nn.Conv2d(3, width, 3, padding=1),
-        nn.BatchNorm2d(width),
-        nn.ReLU(),
-        nn.Conv2d(width, width, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(width, dim),
-    )
 
 
 class CreatesFile:

@@ -15,7 +15,7 @@ from zoorank.config import parse_config
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import cluster_learnability
 from zoorank.metrics.spectral import coding_rate, lidar, rankme
-from zoorank.score import reliability_path, run_score
+from zoorank.score import pool_size, reliability_path, run_score
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
 
 N_AUG, Q = 300, 4
@@ -243,3 +243,19 @@ def test_max_samples_caps_clean_samples_to_a_seeded_subset(scored):
     assert row.value == pytest.approx(rankme(subset), rel=1e-9)
     lidar_row = table[(table.model_id == "proj-a") & (table.metric == "lidar")].iloc[0]
     assert lidar_row.n == N_AUG  # the augmented set is the view recipe's, not capped
+
+
+@pytest.mark.parametrize(
+    ("tasks", "cpus", "gpus", "expected"),
+    [
+        (10, 2.0, 0.0, (2, 0.0, 1)),  # CPU: one actor per core, one thread each
+        (1, 16.0, 0.0, (1, 0.0, 16)),  # one task: one actor with every core
+        (300, 96.0, 8.0, (8, 1.0, 12)),  # GPU node: one actor per GPU, 96 / 8 threads each
+        (3, 96.0, 8.0, (3, 1.0, 32)),  # fewer tasks than GPUs: the cores shared by 3
+        (300, 4.0, 8.0, (8, 1.0, 1)),  # more GPUs than cores: at least one thread
+    ],
+)
+def test_pool_size_shares_the_cores_among_the_actors(tasks, cpus, gpus, expected):
+    actors, gpus_each, threads = pool_size(tasks, 0.5, cpus, gpus)
+    assert (actors, gpus_each, threads) == expected
+    assert actors * threads <= max(cpus, actors)  # never more threads than cores (≥ 1 each)

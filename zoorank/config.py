@@ -45,22 +45,8 @@ LABEL_FREE_METRICS = (
     "embedding_norm",
     "collapse",
 )
-DEFAULT_METRICS = [
-    "rankme",
-    "rankme_aug",
-    "lidar",
-    "alpha_req",
-    "twonn_id",
-    "mle_id",
-    "cluster_learnability",
-    "clid",
-    "alignment",
-    "uniformity",
-    "coding_rate",
-    "nc",
-    "embedding_norm",
-    "collapse",
-]
+#: every label-free metric, in this order, unless a config lists its own.
+DEFAULT_METRICS = list(LABEL_FREE_METRICS)
 
 
 class Strict(BaseModel):

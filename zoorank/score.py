@@ -7,8 +7,9 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    different; for every seed ensemble (models sharing a ``group``, ≥ 2 done members) its NC unless
    up to date. A metric row's fingerprint hashes the manifest fingerprints of the embeddings it
    reads, its settings, ``max_samples``, the run seed and the zoorank version.
-2. Run: a pool of Ray actors (``num_cpus=score.num_cpus_per_actor``, one GPU each when the cluster
-   has GPUs), each reading one model's shards (or one ensemble's) at a time from the store; the
+2. Run: a pool of Ray actors (``num_cpus=score.num_cpus_per_actor``; one per core on CPU, one per
+   GPU when the cluster has GPUs; either way each actor's BLAS/faiss threads share out the cores),
+   each reading one model's shards (or one ensemble's) at a time from the store; the
    driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
@@ -456,17 +457,13 @@ def _drop_failed(store: Store, failed: list[tuple[str, str]]) -> None:
         store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
 
 
-def _pool_size(n_tasks: int, num_cpus_per_actor: float) -> tuple[int, float, int]:
-    """(actors, GPUs per actor, BLAS threads per actor) for the current Ray cluster."""
-    import ray
-
-    from zoorank.runtime import cluster_gpus
-
-    gpus = cluster_gpus()
-    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float) -> tuple[int, float, int]:
+    """(actors, GPUs per actor, BLAS threads per actor) for a cluster with ``cpus`` and ``gpus``."""
     if gpus >= 1:
+        # One actor per GPU (faiss-gpu neighbours), each with its share of the cores: the rest of
+        # the suite is BLAS on the CPU, and one thread per actor left most cores idle (bench_scale).
         actors = max(1, min(n_tasks, int(gpus)))
-        return actors, 1.0, max(1, int(num_cpus_per_actor))
+        return actors, 1.0, max(1, int(num_cpus_per_actor), int(cpus // actors))
     # One actor per core keeps every core busy; each actor reserves only a fraction of a CPU, so
     # the pool never starves other Ray work (the 2-core deadlock of ENVIRONMENT.md).
     actors = max(1, min(n_tasks, int(cpus)))
@@ -478,7 +475,9 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
     import ray
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
-    n_actors, gpus, threads = _pool_size(len(tasks), config.score.num_cpus_per_actor)
+    resources = ray.cluster_resources()
+    n_actors, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
+                                        resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     actor_cls = ray.remote(num_cpus=config.score.num_cpus_per_actor, num_gpus=gpus)(ScoreWorker)
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
             threads)
