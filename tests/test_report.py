@@ -120,3 +120,35 @@ def test_report_without_a_leaderboard_says_to_run_rank_first(tmp_path):
     config = parse_config(config_dict(str(tmp_path / "empty")))
     with pytest.raises(InputError, match="zoorank rank"):
         run_report(config)
+
+
+def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(report, tmp_path):
+    import shutil
+
+    from rank_fixtures import config_dict
+
+    from zoorank.report import MAX_RELIABILITY_HISTOGRAMS, run_report
+
+    root, _, _ = report
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    store = Store(str(copy))
+    rng = np.random.default_rng(0)
+    for i in range(11):  # 11 more ensembles whose NC medians are spread over (0, 1)
+        nc = np.clip(rng.normal(0.05 + 0.08 * i, 0.02, 60), 0.0, 1.0)
+        store.write_parquet(f"reliability/digits/extra-{i:02d}.parquet",
+                            pd.DataFrame({"sample_id": np.arange(60), "nc": nc}))
+    run_report(parse_config(config_dict(str(copy), oracle={"knn": True})))
+
+    medians = {f.stem: float(pd.read_parquet(f)["nc"].median())
+               for f in (copy / "reliability" / "digits").glob("*.parquet")}
+    order = sorted(medians, key=lambda g: (-medians[g], g))
+    half = MAX_RELIABILITY_HISTOGRAMS // 2
+    expected = {f"reliability-digits-{g}.png" for g in order[:half] + order[-half:]}
+    page = _Page()
+    page.feed((copy / "report" / "index.html").read_text())
+    drawn = {src for src in page.images if src.startswith("reliability-")}
+    assert drawn == expected
+    assert "nc-digits.png" in page.images
+    assert (copy / "report" / "nc-digits.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert f"all {len(medians)} tables" in " ".join(page.text)

@@ -48,6 +48,10 @@ from zoorank.store import Store
 REPORT_DIR = "report"
 MAX_ANNOTATED_MODELS = 25
 MAX_RANK_CHART_MODELS = 30
+#: seed ensembles drawn in a dataset's NC box plot (the best and worst halves beyond it).
+MAX_NC_BOXES = 40
+#: per-ensemble histograms drawn per dataset (the best and worst by median NC beyond it).
+MAX_RELIABILITY_HISTOGRAMS = 6
 #: oracle metrics drawn against the label-free metrics, in order of preference (the first two found).
 SCATTER_ORACLES = ("knn_accuracy", "linear_probe_accuracy", "recall_at_1", "mdl")
 
@@ -164,6 +168,47 @@ def reliability_png(rel: pd.DataFrame, dataset: str, group: str) -> bytes:
         ax.tick_params(labelsize=6)
     fig.suptitle(f"{dataset} / ensemble {group}: {len(rel)} samples", fontsize=10)
     return _png(fig)
+
+
+def nc_boxes_png(rels: Mapping[str, pd.DataFrame], dataset: str) -> bytes:
+    """Per-sample NC of each seed ensemble as one box, ordered by median (best on top)."""
+    groups = list(rels)
+    title = f"{dataset}: per-sample NC of {len(groups)} seed ensembles"
+    if len(groups) > MAX_NC_BOXES:
+        half = MAX_NC_BOXES // 2
+        groups = groups[:half] + groups[-half:]
+        title += f" (best and worst {half} by median)"
+    fig = _figure(6.5, max(2.5, 0.24 * len(groups) + 1.2))
+    ax = fig.add_subplot(1, 1, 1)
+    data = [v[np.isfinite(v)] for v in (rels[g]["nc"].to_numpy(np.float64) for g in groups)]
+    positions = np.arange(len(groups))[::-1]  # first group (best) at the top
+    ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.6,
+               showfliers=False, patch_artist=True,
+               boxprops={"facecolor": "#cfe3d4"}, medianprops={"color": "#2f6b3f"})
+    ax.set_yticks(positions, labels=groups, fontsize=6)
+    if len(groups) < len(rels):  # the omitted middle lies between the two halves
+        ax.axhline(positions[MAX_NC_BOXES // 2] + 0.5, color="#999", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("NC (higher = more reliable)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(title, fontsize=9)
+    return _png(fig)
+
+
+def _by_median_nc(rels: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The ensembles ordered by median NC, best first (ties and missing NC by name)."""
+    def median(rel: pd.DataFrame) -> float:
+        values = rel["nc"].to_numpy(np.float64) if "nc" in rel else np.array([])
+        values = values[np.isfinite(values)]
+        return float(np.median(values)) if len(values) else -np.inf
+
+    return dict(sorted(rels.items(), key=lambda item: (-median(item[1]), item[0])))
+
+
+def _ends(items: Sequence[str], limit: int) -> list[str]:
+    """All of ``items`` if there are at most ``limit``, else the first and last ``limit // 2``."""
+    if len(items) <= limit:
+        return list(items)
+    return [*items[: limit // 2], *items[len(items) - (limit - limit // 2):]]
 
 
 # -- HTML ------------------------------------------------------------------------------------------
@@ -292,16 +337,27 @@ def run_report(config: RunConfig) -> str:
             sections.append(f"<h2>Rank agreement between metrics: {html.escape(ds)}</h2>"
                             + _img(name, f"{ds} rank agreement heat map"))
 
-    # -- reliability histograms per ensemble
+    # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     rel_parts = []
     for ds in datasets:
-        for file in store.list_files("reliability", ds, suffix=".parquet"):
-            group = file.removesuffix(".parquet")
-            rel = store.read_frame(f"reliability/{ds}/{file}")
-            if rel.empty:
-                continue
+        rels = {file.removesuffix(".parquet"): store.read_frame(f"reliability/{ds}/{file}")
+                for file in store.list_files("reliability", ds, suffix=".parquet")}
+        rels = _by_median_nc({g: r for g, r in rels.items() if not r.empty})
+        with_nc = {g: r for g, r in rels.items() if "nc" in r}
+        if len(with_nc) > 1:
+            name = f"nc-{ds}.png"
+            images[name] = nc_boxes_png(with_nc, ds)
+            rel_parts.append(_img(name, f"{ds} NC per ensemble"))
+        shown = _ends(list(rels), MAX_RELIABILITY_HISTOGRAMS)
+        if len(shown) < len(rels):
+            rel_parts.append(f"<p class='note'>{html.escape(ds)}: histograms of the "
+                             f"{len(shown) // 2} ensembles with the highest and the "
+                             f"{len(shown) - len(shown) // 2} with the lowest median NC; all "
+                             f"{len(rels)} tables are under <code>reliability/{html.escape(ds)}/"
+                             "</code>.</p>")
+        for group in shown:
             name = f"reliability-{ds}-{group}.png"
-            images[name] = reliability_png(rel, ds, group)
+            images[name] = reliability_png(rels[group], ds, group)
             rel_parts.append(_img(name, f"{ds} {group} reliability"))
     if rel_parts:
         sections.append("<h2>Per-sample reliability of seed ensembles</h2><p class='note'>NC: "
