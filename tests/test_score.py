@@ -259,3 +259,24 @@ def test_pool_size_shares_the_cores_among_the_actors(tasks, cpus, gpus, expected
     actors, gpus_each, threads = pool_size(tasks, 0.5, cpus, gpus)
     assert (actors, gpus_each, threads) == expected
     assert actors * threads <= max(cpus, actors)  # never more threads than cores (≥ 1 each)
+
+
+@pytest.mark.timeout(180)
+def test_an_ensemble_that_changes_leaves_no_stale_nc_rows_or_tables(scored, tmp_path):
+    import shutil
+
+    shutil.copytree(scored["store"].local_path(""), tmp_path / "store")
+    spec = scored["config"].model_dump(mode="json", exclude_none=True)
+    spec["store"] = str(tmp_path / "store")
+    for model in spec["models"]:  # rot-0 and rot-1 form a new pair; rot-2 is on its own
+        if model["id"] in ("rot-0", "rot-1"):
+            model["group"] = "pair"
+        elif model["id"] == "rot-2":
+            model.pop("group")
+    table = run_score(parse_config(spec))
+    nc = table[table["metric"] == "nc"]
+    assert sorted(nc["model_id"]) == ["rot-0", "rot-1"]
+    assert sorted(p.name for p in (tmp_path / "store" / "reliability" / "digits").iterdir()) == [
+        "pair.parquet"]
+    # a rotation of the other: NC of the new pair is still 1 for every sample
+    assert np.allclose(nc["value"], 1.0)

@@ -92,6 +92,8 @@ class ScorePlan:
     up_to_date: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (dataset, model_id)
     missing: list[tuple[str, str]] = field(default_factory=list)
+    #: dataset → seed ensembles with ≥ 2 scorable members → their members (when ``nc`` is asked).
+    ensembles: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 # -- planning (pure) ----------------------------------------------------------------------------
@@ -187,9 +189,11 @@ def plan_score(
                 plan.up_to_date += 1
         if "nc" not in config.metrics:
             continue
+        plan.ensembles[dataset] = {}
         for group, ids in sorted(members.items()):
             if len(ids) < 2:
                 continue
+            plan.ensembles[dataset][group] = tuple(ids)
             fp = group_fingerprint(
                 dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
             )
@@ -457,6 +461,27 @@ def _drop_failed(store: Store, failed: list[tuple[str, str]]) -> None:
         store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
 
 
+def _drop_stale_ensembles(store: Store, plan: ScorePlan) -> None:
+    """Remove ``nc`` rows and reliability tables left by ensembles that no longer exist.
+
+    A model that left its group (or whose group fell below two scorable members) keeps no NC
+    row, and a group that is no longer an ensemble keeps no ``reliability/<dataset>/<group>``.
+    """
+    metrics = store.read_metrics()
+    if not metrics.empty:
+        current = {(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
+                   for m in ids}
+        nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
+        keys = zip(metrics["dataset"], metrics["model_id"])
+        stale = nc & ~np.fromiter(((d, m) in current for d, m in keys), bool, len(metrics))
+        if stale.any():
+            store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+    for dataset, groups in plan.ensembles.items():
+        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+            if file.removesuffix(".parquet") not in groups:
+                store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
+
+
 def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float) -> tuple[int, float, int]:
     """(actors, GPUs per actor, BLAS threads per actor) for a cluster with ``cpus`` and ``gpus``."""
     if gpus >= 1:
@@ -536,6 +561,7 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
     _drop_failed(store, plan.failed)
+    _drop_stale_ensembles(store, plan)
     for dataset, mid in plan.missing:
         console.print(f"[yellow]score: no embeddings for {mid} on {dataset} "
                       "(run `zoorank embed` first); skipped")
