@@ -42,6 +42,19 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     html = open(result["report"]).read()
     assert all(m["id"] in html for m in zoo)
 
+    # run.yaml is the config that made the store: scoring with it again finds nothing to do
+    import os
+
+    from zoorank.config import load_config
+    from zoorank.score import run_score
+
+    config = load_config(result["config"])
+    assert config.store == result["store"]
+    metrics_file = store.local_path("metrics.parquet")
+    stamp = os.stat(metrics_file).st_mtime_ns
+    run_score(config)
+    assert os.stat(metrics_file).st_mtime_ns == stamp
+
 
 def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoorank", "demo", "--dataset", "cifar10",

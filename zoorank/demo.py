@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from zoorank.config import DatasetSpec, RunConfig, parse_config
 from zoorank.errors import InputError
@@ -104,11 +105,12 @@ def tune_config(out: Path, train: DatasetSpec, input_size: int, size: DemoSize):
     })
 
 
-def run_config(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -> RunConfig:
-    return parse_config({
+def run_config_dict(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -> dict:
+    """The demo's run config as written to ``<out>/run.yaml`` (contract 4)."""
+    return {
         "store": str(out / "store"),
         "seed": 0,
-        "datasets": [evaluate.model_dump(exclude_none=True)],
+        "datasets": [evaluate.model_dump(mode="json", exclude_none=True)],
         "models": {"from_tune": zoo_dir},
         "views": [{"name": "clean"},
                   {"name": "simclr", "samples": size.views[0], "per_sample": size.views[1]}],
@@ -116,7 +118,21 @@ def run_config(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -
         "oracle": {"knn": True, "linear_probe": True},
         # CLID ranks across SSL methods; LiDAR and RankMe compare runs of one method (spec B.11).
         "rank": {"primary_metric": "clid", "bootstrap": 200},
-    }, "<demo config>")
+    }
+
+
+def run_config(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -> RunConfig:
+    return parse_config(run_config_dict(out, evaluate, zoo_dir, size), "<demo config>")
+
+
+def write_run_config(out: Path, data: dict) -> Path:
+    """``<out>/run.yaml``: the demo's run config, for ``zoorank run|rank|report`` on its store."""
+    path = out / "run.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    header = ("# Written by `zoorank demo`: rerun any stage on the demo's store, e.g.\n"
+              f"#   zoorank report {path}\n")
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def agreement_table(store_uri: str) -> pd.DataFrame:
@@ -178,13 +194,17 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     zoo_dir = str(store.local_path(rel))
 
     t1 = time.perf_counter()
-    rcfg = run_config(out_dir, evaluate, zoo_dir, preset)
+    rdict = run_config_dict(out_dir, evaluate, zoo_dir, preset)
+    rcfg = parse_config(rdict, "<demo config>")
+    config_path = write_run_config(out_dir, rdict)
     report = run_all(rcfg, address=address)
     timings["rank"] = time.perf_counter() - t1
     table = agreement_table(rcfg.store)
     _print_agreement(table)
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
+    print(f"config: {config_path}  (zoorank run|score|rank|report {config_path} reruns a stage; "
+          "finished work is skipped)")
     print(f"report: {report}")
     print(f"time: tune {timings['tune']:.0f} s, embed+score+rank+report {timings['rank']:.0f} s")
     return {"store": rcfg.store, "zoo": zoo_dir, "report": report, "agreement": table,
-            "timings": timings}
+            "timings": timings, "config": str(config_path)}
