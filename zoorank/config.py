@@ -163,6 +163,8 @@ class ScoreOptions(Strict):
     #: cap on clean samples used per model (deterministic subset); None = all.
     max_samples: int | None = Field(default=None, gt=0)
     lidar_delta: float = Field(default=1e-6, ge=0)
+    #: "absolute": Σ_w + δI; "relative": Σ_w + δ·tr(Σ_w)/p·I (spec C; see benchmarks/lidar_delta.py).
+    lidar_delta_mode: Literal["absolute", "relative"] = "absolute"
     eps: float = Field(default=1e-7, gt=0)
     alpha_fit_range: tuple[int, int] = (10, 100)
     mle_k: int = Field(default=20, gt=1)

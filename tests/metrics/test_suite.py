@@ -57,6 +57,20 @@ def test_suite_returns_every_requested_metric_with_finite_values_and_settings(em
     assert rows["rankme"]["value"] == pytest.approx(rankme(clean, eps=options.eps))
 
 
+@pytest.mark.parametrize("mode", ["absolute", "relative"])
+def test_lidar_delta_mode_is_applied_and_recorded(embedding, mode):
+    from zoorank.metrics.spectral import lidar
+
+    clean, views = embedding
+    options = ScoreOptions(lidar_delta=0.1, lidar_delta_mode=mode)
+    (row,) = label_free_suite(clean, views, ["lidar"], options)
+    assert row["params"]["delta_mode"] == mode and row["params"]["delta"] == 0.1
+    assert row["value"] == pytest.approx(lidar(views, delta=0.1, delta_mode=mode), rel=1e-12)
+    # Σ_w's mean eigenvalue is far from 1 here, so the two modes differ
+    other = "absolute" if mode == "relative" else "relative"
+    assert row["value"] != pytest.approx(lidar(views, delta=0.1, delta_mode=other), rel=1e-3)
+
+
 def test_collapsed_embedding_records_errors_and_scores_lowest(embedding):
     clean, views = embedding
     constant = np.full_like(clean, 0.5)

@@ -157,7 +157,8 @@ def _rankme_aug(E, o, seed):
 def _lidar(E, o, seed):
     from zoorank.metrics.spectral import lidar
 
-    value, details = lidar(E, delta=o.lidar_delta, eps=o.eps, return_details=True)
+    value, details = lidar(E, delta=o.lidar_delta, eps=o.eps, delta_mode=o.lidar_delta_mode,
+                           return_details=True)
     return value, {"reduced": bool(details["reduced"]), "lda_dim": int(details["dim"])}
 
 
@@ -249,7 +250,8 @@ SUITE: dict[str, SuiteMetric] = {
         ),
         SuiteMetric(
             "lidar", "augmented",
-            lambda o, s: {"delta": o.lidar_delta, "eps": o.eps, "delta_mode": "absolute"}, _lidar,
+            lambda o, s: {"delta": o.lidar_delta, "eps": o.eps, "delta_mode": o.lidar_delta_mode},
+            _lidar,
         ),
         SuiteMetric(
             "alpha_req", "clean",

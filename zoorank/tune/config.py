@@ -111,6 +111,8 @@ class ObjectiveSpec(Strict):
     #: uses the representation; projector metrics are reported as ``projector_<metric>``).
     features: Literal["representation", "projector", "both"] = "representation"
     lidar_delta: float = Field(default=1e-6, ge=0)
+    #: "absolute": Σ_w + δI; "relative": Σ_w + δ·tr(Σ_w)/p·I (as the score stage's option).
+    lidar_delta_mode: Literal["absolute", "relative"] = "absolute"
     eps: float = Field(default=1e-7, gt=0)
 
     @property

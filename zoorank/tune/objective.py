@@ -102,6 +102,7 @@ def score_features(
     delta: float = 1e-6,
     eps: float = 1e-7,
     seed: int = 0,
+    delta_mode: str = "absolute",
 ) -> dict[str, float]:
     """The label-free metrics of one model's probe features.
 
@@ -116,7 +117,7 @@ def score_features(
         if m in CLEAN_METRICS and clean is None:
             raise ValueError(f"{m} needs the clean-view features")
         if m == "lidar":
-            out[m] = float(lidar(views, delta=delta, eps=eps))
+            out[m] = float(lidar(views, delta=delta, eps=eps, delta_mode=delta_mode))
         elif m == "rankme":
             out[m] = float(rankme(clean, eps=eps))
         elif m == "rankme_aug":
@@ -169,7 +170,8 @@ def evaluate_probe(
             grouped = feats[offset:].reshape(n, q, -1)
             degenerate |= not np.all(np.isfinite(feats))
             scores = score_features(
-                grouped, clean, objective.metrics, objective.lidar_delta, objective.eps, probe.seed
+                grouped, clean, objective.metrics, objective.lidar_delta, objective.eps, probe.seed,
+                objective.lidar_delta_mode,
             )
             out.update({prefix + name: v for name, v in scores.items()})
     degenerate |= any(issubclass(w.category, DegenerateInputWarning) for w in caught)
