@@ -27,18 +27,11 @@ import pandas as pd
 
 from zoorank.metrics.agreement import agreement
 from zoorank.metrics.spectral import lidar
+from zoorank.score import load_augmented
 from zoorank.store import Store
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")
 GRID = {"absolute": (1e-6, 1e-4, 1e-2, 1.0), "relative": (1e-6, 1e-3, 1e-2, 1e-1, 1.0)}
-
-
-def grouped_views(store: Store, dataset: str, view: str, model_id: str) -> np.ndarray:
-    """A model's stored augmented embeddings as (n, q, d), samples and views in order."""
-    e = store.read_embeddings(dataset, view, model_id)
-    order = np.lexsort((e.view_index, e.sample_id))
-    q = int(e.view_index.max()) + 1
-    return e.embedding[order].reshape(-1, q, e.embedding.shape[1])
 
 
 def _tau(values: np.ndarray, oracle: np.ndarray, bootstrap: int) -> str:
@@ -64,7 +57,7 @@ def main(argv=None) -> None:
     oracles = [o for o in ORACLES if f"{args.dataset}/{o}" in board]
     models = [m for m in board["model_id"] if ((done["view"] == view) & (done["model_id"] == m)).any()]
     families = board.set_index("model_id").loc[models, "family"].fillna("-").to_numpy()
-    views = {m: grouped_views(store, args.dataset, view, m) for m in models}
+    views = {m: load_augmented(store, args.dataset, view, m)[1] for m in models}
     n, q, d = next(iter(views.values())).shape
     print(f"lidar_delta  store {store.uri}  dataset {args.dataset}  view {view} (n={n}, q={q}, d={d})"
           f"  {len(models)} models  oracles {', '.join(oracles)}  bootstrap {args.bootstrap}")

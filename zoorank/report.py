@@ -172,12 +172,10 @@ def reliability_png(rel: pd.DataFrame, dataset: str, group: str) -> bytes:
 
 def nc_boxes_png(rels: Mapping[str, pd.DataFrame], dataset: str) -> bytes:
     """Per-sample NC of each seed ensemble as one box, ordered by median (best on top)."""
-    groups = list(rels)
-    title = f"{dataset}: per-sample NC of {len(groups)} seed ensembles"
-    if len(groups) > MAX_NC_BOXES:
-        half = MAX_NC_BOXES // 2
-        groups = groups[:half] + groups[-half:]
-        title += f" (best and worst {half} by median)"
+    groups = _ends(list(rels), MAX_NC_BOXES)
+    title = f"{dataset}: per-sample NC of {len(rels)} seed ensembles"
+    if len(groups) < len(rels):
+        title += f" (best and worst {MAX_NC_BOXES // 2} by median)"
     fig = _figure(6.5, max(2.5, 0.24 * len(groups) + 1.2))
     ax = fig.add_subplot(1, 1, 1)
     data = [v[np.isfinite(v)] for v in (rels[g]["nc"].to_numpy(np.float64) for g in groups)]
