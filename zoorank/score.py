@@ -16,7 +16,8 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    within each ``family``; recomputed whenever a pool member's CL or ID row changes.
 
 Failed models (manifest status ``failed``) get no metrics (rows left from an earlier success are
-removed); the leaderboard lists them from the manifest.
+removed), nor do models outside a seed ensemble get ``nc``; the leaderboard lists failed models
+from the manifest.
 """
 
 from __future__ import annotations
@@ -451,29 +452,22 @@ def reliability_path(dataset: str, group: str) -> str:
     return f"reliability/{dataset}/{group}.parquet"
 
 
-def _drop_failed(store: Store, failed: list[tuple[str, str]]) -> None:
-    metrics = store.read_metrics()
-    if metrics.empty or not failed:
-        return
-    keys = pd.MultiIndex.from_frame(metrics[["dataset", "model_id"]])
-    stale = keys.isin(failed)
-    if stale.any():
-        store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+def _drop_stale(store: Store, plan: ScorePlan) -> None:
+    """Remove rows and tables that no longer describe the zoo.
 
-
-def _drop_stale_ensembles(store: Store, plan: ScorePlan) -> None:
-    """Remove ``nc`` rows and reliability tables left by ensembles that no longer exist.
-
-    A model that left its group (or whose group fell below two scorable members) keeps no NC
-    row, and a group that is no longer an ensemble keeps no ``reliability/<dataset>/<group>``.
+    Failed models get no metrics (rows left from an earlier success go). A model that left its
+    seed ensemble (or whose ensemble fell below two scorable members) keeps no ``nc`` row, and a
+    group that is no longer an ensemble keeps no ``reliability/<dataset>/<group>`` table.
     """
     metrics = store.read_metrics()
     if not metrics.empty:
-        current = {(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
+        keys = list(zip(metrics["dataset"], metrics["model_id"]))
+        failed = set(plan.failed)
+        members = {(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
                    for m in ids}
-        nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
-        keys = zip(metrics["dataset"], metrics["model_id"])
-        stale = nc & ~np.fromiter(((d, m) in current for d, m in keys), bool, len(metrics))
+        nc = ((metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))).to_numpy()
+        stale = np.array([k in failed or (is_nc and k not in members) for k, is_nc in zip(keys, nc)],
+                         dtype=bool)
         if stale.any():
             store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
     for dataset, groups in plan.ensembles.items():
@@ -560,8 +554,7 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         config, models, store.read_manifest(), store.read_metrics(),
         lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
-    _drop_failed(store, plan.failed)
-    _drop_stale_ensembles(store, plan)
+    _drop_stale(store, plan)
     for dataset, mid in plan.missing:
         console.print(f"[yellow]score: no embeddings for {mid} on {dataset} "
                       "(run `zoorank embed` first); skipped")
