@@ -14,8 +14,8 @@ def test_asha_stops_a_collapsing_vicreg_early_and_it_scores_lowest(ray_session, 
     # the healthy runs' already at the first report. Two at a time, healthy grid points first, so
     # the collapsing ones meet a populated first rung. A healthy seed that reports below the other
     # healthy seed at a rung is in the rung's lower half and may be stopped too (ASHA's cutoff is the
-    # median of what the rung holds, and which of the two reports first is a race): only the better
-    # healthy run is sure to finish.
+    # median of what the rung holds, and which of the two reports first is a race): only the first
+    # healthy run to reach each rung is sure to go on, so at least one healthy run finishes.
     config = parse_tune_config({
         "store": str(tmp_path / "store"),
         "dataset": {"name": "digits", "source": "sklearn_digits", "limit": 900},
@@ -34,8 +34,7 @@ def test_asha_stops_a_collapsing_vicreg_early_and_it_scores_lowest(ray_session, 
     }, "test")
     frame = run_search(config, verbose=False)
     collapsing = frame["param_var_weight"] == 0.0
-    healthy = frame[~collapsing]
-    assert healthy.loc[healthy["final"].idxmax(), "status"] == "completed"
+    assert (frame.loc[~collapsing, "status"] == "completed").any()
     assert (frame.loc[collapsing, "status"] == "stopped").all()
     assert (frame.loc[collapsing, "reports"] < 3).all()
     # lowest at every report it made, against the healthy runs' same reports
