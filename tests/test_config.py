@@ -107,3 +107,11 @@ def test_cli_missing_config_exits_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoorank", "run", str(tmp_path / "nope.yaml")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "config file not found" in proc.stderr
+
+
+def test_cli_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "zoorank", "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"zoorank {version('zoorank')}"

@@ -11,6 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from zoorank import __version__
 from zoorank.errors import ZoorankError
 
 STAGES = ("embed", "score", "rank", "report")
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zoorank", description="Rank zoos of vision checkpoints without labels."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"zoorank {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="the whole pipeline: embed → score → rank → report")
