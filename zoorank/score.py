@@ -452,22 +452,19 @@ def reliability_path(dataset: str, group: str) -> str:
     return f"reliability/{dataset}/{group}.parquet"
 
 
-def _drop_stale(store: Store, plan: ScorePlan) -> None:
-    """Remove rows and tables that no longer describe the zoo.
+def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
+    """Remove rows and tables of ``metrics`` (as read for the plan) that no longer describe the zoo.
 
     Failed models get no metrics (rows left from an earlier success go). A model that left its
     seed ensemble (or whose ensemble fell below two scorable members) keeps no ``nc`` row, and a
     group that is no longer an ensemble keeps no ``reliability/<dataset>/<group>`` table.
     """
-    metrics = store.read_metrics()
     if not metrics.empty:
-        keys = list(zip(metrics["dataset"], metrics["model_id"]))
-        failed = set(plan.failed)
-        members = {(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
-                   for m in ids}
-        nc = ((metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))).to_numpy()
-        stale = np.array([k in failed or (is_nc and k not in members) for k, is_nc in zip(keys, nc)],
-                         dtype=bool)
+        keys = pd.MultiIndex.from_frame(metrics[["dataset", "model_id"]])
+        members = [(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
+                   for m in ids]
+        nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
+        stale = keys.isin(plan.failed) | (nc.to_numpy() & ~keys.isin(members))
         if stale.any():
             store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
     for dataset, groups in plan.ensembles.items():
@@ -550,11 +547,12 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     start = time.perf_counter()
     store = Store(config.store)
     models = _resolved(config)
+    metrics = store.read_metrics()
     plan = plan_score(
-        config, models, store.read_manifest(), store.read_metrics(),
+        config, models, store.read_manifest(), metrics,
         lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
-    _drop_stale(store, plan)
+    _drop_stale(store, plan, metrics)
     for dataset, mid in plan.missing:
         console.print(f"[yellow]score: no embeddings for {mid} on {dataset} "
                       "(run `zoorank embed` first); skipped")
