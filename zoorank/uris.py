@@ -1,0 +1,207 @@
+"""Inputs anywhere ``pyarrow.fs`` reaches: local paths and ``s3://`` / ``gs://`` URIs.
+
+Credentials come from the environment or the instance role (for S3: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ...), never from the URI; a URI that carries them
+still works, but :func:`redact` removes them from everything zoorank prints or writes.
+
+Content digests (checkpoints, dataset files) cost a full read, so :class:`DigestCache` computes one
+once per (URI, size, modification time) and keeps it in the store (``cache/digests.parquet``); a
+changed file has a new size or time and is read again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import pyarrow.fs as pafs
+
+from zoorank.errors import InputError
+
+if TYPE_CHECKING:
+    from zoorank.store import Store
+
+GLOB_CHARS = "*?["
+DIGESTS = "cache/digests.parquet"
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/@]*@)")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&](?:access_key|secret_key|session_token|secret|token|password|key|sig|signature"
+    r"|x-amz-[a-z\-]+)=)[^&]*"
+)
+
+
+def is_uri(path: str | os.PathLike[str]) -> bool:
+    """True for ``scheme://...`` (object stores, ``file://``); False for plain local paths."""
+    return "://" in str(path)
+
+
+def redact(uri: str | os.PathLike[str] | None) -> str:
+    """``uri`` without credentials: user-info (``s3://KEY:SECRET@bucket``) and secret query values.
+
+    >>> redact("s3://AKIA:s3cr3t@bucket/store?region=eu&secret_key=abc")
+    's3://***@bucket/store?region=eu&secret_key=***'
+    """
+    if uri is None:
+        return ""
+    text = _USERINFO.sub(r"\1***@", str(uri))
+    return _SECRET_QUERY.sub(r"\1***", text)
+
+
+def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path) for a local path or any URI pyarrow.fs understands."""
+    text = str(uri)
+    if not is_uri(text):
+        return pafs.LocalFileSystem(), str(Path(text).expanduser().resolve())
+    try:
+        return pafs.FileSystem.from_uri(text)
+    except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{redact(text)}: cannot open ({type(err).__name__}: {err})") from None
+
+
+def join(uri: str, path: str) -> str:
+    """Rebuild a URI for ``path`` on the filesystem of ``uri`` (the scheme and query are kept)."""
+    if not is_uri(uri):
+        return path
+    scheme = uri.split("://", 1)[0]
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    return f"{scheme}://{path}" + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What identifies a file's version cheaply: its URI, size and modification time (ns)."""
+
+    uri: str
+    size: int
+    mtime_ns: int
+
+
+def stat(uri: str | os.PathLike[str]) -> FileStat | None:
+    """The file's size and modification time, or None when it is missing or not a file."""
+    fs, path = resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        return None
+    mtime = info.mtime_ns if info.mtime_ns is not None else -1
+    return FileStat(str(uri) if is_uri(uri) else path, int(info.size or 0), int(mtime))
+
+
+def is_file(uri: str | os.PathLike[str]) -> bool:
+    try:
+        return stat(uri) is not None
+    except (InputError, OSError):
+        return False
+
+
+def glob_files(pattern: str) -> list[str]:
+    """Files matching a glob (``*``, ``?``, ``[...]``, ``**``), sorted; URIs stay URIs.
+
+    Only the part before the first wildcard is listed (recursively), so ``s3://b/runs/*/last.pt``
+    lists ``s3://b/runs`` once.
+    """
+    if not is_uri(pattern):
+        import glob
+
+        return sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
+                      if os.path.isfile(p))
+    fs, path = resolve(pattern)
+    parts = path.split("/")
+    fixed = []
+    for part in parts:
+        if any(c in part for c in GLOB_CHARS):
+            break
+        fixed.append(part)
+    base = "/".join(fixed)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    except OSError as err:
+        raise InputError(f"{redact(pattern)}: cannot list ({err})") from None
+    regex = re.compile(_glob_regex(path))
+    return sorted(join(pattern, i.path) for i in infos
+                  if i.type == pafs.FileType.File and regex.fullmatch(i.path))
+
+
+def _glob_regex(pattern: str) -> str:
+    """fnmatch semantics per path segment; ``**`` spans segments."""
+    out = []
+    for i, seg in enumerate(pattern.split("/")):
+        sep = "/" if i else ""
+        if seg == "**":
+            out.append(f"(?:{sep}[^/]+)*" if i else "(?:[^/]+/)*")
+            continue
+        body = fnmatch.translate(seg).removeprefix("(?s:").removesuffix(")\\Z")
+        out.append(sep + body.replace(".*", "[^/]*"))
+    return "".join(out)
+
+
+def open_input(uri: str | os.PathLike[str]) -> BinaryIO:
+    """A readable binary stream over a local file or an object (streamed, not loaded)."""
+    fs, path = resolve(uri)
+    try:
+        return fs.open_input_file(path)
+    except (FileNotFoundError, OSError) as err:
+        raise InputError(f"{redact(str(uri))}: cannot read ({err})") from None
+
+
+def read_bytes(uri: str | os.PathLike[str]) -> bytes:
+    with open_input(uri) as f:
+        return f.read()
+
+
+def content_digest(uri: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
+    """sha256 of the file's bytes (streamed in ``chunk``-byte reads)."""
+    h = hashlib.sha256()
+    with open_input(uri) as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class DigestCache:
+    """Content digests keyed by (URI, size, mtime), kept in ``<store>/cache/digests.parquet``.
+
+    ``digest(uri)`` reads a file in full only the first time a (URI, size, mtime) is seen by any run
+    on this store; :meth:`save` writes new entries back (the driver calls it; one writer at a time).
+    Without a store the cache lives for the process only.
+    """
+
+    def __init__(self, store: Store | None = None) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, int, int], str] = {}
+        self._dirty = False
+        if store is not None and store.exists(DIGESTS):
+            frame = store.read_frame(DIGESTS)
+            for r in frame.itertuples(index=False):
+                self._known[(str(r.uri), int(r.size), int(r.mtime_ns))] = str(r.digest)
+
+    def digest(self, uri: str | os.PathLike[str]) -> str:
+        info = stat(uri)
+        if info is None:
+            raise InputError(f"{redact(str(uri))}: file not found")
+        key = (redact(info.uri), info.size, info.mtime_ns)
+        with self._lock:
+            if key in self._known:
+                return self._known[key]
+        value = content_digest(uri)
+        with self._lock:
+            self._known[key] = value
+            self._dirty = True
+        return value
+
+    def save(self) -> None:
+        if self.store is None or not self._dirty:
+            return
+        import pandas as pd
+
+        with self._lock:
+            rows = [{"uri": u, "size": s, "mtime_ns": t, "digest": d}
+                    for (u, s, t), d in sorted(self._known.items())]
+            self._dirty = False
+        self.store.write_parquet(DIGESTS, pd.DataFrame(rows))
