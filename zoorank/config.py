@@ -24,27 +24,13 @@ from pydantic import (
 )
 
 from zoorank.errors import ConfigError
+from zoorank.metrics import registry
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
 
-#: label-free metrics a run can ask for (SCORE stage); directions are declared in zoorank.score.
-LABEL_FREE_METRICS = (
-    "rankme",
-    "rankme_aug",
-    "lidar",
-    "alpha_req",
-    "twonn_id",
-    "mle_id",
-    "cluster_learnability",
-    "clid",
-    "alignment",
-    "uniformity",
-    "coding_rate",
-    "nc",
-    "embedding_norm",
-    "collapse",
-)
+#: label-free metrics a run can ask for (config names; zoorank.metrics.registry is the table).
+LABEL_FREE_METRICS = registry.CONFIG_NAMES
 #: every label-free metric, in this order, unless a config lists its own.
 DEFAULT_METRICS = list(LABEL_FREE_METRICS)
 
@@ -197,8 +183,9 @@ class OracleSpec(Strict):
 class RankOptions(Strict):
     aggregation: Literal["rank_product", "mean_rank", "borda"] = "rank_product"
     dataset_weights: dict[str, float] = Field(default_factory=dict)
-    #: metric used for the headline rank (the leaderboard's order).
-    primary_metric: str = "clid"
+    #: metric that orders the leaderboard; None = the first of registry.PRIMARY_PREFERENCE that
+    #: the config computes. Validated against the registry and ``metrics:``.
+    primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
 
@@ -239,6 +226,11 @@ class RunConfig(Strict):
             if dupes:
                 raise ValueError(f"{what}: duplicate names {dupes}")
         return self
+
+    @property
+    def primary_metric(self) -> str | None:
+        """The metric that orders the leaderboard (configured, else the registry's default)."""
+        return self.rank.primary_metric or registry.default_primary(self.metrics)
 
     @property
     def clean_view(self) -> ViewSpec | None:
@@ -286,9 +278,30 @@ def parse_config(data: Any, source: str = "<config>") -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the config must be a YAML mapping, got {type(data).__name__}")
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(validation_message(err, data, source)) from None
+    _check_primary_metric(config, source)
+    return config
+
+
+def _check_primary_metric(config: RunConfig, source: str) -> None:
+    """``rank.primary_metric`` must be a primary-eligible metric that this config computes."""
+    name = config.rank.primary_metric
+    if name is None:
+        return
+    allowed = registry.primary_candidates(config.metrics, [v.name for v in config.augmented_views])
+    if name in allowed:
+        return
+    if registry.is_label_free(name) and registry.info(name).primary:
+        why = (f"{name!r} is not computed by this config (metrics: {list(config.metrics)}"
+               + (f", augmented views: {[v.name for v in config.augmented_views]}"
+                  if "@" in name else "") + ")")
+    elif registry.is_label_free(name):
+        why = f"{name!r} is a diagnostic, not a ranking metric"
+    else:
+        why = f"unknown metric {name!r}"
+    raise ConfigError(f"{source}: rank.primary_metric: {why}; choose one of {allowed}")
 
 
 def load_yaml(path: str | Path) -> Any:

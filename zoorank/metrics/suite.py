@@ -12,9 +12,10 @@ consolidated defaults (``specs/clid_lidar.md`` PART C) and are recorded in each 
 * ``embedding_norm_mean`` (raw norms; std/min/max in params), ``numerical_rank`` and
   ``duplicate_fraction`` (collapse diagnostics).
 
-Every metric is wrapped: a ``ValueError`` (degenerate input: collapsed rows, too few samples,
-NaN/Inf, a missing view) becomes a row with value NaN and ``params["error"]``; warnings the metric
-raises (e.g. the documented sentinel 1.0 of RankMe/LiDAR on collapse) are kept in
+Every metric is wrapped: any exception — a ``ValueError`` (degenerate input: collapsed rows, too
+few samples, NaN/Inf, a missing view), a ``FloatingPointError``, a faiss ``RuntimeError``, a
+``MemoryError`` — becomes a row with value NaN and ``params["error"]`` (the other metrics go
+on); warnings the metric raises (e.g. the documented sentinel 1.0 of RankMe/LiDAR on collapse) are kept in
 ``params["warnings"]``. A NaN never appears without an error message.
 
 Directions (:data:`METRIC_DIRECTIONS`): +1 higher is better, −1 lower is better. ``alpha_req`` is
@@ -28,68 +29,37 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
 
 from zoorank.config import ScoreOptions
+from zoorank.metrics import registry
 from zoorank.metrics._checks import check_array
 
-#: +1: higher is better; −1: lower is better (for metrics in METRIC_TARGETS: lower |value − target|).
-METRIC_DIRECTIONS: dict[str, int] = {
-    "rankme": 1,
-    "rankme_aug": 1,
-    "lidar": 1,
-    "alpha_req": -1,
-    "twonn_id": 1,
-    "mle_id": 1,
-    "cluster_learnability": 1,
-    "clid": 1,
-    "clid_family": 1,
-    "alignment": -1,
-    "uniformity": -1,
-    "coding_rate": 1,
-    "nc": 1,
-    "embedding_norm_mean": 1,
-    "numerical_rank": 1,
-    "duplicate_fraction": -1,
-}
+#: +1: higher is better; −1: lower is better (derived from the registry).
+METRIC_DIRECTIONS: dict[str, int] = registry.directions()
 
 #: Metrics ranked by their distance to an ideal value (direction −1 applies to |value − target|).
-METRIC_TARGETS: dict[str, float] = {"alpha_req": 1.0}
+METRIC_TARGETS: dict[str, float] = {
+    name: m.target for name, m in registry.REGISTRY.items() if m.target is not None
+}
 
 #: Config metric names (``RunConfig.metrics``) → per-model metrics the suite emits for them. ``clid``
 #: is a pool-level score of CL and ID, so it needs both per-model terms; ``nc`` is computed per seed
 #: ensemble by the SCORE stage, not per model.
 CONFIG_METRICS: dict[str, tuple[str, ...]] = {
-    "rankme": ("rankme",),
-    "rankme_aug": ("rankme_aug",),
-    "lidar": ("lidar",),
-    "alpha_req": ("alpha_req",),
-    "twonn_id": ("twonn_id",),
-    "mle_id": ("mle_id",),
-    "cluster_learnability": ("cluster_learnability",),
-    "clid": ("cluster_learnability", "twonn_id"),
-    "alignment": ("alignment",),
-    "uniformity": ("uniformity",),
-    "coding_rate": ("coding_rate",),
-    "nc": (),
-    "embedding_norm": ("embedding_norm_mean",),
-    "collapse": ("numerical_rank", "duplicate_fraction"),
+    name: tuple(registry.per_model([name])) for name in registry.CONFIG_NAMES
 }
 
-# Wang & Isola's (2020) exponents, also CLID's (spec A.5).
-ALIGNMENT_ALPHA = 2.0
-UNIFORMITY_T = 2.0
+ALIGNMENT_ALPHA = registry.ALIGNMENT_ALPHA
+UNIFORMITY_T = registry.UNIFORMITY_T
 
 
 def ranking_value(metric: str, value: float) -> float:
     """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
-    if metric in METRIC_TARGETS:
-        return -abs(value - METRIC_TARGETS[metric])
-    return METRIC_DIRECTIONS[metric] * value
+    return registry.info(metric).oriented(value)
 
 
 # -- collapse diagnostics ------------------------------------------------------------------------
@@ -125,170 +95,13 @@ def duplicate_fraction(Z: Any) -> float:
     return float(1.0 - np.unique(rows).size / X.shape[0])
 
 
-# -- the registry --------------------------------------------------------------------------------
+# -- the suite (entries of zoorank.metrics.registry with a per-model computation) ----------------
 
 Inputs = Literal["clean", "augmented"]
-Computation = Callable[[np.ndarray, ScoreOptions, int], tuple[float, dict[str, Any]]]
+SuiteMetric = registry.MetricInfo
 
-
-@dataclass(frozen=True)
-class SuiteMetric:
-    """One per-model metric: the view it reads, its settings and how it is computed."""
-
-    name: str
-    inputs: Inputs
-    settings: Callable[[ScoreOptions, int], dict[str, Any]]
-    compute: Computation
-
-
-def _rankme(Z, o, seed):
-    from zoorank.metrics.spectral import rankme
-
-    return rankme(Z, eps=o.eps, center=False), {}
-
-
-def _rankme_aug(E, o, seed):
-    from zoorank.metrics.spectral import rankme
-
-    rows = E.reshape(-1, E.shape[-1])
-    return rankme(rows, eps=o.eps, center=False), {"rows": int(rows.shape[0])}
-
-
-def _lidar(E, o, seed):
-    from zoorank.metrics.spectral import lidar
-
-    value, details = lidar(E, delta=o.lidar_delta, eps=o.eps, delta_mode=o.lidar_delta_mode,
-                           return_details=True)
-    return value, {"reduced": bool(details["reduced"]), "lda_dim": int(details["dim"])}
-
-
-def _alpha_req(Z, o, seed):
-    from zoorank.metrics.spectral import alpha_req
-
-    alpha, r2 = alpha_req(Z, fit_range=tuple(o.alpha_fit_range), return_r2=True)
-    return alpha, {"r2": float(r2)}
-
-
-def _twonn(Z, o, seed):
-    from zoorank.metrics.geometry import twonn_id
-
-    d = twonn_id(Z, discard_fraction=0.1, normalize=True, return_details=True)
-    return d["id"], {"n_used": d["n_used"], "n_duplicates_dropped": d["n_duplicates_dropped"]}
-
-
-def _mle(Z, o, seed):
-    from zoorank.metrics.geometry import mle_id
-
-    d = mle_id(Z, k=o.mle_k, normalize=True, return_details=True)
-    return d["id"], {"n_used": d["n_used"], "n_degenerate_dropped": d["n_degenerate_dropped"]}
-
-
-def _cl(Z, o, seed):
-    from zoorank.metrics.learnability import cluster_learnability
-
-    n_clusters = int(round(math.sqrt(Z.shape[0])))
-    d = cluster_learnability(
-        Z, n_clusters=n_clusters, k=1, chunk_size=o.cl_chunk_size, seed=seed, return_details=True
-    )
-    if d["n_clusters"] > 1 and d["n_clusters_used"] == 1:
-        # One cluster makes CL trivially 1.0 (the paper's K = 1 extreme): for ranking, a collapsed
-        # representation must not get the best learnability, so record it as undefined (ranked last).
-        raise ValueError(
-            f"collapsed representation: all rows fell into one of {d['n_clusters']} clusters, "
-            "so cluster learnability is undefined (it would be a trivial 1.0)"
-        )
-    return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
-
-
-def _alignment(E, o, seed):
-    from zoorank.metrics.geometry import alignment
-
-    if E.ndim != 3 or E.shape[1] < 2:
-        raise ValueError(f"alignment needs n×q views with q >= 2, got shape {tuple(E.shape)}")
-    return alignment(E[:, 0], E[:, 1], alpha=ALIGNMENT_ALPHA), {}
-
-
-def _uniformity(Z, o, seed):
-    from zoorank.metrics.geometry import uniformity
-
-    return uniformity(Z, t=UNIFORMITY_T), {}
-
-
-def _coding_rate(Z, o, seed):
-    from zoorank.metrics.spectral import coding_rate
-
-    return coding_rate(Z, eps2=o.coding_rate_eps2), {}
-
-
-def _norm(Z, o, seed):
-    from zoorank.metrics.reliability import embedding_norm
-
-    norms = embedding_norm(Z)
-    stats = {"std": float(norms.std()), "min": float(norms.min()), "max": float(norms.max())}
-    return float(norms.mean()), stats
-
-
-def _numerical_rank(Z, o, seed):
-    return float(numerical_rank(Z)), {}
-
-
-def _duplicates(Z, o, seed):
-    return duplicate_fraction(Z), {}
-
-
-def _fixed(**settings: Any) -> Callable[[ScoreOptions, int], dict[str, Any]]:
-    return lambda o, seed: dict(settings)
-
-
-SUITE: dict[str, SuiteMetric] = {
-    m.name: m
-    for m in [
-        SuiteMetric("rankme", "clean", lambda o, s: {"eps": o.eps, "center": False}, _rankme),
-        SuiteMetric(
-            "rankme_aug", "augmented",
-            lambda o, s: {"eps": o.eps, "center": False, "pooled": "n*q rows"}, _rankme_aug,
-        ),
-        SuiteMetric(
-            "lidar", "augmented",
-            lambda o, s: {"delta": o.lidar_delta, "eps": o.eps, "delta_mode": o.lidar_delta_mode},
-            _lidar,
-        ),
-        SuiteMetric(
-            "alpha_req", "clean",
-            lambda o, s: {"fit_range": list(o.alpha_fit_range), "ranked_by": "-|alpha-1|"},
-            _alpha_req,
-        ),
-        SuiteMetric(
-            "twonn_id", "clean",
-            _fixed(normalize=True, distance="euclidean", discard_fraction=0.1, fit_intercept=False),
-            _twonn,
-        ),
-        SuiteMetric(
-            "mle_id", "clean",
-            lambda o, s: {"k": o.mle_k, "normalize": True, "aggregate": "mean"}, _mle,
-        ),
-        SuiteMetric(
-            "cluster_learnability", "clean",
-            lambda o, s: {"n_clusters": "round(sqrt(n))", "k": 1, "chunk_size": o.cl_chunk_size,
-                          "seed": s, "normalize": True, "kmeans": "spherical"},
-            _cl,
-        ),
-        SuiteMetric(
-            "alignment", "augmented",
-            _fixed(alpha=ALIGNMENT_ALPHA, views=[0, 1], normalize=True), _alignment,
-        ),
-        SuiteMetric("uniformity", "clean", _fixed(t=UNIFORMITY_T, normalize=True), _uniformity),
-        SuiteMetric(
-            "coding_rate", "clean", lambda o, s: {"eps2": o.coding_rate_eps2, "normalize": True},
-            _coding_rate,
-        ),
-        SuiteMetric("embedding_norm_mean", "clean", _fixed(raw=True), _norm),
-        SuiteMetric(
-            "numerical_rank", "clean", _fixed(tol="max(sigma)*max(n,d)*eps(float32)"),
-            _numerical_rank,
-        ),
-        SuiteMetric("duplicate_fraction", "clean", _fixed(exact=True), _duplicates),
-    ]
+SUITE: dict[str, registry.MetricInfo] = {
+    name: m for name, m in registry.REGISTRY.items() if m.compute is not None
 }
 
 
@@ -296,12 +109,12 @@ def per_model_metrics(metrics: Iterable[str]) -> list[str]:
     """Per-model metric names to compute for config metric names (or per-model names), in order."""
     out: list[str] = []
     for name in metrics:
-        if name in CONFIG_METRICS:
-            expanded = CONFIG_METRICS[name]
+        if name in registry.CONFIG_NAMES:
+            expanded = tuple(registry.per_model([name]))
         elif name in SUITE:
             expanded = (name,)
         else:
-            raise ValueError(f"unknown metric {name!r}; known: {sorted(CONFIG_METRICS)}")
+            raise ValueError(f"unknown metric {name!r}; known: {list(registry.CONFIG_NAMES)}")
         out.extend(m for m in expanded if m not in out)
     return out
 
@@ -344,9 +157,10 @@ def _run_one(
             if not math.isfinite(value):
                 params["error"] = f"{spec.name} returned a non-finite value ({value})"
                 value = math.nan
-        except ValueError as err:
+        except Exception as err:  # any failure is this metric's, recorded; the others go on
             value = math.nan
-            params["error"] = str(err)
+            params["error"] = str(err) if isinstance(err, ValueError) else \
+                f"{type(err).__name__}: {err}"
     messages = list(dict.fromkeys(str(w.message) for w in caught))
     if messages:
         params["warnings"] = messages

@@ -27,16 +27,13 @@ from zoorank.config import (
     validation_message,
 )
 from zoorank.errors import ConfigError
+from zoorank.metrics import registry
 
 METHODS = ("simclr", "vicreg", "byol")
-#: label-free metrics a trial can report (all: higher is better).
-OBJECTIVE_METRICS = (
-    "lidar",
-    "rankme",
-    "rankme_aug",
-    "clid",
-    "cluster_learnability",
-    "twonn_id",
+#: label-free metrics a trial can report: the registry's metrics with a Tune floor (all higher is
+#: better), in the registry's order.
+OBJECTIVE_METRICS = tuple(
+    name for name, m in registry.REGISTRY.items() if m.tune_floor is not None and m.direction > 0
 )
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zoorank.metrics import DegenerateInputWarning
+from zoorank.metrics import DegenerateInputWarning, registry
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.spectral import lidar, rankme
@@ -40,15 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["ProbeSet", "build_probe_set", "evaluate_probe", "score_features", "FLOOR"]
 
 #: value reported for a diverged trial (non-finite features): each metric's lowest value (the
-#: spectral metrics' collapse sentinel is 1.0).
-FLOOR = {
-    "lidar": 1.0,
-    "rankme": 1.0,
-    "rankme_aug": 1.0,
-    "cluster_learnability": 0.0,
-    "twonn_id": 0.0,
-    "clid": 0.0,
-}
+#: spectral metrics' collapse sentinel is 1.0), from the metric registry.
+FLOOR = registry.tune_floors()
 
 
 @dataclass(frozen=True)
