@@ -79,6 +79,32 @@ def _metric_row(model_id: str, metric: str, value: float, params: dict, n: int, 
             "zoorank_version": "test", "fingerprint": f"{model_id}-{metric}"}
 
 
+def entry_fingerprints(config) -> dict[tuple[str, str, str], str]:
+    """What EMBED would record for each (dataset, view, model) of ``config`` (a store written by
+    hand must carry them, or every reader treats its rows as stale)."""
+    from zoorank.embed import expected_fingerprints
+
+    return expected_fingerprints(config)
+
+
+def stamp_fingerprints(config, store: Store) -> None:
+    """Give a hand-written store's manifest and metric rows the fingerprints EMBED and SCORE would
+    give them under ``config`` (rows of other models/metrics are left as they are)."""
+    from zoorank.freshness import expected_metric_fingerprints
+    from zoorank.zoo import resolve_models
+
+    fps = entry_fingerprints(config)
+    manifest = store.read_manifest()
+    keys = zip(manifest["dataset"], manifest["view"], manifest["model_id"])
+    manifest["fingerprint"] = [fps.get(k, fp) for k, fp in zip(keys, manifest["fingerprint"])]
+    store.write_parquet("manifest.parquet", manifest)
+    expected = expected_metric_fingerprints(config, resolve_models(config), manifest)
+    metrics = store.read_metrics()
+    keys = zip(metrics["model_id"], metrics["dataset"], metrics["metric"])
+    metrics["fingerprint"] = [expected.get(k, fp) for k, fp in zip(keys, metrics["fingerprint"])]
+    store.write_parquet("metrics.parquet", metrics)
+
+
 def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
                 ) -> dict[str, np.ndarray]:
     """Write samples, embeddings, manifest, metrics and reliability per dataset (dataset i uses
@@ -128,4 +154,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
                                     n - 100, 24, dataset))
     store.update_manifest(manifest)
     store.write_parquet("metrics.parquet", pd.DataFrame(rows, columns=METRICS_COLUMNS))
+    from zoorank.config import parse_config
+
+    stamp_fingerprints(parse_config(config_dict(root, datasets=datasets)), store)
     return first

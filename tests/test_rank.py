@@ -185,7 +185,7 @@ def test_rank_agreement_matrix_is_symmetric_with_unit_diagonal_and_oriented():
 
 @pytest.fixture(scope="module")
 def ranked_store(tmp_path_factory, ray_session):
-    from rank_fixtures import config_dict, write_store
+    from rank_fixtures import config_dict, entry_fingerprints, write_store
 
     from zoorank.config import parse_config
     from zoorank.rank import run_rank
@@ -193,17 +193,19 @@ def ranked_store(tmp_path_factory, ray_session):
 
     root = tmp_path_factory.mktemp("rank-store")
     models = write_store(str(root))
-    # "ghost": the manifest says done but its shards are gone, so its oracle task fails
-    Store(str(root)).update_manifest([{
-        "dataset": "digits", "view": "clean", "model_id": "ghost", "fingerprint": "emb-ghost",
-        "status": "done", "error": None, "rows": 300, "dim": 24, "seconds": 0.1,
-        "bad_images": 0}])
     oracle = {"knn": True, "linear_probe": True, "recall_at_1": True, "r_auroc": True,
               "loss_data_curve": True, "loss_data_points": 4, "loss_data_seeds": 2,
               "loss_data_steps": 100, "sdl_eps": [0.5]}
     cfg = config_dict(str(root), oracle=oracle)
     cfg["models"].append({"id": "ghost", "source": "python", "name": "fixtures:unused"})
     config = parse_config(cfg)
+    # "ghost": the manifest says done (with the right fingerprint) but its shards are gone, so
+    # its oracle task fails
+    Store(str(root)).update_manifest([{
+        "dataset": "digits", "view": "clean", "model_id": "ghost",
+        "fingerprint": entry_fingerprints(config)[("digits", "clean", "ghost")],
+        "status": "done", "error": None, "rows": 300, "dim": 24, "seconds": 0.1,
+        "bad_images": 0}])
     board = run_rank(config)
     return root, config, models, board
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from rank_fixtures import entry_fingerprints
 
 from zoorank.config import parse_config
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
@@ -69,11 +70,10 @@ def scored(tmp_path_factory, digits, ray_session):
                           np.tile(np.arange(Q), N_AUG), views.reshape(N_AUG * Q, -1))
         for view, rows in (("clean", len(ids)), ("simclr", N_AUG * Q)):
             manifest.append({"dataset": "digits", "view": view, "model_id": mid,
-                             "fingerprint": f"{mid}-{view}-v1", "status": "done", "rows": rows,
-                             "dim": clean.shape[1], "seconds": 0.1})
+                             "status": "done", "rows": rows, "dim": clean.shape[1],
+                             "seconds": 0.1})
     manifest.append({"dataset": "digits", "view": "clean", "model_id": "broken",
                      "fingerprint": "x", "status": "failed", "error": "CheckpointError: corrupt"})
-    store.update_manifest(manifest)
 
     models = [{"id": mid, "source": "python", "name": "torch.nn:Flatten",
                **({"group": g} if g else {}), **({"family": f} if f else {})}
@@ -86,6 +86,11 @@ def scored(tmp_path_factory, digits, ray_session):
         "models": models,
         "views": [{"name": "clean"}, {"name": "simclr", "samples": N_AUG, "per_sample": Q}],
     })
+    # the fingerprints EMBED would record for these entries under this config
+    fps = entry_fingerprints(config)
+    for row in manifest:
+        row.setdefault("fingerprint", fps[(row["dataset"], row["view"], row["model_id"])])
+    store.update_manifest(manifest)
     table = run_score(config)
     return {"store": store, "config": config, "table": table, "arrays": arrays,
             "aug_ids": ids[aug_rows], "ids": ids}
@@ -209,24 +214,36 @@ def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored)
     assert (os.stat(metrics_file).st_mtime_ns, os.stat(rel_file).st_mtime_ns) == stamps
     pd.testing.assert_frame_equal(again, before)
 
-    # proj-b re-embedded (new fingerprint, same arrays): its rows and the pool scores change.
-    store.update_manifest([{"dataset": "digits", "view": "clean", "model_id": "proj-b",
-                            "fingerprint": "proj-b-clean-v2", "status": "done", "rows": 1797,
-                            "dim": 32, "seconds": 0.1}])
-    after = run_score(config).set_index(["model_id", "dataset", "metric"])
+    # proj-b changes (another constructor argument: new embedding fingerprints) and is
+    # re-embedded to the same arrays: its rows and the pool scores change, nothing else.
+    saved = {f: store.read_bytes(f) for f in ("manifest.parquet", METRICS)}
+    raw = config.model_dump(mode="json")
+    for m in raw["models"]:
+        if m["id"] == "proj-b":
+            m["model_kwargs"] = {"start_dim": 1}
+    changed_config = parse_config(raw)
+    fps = entry_fingerprints(changed_config)
+    store.update_manifest([{"dataset": "digits", "view": v, "model_id": "proj-b",
+                            "fingerprint": fps[("digits", v, "proj-b")], "status": "done",
+                            "rows": rows, "dim": 32, "seconds": 0.1}
+                           for v, rows in (("clean", 1797), ("simclr", N_AUG * Q))])
+    after = run_score(changed_config).set_index(["model_id", "dataset", "metric"])
     old = before.set_index(["model_id", "dataset", "metric"])
     changed = {key for key in old.index if old.loc[key, "fingerprint"] != after.loc[key, "fingerprint"]}
     clean_metrics = {"rankme", "alpha_req", "twonn_id", "mle_id", "cluster_learnability",
                      "uniformity", "coding_rate", "embedding_norm_mean", "numerical_rank",
                      "duplicate_fraction"}
     pool = {m for m, *_ in old.index if m != "broken"}
-    expected = {("proj-b", "digits", m) for m in clean_metrics}
+    augmented_metrics = {"rankme_aug", "lidar", "alignment"}
+    expected = {("proj-b", "digits", m) for m in clean_metrics | augmented_metrics}
     expected |= {(m, "digits", "clid") for m in pool}
     expected |= {(m, "digits", "clid_family") for m in ("proj-a", "proj-b")}
     assert changed == expected
     # Same arrays, so the recomputed values are the same.
     assert np.allclose(after.loc[list(expected), "value"], old.loc[list(expected), "value"],
                        equal_nan=True)
+    for f, data in saved.items():  # the other tests of this module use the original config
+        store.write_bytes(f, data)
 
 
 @pytest.mark.timeout(180)

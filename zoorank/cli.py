@@ -1,7 +1,9 @@
 """The ``zoorank`` command (contract 1).
 
 Exit status: 0 success (failed models are recorded and reported); 2 a config or input error with a
-one-line message naming the field or file; 1 anything else (traceback only with ``--debug``).
+one-line message naming the field or file, or a store held by another zoorank process; 3 nothing
+could be ranked (every model failed or is missing: see the report and ``failed.parquet``); 1
+anything else (traceback only with ``--debug``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 
 from zoorank import __version__
-from zoorank.errors import ZoorankError
+from zoorank.errors import EXIT_NOTHING_RANKED, NothingRankedError, ZoorankError
 
 STAGES = ("embed", "score", "rank", "report")
 
@@ -99,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
+    except NothingRankedError as err:
+        print(f"zoorank: {err}", file=sys.stderr)
+        return EXIT_NOTHING_RANKED
     except ZoorankError as err:
         print(f"zoorank: error: {err}", file=sys.stderr)
         return 2

@@ -636,6 +636,19 @@ def plan_entries(
     return entries
 
 
+def expected_fingerprints(
+    config: RunConfig, models: list[ResolvedModel] | None = None
+) -> dict[tuple[str, str, str], str]:
+    """(dataset, view, model_id) → the fingerprint EMBED would give that entry under ``config``.
+
+    What readers compare the manifest with (zoorank.freshness): an entry whose stored fingerprint
+    differs was made by another config, model, dataset or implementation and is stale.
+    """
+    models = resolve_models(config) if models is None else models
+    tables = {spec.name: load_samples(spec, config.seed) for spec in config.datasets}
+    return {e.key: e.fingerprint for e in plan_entries(config, models, tables)}
+
+
 def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 

@@ -11,3 +11,15 @@ class ConfigError(ZoorankError):
 
 class InputError(ZoorankError):
     """An input file or array is unusable; the message names the file or the argument."""
+
+
+class NothingRankedError(ZoorankError):
+    """The run finished but no model could be ranked (every model failed or is missing).
+
+    The CLI exits with :data:`EXIT_NOTHING_RANKED`; what failed is in the manifest, ``failed.parquet``
+    and the report.
+    """
+
+
+#: exit status of a run in which nothing could be ranked (see NothingRankedError).
+EXIT_NOTHING_RANKED = 3

@@ -17,10 +17,16 @@ def run_score(config: RunConfig, address: str | None = None):
     return _run(config, address=address)
 
 
-def run_rank(config: RunConfig, address: str | None = None, show: bool = True):
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
+             check: bool = True):
+    """RANK; raises NothingRankedError (exit 3) when no model could be ranked (``check``)."""
+    from zoorank.rank import check_ranked
     from zoorank.rank import run_rank as _run
 
-    return _run(config, address=address, show=show)
+    board = _run(config, address=address, show=show)
+    if check:
+        check_ranked(board)
+    return board
 
 
 def run_report(config: RunConfig, address: str | None = None):
@@ -30,8 +36,16 @@ def run_report(config: RunConfig, address: str | None = None):
 
 
 def run_all(config: RunConfig, address: str | None = None):
-    """embed → score → rank → report; each stage skips work already done (fingerprints)."""
+    """embed → score → rank → report; each stage skips work already done (fingerprints).
+
+    The report is written even when nothing could be ranked (it lists the failures); then
+    NothingRankedError (exit 3) is raised.
+    """
+    from zoorank.rank import check_ranked
+
     run_embed(config, address=address)
     run_score(config, address=address)
-    run_rank(config, address=address, show=False)  # the report prints the leaderboard
-    return run_report(config)
+    board = run_rank(config, address=address, show=False, check=False)  # the report prints it
+    out = run_report(config)
+    check_ranked(board)
+    return out

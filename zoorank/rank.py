@@ -32,7 +32,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoorank.config import OracleSpec, RunConfig, fingerprint
-from zoorank.errors import ConfigError
+from zoorank.errors import ConfigError, NothingRankedError
+from zoorank.freshness import fresh_entries, fresh_manifest, fresh_metrics
+from zoorank.metrics import registry
 from zoorank.metrics.agreement import (
     AGGREGATION_DIRECTIONS,
     aggregate_ranks,
@@ -50,6 +52,7 @@ from zoorank.metrics.agreement import (
     rank_within,
 )
 from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.uris import redact
 
 ORACLE = "oracle.parquet"
 LEADERBOARD = "leaderboard"
@@ -66,9 +69,8 @@ UNCERTAINTY_SIGNS: dict[str, int] = {
     "feature_variance": +1,
 }
 
-#: metrics tried, in order, when the configured primary metric is missing on a dataset.
-PRIMARY_FALLBACK = ("clid", "lidar", "rankme_aug", "rankme", "cluster_learnability", "twonn_id",
-                    "coding_rate", "nc")
+#: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
+ORACLE_VERSION = 1
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
 IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
@@ -90,24 +92,18 @@ def oracle_direction(metric: str) -> int:
     raise KeyError(f"unknown oracle metric {metric!r}")
 
 
-def _label_free_directions() -> tuple[Mapping[str, int], Mapping[str, float]]:
-    from zoorank.metrics import suite
-
-    return suite.METRIC_DIRECTIONS, getattr(suite, "METRIC_TARGETS", {})
-
-
 def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | None:
     """(values to rank, direction) for a label-free or oracle metric; None when it has no direction.
 
-    A metric with an ideal value (``suite.METRIC_TARGETS``, e.g. α-ReQ's α = 1) is ranked by its
-    distance to the target, lower is better.
+    Label-free metrics take their direction from the registry (``<name>@<view>`` included); one
+    with an ideal value (α-ReQ's α = 1) is ranked by its distance to the target, lower is better.
     """
-    directions, targets = _label_free_directions()
     values = np.asarray(values, dtype=np.float64)
-    if metric in targets:
-        return np.abs(values - targets[metric]), -1
-    if metric in directions:
-        return values, int(directions[metric])
+    if registry.is_label_free(metric):
+        entry = registry.info(metric)
+        if entry.target is not None:
+            return np.abs(values - entry.target), -1
+        return values, entry.direction
     try:
         return values, oracle_direction(metric)
     except KeyError:
@@ -286,12 +282,6 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 # -- the stage -------------------------------------------------------------------------------------
 
 
-def _zoorank_version() -> str:
-    from zoorank import __version__
-
-    return __version__
-
-
 def write_if_changed(store: Store, relpath: str, data: bytes) -> None:
     """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
     if store.exists(relpath) and store.read_bytes(relpath) == data:
@@ -376,16 +366,25 @@ def _labelled_split(store: Store, dataset: str, spec: OracleSpec, seed: int):
 
 
 def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
-               address: str | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Label oracle over the labelled datasets as parallel Ray tasks; (current rows, failures)."""
+               address: str | None = None, manifest: pd.DataFrame | None = None,
+               ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Label oracle over the labelled datasets as parallel Ray tasks; (current rows, failures).
+
+    Only fresh clean embeddings are used (``manifest``: a :func:`zoorank.freshness.fresh_manifest`).
+    """
     spec = config.oracle
     clean_view = config.clean_view
     if spec is None or clean_view is None or not any(
         (spec.knn, spec.linear_probe, spec.recall_at_1, spec.r_auroc, spec.loss_data_curve)
     ):
         return pd.DataFrame(columns=METRICS_COLUMNS), []
-    version = _zoorank_version()
-    done = store.done_entries()
+    from zoorank import __version__ as version
+
+    if manifest is None:
+        from zoorank.zoo import resolve_models
+
+        manifest = fresh_manifest(config, store, resolve_models(config))
+    done = fresh_entries(manifest)
     existing = store.read_frame(ORACLE, METRICS_COLUMNS)
     have = {(r.model_id, r.dataset): r.fingerprint
             for r in existing.drop_duplicates(["model_id", "dataset"], keep="last")
@@ -416,7 +415,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
                     rel_cache[group] = (None, "")
             rel, rel_digest = rel_cache[group]
             fp = fingerprint("oracle", done[key], spec, config.seed, split_digest, rel_digest,
-                             version)
+                             ORACLE_VERSION)
             current[(m.model_id, ds.name)] = fp
             if have.get((m.model_id, ds.name)) == fp:
                 continue
@@ -487,16 +486,19 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
     return failures
 
 
-def _failed_models(config: RunConfig, store: Store, model_ids: Sequence[str],
+def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequence[str],
                    metrics: pd.DataFrame) -> pd.DataFrame:
-    manifest = store.read_manifest()
+    """Failed or missing (model, dataset) entries with the reason, from a fresh manifest."""
     names = {d.name for d in config.datasets}
     rows = []
-    failed = manifest[(manifest["status"] == "failed") & manifest["model_id"].isin(model_ids)
-                      & manifest["dataset"].isin(names)]
-    for r in failed.itertuples(index=False):
+    reasons = {"failed": None, "pending": "embedding interrupted (pending): rerun `zoorank embed`",
+               "stale": "embeddings are stale (made under another config or version): rerun "
+                        "`zoorank embed`"}
+    bad = manifest[manifest["status"].isin(list(reasons)) & manifest["model_id"].isin(model_ids)
+                   & manifest["dataset"].isin(names)]
+    for r in bad.itertuples(index=False):
         rows.append({"model_id": r.model_id, "dataset": r.dataset, "view": r.view,
-                     "stage": "embed", "error": str(r.error)})
+                     "stage": "embed", "error": reasons[r.status] or str(r.error)})
     failed_keys = {(r["model_id"], r["dataset"]) for r in rows}
     scored = set(zip(metrics["model_id"], metrics["dataset"])) if not metrics.empty else set()
     embedded = set(zip(manifest["model_id"], manifest["dataset"]))
@@ -506,19 +508,25 @@ def _failed_models(config: RunConfig, store: Store, model_ids: Sequence[str],
                 continue
             if (mid, ds.name) in embedded:
                 rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "score",
-                             "error": "no metrics in metrics.parquet (score not run or failed)"})
+                             "error": "no metrics for the current config (run `zoorank score`)"})
             else:
                 rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "embed",
                              "error": "no embeddings in the store (embed not run)"})
     return pd.DataFrame(rows, columns=FAILED_COLUMNS)
 
 
-def _primary_metric(config: RunConfig, available: Iterable[str]) -> str | None:
-    available = set(available)
-    for name in (config.rank.primary_metric, *PRIMARY_FALLBACK):
-        if name in available:
-            return name
-    return None
+def missing_reasons(metrics: pd.DataFrame, model_ids: Sequence[str]) -> list[str]:
+    """Per model: ``"<dataset>/<metric>: <reason>"`` for each metric it has no value for (``; ``)."""
+    out: dict[str, list[str]] = {m: [] for m in model_ids}
+    if not metrics.empty:
+        nan = metrics[metrics["value"].isna() & metrics["model_id"].isin(model_ids)]
+        for r in nan.itertuples(index=False):
+            try:
+                reason = json.loads(r.params).get("error") or "not computed"
+            except (TypeError, ValueError):
+                reason = "not computed"
+            out[r.model_id].append(f"{r.dataset}/{r.metric}: {str(reason)[:200]}")
+    return ["; ".join(v) for v in out.values()]
 
 
 def build_leaderboard(
@@ -548,17 +556,20 @@ def build_leaderboard(
         oriented = ranking_vector(metric, values[column].to_numpy())
         if oriented is not None:
             ranks[f"{column}/rank"] = rank_within(*oriented)
+    # The primary metric orders every dataset; a model without a value on a dataset has no rank
+    # there (missing is missing), and the aggregation renormalises over the datasets it has.
+    name = config.primary_metric
     primary: dict[str, str] = {}
     rank_table = {}
     for ds in datasets:
-        present = metrics.loc[(metrics["dataset"] == ds) & metrics["value"].notna(), "metric"]
-        name = _primary_metric(config, present.unique()) if len(present) else None
-        if name is None or f"{ds}/{name}/rank" not in ranks:
+        column = f"{ds}/{name}"
+        if name is None or column not in values or not values[column].notna().any():
             continue
         primary[ds] = name
-        rank_table[ds] = ranks[f"{ds}/{name}/rank"]
+        rank_table[ds] = np.where(values[column].notna(), ranks[f"{column}/rank"], np.nan)
     method = config.rank.aggregation
     settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
+                                "ordered_by": name,
                                 "configured_primary_metric": config.rank.primary_metric,
                                 "dataset_weights": dict(config.rank.dataset_weights),
                                 "in_domain": None}
@@ -566,7 +577,9 @@ def build_leaderboard(
         table = pd.DataFrame(rank_table, index=model_ids)
         weights = {k: v for k, v in config.rank.dataset_weights.items() if k in table.columns}
         agg = aggregate_ranks(table, method, weights).to_numpy()
-        board["rank"] = rank_within(agg, AGGREGATION_DIRECTIONS[method])
+        # a model with no rank on any dataset stays unranked (NaN), it is not ranked last
+        board["rank"] = np.where(np.isnan(agg), np.nan,
+                                 rank_within(agg, AGGREGATION_DIRECTIONS[method]))
         board["aggregate"] = agg
     else:
         board["rank"] = np.nan
@@ -574,12 +587,14 @@ def build_leaderboard(
     board["family_rank"] = np.nan
     for fam, idx in board.groupby("family").groups.items():
         if fam:
-            board.loc[idx, "family_rank"] = rank_within(board.loc[idx, "rank"].to_numpy(), -1)
+            r = board.loc[idx, "rank"].to_numpy()
+            board.loc[idx, "family_rank"] = np.where(np.isnan(r), np.nan, rank_within(r, -1))
     for ds in datasets:
         for acc in IN_DOMAIN_ACCURACY:
             col = f"{ds}/{acc}"
             if settings["in_domain"] is None and col in values and values[col].notna().any():
                 settings["in_domain"] = col
+    board["missing"] = missing_reasons(metrics, model_ids)
     if settings["in_domain"] and board["rank"].notna().all() and len(board):
         acc_rank = rank_within(values[settings["in_domain"]].to_numpy(), +1)
         board["joint_rank"] = joint_rank(board["rank"].to_numpy(), acc_rank)
@@ -599,7 +614,11 @@ def build_agreement(
     metrics: pd.DataFrame,
     oracle: pd.DataFrame,
 ) -> pd.DataFrame:
-    """Every label-free metric (and the leaderboard rank) vs every oracle metric, per family."""
+    """Every label-free metric (and the leaderboard rank) vs every oracle metric, per family.
+
+    Models whose metric value is missing (NaN) are excluded from that metric's row;
+    ``n_metric_nan`` counts them and ``n_models`` counts the models used.
+    """
     columns = ["metric", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
                "kendall_ci_low", "kendall_ci_high", "spearman", "spearman_ci_low",
                "spearman_ci_high", "pearson", "pearson_ci_low", "pearson_ci_high", "top1_regret",
@@ -632,12 +651,16 @@ def build_agreement(
                 if len(keep) < MIN_MODELS_FOR_AGREEMENT:
                     continue
                 for metric, mv, m_dir in candidates:
-                    res = agreement(mv[keep], o_all[keep], m_dir, o_dir,
+                    # a model the metric could not score is excluded from its τ (not ranked
+                    # last: that would reward a metric for failing exactly on bad models)
+                    used = keep[np.isfinite(mv[keep])]
+                    if len(used) < MIN_MODELS_FOR_AGREEMENT:
+                        continue
+                    res = agreement(mv[used], o_all[used], m_dir, o_dir,
                                     bootstrap=config.rank.bootstrap, seed=config.seed,
                                     top_k=config.rank.top_k)
-                    s = m_dir * mv[keep]
-                    pick = (board.index[keep][np.nanargmax(s)] if np.isfinite(s).any()
-                            else "")
+                    res["n_metric_nan"] = int(len(keep) - len(used))
+                    pick = board.index[used][np.argmax(m_dir * mv[used])]
                     rows.append({"metric": metric, "oracle_metric": o_name, "dataset": ds,
                                  "family": fam, **res, "top1_model": pick})
     return pd.DataFrame(rows, columns=columns)
@@ -646,9 +669,12 @@ def build_agreement(
 def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, Any]) -> str:
     lines = ["# zoorank leaderboard", ""]
     primary = settings.get("primary_metric") or {}
-    lines.append(f"Aggregation: `{settings.get('aggregation')}` over datasets of the primary "
-                 "metric's ranks (" + ", ".join(f"{d}: `{m}`" for d, m in primary.items())
-                 + "). Rank 1 = best; ties averaged; a metric that failed ranks last.")
+    lines.append(f"Ordered by `{settings.get('ordered_by')}`: aggregation "
+                 f"`{settings.get('aggregation')}` of its ranks over the datasets ("
+                 + ", ".join(f"{d}: `{m}`" for d, m in primary.items())
+                 + "). Rank 1 = best; ties averaged. A model with no value on a dataset has no "
+                 "rank there and is aggregated over the datasets it has; one with no value "
+                 "anywhere is unranked (listed last, its reasons in `missing`).")
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
@@ -672,6 +698,8 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
         cols += [f"{ds}/{metric}", f"rank/{ds}"]
     if settings.get("in_domain"):
         cols.append(settings["in_domain"])
+    if "missing" in board and (board["missing"].astype(str) != "").any():
+        cols.append("missing")
     return board[[c for c in cols if c in board]]
 
 
@@ -681,7 +709,8 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     from rich.table import Table
 
     compact = leaderboard_headline(board, settings).head(top).drop(columns="group", errors="ignore")
-    table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)})")
+    table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)}), "
+                        f"ordered by {settings.get('ordered_by')}")
     for c in compact.columns:
         text = c in ("model_id", "family")
         table.add_column(str(c), justify="left" if text else "right", no_wrap=text)
@@ -701,14 +730,19 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -
 
     store = Store(config.store)
     models = resolve_models(config)
-    model_ids = [m.model_id for m in models]
-    datasets = [d.name for d in config.datasets]
-    metrics = store.read_metrics()
-    if not metrics.empty:
-        metrics = metrics[metrics["model_id"].isin(model_ids)
-                          & metrics["dataset"].isin(datasets)].reset_index(drop=True)
-    oracle, oracle_failures = run_oracle(config, store, models, address)
-    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show)
+    manifest = fresh_manifest(config, store, models)
+    metrics = fresh_metrics(config, store, models, manifest)
+    oracle, oracle_failures = run_oracle(config, store, models, address, manifest)
+    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
+                              manifest)
+
+
+def check_ranked(board: pd.DataFrame) -> None:
+    """NothingRankedError (exit 3) when no model has a rank: every model failed or is missing."""
+    if board.empty or "rank" not in board or not board["rank"].notna().any():
+        raise NothingRankedError(
+            "nothing could be ranked: every model failed or has no value of the primary metric "
+            "(see failed.parquet / leaderboard.md)")
 
 
 def write_rank_outputs(
@@ -719,6 +753,7 @@ def write_rank_outputs(
     oracle: pd.DataFrame,
     oracle_failures: Sequence[Mapping[str, Any]] = (),
     show: bool = True,
+    manifest: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
@@ -730,7 +765,9 @@ def write_rank_outputs(
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
     board, settings = build_leaderboard(config, models, metrics, oracle)
     agree = build_agreement(config, board, metrics, oracle)
-    failed = _failed_models(config, store, model_ids, metrics)
+    if manifest is None:
+        manifest = fresh_manifest(config, store, models)
+    failed = _failed_models(config, manifest, model_ids, metrics)
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)
@@ -745,5 +782,5 @@ def write_rank_outputs(
         from rich.console import Console
 
         Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "
-                        f"see {store.uri}/{LEADERBOARD}.md")
+                        f"see {redact(store.uri)}/{LEADERBOARD}.md")
     return board

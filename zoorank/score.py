@@ -36,6 +36,8 @@ import pandas as pd
 
 import zoorank
 from zoorank.config import RunConfig, ScoreOptions, fingerprint
+from zoorank.freshness import fresh_manifest
+from zoorank.metrics import registry
 from zoorank.metrics.suite import (
     ensemble_reliability,
     label_free_suite,
@@ -48,6 +50,9 @@ from zoorank.metrics.suite import (
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
 
 METRICS_KEY = ["model_id", "dataset", "metric"]
+#: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
+#: that changes. Each metric's own maths is versioned in zoorank.metrics.registry.
+SCORE_VERSION = 1
 #: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
 CLID_TERMS = ("cluster_learnability", "twonn_id")
 
@@ -68,8 +73,8 @@ class ModelTask:
     dataset: str
     model_id: str
     clean_view: str | None  # None: no done clean embeddings
-    augmented_view: str | None
-    metrics: tuple[str, ...]
+    augmented_view: str | None  # the first augmented view (plain metric names)
+    metrics: tuple[str, ...]  # per-model names; ``<name>@<view>`` reads augmented view <view>
     fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
 
 
@@ -112,9 +117,12 @@ def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
 
 
 def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
-    """(model_id, dataset, metric) → stored fingerprint."""
+    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task (a worker that
+    died or raised: ``"crashed": true`` in params) are left out, so a rerun retries them."""
     if metrics.empty or "fingerprint" not in metrics:
         return {}
+    crashed = metrics["params"].astype(str).str.contains('"crashed": true', regex=False)
+    metrics = metrics[~crashed.to_numpy()]
     return {
         (r.model_id, r.dataset, r.metric): r.fingerprint
         for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)
@@ -126,10 +134,11 @@ def metric_fingerprint(
     seed: int,
 ) -> str:
     """Fingerprint of one per-model metric row (before running it)."""
-    samples = options.max_samples if metric_inputs(metric) == "clean" else None
+    base, _ = registry.split_view(metric)
+    samples = options.max_samples if metric_inputs(base) == "clean" else None
     return fingerprint(
-        "metric", metric, dataset, view, entry, metric_settings(metric, options, seed), samples,
-        seed, zoorank.__version__,
+        "metric", metric, dataset, view, entry, metric_settings(base, options, seed), samples,
+        seed, SCORE_VERSION, registry.info(base).version,
     )
 
 
@@ -138,8 +147,17 @@ def group_fingerprint(
 ) -> str:
     return fingerprint(
         "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
-        seed, zoorank.__version__,
+        seed, SCORE_VERSION, registry.info("nc").version,
     )
+
+
+def pool_fingerprint(
+    metric: str, dataset: str, term_fingerprints: Iterable[tuple[str, str, str | None]],
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """Fingerprint of a pool metric's rows from its candidates' (model, term, term fingerprint)."""
+    return fingerprint(metric, dataset, sorted(term_fingerprints, key=lambda t: (t[0], t[1])),
+                       extra, registry.info(metric).version)
 
 
 def plan_score(
@@ -154,8 +172,13 @@ def plan_score(
     done, failed = _entry_fingerprints(manifest)
     stored = existing_fingerprints(metrics)
     clean = config.clean_view.name if config.clean_view else None
-    augmented = config.augmented_views[0].name if config.augmented_views else None
-    wanted = per_model_metrics(config.metrics)
+    augmented_views = [v.name for v in config.augmented_views]
+    augmented = augmented_views[0] if augmented_views else None
+    base = per_model_metrics(config.metrics)
+    # every augmented view is scored: the first under the plain names, the others as <name>@<view>
+    wanted = [(m, clean if metric_inputs(m) == "clean" else augmented) for m in base]
+    wanted += [(f"{m}@{v}", v) for v in augmented_views[1:] for m in base
+               if metric_inputs(m) == "augmented"]
     plan = ScorePlan()
     for dataset in (d.name for d in config.datasets):
         plan.eligible[dataset] = []
@@ -167,16 +190,15 @@ def plan_score(
                 continue
             clean_fp = done.get((dataset, clean, mid)) if clean else None
             aug_fp = done.get((dataset, augmented, mid)) if augmented else None
-            if clean_fp is None and aug_fp is None:
+            if clean_fp is None and not any((dataset, v, mid) in done for v in augmented_views):
                 plan.missing.append((dataset, mid))
                 continue
             plan.eligible[dataset].append(mid)
             if model.group and clean_fp is not None:
                 members[model.group].append(mid)
             todo, fps = [], []
-            for metric in wanted:
-                on_clean = metric_inputs(metric) == "clean"
-                view, entry = (clean, clean_fp) if on_clean else (augmented, aug_fp)
+            for metric, view in wanted:
+                entry = done.get((dataset, view, mid)) if view else None
                 fp = metric_fingerprint(metric, dataset, view, entry, options, seed)
                 if stored.get((mid, dataset, metric)) != fp:
                     todo.append(metric)
@@ -287,24 +309,33 @@ class ScoreWorker:
                                   o.max_samples, seed)
         else:
             problems["clean"] = "no done clean embeddings for this model (config.views / manifest)"
-        if task.augmented_view:
-            try:
-                _, views = load_augmented(self.store, task.dataset, task.augmented_view,
-                                          task.model_id)
-            except ValueError as err:
-                problems["augmented"] = f"view {task.augmented_view!r}: {err}"
-        else:
-            problems["augmented"] = "no done augmented view for this model (config.views)"
-        results = label_free_suite(clean, views, task.metrics, o, seed)
+        by_view: dict[str | None, list[str]] = defaultdict(list)
+        for name in task.metrics:
+            by_view[registry.split_view(name)[1]].append(registry.split_view(name)[0])
         fps = dict(task.fingerprints)
         rows = []
-        for r in results:
-            params = r["params"]
-            reason = problems.get(params["view"])
-            if reason and "error" in params:
-                params["error"] = f"{params['error']}: {reason}"
-            rows.append(metric_row(task.model_id, task.dataset, r["metric"], r["value"], params,
-                                   r["n"], r["dim"], seed, fps[r["metric"]]))
+        for extra_view, names in by_view.items():
+            view = extra_view or task.augmented_view
+            views = None
+            if view is None:
+                problems["augmented"] = "no done augmented view for this model (config.views)"
+            elif any(metric_inputs(m) == "augmented" for m in names):
+                try:
+                    _, views = load_augmented(self.store, task.dataset, view, task.model_id)
+                    problems.pop("augmented", None)
+                except (ValueError, OSError) as err:
+                    problems["augmented"] = f"view {view!r}: {type(err).__name__}: {err}"
+            for r in label_free_suite(clean if extra_view is None else None, views, names, o,
+                                      seed):
+                params = r["params"]
+                reason = problems.get(params["view"])
+                if reason and "error" in params:
+                    params["error"] = f"{params['error']}: {reason}"
+                name = r["metric"] if extra_view is None else f"{r['metric']}@{extra_view}"
+                if extra_view is not None:
+                    params["augmented_view"] = extra_view
+                rows.append(metric_row(task.model_id, task.dataset, name, r["value"], params,
+                                       r["n"], r["dim"], seed, fps[name]))
         return rows
 
     def score_group(self, task: GroupTask) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
@@ -376,10 +407,10 @@ def pool_rows(
     from zoorank.metrics.learnability import clid
 
     terms = _finite_terms(metrics, dataset, model_ids)
-    fp = fingerprint(
-        metric, dataset, sorted(
-            (m, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in CLID_TERMS
-        ), extra, zoorank.__version__,
+    fp = pool_fingerprint(
+        metric, dataset,
+        [(m, t, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in CLID_TERMS],
+        extra,
     )
     pool = [m for m in model_ids
             if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in CLID_TERMS)]
@@ -442,10 +473,10 @@ def plan_pool_rows(
 # -- the stage --------------------------------------------------------------------------------------
 
 
-def _resolved(config: RunConfig) -> list[ModelInfo]:
+def _resolved(config: RunConfig) -> list[Any]:
     from zoorank.zoo import resolve_models
 
-    return [ModelInfo(r.model_id, r.group, r.family) for r in resolve_models(config)]
+    return resolve_models(config)
 
 
 def reliability_path(dataset: str, group: str) -> str:
@@ -487,7 +518,8 @@ def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float)
 
 
 def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
-    """Run every task on a pool of actors; ``on_done(task, result)`` as results arrive."""
+    """Run every task on a pool of actors; ``on_done(task, result, error)`` as results arrive
+    (``result`` None and ``error`` the reason when the task raised or its worker died)."""
     import ray
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
@@ -516,20 +548,37 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
         try:
             result = ray.get(ready[0])
         except ray.exceptions.RayActorError as err:
-            errors.append(f"{name}: worker died: {err}")
+            message = f"worker died: {str(err).strip().splitlines()[0] if str(err) else ''}"
+            errors.append(f"{name}: {message}")
             idle.append(new_actor())
-            on_done(task, None)
+            on_done(task, None, message)
             continue
         except ray.exceptions.RayTaskError as err:
-            errors.append(f"{name}: {err.cause!r}" if err.cause else f"{name}: {err}")
+            cause = err.cause or err
+            message = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0][:300]}"
+            errors.append(f"{name}: {message}")
             idle.append(actor)
-            on_done(task, None)
+            on_done(task, None, message)
             continue
         idle.append(actor)
-        on_done(task, result)
+        on_done(task, result, None)
     for actor in idle:
         ray.kill(actor)
     return errors
+
+
+def crashed_rows(task: ModelTask | GroupTask, error: str, seed: int) -> list[dict[str, Any]]:
+    """NaN rows with the reason for every metric of a task that raised or whose worker died.
+
+    They carry the task's fingerprints (the leaderboard shows the metric as missing, with the
+    reason) and ``"crashed": true``, so the next run retries them.
+    """
+    params = {"error": f"score task failed: {error}", "crashed": True}
+    if isinstance(task, GroupTask):
+        return [metric_row(m, task.dataset, "nc", math.nan, params, 0, 0, seed, task.fingerprint)
+                for m in task.members]
+    return [metric_row(task.model_id, task.dataset, metric, math.nan, params, 0, 0, seed, fp)
+            for metric, fp in task.fingerprints]
 
 
 def _task_name(task: ModelTask | GroupTask) -> str:
@@ -548,14 +597,19 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     store = Store(config.store)
     models = _resolved(config)
     metrics = store.read_metrics()
+    manifest = fresh_manifest(config, store, models)
     plan = plan_score(
-        config, models, store.read_manifest(), metrics,
+        config, models, manifest, metrics,
         lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
     _drop_stale(store, plan, metrics)
+    state = {(r.dataset, r.model_id): r.status for r in manifest.itertuples(index=False)}
     for dataset, mid in plan.missing:
-        console.print(f"[yellow]score: no embeddings for {mid} on {dataset} "
-                      "(run `zoorank embed` first); skipped")
+        why = {"pending": "its embedding was interrupted (pending)",
+               "stale": "its embeddings are stale (made under another config or version)"}.get(
+            state.get((dataset, mid)), "no embeddings")
+        console.print(f"[yellow]score: {mid} on {dataset}: {why}; run `zoorank embed` first; "
+                      "skipped")
 
     errors: list[str] = []
     work_s = 0.0
@@ -569,15 +623,16 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
             bar = progress.add_task("score: models", total=total)
 
-            def on_done(task, result):
-                if result is not None:
-                    if isinstance(task, GroupTask):
-                        rows, frame = result
-                        if frame is not None:
-                            store.write_parquet(reliability_path(task.dataset, task.group), frame)
-                    else:
-                        rows = result
-                    store.upsert_rows(METRICS, rows, key=METRICS_KEY)
+            def on_done(task, result, error):
+                if result is None:
+                    rows = crashed_rows(task, error, config.seed)
+                elif isinstance(task, GroupTask):
+                    rows, frame = result
+                    if frame is not None:
+                        store.write_parquet(reliability_path(task.dataset, task.group), frame)
+                else:
+                    rows = result
+                store.upsert_rows(METRICS, rows, key=METRICS_KEY)
                 progress.advance(bar)
 
             errors = _execute(store, config, plan, on_done)
@@ -596,8 +651,7 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         f"updated, {len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
         f"{elapsed:.1f} s{rate}"
     )
-    if errors:
-        raise RuntimeError("score: unexpected errors (the other results are saved):\n  "
-                           + "\n  ".join(errors))
+    for line in errors:
+        console.print(f"[red]score: {line} (recorded as missing; a rerun retries it)")
     table = store.read_metrics()
     return table[[c for c in METRICS_COLUMNS if c in table]]
