@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(stage, help=f"the {stage.upper()} stage only")
         _add_common(p)
 
+    p = sub.add_parser("gc", help="delete stale metric rows and orphaned embeddings of a store")
+    _add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="report what would be freed, delete nothing")
+
     p = sub.add_parser("tune", help="label-free hyperparameter search with Ray Tune")
     _add_common(p)
 
@@ -91,6 +95,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "run":
         pipeline.run_all(config, address=args.address)
+    elif args.command == "gc":
+        pipeline.run_gc(config, address=args.address, dry_run=args.dry_run)
     else:
         getattr(pipeline, f"run_{args.command}")(config, address=args.address)
     return 0

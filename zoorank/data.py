@@ -318,7 +318,7 @@ def write_samples(store: Store, dataset: str, table: SampleTable) -> None:
 def read_samples(store: Store, dataset: str) -> pd.DataFrame:
     """The sample list EMBED wrote for ``dataset`` (labels by sample_id for SCORE and the oracle)."""
     if not store.exists(samples_path(dataset)):
-        raise InputError(f"no sample list for dataset {dataset!r} in {store.uri}; run embed first")
+        raise InputError(f"no sample list for dataset {dataset!r} in {store.name}; run embed first")
     df = store.read_frame(samples_path(dataset))
     df["sample_id"] = df["sample_id"].astype("int64")
     df["label"] = df["label"].astype("Int64")

@@ -52,7 +52,6 @@ from zoorank.metrics.agreement import (
     rank_within,
 )
 from zoorank.store import METRICS_COLUMNS, Store
-from zoorank.uris import redact
 
 ORACLE = "oracle.parquet"
 LEADERBOARD = "leaderboard"
@@ -515,6 +514,14 @@ def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequenc
     return pd.DataFrame(rows, columns=FAILED_COLUMNS)
 
 
+def metrics_fingerprint(config: RunConfig, metrics: pd.DataFrame) -> str:
+    """Fingerprint of the fresh metric rows a leaderboard is built from, and the rank settings:
+    REPORT compares it with the store's current fresh rows to refuse a stale leaderboard."""
+    rows = sorted(zip(metrics["model_id"], metrics["dataset"], metrics["metric"],
+                      metrics["fingerprint"])) if not metrics.empty else []
+    return fingerprint(rows, config.rank, config.primary_metric)
+
+
 def missing_reasons(metrics: pd.DataFrame, model_ids: Sequence[str]) -> list[str]:
     """Per model: ``"<dataset>/<metric>: <reason>"`` for each metric it has no value for (``; ``)."""
     out: dict[str, list[str]] = {m: [] for m in model_ids}
@@ -560,6 +567,7 @@ def build_leaderboard(
     # there (missing is missing), and the aggregation renormalises over the datasets it has.
     name = config.primary_metric
     primary: dict[str, str] = {}
+    primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}
     for ds in datasets:
         column = f"{ds}/{name}"
@@ -567,9 +575,13 @@ def build_leaderboard(
             continue
         primary[ds] = name
         rank_table[ds] = np.where(values[column].notna(), ranks[f"{column}/rank"], np.nan)
+        rows = metrics[(metrics["dataset"] == ds) & (metrics["metric"] == name)]
+        # the exact rows that ordered the board, so readers (the notebook) can select them
+        primary_rows[ds] = dict(zip(rows["model_id"], rows["fingerprint"]))
     method = config.rank.aggregation
     settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
-                                "ordered_by": name,
+                                "ordered_by": name, "primary_fingerprints": primary_rows,
+                                "metrics_fingerprint": metrics_fingerprint(config, metrics),
                                 "configured_primary_metric": config.rank.primary_metric,
                                 "dataset_weights": dict(config.rank.dataset_weights),
                                 "in_domain": None}
@@ -782,5 +794,5 @@ def write_rank_outputs(
         from rich.console import Console
 
         Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "
-                        f"see {redact(store.uri)}/{LEADERBOARD}.md")
+                        f"see {store.name}/{LEADERBOARD}.md")
     return board

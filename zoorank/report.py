@@ -30,6 +30,7 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
+from zoorank.freshness import fresh_metrics
 from zoorank.metrics.agreement import rank_agreement_matrix
 from zoorank.rank import (
     AGREEMENT,
@@ -38,6 +39,7 @@ from zoorank.rank import (
     LEADERBOARD,
     ORACLE,
     leaderboard_headline,
+    metrics_fingerprint,
     print_leaderboard,
     ranking_vector,
     read_leaderboard_settings,
@@ -261,12 +263,16 @@ def run_report(config: RunConfig) -> str:
 
     store = Store(config.store)
     if not store.exists(f"{LEADERBOARD}.parquet"):
-        raise InputError(f"{store.uri}: no leaderboard.parquet; run `zoorank rank CONFIG` first")
+        raise InputError(f"{store.name}: no leaderboard.parquet; run `zoorank rank CONFIG` first")
     board = store.read_frame(f"{LEADERBOARD}.parquet")
     settings = read_leaderboard_settings(store)
+    metrics = fresh_metrics(config, store)
+    if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
+        raise InputError(f"{store.name}/leaderboard.parquet was not built from this config's "
+                         "current metrics (the config, the zoo or the metrics changed since); "
+                         "run `zoorank rank CONFIG` first")
     agree = _read(store, AGREEMENT)
     failed = _read(store, FAILED, FAILED_COLUMNS)
-    metrics = store.read_metrics()
     oracle = _read(store, ORACLE)
     datasets = [d.name for d in config.datasets]
     model_ids = set(board["model_id"])
@@ -278,11 +284,14 @@ def run_report(config: RunConfig) -> str:
 
     # -- leaderboard
     primary = settings.get("primary_metric") or {}
-    lead = [f"<h2>Leaderboard</h2><p class='note'>{len(board)} models, aggregation "
+    lead = [f"<h2>Leaderboard</h2><p class='note'>{len(board)} models, ordered by "
+            f"<code>{html.escape(str(settings.get('ordered_by')))}</code>: aggregation "
             f"<code>{html.escape(str(settings.get('aggregation')))}</code> of the primary metric's "
             "ranks (" + ", ".join(f"{html.escape(d)}: <code>{html.escape(m)}</code>"
                                   for d, m in primary.items())
-            + "). Rank 1 = best; ties averaged; a metric that failed on a model ranks it last."]
+            + "). Rank 1 = best; ties averaged. A model with no value on a dataset has no rank "
+            "there (aggregated over the datasets it has); the <code>missing</code> column says "
+            "why."]
     if settings.get("in_domain"):
         lead.append(f" Joint rank = sqrt(rank · rank of <code>"
                     f"{html.escape(settings['in_domain'])}</code>) (CLID §3.5).")
@@ -369,7 +378,7 @@ def run_report(config: RunConfig) -> str:
     title = "zoorank report"
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
             f"<style>{CSS}</style></head><body><h1>{title}</h1>"
-            f"<p class='note'>Store <code>{html.escape(store.uri)}</code>; settings "
+            f"<p class='note'>Store <code>{html.escape(store.name)}</code>; settings "
             f"<code>{html.escape(json.dumps(settings, sort_keys=True))}</code></p>"
             + "".join(sections) + "</body></html>\n")
     for name, data in images.items():

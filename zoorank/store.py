@@ -120,7 +120,14 @@ class Store:
         self.fs.create_dir(self.root, recursive=True)
 
     def __repr__(self) -> str:
-        return f"Store({self.uri!r})"
+        return f"Store({self.name!r})"
+
+    @property
+    def name(self) -> str:
+        """The store's URI with any credentials removed: what messages and reports show."""
+        from zoorank.uris import redact
+
+        return redact(self.uri)
 
     def __reduce__(self):  # picklable for Ray: rebuild from the URI on the worker
         return (Store, (self.uri,))
@@ -132,7 +139,7 @@ class Store:
     def local_path(self, *parts: str) -> Path:
         """A real filesystem path (only for local stores, e.g. to hand a directory to matplotlib)."""
         if not self.is_local:
-            raise ValueError(f"{self.uri} is not a local store")
+            raise ValueError(f"{self.name} is not a local store")
         return Path(self.path(*parts))
 
     def exists(self, *parts: str) -> bool:
@@ -243,7 +250,7 @@ class Store:
         names = self.shard_names(dataset, view, model_id)
         if not names:
             raise FileNotFoundError(
-                f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.uri}"
+                f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.name}"
             )
         base = self.embedding_dir(dataset, view, model_id)
         tables = [self.read_parquet(f"{base}/{n}") for n in names]

@@ -1,0 +1,135 @@
+"""``zoorank gc CONFIG``: delete what the current config no longer describes.
+
+Removed (each counted, with the bytes freed):
+
+* rows of ``metrics.parquet`` that are not fresh for the config (metrics no longer configured,
+  models or datasets no longer in it, other settings or implementation versions:
+  :mod:`zoorank.freshness`);
+* rows of ``oracle.parquet`` of models or datasets no longer in the config;
+* manifest rows of entries the config does not have, or whose embeddings are stale or pending,
+  with their shards;
+* shard directories no manifest row points at (orphans of an interrupted or older run);
+* reliability tables of seed ensembles that no longer exist.
+
+``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
+gc skips exactly what it skipped before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import pyarrow.fs as pafs
+
+from zoorank.config import RunConfig
+from zoorank.freshness import expected_metric_fingerprints, fresh_manifest, select_fresh
+from zoorank.store import MANIFEST, METRICS, Store
+
+
+@dataclass
+class GcReport:
+    metric_rows: int = 0
+    oracle_rows: int = 0
+    manifest_rows: int = 0
+    shard_dirs: int = 0
+    reliability_tables: int = 0
+    bytes_freed: int = 0
+    removed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"{self.metric_rows} metric row(s), {self.oracle_rows} oracle row(s), "
+                f"{self.manifest_rows} manifest row(s), {self.shard_dirs} embedding "
+                f"director(y/ies), {self.reliability_tables} reliability table(s); "
+                f"{self.bytes_freed / 1e6:.2f} MB")
+
+
+def _tree_bytes(store: Store, relpath: str) -> int:
+    base = store.path(relpath)
+    info = store.fs.get_file_info(base)
+    if info.type == pafs.FileType.File:
+        return int(info.size or 0)
+    if info.type == pafs.FileType.NotFound:
+        return 0
+    infos = store.fs.get_file_info(pafs.FileSelector(base, recursive=True))
+    return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+
+
+def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcReport:
+    """Delete stale rows and orphaned files of ``config``'s store; returns what was (or would be)
+    removed."""
+    from rich.console import Console
+
+    from zoorank.score import plan_score, reliability_path
+
+    if models is None:
+        from zoorank.zoo import resolve_models
+
+        models = resolve_models(config)
+    store = Store(config.store)
+    report = GcReport()
+    raw_manifest = store.read_manifest()
+    manifest = fresh_manifest(config, store, models, raw_manifest)
+
+    # metrics: keep the fresh rows only
+    metrics = store.read_metrics()
+    if not metrics.empty:
+        fresh = select_fresh(metrics, expected_metric_fingerprints(config, models, manifest))
+        report.metric_rows = len(metrics) - len(fresh)
+        if report.metric_rows and not dry_run:
+            before = _tree_bytes(store, METRICS)
+            store.write_parquet(METRICS, fresh)
+            report.bytes_freed += max(0, before - _tree_bytes(store, METRICS))
+
+    # oracle: rows of models or datasets the config has
+    model_ids = {m.model_id for m in models}
+    datasets = {d.name for d in config.datasets}
+    if store.exists("oracle.parquet"):
+        oracle = store.read_frame("oracle.parquet")
+        keep = oracle["model_id"].isin(model_ids) & oracle["dataset"].isin(datasets)
+        report.oracle_rows = int((~keep).sum())
+        if report.oracle_rows and not dry_run:
+            store.write_parquet("oracle.parquet", oracle[keep.to_numpy()].reset_index(drop=True))
+
+    # manifest rows the config does not describe (absent, stale, pending) and their shards
+    keep_keys = set(zip(*[manifest.loc[manifest["status"].isin(["done", "failed"]), c]
+                          for c in ("dataset", "view", "model_id")]))
+    drop = [k for k in zip(raw_manifest["dataset"], raw_manifest["view"], raw_manifest["model_id"])
+            if k not in keep_keys]
+    report.manifest_rows = len(drop)
+    listed = keep_keys
+    on_disk = {(d, v, m) for d in store.list_dirs("embeddings")
+               for v in store.list_dirs("embeddings", d)
+               for m in store.list_dirs("embeddings", d, v)}
+    for key in sorted(on_disk - listed):
+        report.shard_dirs += 1
+        rel = Store.embedding_dir(*key)
+        report.bytes_freed += _tree_bytes(store, rel)
+        report.removed.append(rel)
+        if not dry_run:
+            store.delete(rel)
+    if drop and not dry_run:
+        kept = raw_manifest[[k in keep_keys for k in zip(raw_manifest["dataset"],
+                                                         raw_manifest["view"],
+                                                         raw_manifest["model_id"])]]
+        store.write_parquet(MANIFEST, kept.reset_index(drop=True))
+
+    # reliability tables of ensembles that no longer exist
+    plan = plan_score(config, list(models), manifest, pd.DataFrame(columns=["model_id"]))
+    groups = {(d, g) for d, gs in plan.ensembles.items() for g in gs}
+    for dataset in store.list_dirs("reliability"):
+        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+            group = file.removesuffix(".parquet")
+            if (dataset, group) in groups:
+                continue
+            rel = reliability_path(dataset, group)
+            report.reliability_tables += 1
+            report.bytes_freed += _tree_bytes(store, rel)
+            report.removed.append(rel)
+            if not dry_run:
+                store.delete(rel)
+
+    verb = "would free" if dry_run else "freed"
+    Console().print(f"gc {store.name}: {verb} {report.summary()}")
+    return report
