@@ -102,9 +102,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminate_cleanly() -> None:
+    """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so the store's lease and
+    partial outputs are released by their ``finally`` blocks."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _terminate_cleanly()
     try:
         return _dispatch(args)
     except NothingRankedError as err:
