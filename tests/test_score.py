@@ -297,3 +297,49 @@ def test_an_ensemble_that_changes_leaves_no_stale_nc_rows_or_tables(scored, tmp_
         "pair.parquet"]
     # a rotation of the other: NC of the new pair is still 1 for every sample
     assert np.allclose(nc["value"], 1.0)
+
+
+@pytest.mark.timeout(180)
+def test_every_augmented_view_is_scored_under_its_own_name(tmp_path, digits, ray_session):
+    images, _ = digits
+    pixels = images.reshape(len(images), -1)[:200]
+    ids = np.arange(200, dtype=np.int64)
+    rng = np.random.default_rng(5)
+    maps, _ = _zoo(images)
+    views = {"simclr": 50, "heavy": 40}
+    models = ["proj-a", "proj-b"]
+    config = parse_config({
+        "store": str(tmp_path / "store"), "seed": 0,
+        "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 200}],
+        "models": [{"id": m, "source": "python", "name": "torch.nn:Flatten"} for m in models],
+        "views": [{"name": "clean"}] + [{"name": v, "recipe": "simclr", "samples": n,
+                                         "per_sample": Q} for v, n in views.items()],
+        "metrics": ["rankme", "lidar", "alignment"],
+        "rank": {"primary_metric": "lidar@heavy"},
+    })
+    store, fps = Store(config.store), entry_fingerprints(config)
+    arrays, manifest = {}, []
+    for mid in models:
+        store.write_shard("digits", "clean", mid, 0, ids, np.zeros(200),
+                          maps[mid](pixels).astype(np.float32))
+        manifest.append({"dataset": "digits", "view": "clean", "model_id": mid, "status": "done",
+                         "fingerprint": fps[("digits", "clean", mid)], "rows": 200})
+        for view, n in views.items():
+            aug = np.stack([_augment(images[:n], rng) for _ in range(Q)], axis=1)
+            E = maps[mid](aug.reshape(-1, 64)).reshape(n, Q, -1).astype(np.float32)
+            arrays[(mid, view)] = E
+            store.write_shard("digits", view, mid, 0, np.repeat(ids[:n], Q), np.tile(np.arange(Q), n),
+                              E.reshape(n * Q, -1))
+            manifest.append({"dataset": "digits", "view": view, "model_id": mid, "status": "done",
+                             "fingerprint": fps[("digits", view, mid)], "rows": n * Q})
+    store.update_manifest(manifest)
+    table = run_score(config)
+    for mid in models:
+        for name, view in (("lidar", "simclr"), ("lidar@heavy", "heavy")):
+            assert _value(table, mid, name) == pytest.approx(lidar(arrays[(mid, view)]), rel=1e-6)
+        E = arrays[(mid, "heavy")]
+        assert _value(table, mid, "alignment@heavy") == pytest.approx(
+            alignment(E[:, 0], E[:, 1]), rel=1e-6)
+        assert _value(table, mid, "rankme") == pytest.approx(
+            rankme(maps[mid](pixels).astype(np.float32)), rel=1e-6)
+    assert not (table["metric"] == "rankme@heavy").any()  # clean metrics are not repeated

@@ -175,3 +175,54 @@ def test_ensemble_reliability_records_baselines_it_cannot_compute(embedding):
     assert np.isnan(table["feature_variance"]).all()
     assert "width" in params["errors"]["feature_variance"]
     assert ((table["nc"] >= 0) & (table["nc"] <= 1)).all()
+
+
+@pytest.mark.parametrize("error", [FloatingPointError("overflow in exp"),
+                                   RuntimeError("faiss: Error in void faiss::Clustering"),
+                                   MemoryError("Unable to allocate 20.0 GiB")])
+def test_any_exception_of_one_metric_is_recorded_and_the_others_go_on(embedding, monkeypatch,
+                                                                      error):
+    from dataclasses import replace
+
+    from zoorank.metrics import suite
+
+    def fails(Z, options, seed):
+        raise error
+
+    monkeypatch.setitem(suite.SUITE, "twonn_id", replace(suite.SUITE["twonn_id"], compute=fails))
+    clean, views = embedding
+    rows = {r["metric"]: r for r in label_free_suite(clean, views, ["rankme", "twonn_id",
+                                                                    "uniformity"])}
+    assert math.isnan(rows["twonn_id"]["value"])
+    assert rows["twonn_id"]["params"]["error"] == f"{type(error).__name__}: {error}"
+    assert math.isfinite(rows["rankme"]["value"]) and math.isfinite(rows["uniformity"]["value"])
+
+
+def test_the_registry_is_the_one_table_config_rank_and_tune_read():
+    from zoorank.config import parse_config
+    from zoorank.metrics import registry
+    from zoorank.rank import ranking_vector
+    from zoorank.tune.config import OBJECTIVE_METRICS
+    from zoorank.tune.objective import FLOOR
+
+    assert LABEL_FREE_METRICS == registry.CONFIG_NAMES
+    for name, entry in registry.REGISTRY.items():
+        assert entry.direction in (-1, 1) and entry.inputs in ("clean", "augmented", "ensemble",
+                                                               "pool")
+        assert ranking_vector(name, np.array([1.0]))[1] == (-1 if entry.target else
+                                                            entry.direction)
+        # a metric with a computation is what SCORE runs; the others are pool/ensemble scores
+        assert (name in per_model_metrics(LABEL_FREE_METRICS)) == (entry.compute is not None)
+    assert FLOOR == {n: e.tune_floor for n, e in registry.REGISTRY.items()
+                     if e.tune_floor is not None}
+    assert set(OBJECTIVE_METRICS) <= set(FLOOR)
+    base = {"datasets": [{"name": "d", "source": "sklearn_digits"}],
+            "models": [{"source": "timm", "name": "resnet18"}],
+            "views": [{"name": "clean"}, {"name": "a", "recipe": "simclr", "per_sample": 2},
+                      {"name": "b", "recipe": "simclr", "per_sample": 2}]}
+    for name in registry.primary_candidates(LABEL_FREE_METRICS, ["a", "b"]):
+        assert parse_config({**base, "rank": {"primary_metric": name}}).primary_metric == name
+    assert "lidar@b" in registry.primary_candidates(LABEL_FREE_METRICS, ["a", "b"])
+    assert ranking_vector("alignment@b", np.array([1.0]))[1] == -1
+    # the default primary metric is the registry's first preference the config computes
+    assert parse_config({**base, "metrics": ["rankme", "lidar"]}).primary_metric == "lidar"
