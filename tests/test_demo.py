@@ -55,6 +55,18 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     run_score(config)
     assert os.stat(metrics_file).st_mtime_ns == stamp
 
+    # dropping a metric from the config drops it from the leaderboard (its rows are stale now)
+    from zoorank.cli import main
+
+    raw = yaml.safe_load(open(result["config"]))
+    raw["metrics"] = [m for m in raw["metrics"] if m != "clid"]
+    raw["rank"] = {k: v for k, v in raw.get("rank", {}).items() if k != "primary_metric"}
+    dropped = tmp_path / "no-clid.yaml"
+    dropped.write_text(yaml.safe_dump(raw))
+    assert main(["rank", str(dropped)]) == 0
+    board = store.read_frame("leaderboard.parquet")
+    assert not [c for c in board.columns if "clid" in c]
+
 
 def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoorank", "demo", "--dataset", "cifar10",
