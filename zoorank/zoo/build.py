@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import io
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import ConfigError
 from zoorank.zoo.checkpoints import CheckpointError, _load_state_into, _truncated
@@ -26,9 +28,10 @@ _INIT_SEED = 0
 
 
 def _torchscript_file(spec: ModelSpec, label: str = "") -> str:
-    path = spec.checkpoint or os.path.expanduser(spec.name)
-    if not os.path.isfile(path):
-        raise ConfigError(f"{label or spec.id}: torchscript file not found: {path}")
+    path = spec.checkpoint or spec.name
+    path = path if uris.is_uri(path) else os.path.expanduser(path)
+    if not uris.is_file(path):
+        raise ConfigError(f"{label or spec.id}: torchscript file not found: {uris.redact(path)}")
     return path
 
 
@@ -36,9 +39,18 @@ def _torchscript_file(spec: ModelSpec, label: str = "") -> str:
 def _timm_meta_model(name: str, kwargs_json: str) -> nn.Module:
     import timm
 
-    kwargs = {"num_classes": 0, **json.loads(kwargs_json)}
+    kwargs = {"num_classes": 0, **_hub_kwargs(name, False), **json.loads(kwargs_json)}
     with torch.device("meta"):
         return timm.create_model(name, pretrained=False, **kwargs)
+
+
+def _hub_kwargs(name: str, pretrained: bool) -> dict[str, Any]:
+    """timm reads hub files (weights, an ``hf-hub:`` config) from this process's cache."""
+    if pretrained or name.startswith("hf-hub:"):
+        from zoorank.zoo.hub import hub_cache_dir
+
+        return {"cache_dir": str(hub_cache_dir())}
+    return {}
 
 
 def _kwargs_json(spec: ModelSpec) -> str:
@@ -176,7 +188,10 @@ def _transformers_class(directory: str) -> tuple[Any, Any]:
     import transformers
     from transformers import AutoConfig, AutoModel
 
-    config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    from zoorank.zoo.hub import hub_cache_dir
+
+    config = AutoConfig.from_pretrained(directory, local_files_only=True,
+                                        cache_dir=str(hub_cache_dir()))
     if getattr(config, "vision_config", None) is not None:
         vision = getattr(
             transformers, type(config).__name__.removesuffix("Config") + "VisionModel", None
@@ -191,14 +206,18 @@ def _build(spec: ModelSpec) -> tuple[nn.Module, dict[str, Any]]:
     if spec.source == "timm":
         import timm
 
-        kwargs = {"num_classes": 0, **spec.model_kwargs}
-        return timm.create_model(spec.name, pretrained=False, **kwargs), {}
+        kwargs = {"num_classes": 0, **_hub_kwargs(spec.name, spec.pretrained), **spec.model_kwargs}
+        # pretrained: timm's own loader, from the local cache (HF_HUB_OFFLINE in deployments)
+        return timm.create_model(spec.name, pretrained=spec.pretrained, **kwargs), {}
     if spec.source == "transformers":
         from zoorank.zoo.preprocessing import _side
 
         with _quiet_transformers():
             cls, config = _transformers_class(spec.name)
-            model = cls.from_pretrained(spec.name, local_files_only=True, **spec.model_kwargs)
+            from zoorank.zoo.hub import hub_cache_dir
+
+            model = cls.from_pretrained(spec.name, local_files_only=True,
+                                        cache_dir=str(hub_cache_dir()), **spec.model_kwargs)
         forward_kwargs = {}
         vision_config = getattr(config, "vision_config", None) or config
         image_size = _side(getattr(vision_config, "image_size", None))
@@ -209,7 +228,9 @@ def _build(spec: ModelSpec) -> tuple[nn.Module, dict[str, Any]]:
                 forward_kwargs["interpolate_pos_encoding"] = True
         return model.float(), forward_kwargs
     if spec.source == "torchscript":
-        return torch.jit.load(_torchscript_file(spec), map_location="cpu"), {}
+        file = _torchscript_file(spec)
+        source = io.BytesIO(uris.read_bytes(file)) if uris.is_uri(file) else file
+        return torch.jit.load(source, map_location="cpu"), {}
     factory = _python_factory(spec.name)
     model = factory(**spec.model_kwargs)
     if not isinstance(model, nn.Module):

@@ -6,6 +6,7 @@ Conventions are in :mod:`zoorank.zoo` (section *Checkpoints*).
 from __future__ import annotations
 
 import contextlib
+import io
 import pickle
 import re
 import warnings
@@ -16,16 +17,29 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
+from zoorank.zoo.safe_pickle import UnsafeGlobal, restricted_pickle_module
 
+#: state-dict containers looked for, in order, when the top level is not a tensor dict.
 AUTO_STATE_DICT_KEYS = ("state_dict", "model", "module")
-
-
 _SAFETENSORS_SUFFIXES = (".safetensors",)
 
-
 _MAX_LISTED = 10
+#: ``state_dict_prefix`` presets: the backbone's prefixes in common training checkpoints, tried in
+#: order (the first one that some key carries is used).
+PREFIX_PRESETS: dict[str, tuple[str, ...]] = {
+    # LightningModule attributes; the state dict is the checkpoint's "state_dict" entry
+    "lightning": ("model.backbone.", "backbone.", "model.encoder.", "encoder.", "model."),
+    # solo-learn: the method's state dict holds backbone.*, projector.*, (momentum_backbone.*)
+    "solo-learn": ("backbone.",),
+    # DINO's checkpoint: {"teacher": {...}, "student": {...}}; DDP students add "module."
+    "dino-teacher": ("teacher.backbone.", "teacher.module.backbone."),
+    "dino-student": ("student.backbone.", "student.module.backbone."),
+    # MoCo v1-v3 (DDP): the query encoder
+    "moco": ("module.encoder_q.", "encoder_q.", "module.base_encoder.", "base_encoder."),
+}
 
 
 class CheckpointError(InputError):
@@ -51,29 +65,67 @@ def _weights_only_refusal(err: Exception) -> tuple[str | None, str]:
     return None, lines[0] if lines else type(err).__name__
 
 
-def _torch_load(path: str, trust: bool) -> Any:
+def _source(path: str) -> Any:
+    """What torch/safetensors read: a local path, or the object's bytes for a URI."""
+    return io.BytesIO(uris.read_bytes(path)) if uris.is_uri(path) else path
+
+
+def _torch_load(path: str, trust: bool, met: set[str] | None = None) -> Any:
+    """``torch.load`` on CPU: weights-only, then the restricted unpickler (metadata as
+    placeholders); ``trust`` unpickles anything. The metadata globals met are added to ``met``."""
     try:
         with warnings.catch_warnings():
             # raised for protocol-4 pickles that the weights-only loader then refuses anyway
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            return torch.load(path, map_location="cpu", weights_only=not trust)
+            return torch.load(_source(path), map_location="cpu", weights_only=not trust)
+    except InputError:
+        raise
     except Exception as err:
         if not trust and "Weights only load failed" in str(err):
-            refused, detail = _weights_only_refusal(err)
-            if refused:
-                raise CheckpointError(
-                    f"{path}: unsafe pickle refused ({detail}); set trust_checkpoint: true only "
-                    "for a file you trust (loading it runs code from the file)"
-                ) from None
-            raise CheckpointError(
-                f"{path}: not a readable weights-only checkpoint, corrupt or a pickle the safe "
-                f"loader cannot read ({detail}); trust_checkpoint: true allows arbitrary pickles"
-            ) from None
+            return _restricted_load(path, err, met)
         if trust:
-            with contextlib.suppress(Exception), open(path, "rb") as f:
+            with contextlib.suppress(Exception), uris.open_input(path) as f:
                 return pickle.load(f)  # a plain (non-torch.save) pickle, trusted by the user
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"{path}: corrupt or unreadable checkpoint ({first})") from None
+
+
+def _restricted_load(path: str, weights_only_error: Exception, met: set[str] | None) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(_source(path), map_location="cpu", weights_only=False,
+                              pickle_module=restricted_pickle_module(met))
+    except UnsafeGlobal as err:
+        raise CheckpointError(
+            f"{path}: unsafe pickle refused (it needs the global {err.name}); set "
+            "trust_checkpoint: true only for a file you trust (loading it runs code from the file)"
+        ) from None
+    except Exception:
+        _, detail = _weights_only_refusal(weights_only_error)
+        raise CheckpointError(
+            f"{path}: not a readable weights-only checkpoint, corrupt or a pickle the safe "
+            f"loader cannot read ({detail}); trust_checkpoint: true allows arbitrary pickles"
+        ) from None
+
+
+def load_checkpoint_object(path: str, *, trust: bool = False,
+                           met: set[str] | None = None) -> Any:
+    """The whole checkpoint object (safetensors: its tensor dict), read safely on CPU."""
+    if path.endswith(_SAFETENSORS_SUFFIXES):
+        from safetensors.torch import load, load_file
+
+        try:
+            if uris.is_uri(path):
+                return load(uris.read_bytes(path))
+            return load_file(path, device="cpu")
+        except InputError:
+            raise
+        except Exception as err:
+            raise CheckpointError(
+                f"{path}: corrupt or unreadable safetensors file ({err})"
+            ) from None
+    return _torch_load(path, trust, met)
 
 
 def _is_tensor_dict(obj: Any) -> bool:
@@ -116,25 +168,68 @@ def _find_state_dict(
     raise CheckpointError(f"{path}: no state dict found")
 
 
+def prefix_candidates(prefix: str) -> tuple[str, ...]:
+    """A ``state_dict_prefix`` value: a preset's prefixes (tried in order) or the prefix itself."""
+    return PREFIX_PRESETS.get(prefix, (prefix,))
+
+
+def _flatten(obj: Any, prefix: str = "", depth: int = 0) -> dict[str, torch.Tensor]:
+    """Every tensor under nested mappings, keyed by its dotted path (DINO's ``teacher.*`` ...)."""
+    out: dict[str, torch.Tensor] = {}
+    if isinstance(obj, nn.Module):
+        obj = obj.state_dict()
+    if isinstance(obj, Mapping) and depth < 6:
+        for key, value in obj.items():
+            if isinstance(value, torch.Tensor):
+                out[f"{prefix}{key}"] = value
+            elif isinstance(value, (Mapping, nn.Module)):
+                out.update(_flatten(value, f"{prefix}{key}.", depth + 1))
+    return out
+
+
+def select_prefix(
+    obj: Any, state_dict_prefix: str, state_dict_key: str | None, path: str
+) -> tuple[str, dict[str, torch.Tensor]]:
+    """(the prefix used, the tensors under it with the prefix stripped).
+
+    The prefix is looked for in the state dict found as usual (``state_dict_key`` or the
+    auto-detected one), then in the whole checkpoint flattened to dotted keys; a preset's
+    prefixes are tried in order and the first one some key carries is used.
+    """
+    pools = []
+    with contextlib.suppress(CheckpointError):
+        pools.append(_find_state_dict(obj, state_dict_key, path))
+    if state_dict_key is None:
+        pools.append(_flatten(obj))
+    candidates = prefix_candidates(state_dict_prefix)
+    for pool in pools:
+        for prefix in candidates:
+            selected = {k[len(prefix):]: v for k, v in pool.items() if k.startswith(prefix)}
+            if selected:
+                return prefix, selected
+    keys = list(pools[-1]) if pools else []
+    raise CheckpointError(
+        f"{path}: no key starts with state_dict_prefix {' or '.join(map(repr, candidates))}; "
+        f"keys: {_truncated(keys)}"
+    )
+
+
 def read_checkpoint(
     path: str | Path,
     *,
     trust: bool = False,
     state_dict_key: str | None = None,
+    state_dict_prefix: str | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The state dict of a checkpoint file (on CPU), following the conventions of the module."""
-    path = str(path)
-    if path.endswith(_SAFETENSORS_SUFFIXES):
-        from safetensors.torch import load_file
+    """The state dict of a checkpoint file or URI (on CPU), following the package's conventions.
 
-        try:
-            obj: Any = load_file(path, device="cpu")
-        except Exception as err:
-            raise CheckpointError(
-                f"{path}: corrupt or unreadable safetensors file ({err})"
-            ) from None
-    else:
-        obj = _torch_load(path, trust)
+    With ``state_dict_prefix`` only the keys under that prefix (or a preset's first prefix that
+    occurs) are returned, with the prefix stripped.
+    """
+    path = str(path)
+    obj = load_checkpoint_object(path, trust=trust)
+    if state_dict_prefix:
+        return select_prefix(obj, state_dict_prefix, state_dict_key, path)[1]
     return _find_state_dict(obj, state_dict_key, path)
 
 
@@ -163,7 +258,8 @@ def _classifier_names(model: nn.Module) -> tuple[str, ...]:
 
 def _load_state_into(model: nn.Module, spec: ModelSpec, *, drop_classifier: bool) -> None:
     path = str(spec.checkpoint)
-    state = read_checkpoint(path, trust=spec.trust_checkpoint, state_dict_key=spec.state_dict_key)
+    state = read_checkpoint(path, trust=spec.trust_checkpoint, state_dict_key=spec.state_dict_key,
+                            state_dict_prefix=spec.state_dict_prefix)
     own = model.state_dict()
     state = _strip_prefixes(state, tuple(spec.strip_prefixes), set(own))
     if drop_classifier:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from zoorank import uris
 from zoorank.zoo.build import (
     _kwargs_json,
     _python_factory,
@@ -41,6 +41,11 @@ def _meta_bytes(source: str, name: str, kwargs_json: str) -> int:
         return _state_bytes(_python_factory(name)(**json.loads(kwargs_json)))
 
 
+def _size(uri: str) -> int:
+    info = uris.stat(uri)
+    return info.size if info is not None else 0
+
+
 def estimate_model_bytes(resolved: ResolvedModel) -> int:
     """Bytes of the model's parameters and buffers once loaded (for memory-bounded actor chunks).
 
@@ -51,9 +56,9 @@ def estimate_model_bytes(resolved: ResolvedModel) -> int:
         with contextlib.suppress(Exception):
             return _meta_bytes(spec.source, spec.name, _kwargs_json(spec))
     if spec.source == "torchscript":
-        return os.path.getsize(_torchscript_file(spec))
+        return _size(_torchscript_file(spec))
     if spec.checkpoint:
-        return os.path.getsize(spec.checkpoint)
+        return _size(spec.checkpoint)
     if spec.source == "transformers":
         return sum(
             p.stat().st_size
