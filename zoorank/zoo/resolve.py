@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import zoorank
 from zoorank import uris
 from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, fingerprint
 from zoorank.errors import ConfigError
@@ -26,6 +25,9 @@ from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preproces
 from zoorank.zoo.zoofile import read_zoo_file
 
 _GLOB_CHARS = "*?["
+#: version of how a model is built and its weights loaded (part of every model fingerprint, in
+#: place of the package version): bump it when that changes what a model computes.
+MODEL_VERSION = 1
 # a process-wide cache for configs whose store does not exist yet (nothing is written beside them)
 _PROCESS_DIGESTS = DigestCache()
 
@@ -220,7 +222,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     return ResolvedModel(
         model_id=str(spec.id),
         spec=spec,
-        fingerprint=fingerprint(zoorank.__version__, digest, spec_part),
+        fingerprint=fingerprint(MODEL_VERSION, digest, spec_part),
         geometry=geometry,
         normalization=normalization,
         group=spec.group,
