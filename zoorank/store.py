@@ -3,6 +3,16 @@
 Every stage reads and writes through :class:`Store`, which wraps one ``pyarrow.fs`` filesystem, so a
 store can be a local directory or an object-store URI (``s3://bucket/prefix``, ``gs://...``).
 
+Fingerprints (the freshness rule; :mod:`zoorank.freshness` applies it for every reader): each
+manifest row and each ``metrics.parquet`` row carries the fingerprint of exactly what produced it —
+for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
+dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
+version; for a metric row its entry's fingerprint, the metric's settings, ``max_samples``, the seed
+and the metric's implementation version (``zoorank.metrics.registry``). The package version is in
+no fingerprint. A row whose fingerprint differs from what the current config would give is stale:
+readers ignore it, SCORE recomputes it, ``zoorank gc`` deletes it. One process writes a store at a
+time (:mod:`zoorank.lease`).
+
 Atomicity: local files are written under a temporary name and renamed; on object stores a single
 PUT is already atomic, so objects are written in place. Only the driver writes the manifest and the
 tables (``metrics.parquet`` ...); actors write embedding shards, each shard a whole file.
