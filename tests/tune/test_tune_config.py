@@ -87,3 +87,18 @@ def test_the_cli_exits_2_with_a_message_for_bad_configs(tmp_path, capsys, extra,
     assert main(["tune", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("zoorank: error: ") and expected in err
+
+
+def test_a_named_experiment_of_another_config_is_neither_resumed_nor_exported(tmp_path):
+    from zoorank.store import Store
+    from zoorank.tune.search import check_experiment_matches, experiment_location
+
+    first = parse_tune_config({**BASE, "store": str(tmp_path), "search": {"name": "sweep"}})
+    store, _, rel = experiment_location(first)
+    check_experiment_matches(first, store, rel)  # nothing there yet
+    store.write_json(f"{rel}/tune_fingerprint.json", {"fingerprint": first.fingerprint()})
+    check_experiment_matches(first, store, rel)  # its own experiment: resumed
+    changed = parse_tune_config({**BASE, "store": str(tmp_path), "lr": 0.5,
+                                 "search": {"name": "sweep"}})
+    with pytest.raises(ConfigError, match="search.name"):
+        check_experiment_matches(changed, Store(str(tmp_path)), rel)

@@ -395,9 +395,11 @@ def run_search(
     """
     from zoorank.tune import results as R
 
-    setup = prepare_search(config, address)
     store, _, rel = experiment_location(config)
+    check_experiment_matches(config, store, rel)
+    setup = prepare_search(config, address)
     store.write_json(f"{rel}/tune_config.json", config.model_dump(mode="json"))
+    store.write_json(f"{rel}/tune_fingerprint.json", {"fingerprint": config.fingerprint()})
     tuner = build_tuner(config, setup, verbose=verbose)
     grid = _fit(tuner)
     if grid is None or len(grid) < expected_trials(config):
@@ -416,6 +418,20 @@ def run_search(
     if verbose:
         R.print_summary(config, frame, store.path(rel))
     return frame
+
+
+def check_experiment_matches(config: TuneConfig, store: Any, rel: str) -> None:
+    """A named experiment folder made by another config is never resumed nor exported as this
+    one's (its trials would be stale): ConfigError naming ``search.name``."""
+    if not (config.search.resume and store.exists(f"{rel}/tune_fingerprint.json")):
+        return
+    made_by = store.read_json(f"{rel}/tune_fingerprint.json").get("fingerprint")
+    if made_by != config.fingerprint():
+        raise ConfigError(
+            f"search.name: the experiment {config.experiment_name!r} in {store.name} was made by "
+            "a different search config, so its trials cannot be resumed or exported as this "
+            "config's; choose another search.name, or delete "
+            f"{store.name}/{rel}")
 
 
 def run_tune(
