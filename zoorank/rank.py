@@ -486,7 +486,8 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
 
 
 def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequence[str],
-                   metrics: pd.DataFrame) -> pd.DataFrame:
+                   metrics: pd.DataFrame,
+                   wanted: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """Failed or missing (model, dataset) entries with the reason, from a fresh manifest."""
     names = {d.name for d in config.datasets}
     rows = []
@@ -505,6 +506,8 @@ def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequenc
         for mid in model_ids:
             if (mid, ds.name) in failed_keys or (mid, ds.name) in scored:
                 continue
+            if wanted is not None and ds.name not in wanted.get(mid, (ds.name,)):
+                continue  # not ranked on this dataset (the model entry's datasets:)
             if (mid, ds.name) in embedded:
                 rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "score",
                              "error": "no metrics for the current config (run `zoorank score`)"})
@@ -779,7 +782,9 @@ def write_rank_outputs(
     agree = build_agreement(config, board, metrics, oracle)
     if manifest is None:
         manifest = fresh_manifest(config, store, models)
-    failed = _failed_models(config, manifest, model_ids, metrics)
+    wanted = {m.model_id: tuple(m.datasets) for m in models
+              if getattr(m, "datasets", None) is not None}
+    failed = _failed_models(config, manifest, model_ids, metrics, wanted)
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)

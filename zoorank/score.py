@@ -185,6 +185,8 @@ def plan_score(
         members: dict[str, list[str]] = defaultdict(list)
         for model in models:
             mid = model.model_id
+            if not _wants(model, dataset):
+                continue  # the model entry restricts it to other datasets
             if (dataset, mid) in failed:
                 plan.failed.append((dataset, mid))
                 continue
@@ -224,6 +226,12 @@ def plan_score(
             if not (current and reliability_exists(dataset, group)):
                 plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
     return plan
+
+
+def _wants(model: Any, dataset: str) -> bool:
+    """Whether ``model`` is ranked on ``dataset`` (a model entry's ``datasets:``; default all)."""
+    wants = getattr(model, "wants", None)
+    return True if wants is None else bool(wants(dataset))
 
 
 # -- rows ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ native 32 px (the exact unresampled pixels), and per-model datasets.
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 import pytest
@@ -132,3 +133,22 @@ def _normalized(table, sample_ids, mean, std) -> torch.Tensor:
         images.append(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
     x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float().div_(255.0)
     return (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_mixed_dataset_zoo_ranks_each_model_on_its_own_datasets(run):
+    from zoorank.rank import run_rank
+    from zoorank.score import run_score
+
+    _, config, _, _ = run
+    config = config.model_copy(update={"metrics": ["rankme", "uniformity"]})
+    run_score(config)
+    board = run_rank(config, show=False).set_index("model_id")
+    assert set(board.index) == {TAG, "lightning", "pixels"}
+    assert board["rank"].notna().all()
+    # pixels is ranked on cifar only: no value (and no rank) on digits, aggregated over cifar
+    assert math.isnan(board.loc["pixels", "digits/rankme"])
+    assert board.loc["pixels", "rank/cifar"] == board.loc["pixels", "aggregate"]
+    failed = Store(config.store).read_frame("failed.parquet")
+    assert set(failed["model_id"]) == {"evil"}
