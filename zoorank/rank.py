@@ -251,6 +251,11 @@ def oracle_suite(
                 add(f"esc_eps{_eps_name(eps)}", v, p, n_tr)
             v, p = _measure("mdl", lambda: om.mdl(ns, losses), base)
             add("mdl", v, p, n_tr)
+    if spec.transferability:
+        from zoorank.budget import transferability_rows
+
+        rows += transferability_rows(train_Z, train_y, spec.transferability,
+                                     spec.labels_per_class, spec.label_budget_seeds, seed)
     return rows
 
 
@@ -485,6 +490,12 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
             store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
             progress.advance(bar)
     return failures
+
+
+def _budget_directions() -> dict[str, int]:
+    from zoorank.budget import REFERENCE_ORACLES
+
+    return {o: oracle_direction(o) for o in REFERENCE_ORACLES}
 
 
 def _failed_models(config: RunConfig, store: Store, model_ids: Sequence[str],
@@ -725,11 +736,16 @@ def write_rank_outputs(
     Writes ``leaderboard.parquet/.csv/.md``, ``agreement.parquet`` and ``failed.parquet`` (only
     when their bytes change), prints the top rows and returns the leaderboard.
     """
+    from zoorank import budget
+
     model_ids = [m.model_id for m in models]
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
+    oracle, budget_cells = budget.split_oracle(oracle)
     board, settings = build_leaderboard(config, models, metrics, oracle)
     agree = build_agreement(config, board, metrics, oracle)
+    agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
+                                    config.rank.bootstrap, config.seed)
     failed = _failed_models(config, store, model_ids, metrics)
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
@@ -741,6 +757,8 @@ def write_rank_outputs(
     write_if_changed(store, FAILED, _parquet_bytes(failed))
     if show and len(board):
         print_leaderboard(board, settings)
+        for line in budget.crossover_lines(budget.crossovers(agree)):
+            print(line)
     if show and len(failed):
         from rich.console import Console
 
