@@ -10,6 +10,9 @@ writes through :class:`~zoorank.store.Store` (so an object store works too):
 * ``agreement-<dataset>.png``: a heat map of signed Kendall τ-b between the rankings of all metrics;
 * ``ranks.png``: each model's rank per dataset (primary metric) and aggregated;
 * ``reliability-<dataset>-<group>.png``: histograms of NC and its baselines per seed ensemble;
+* ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
+  few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
+  line per score (:mod:`zoorank.budget`);
 * the failed models with their reasons.
 
 HTML uses relative image links and inline CSS only. Figures are drawn on ``matplotlib.figure.Figure``
