@@ -119,26 +119,40 @@ def logme(Z: Any, y: Any, max_iter: int = 1000, tol: float = 1e-8) -> float:
 
 def _logme_one(z2: np.ndarray, outside: float, s2: np.ndarray, n: int, max_iter: int,
                tol: float) -> float:
-    """Maximised log evidence of one target from its squared SVD coordinates ``z2``."""
-    alpha, beta = 1.0, 1.0
-    tiny = np.finfo(np.float64).tiny
+    """Maximised log evidence of one target from its squared SVD coordinates ``z2``.
+
+    Iterates on the prior and noise variances ``1/α`` and ``1/β`` (through ``λ = α/β``), so a
+    maximum on the boundary (β → ∞ when Z interpolates the target, α → ∞ when Z says nothing
+    about it) converges to the finite limit of the evidence instead of overflowing.
+    """
+    r = len(s2)
+    lam = 1.0  # α/β at α = β = 1, thuml/LogME's start
+    var_w = var_n = 1.0
     for _ in range(max_iter):
-        denom = alpha + beta * s2
-        gamma = float(np.sum(beta * s2 / denom))
-        m2 = float(np.sum(beta**2 * s2 * z2 / denom**2))  # ‖m‖²
-        resid = float(np.sum((alpha / denom) ** 2 * z2)) + outside  # ‖Zm − t‖²
-        new_alpha = gamma / max(m2, tiny) if gamma > 0 else alpha
-        new_beta = (n - gamma) / max(resid, tiny)
-        done = (abs(new_alpha - alpha) <= tol * alpha and abs(new_beta - beta) <= tol * beta)
-        alpha, beta = new_alpha, new_beta
+        shrink = s2 / (lam + s2)
+        gamma = float(np.sum(shrink))
+        m2 = float(np.sum(shrink**2 * z2 / s2))  # ‖m‖²
+        resid = float(np.sum((1 - shrink) ** 2 * z2)) + outside  # ‖Zm − t‖²
+        new_w = m2 / gamma if gamma > 0 else 0.0  # 1/α
+        new_n = resid / (n - gamma) if n - gamma > 0 else 0.0  # 1/β
+        if new_w <= 0 or new_n <= 0:  # a boundary: no signal, or an exact fit
+            var_w, var_n = new_w, new_n
+            break
+        new_lam = new_n / new_w
+        done = abs(new_lam - lam) <= tol * lam and abs(new_n - var_n) <= tol * var_n
+        var_w, var_n, lam = new_w, new_n, new_lam
         if done:
             break
-    denom = alpha + beta * s2
-    m2 = float(np.sum(beta**2 * s2 * z2 / denom**2))
-    resid = float(np.sum((alpha / denom) ** 2 * z2)) + outside
-    r = len(s2)
-    return float(r / 2 * np.log(alpha) + n / 2 * np.log(beta) - n / 2 * np.log(2 * np.pi)
-                 - beta / 2 * resid - alpha / 2 * m2 - 0.5 * np.sum(np.log(denom)))
+    # The evidence written in data space: t ~ N(0, (1/β) I + (1/α) Z Zᵀ), whose covariance has
+    # eigenvalues 1/β + σ²/α along U and 1/β on the n − r directions orthogonal to Z's columns
+    # (equal to the weight-space form of the docstring by the matrix determinant lemma).
+    v = var_n + var_w * s2
+    if np.any(v <= 0) or (var_n <= 0 and (n > r or outside > 0)):
+        raise ValueError("logme: the evidence is unbounded (the features fit a target exactly "
+                         "with no prior); the input is degenerate")
+    out_terms = 0.0 if n == r else (n - r) * np.log(var_n) + outside / var_n
+    return float(-n / 2 * np.log(2 * np.pi) - 0.5 * np.sum(np.log(v)) - 0.5 * np.sum(z2 / v)
+                 - 0.5 * out_terms)
 
 
 # --------------------------------------------------------------------------------------------
