@@ -114,3 +114,20 @@ def test_split_agreement_separates_budget_rows():
     label_free, curve = budget.split_agreement(_agreement_frame())
     assert set(label_free["metric"]) == {"rankme", "nc", "leaderboard_rank"}
     assert set(curve["metric"]) == {"logme", "gbc"}
+
+
+def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
+    from rank_fixtures import config_dict
+
+    from zoorank.config import parse_config
+    from zoorank.errors import ConfigError
+
+    ok = parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["gbc"]}))
+    assert ok.oracle.labels_per_class == (5, 10, 25, 50, 100)
+    assert ok.oracle.label_budget_seeds == 3
+    with pytest.raises(ConfigError, match="transferability"):
+        parse_config(config_dict("/tmp/unused", oracle={"transferability": ["logme"]}))
+    with pytest.raises(ConfigError, match="transferability"):
+        parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["sfda"]}))
+    with pytest.raises(ConfigError, match="labels_per_class"):
+        parse_config(config_dict("/tmp/unused", oracle={"knn": True, "labels_per_class": [0, 5]}))

@@ -462,6 +462,6 @@ def run_report(config: RunConfig) -> str:
     from zoorank.budget import crossover_lines, crossovers
 
     for line in crossover_lines(crossovers(agree_all)):
-        Console().print(line, highlight=False)
+        print(line)
     Console().print(f"report: {where} ({len(images)} plots)")
     return where
