@@ -77,6 +77,19 @@ def _cell(row: pd.Series | None) -> str:
     return f"{row['kendall_tau']:+.2f} [{row['kendall_ci_low']:+.2f}, {row['kendall_ci_high']:+.2f}]"
 
 
+def _spread(store) -> str:
+    """The oracle's accuracy range over the zoo (identifies the zoo against validate_ranking.md)."""
+    board = store.read_frame("leaderboard.parquet")
+    parts = []
+    for o_name, label in ORACLE_NAMES.items():
+        cols = [c for c in board.columns if c.endswith(f"/{o_name}")]
+        if cols:
+            v = board[cols[0]].to_numpy(np.float64) * 100
+            parts.append(f"{label} accuracy min {np.nanmin(v):.1f}%, median {np.nanmedian(v):.1f}%, "
+                         f"max {np.nanmax(v):.1f}%")
+    return "; ".join(parts) + "." if parts else ""
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |",
              "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |"]
@@ -114,7 +127,7 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
         f"* **Zoo**: `{zoo.get('command')}` ({zoo.get('date')}, git `{zoo.get('git')}`): "
         f"{n_models} checkpoints of small CNNs (SimCLR / VICReg × lr × 3 seeds, checkpoints every "
         f"{zoo.get('every')} epochs) ranked on CIFAR-10 test images; size "
-        f"`{json.dumps(zoo.get('size'))}`.",
+        f"`{json.dumps(zoo.get('size'))}`. {_spread(store)}",
         f"* **Budget command**: `{info['command']}`",
         f"* **Date**: {info['date']}; zoorank at git `{info['git']}`.",
         f"* **Machine**: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}; Python {m['python']}. "
@@ -137,7 +150,26 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
         "## Crossovers",
         "",
     ]
-    lines += [f"* {line}" for line in crossover_lines(crossovers(agree))]
+    table = crossovers(agree)
+    lines += [f"* {line}" for line in crossover_lines(table)]
+    lines += ["", "Margin at the crossover: the score's mean τ there minus the best label-free τ, "
+              "and whether the score's 95% bootstrap interval there excludes that τ (only then is "
+              "the overtaking clear of the model-sampling noise).", ""]
+    rows = []
+    for r in table.itertuples(index=False):
+        if np.isnan(r.crossover_labels_per_class):
+            continue
+        at = curve[(curve["metric"] == r.score) & (curve["oracle_metric"] == r.oracle_metric)
+                   & (curve["labels_per_class"] == r.crossover_labels_per_class)
+                   & (curve["budget_seed"] == "mean")].iloc[0]
+        clear = "yes" if at["kendall_ci_low"] > r.best_label_free_tau else "no"
+        rows.append([f"`{r.score}`", ORACLE_NAMES.get(r.oracle_metric, r.oracle_metric),
+                     f"{r.crossover_labels_per_class:g}", _cell(at),
+                     f"`{r.best_label_free}` {r.best_label_free_tau:+.2f}",
+                     f"{at['kendall_tau'] - r.best_label_free_tau:+.2f}", clear])
+    if rows:
+        lines.append(_table(["score", "oracle", "k", "τ [95% CI]", "best label-free", "margin",
+                             "CI excludes it"], rows))
     for o_name in [x for x in ORACLE_NAMES if x in set(curve["oracle_metric"])]:
         c = curve[curve["oracle_metric"] == o_name]
         lf = label_free[label_free["oracle_metric"] == o_name].sort_values("kendall_tau",
