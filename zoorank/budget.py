@@ -155,13 +155,10 @@ def _seed_mean(values: np.ndarray, oracle: np.ndarray, oracle_dir: int, bootstra
         return mean, math.nan, math.nan
     idx = bootstrap_indices(len(so), bootstrap, seed)
     per_seed = np.stack([kendall_tau_b_rows(row[idx], so[idx]) for row in sm])
-    with np.errstate(invalid="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            sample = np.nanmean(per_seed, axis=0)
-    sample = sample[np.isfinite(sample)]
+    ok = np.isfinite(per_seed)
+    counts = ok.sum(axis=0)
+    # mean over the seeds whose τ is defined in a resample (a resample of tied models has none)
+    sample = np.where(ok, per_seed, 0.0).sum(axis=0)[counts > 0] / counts[counts > 0]
     if not len(sample):
         return mean, math.nan, math.nan
     alpha = (1 - confidence) / 2
