@@ -41,6 +41,15 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     assert agreement["kendall_tau"].dropna().between(-1, 1).all()
     html = open(result["report"]).read()
     assert all(m["id"] in html for m in zoo)
+    # the few-label oracle: every (score, k, seed) cell of every model, and the label-budget curve
+    cells = oracle[oracle["metric"].str.contains("@k")]
+    assert len(cells) == expected * 4 * 2 * 2  # 4 scores × k in (5, 10) × 2 seeds
+    agree = store.read_frame("agreement.parquet")
+    curve = agree[agree["labels_per_class"].notna() & (agree["budget_seed"] == "mean")]
+    assert set(curve["metric"]) == {"logme", "h_score", "nleep", "gbc"}
+    assert set(curve["labels_per_class"]) == {5.0, 10.0}
+    assert "budget-digits-knn_accuracy.png" in html and "labels/class" in html
+    assert not result["agreement"]["metric"].isin(["logme", "h_score", "nleep", "gbc"]).any()
 
     # run.yaml is the config that made the store: scoring with it again finds nothing to do
     import os

@@ -152,3 +152,55 @@ def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(repor
     assert "nc-digits.png" in page.images
     assert (copy / "report" / "nc-digits.png").read_bytes()[:8] == PNG_SIGNATURE
     assert f"all {len(medians)} tables" in " ".join(page.text)
+
+
+def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_path):
+    """Few-label cells in oracle.parquet → budget rows in agreement.parquet → plot + verdict."""
+    import shutil
+
+    from rank_fixtures import config_dict
+    from scipy import stats
+
+    from zoorank.rank import write_rank_outputs
+    from zoorank.report import run_report
+    from zoorank.zoo import resolve_models
+
+    root, _, _ = report
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = parse_config(config_dict(str(copy), oracle={
+        "knn": True, "transferability": ["logme"], "labels_per_class": [5, 10],
+        "label_budget_seeds": 2}))
+    store = Store(config.store)
+    oracle = store.read_frame("oracle.parquet")
+    acc = oracle.set_index("model_id")["value"]
+    cells = []
+    for m, a in acc.items():
+        # 5 labels/class: the reverse of the oracle's order; 10: the oracle's order exactly
+        for k, seed, value in ((5, 0, -a), (5, 1, -a), (10, 0, a), (10, 1, a)):
+            cells.append({**oracle[oracle["model_id"] == m].iloc[0].to_dict(),
+                          "metric": f"logme@k{k}s{seed}", "value": value})
+    oracle = pd.concat([oracle, pd.DataFrame(cells)], ignore_index=True)
+    store.write_parquet("oracle.parquet", oracle)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
+                       show=False)
+    agree = store.read_frame("agreement.parquet")
+    curve = agree[agree["labels_per_class"].notna() & (agree["budget_seed"] == "mean")]
+    taus = dict(zip(curve["labels_per_class"], curve["kendall_tau"]))
+    assert taus[10.0] == pytest.approx(1.0)
+    assert taus[5.0] == pytest.approx(stats.kendalltau(-acc.to_numpy(), acc.to_numpy()).statistic)
+    label_free = agree[agree["labels_per_class"].isna() & (agree["family"] == "all")
+                       & (agree["metric"] != "leaderboard_rank")]
+    best = label_free.loc[label_free["kendall_tau"].idxmax()]
+    assert best["kendall_tau"] < 1.0
+
+    run_report(config)
+    page = _Page()
+    page.feed((copy / "report" / "index.html").read_text())
+    assert "budget-digits-knn_accuracy.png" in page.images
+    assert (copy / "report" / "budget-digits-knn_accuracy.png").read_bytes()[:8] == PNG_SIGNATURE
+    text = " ".join(page.text)
+    assert (f"digits vs knn_accuracy: logme overtakes {best['metric']} "
+            f"(τ={best['kendall_tau']:+.2f}) at 10 labels/class (τ=+1.00)") in text
+    # the label-free agreement table is unchanged: no few-label score among its rows
+    assert "logme@" not in text

@@ -187,6 +187,21 @@ class OracleSpec(Strict):
     loss_data_steps: int | None = Field(default=None, gt=0)
     #: share of labelled samples used as the oracle's test split (stratified, seeded).
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
+    #: few-label transferability scores and their label-budget curve (zoorank.budget): each score
+    #: on seeded subsets of the train split with k labels per class, ranked against kNN / probe.
+    transferability: list[Literal["logme", "h_score", "nleep", "gbc"]] = []
+    labels_per_class: tuple[int, ...] = (5, 10, 25, 50, 100)
+    label_budget_seeds: int = Field(default=3, gt=0)
+
+    @model_validator(mode="after")
+    def _budget_needs_reference(self) -> OracleSpec:
+        if self.transferability and not (self.knn or self.linear_probe):
+            raise ValueError("transferability: the label-budget curve is measured against the "
+                             "kNN or linear-probe oracle; set knn: true or linear_probe: true")
+        if any(k < 1 for k in self.labels_per_class):
+            raise ValueError(f"labels_per_class: every entry must be >= 1, got "
+                             f"{list(self.labels_per_class)}")
+        return self
 
 
 class RankOptions(Strict):

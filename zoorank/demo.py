@@ -115,10 +115,27 @@ def run_config_dict(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSi
         "views": [{"name": "clean"},
                   {"name": "simclr", "samples": size.views[0], "per_sample": size.views[1]}],
         "score": {"nc_k": size.nc_k, "nc_reference_size": size.nc_reference},
-        "oracle": {"knn": True, "linear_probe": True},
+        "oracle": {"knn": True, "linear_probe": True, **budget_oracle(evaluate, size)},
         # CLID ranks across SSL methods; LiDAR and RankMe compare runs of one method (spec B.11).
         "rank": {"primary_metric": "clid", "bootstrap": 200},
     }
+
+
+#: labels per class of the demo's label-budget curve (those the oracle's train split can give).
+DEMO_LABELS_PER_CLASS = (5, 10, 25, 50)
+DIGITS_IMAGES = 1797
+
+
+def budget_oracle(evaluate: DatasetSpec, size: DemoSize) -> dict:
+    """The demo's few-label oracle options: all four scores, 2 seeds, the k a class can give.
+
+    The oracle trains on half of the ranked images (``test_fraction`` 0.5) of about 10 classes
+    (digits, CIFAR-10, Fashion-MNIST), so k above a twentieth of them would repeat the full split.
+    """
+    n = evaluate.limit or size.eval_limit or DIGITS_IMAGES
+    ks = [k for k in DEMO_LABELS_PER_CLASS if k <= n // 20] or [DEMO_LABELS_PER_CLASS[0]]
+    return {"transferability": ["logme", "h_score", "nleep", "gbc"], "labels_per_class": ks,
+            "label_budget_seeds": 2}
 
 
 def run_config(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSize) -> RunConfig:
@@ -143,6 +160,8 @@ def agreement_table(store_uri: str) -> pd.DataFrame:
     if agree.empty:
         return agree
     agree = agree[agree["family"] == "all"]
+    if "labels_per_class" in agree:  # the label-budget rows are printed as crossover lines
+        agree = agree[agree["labels_per_class"].isna()]
     return agree[["dataset", "metric", "oracle_metric", "n_models", "kendall_tau",
                   "kendall_ci_low", "kendall_ci_high", "top1_regret"]].reset_index(drop=True)
 
@@ -174,6 +193,15 @@ def _print_agreement(table: pd.DataFrame) -> None:
     console.print(out)
 
 
+def _print_crossovers(store_uri: str) -> None:
+    """One line per few-label score: the labels per class it needs to beat label-free ranking."""
+    from zoorank.budget import crossover_lines, crossovers
+    from zoorank.store import Store
+
+    for line in crossover_lines(crossovers(Store(store_uri).read_frame("agreement.parquet"))):
+        print(line)
+
+
 def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | None = None,
              size: str = "default", address: str | None = None) -> dict:
     """Train the demo zoo with Ray Tune, rank it, print the evidence; returns paths and timings."""
@@ -201,6 +229,7 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     timings["rank"] = time.perf_counter() - t1
     table = agreement_table(rcfg.store)
     _print_agreement(table)
+    _print_crossovers(rcfg.store)
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
     print(f"config: {config_path}  (zoorank run|score|rank|report {config_path} reruns a stage; "
           "finished work is skipped)")

@@ -17,6 +17,9 @@ writes (contract 2 plus the tables this stage adds):
   (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement.parquet`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models).
+* with ``oracle.transferability``: few-label cells ``<score>@k<k>s<seed>`` in ``oracle.parquet``
+  and the label-budget rows of :mod:`zoorank.budget` in ``agreement.parquet`` (columns
+  ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
 * ``failed.parquet`` — model_id, dataset, view, stage, error for models that failed or are missing.
 
 Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
@@ -246,6 +249,11 @@ def oracle_suite(
                 add(f"esc_eps{_eps_name(eps)}", v, p, n_tr)
             v, p = _measure("mdl", lambda: om.mdl(ns, losses), base)
             add("mdl", v, p, n_tr)
+    if spec.transferability:
+        from zoorank.budget import transferability_rows
+
+        rows += transferability_rows(train_Z, train_y, spec.transferability,
+                                     spec.labels_per_class, spec.label_budget_seeds, seed)
     return rows
 
 
@@ -483,6 +491,12 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
             store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
             progress.advance(bar)
     return failures
+
+
+def _budget_directions() -> dict[str, int]:
+    from zoorank.budget import REFERENCE_ORACLES
+
+    return {o: oracle_direction(o) for o in REFERENCE_ORACLES}
 
 
 def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequence[str],
@@ -775,11 +789,16 @@ def write_rank_outputs(
     Writes ``leaderboard.parquet/.csv/.md``, ``agreement.parquet`` and ``failed.parquet`` (only
     when their bytes change), prints the top rows and returns the leaderboard.
     """
+    from zoorank import budget
+
     model_ids = [m.model_id for m in models]
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
+    oracle, budget_cells = budget.split_oracle(oracle)
     board, settings = build_leaderboard(config, models, metrics, oracle)
     agree = build_agreement(config, board, metrics, oracle)
+    agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
+                                    config.rank.bootstrap, config.seed)
     if manifest is None:
         manifest = fresh_manifest(config, store, models)
     wanted = {m.model_id: tuple(m.datasets) for m in models
@@ -795,6 +814,8 @@ def write_rank_outputs(
     write_if_changed(store, FAILED, _parquet_bytes(failed))
     if show and len(board):
         print_leaderboard(board, settings)
+        for line in budget.crossover_lines(budget.crossovers(agree)):
+            print(line)
     if show and len(failed):
         from rich.console import Console
 

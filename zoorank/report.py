@@ -10,6 +10,9 @@ writes through :class:`~zoorank.store.Store` (so an object store works too):
 * ``agreement-<dataset>.png``: a heat map of signed Kendall τ-b between the rankings of all metrics;
 * ``ranks.png``: each model's rank per dataset (primary metric) and aggregated;
 * ``reliability-<dataset>-<group>.png``: histograms of NC and its baselines per seed ensemble;
+* ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
+  few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
+  line per score (:mod:`zoorank.budget`);
 * the failed models with their reasons.
 
 HTML uses relative image links and inline CSS only. Figures are drawn on ``matplotlib.figure.Figure``
@@ -71,6 +74,75 @@ img { max-width: 100%; border: 1px solid #eee; margin: .5em 0; }
 
 
 # -- figures (pure: frames in, PNG bytes out) ------------------------------------------------------
+
+
+#: label-free metrics drawn as labelled lines in the label-budget plot (the best by τ; the rest grey).
+BUDGET_LABELLED_METRICS = 3
+
+
+def budget_png(curve: pd.DataFrame, label_free: pd.DataFrame, dataset: str,
+               oracle_metric: str) -> bytes:
+    """τ vs labels per class of each few-label score (mean over seeds, bootstrap band), with the
+    label-free metrics' τ as horizontal lines (the zero-label reference)."""
+    fig = _figure(7.0, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    means = curve[curve["budget_seed"] == "mean"]
+    ks = sorted(means["labels_per_class"].unique())
+    for score, rows in means.groupby("metric", sort=True):
+        rows = rows.sort_values("labels_per_class")
+        x = rows["labels_per_class"].to_numpy(np.float64)
+        line = ax.plot(x, rows["kendall_tau"].to_numpy(np.float64), marker="o", lw=2,
+                       label=str(score))[0]
+        low = rows["kendall_ci_low"].to_numpy(np.float64)
+        high = rows["kendall_ci_high"].to_numpy(np.float64)
+        if np.isfinite(low).any():
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, lw=0)
+    ref = label_free[(label_free["dataset"] == dataset)
+                     & (label_free["oracle_metric"] == oracle_metric)
+                     & (label_free["family"] == "all")
+                     & (label_free["metric"] != "leaderboard_rank")]
+    ref = ref[np.isfinite(ref["kendall_tau"].to_numpy(np.float64))]
+    ref = ref.sort_values("kendall_tau", ascending=False)
+    for i, r in enumerate(ref.itertuples(index=False)):
+        if i < BUDGET_LABELLED_METRICS:
+            ax.axhline(r.kendall_tau, ls="--", lw=1.2, color=f"C{7 + i % 3}",
+                       label=f"{r.metric} (label-free)")
+        else:
+            ax.axhline(r.kendall_tau, ls=":", lw=0.7, color="#bbbbbb")
+    if ks:
+        ax.set_xscale("log")
+        ax.set_xticks(ks, labels=[f"{k:g}" for k in ks])
+        ax.minorticks_off()
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_xlabel("labels per class", fontsize=8)
+    ax.set_ylabel(f"Kendall τ-b vs {oracle_metric}", fontsize=8)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"{dataset}: label budget (lines: mean over seeds, bands: 95% bootstrap over "
+                 "models; dashed: label-free)", fontsize=9)
+    return _png(fig)
+
+
+def budget_section(agree: pd.DataFrame, images: dict[str, bytes]) -> str:
+    """The report's label-budget section (plots added to ``images``); empty without budget rows."""
+    from zoorank.budget import crossover_lines, crossovers, split_agreement
+
+    label_free, curve = split_agreement(agree)
+    if curve.empty:
+        return ""
+    parts = ["<h2>When a few labels exist: the label-budget curve</h2><p class='note'>Each "
+             "few-label score computed on seeded subsets of the oracle's train split with k labels "
+             "per class, ranked against the full oracle (Kendall τ-b over all models); the "
+             "label-free metrics need no label and are drawn as horizontal lines. Rows with "
+             "<code>labels_per_class</code> in <code>agreement.parquet</code>.</p>"]
+    lines = crossover_lines(crossovers(agree))
+    if lines:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
+    for (ds, o_name), rows in curve.groupby(["dataset", "oracle_metric"], sort=True):
+        name = f"budget-{ds}-{o_name}.png"
+        images[name] = budget_png(rows, label_free, str(ds), str(o_name))
+        parts.append(f"<h3>{html.escape(str(ds))}: τ vs {html.escape(str(o_name))} by labels per "
+                     "class</h3>" + _img(name, f"{ds} label-budget curve vs {o_name}"))
+    return "".join(parts)
 
 
 def _png(fig) -> bytes:
@@ -271,7 +343,9 @@ def run_report(config: RunConfig) -> str:
         raise InputError(f"{store.name}/leaderboard.parquet was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
                          "run `zoorank rank CONFIG` first")
-    agree = _read(store, AGREEMENT)
+    agree_all = _read(store, AGREEMENT)
+    agree = agree_all[agree_all["labels_per_class"].isna()] if "labels_per_class" in agree_all \
+        else agree_all
     failed = _read(store, FAILED, FAILED_COLUMNS)
     oracle = _read(store, ORACLE)
     datasets = [d.name for d in config.datasets]
@@ -344,6 +418,10 @@ def run_report(config: RunConfig) -> str:
             sections.append(f"<h2>Rank agreement between metrics: {html.escape(ds)}</h2>"
                             + _img(name, f"{ds} rank agreement heat map"))
 
+    # -- label-budget curve (oracle.transferability)
+    if section := budget_section(agree_all, images):
+        sections.append(section)
+
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     rel_parts = []
     for ds in datasets:
@@ -390,5 +468,9 @@ def run_report(config: RunConfig) -> str:
     if len(failed):
         Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries "
                         "(listed in the report)")
+    from zoorank.budget import crossover_lines, crossovers
+
+    for line in crossover_lines(crossovers(agree_all)):
+        print(line)
     Console().print(f"report: {where} ({len(images)} plots)")
     return where

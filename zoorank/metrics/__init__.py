@@ -32,6 +32,7 @@ from zoorank.metrics.spectral import (
     lidar,
     rankme,
 )
+from zoorank.metrics.transferability import gbc, h_score, logme, nleep
 
 __all__ = [
     "DegenerateInputWarning",
@@ -44,14 +45,18 @@ __all__ = [
     "embedding_norm",
     "esc",
     "feature_variance",
+    "gbc",
+    "h_score",
     "knn_accuracy",
     "lidar",
     "linear_probe_accuracy",
+    "logme",
     "loss_data_curve",
     "mdl",
     "mean_knn_distance",
     "mle_id",
     "neighborhood_consistency",
+    "nleep",
     "r_auroc",
     "rankme",
     "recall_at_1",

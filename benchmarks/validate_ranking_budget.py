@@ -1,0 +1,249 @@
+"""The label-budget curve on the validation zoo (issue 12): how many labels beat label-free ranking?
+
+Takes the store of a finished ``benchmarks/validate_ranking.py`` run (its ``validate_run.json`` has
+the run config), turns on the few-label oracle (``oracle.transferability``: LogME, H-score, NLEEP,
+GBC on seeded stratified subsets of the oracle's train split with k labels per class), reruns RANK
+and REPORT on that store, and writes a markdown report: the command, date, machine, load and wall
+time; mean Kendall τ [95% bootstrap CI over models] of each score at each k against kNN and
+linear-probe accuracy, the per-seed τ, the best label-free metric's τ (the zero-label reference)
+and the crossover (smallest k whose mean τ beats it). Every figure is read from the store's
+``agreement.parquet`` and ``oracle.parquet``. Prints, never asserts.
+
+    .venv/bin/python benchmarks/validate_ranking.py                    # the zoo (~25-35 min CPU)
+    .venv/bin/python benchmarks/validate_ranking_budget.py             # + the budget (~5-10 min)
+
+Writes ``benchmarks/results/validate_ranking_budget.md`` unless ``--markdown`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from validate_ranking import command_line, git_head, machine  # noqa: E402
+
+import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, usage stats off)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "validate_ranking_budget.md"
+ORACLE_NAMES = {"knn_accuracy": "kNN", "linear_probe_accuracy": "linear probe"}
+
+
+def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    from zoorank.config import parse_config
+    from zoorank.pipeline import run_rank, run_report
+
+    source = json.loads((out / "validate_run.json").read_text())
+    rdict = source["run_config"]
+    rdict["oracle"] = {**rdict["oracle"], "transferability": args.scores.split(","),
+                       "labels_per_class": [int(k) for k in args.labels_per_class.split(",")],
+                       "label_budget_seeds": args.seeds}
+    config = parse_config(rdict, "<validate_ranking_budget config>")
+    info: dict[str, Any] = {"command": command_line(),
+                            "date": datetime.datetime.now().astimezone().isoformat("T", "seconds"),
+                            "machine": machine(), "git": git_head(), "load_start": os.getloadavg(),
+                            "store": config.store, "oracle": rdict["oracle"],
+                            "zoo_run": {k: source.get(k) for k in ("command", "date", "git",
+                                                                    "size", "every")},
+                            "timings": {}}
+    for name, fn in (("rank", run_rank), ("report", run_report)):
+        t0 = time.perf_counter()
+        result = fn(config, address=args.address) if name == "report" else fn(
+            config, address=args.address, show=False)
+        info["timings"][name] = time.perf_counter() - t0
+        if name == "report":
+            info["report"] = str(result)
+    info["load_end"] = os.getloadavg()
+    (out / "validate_budget_run.json").write_text(json.dumps(info, indent=2, default=str))
+    return info
+
+
+def _cell(row: pd.Series | None) -> str:
+    if row is None or not np.isfinite(row["kendall_tau"]):
+        return "n/a"
+    if not np.isfinite(row["kendall_ci_low"]):
+        return f"{row['kendall_tau']:+.2f}"
+    return f"{row['kendall_tau']:+.2f} [{row['kendall_ci_low']:+.2f}, {row['kendall_ci_high']:+.2f}]"
+
+
+def _spread(store) -> str:
+    """The oracle's accuracy range over the zoo (identifies the zoo against validate_ranking.md)."""
+    board = store.read_frame("leaderboard.parquet")
+    parts = []
+    for o_name, label in ORACLE_NAMES.items():
+        cols = [c for c in board.columns if c.endswith(f"/{o_name}")]
+        if cols:
+            v = board[cols[0]].to_numpy(np.float64) * 100
+            parts.append(f"{label} accuracy min {np.nanmin(v):.1f}%, median {np.nanmedian(v):.1f}%, "
+                         f"max {np.nanmax(v):.1f}%")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |",
+             "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_markdown(info: dict[str, Any], path: Path) -> str:
+    from zoorank.budget import crossover_lines, crossovers, split_agreement
+    from zoorank.store import Store
+
+    store = Store(info["store"])
+    agree = store.read_frame("agreement.parquet")
+    oracle = store.read_frame("oracle.parquet")
+    label_free, curve = split_agreement(agree)
+    label_free = label_free[(label_free["family"] == "all")
+                            & (label_free["metric"] != "leaderboard_rank")]
+    ks = sorted(curve["labels_per_class"].unique())
+    scores = list(dict.fromkeys(curve["metric"]))
+    n_models = int(curve["n_models"].max()) if len(curve) else 0
+    o = info["oracle"]
+    m = info["machine"]
+    t = info["timings"]
+    zoo = info["zoo_run"]
+    lines = [
+        "# Label-budget curve on the validation zoo: few-label scores vs label-free ranking",
+        "",
+        "Produced by `benchmarks/validate_ranking_budget.py` (issue 12) on the store of a "
+        "`benchmarks/validate_ranking.py` run. Every number is read from that store "
+        "(`agreement.parquet` rows with `labels_per_class`, `oracle.parquet` cells "
+        "`<score>@k<k>s<seed>`); nothing was edited by hand.",
+        "",
+        "## Run",
+        "",
+        f"* **Zoo**: `{zoo.get('command')}` ({zoo.get('date')}, git `{zoo.get('git')}`): "
+        f"{n_models} checkpoints of small CNNs (SimCLR / VICReg × lr × 3 seeds, checkpoints every "
+        f"{zoo.get('every')} epochs) ranked on CIFAR-10 test images; size "
+        f"`{json.dumps(zoo.get('size'))}`. {_spread(store)}",
+        f"* **Budget command**: `{info['command']}`",
+        f"* **Date**: {info['date']}; zoorank at git `{info['git']}`.",
+        f"* **Machine**: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}; Python {m['python']}. "
+        f"Shared: load average {info['load_start'][0]:.1f} at the start, "
+        f"{info['load_end'][0]:.1f} at the end.",
+        f"* **Wall time**: rank (label oracle incl. every few-label cell, agreement) "
+        f"{t['rank']:.0f} s, report {t['report']:.0f} s.",
+        f"* **Few-label oracle**: scores {', '.join(f'`{s}`' for s in o['transferability'])}; "
+        f"k = {', '.join(str(k) for k in o['labels_per_class'])} labels per class; "
+        f"{o['label_budget_seeds']} seeds; seeded stratified subsets of the oracle's train split "
+        f"(a stratified {1 - o.get('test_fraction', 0.5):.0%} of the ranked images; a class with "
+        "fewer than k images there gives all it has). Reference: kNN (k = 20, T = 0.07) and "
+        "linear-probe accuracy on the full train split, measured on the test split.",
+        "* τ: Kendall τ-b of the score's model ranking against the oracle's over all models; the "
+        "mean over seeds with a 95% percentile interval from 1000 bootstrap resamples of the models "
+        "(the same resample for every seed). The label-free metrics need no label: their τ is the "
+        "zero-label reference, and the best of them (picked in hindsight, so the comparison "
+        "favours label-free ranking) sets the bar.",
+        "",
+        "## Crossovers",
+        "",
+    ]
+    table = crossovers(agree)
+    lines += [f"* {line}" for line in crossover_lines(table)]
+    lines += ["", "Margin at the crossover: the score's mean τ there minus the best label-free τ, "
+              "and whether the score's 95% bootstrap interval there excludes that τ (only then is "
+              "the overtaking clear of the model-sampling noise).", ""]
+    rows = []
+    for r in table.itertuples(index=False):
+        if np.isnan(r.crossover_labels_per_class):
+            continue
+        at = curve[(curve["metric"] == r.score) & (curve["oracle_metric"] == r.oracle_metric)
+                   & (curve["labels_per_class"] == r.crossover_labels_per_class)
+                   & (curve["budget_seed"] == "mean")].iloc[0]
+        clear = "yes" if at["kendall_ci_low"] > r.best_label_free_tau else "no"
+        rows.append([f"`{r.score}`", ORACLE_NAMES.get(r.oracle_metric, r.oracle_metric),
+                     f"{r.crossover_labels_per_class:g}", _cell(at),
+                     f"`{r.best_label_free}` {r.best_label_free_tau:+.2f}",
+                     f"{at['kendall_tau'] - r.best_label_free_tau:+.2f}", clear])
+    if rows:
+        lines.append(_table(["score", "oracle", "k", "τ [95% CI]", "best label-free", "margin",
+                             "CI excludes it"], rows))
+    for o_name in [x for x in ORACLE_NAMES if x in set(curve["oracle_metric"])]:
+        c = curve[curve["oracle_metric"] == o_name]
+        lf = label_free[label_free["oracle_metric"] == o_name].sort_values("kendall_tau",
+                                                                           ascending=False)
+        lines += ["", f"## τ vs {ORACLE_NAMES[o_name]} accuracy by labels per class", "",
+                  "Mean over seeds [95% bootstrap CI over models].", ""]
+        rows = []
+        for score in scores:
+            cells = []
+            for k in ks:
+                r = c[(c["metric"] == score) & (c["labels_per_class"] == k)
+                      & (c["budget_seed"] == "mean")]
+                cells.append(_cell(r.iloc[0] if len(r) else None))
+            rows.append([f"`{score}`", *cells])
+        lines.append(_table(["score", *[f"k = {k:g}" for k in ks]], rows))
+        lines += ["", "Per seed (τ of each seed's subset):", ""]
+        rows = []
+        for score in scores:
+            cells = []
+            for k in ks:
+                r = c[(c["metric"] == score) & (c["labels_per_class"] == k)
+                      & (c["budget_seed"] != "mean")].sort_values("budget_seed")
+                cells.append(" / ".join(f"{v:+.2f}" for v in r["kendall_tau"]))
+            rows.append([f"`{score}`", *cells])
+        lines.append(_table(["score", *[f"k = {k:g}" for k in ks]], rows))
+        lines += ["", "Label-free metrics (0 labels), same oracle and models:", ""]
+        lines.append(_table(["label-free metric", "τ [95% CI]"],
+                            [[f"`{r.metric}`", _cell(pd.Series(r._asdict()))]
+                             for r in lf.itertuples(index=False)]))
+    cells = oracle[oracle["metric"].str.contains("@k", regex=False)]
+    if len(cells):
+        secs = cells.assign(
+            score=cells["metric"].str.split("@").str[0],
+            seconds=[json.loads(p).get("seconds", np.nan) for p in cells["params"]],
+            error=[bool(json.loads(p).get("error")) for p in cells["params"]])
+        lines += ["", "## Cost and failures of the few-label cells", "",
+                  "Seconds per cell (one score on one model's subset, inside the oracle's Ray "
+                  "task at 0.5 CPU), from `params.seconds` in `oracle.parquet`.", ""]
+        rows = []
+        for score, g in secs.groupby("score", sort=False):
+            rows.append([f"`{score}`", str(len(g)), f"{g['seconds'].median():.3f}",
+                         f"{g['seconds'].max():.3f}", f"{g['seconds'].sum():.1f}",
+                         str(int(g["error"].sum()))])
+        lines.append(_table(["score", "cells", "median s", "max s", "total s", "NaN (error)"],
+                            rows))
+    lines += ["", f"HTML report with the curve: `{info.get('report')}` "
+              f"(`budget-<dataset>-<oracle>.png`).", ""]
+    text = "\n".join(lines)
+    path.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="/tmp/zoorank-validate/cifar10",
+                   help="work folder of a finished validate_ranking.py run")
+    p.add_argument("--markdown", help=f"default {RESULTS.relative_to(ROOT)}")
+    p.add_argument("--scores", default="logme,h_score,nleep,gbc")
+    p.add_argument("--labels-per-class", default="5,10,25,50,100")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--address", help="Ray address to join (default: a local cluster)")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rewrite the markdown from <out>/validate_budget_run.json")
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    md = Path(args.markdown) if args.markdown else RESULTS
+    if args.report_only:
+        info = json.loads((out / "validate_budget_run.json").read_text())
+    else:
+        info = run(args, out)
+    print(write_markdown(info, md))
+    print(f"\nmarkdown: {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
