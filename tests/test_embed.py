@@ -30,6 +30,7 @@ from zoorank.config import load_config, parse_config
 from zoorank.data import clean_view, decode_image, load_samples, make_views
 from zoorank.embed import chunk_models, plan_entries, run_embed
 from zoorank.errors import ConfigError, InputError
+from zoorank.sources import index_samples
 from zoorank.store import Store
 from zoorank.zoo import load_model, resolve_models
 
@@ -242,8 +243,8 @@ def test_fingerprints_follow_what_changes_the_embeddings(zoo, shared_data, photo
 
     def fps(data):
         config = parse_config(data)
-        tables = {d.name: load_samples(d, config.seed) for d in config.datasets}
-        return {e.key: e.fingerprint for e in plan_entries(config, resolve_models(config), tables)}
+        indexes = {d.name: index_samples(d, config.seed) for d in config.datasets}
+        return {e.key: e.fingerprint for e in plan_entries(config, resolve_models(config), indexes)}
 
     a = fps(base)
     b = fps({**base, "seed": 8})
