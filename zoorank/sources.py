@@ -344,10 +344,10 @@ def read_unit(index: SampleIndex, unit: tuple[str, Any],
         import pyarrow.parquet as pq
 
         group, start, ids = arg
-        want = set(int(i) for i in ids)
-        last = int(ids[-1])
+        ids = np.asarray(ids, dtype=np.int64)
         row = start
-        ids_out, payloads, names = [], [], []
+        ids_out: list[int] = []
+        payloads: list[Any] = []
         with uris.open_input(index.uri) as f:
             for batch in pq.ParquetFile(f).iter_batches(
                 batch_size=max(block_rows, 256), row_groups=[group], columns=[index.image_column]
@@ -356,20 +356,21 @@ def read_unit(index: SampleIndex, unit: tuple[str, Any],
                 if pa.types.is_struct(col.type):
                     col = col.field("bytes")
                 n = len(col)
-                for j in range(n):
-                    sid = row + j
-                    if sid in want:
-                        ids_out.append(sid)
-                        payloads.append(col[j].as_py())
-                        names.append(f"{label}{_basename(index.uri)}#row={sid} (sample_id {sid})")
-                        if len(ids_out) == block_rows:
-                            yield _block(ids_out, payloads, names)
-                            ids_out, payloads, names = [], [], []
+                lo, hi = np.searchsorted(ids, [row, row + n])
+                if hi > lo:
+                    ids_out += ids[lo:hi].tolist()
+                    payloads += col.take(pa.array(ids[lo:hi] - row)).to_pylist()
+                while len(ids_out) >= block_rows:
+                    part, ids_out = ids_out[:block_rows], ids_out[block_rows:]
+                    got, payloads = payloads[:block_rows], payloads[block_rows:]
+                    yield _block(part, got, [f"{label}{_basename(index.uri)}#row={s} "
+                                             f"(sample_id {s})" for s in part])
                 row += n
-                if row > last:
+                if len(ids) == 0 or row > ids[-1]:
                     break
         if ids_out:
-            yield _block(ids_out, payloads, names)
+            yield _block(ids_out, payloads, [f"{label}{_basename(index.uri)}#row={s} "
+                                             f"(sample_id {s})" for s in ids_out])
     elif kind == "files":
         for a in range(0, len(arg), block_rows):
             part = arg[a:a + block_rows]
