@@ -131,6 +131,8 @@ def plan_entries(
         for view in config.views:
             samples = view_subset(index.sample_id, view, config.seed)
             for m in models:
+                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
+                    continue
                 fp = entry_fingerprint(m, selection, view, config.seed, precision)
                 entries.append(Entry(spec.name, view, m, fp, samples))
     return entries
@@ -594,7 +596,7 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     check_views(config.views)
     store = Store(config.store)
     digests = uris.DigestCache(store)
-    models = resolve_models(config)
+    models = resolve_models(config, digests)
     indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
     digests.save()
     precision = planned_precision(config.embed)
