@@ -582,6 +582,10 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
         "model_load_seconds": max(r["load_seconds"] for r in reps),
         "steady_seconds": steady,
         "steady_images_per_second": images / steady if steady > 0 else None,
+        # wall-clock times: when the chunk's tasks were submitted, first ran, last finished
+        "submitted": chunk.submitted,
+        "first_call": first_call,
+        "last_done": last_done,
     }
 
 
