@@ -216,6 +216,56 @@ def chunks_case(tmp: Path, args, embed: dict) -> None:
           f"files per entry {best['files']:.1f}   [zoorank from {where}]")
 
 
+_MEASURE = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+import zoorank.runtime
+from zoorank.config import load_config
+from zoorank.embed import run_embed
+t0 = time.perf_counter()
+rows = run_embed(load_config({cfg!r}))
+print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0,
+                             "peak": rows.attrs["driver_peak_rss_bytes"],
+                             "done": int((rows["status"] == "done").sum())}}))
+"""
+
+
+def driver_memory_case(tmp: Path, args) -> None:
+    """The driver's peak RSS embedding N images of cifar10/train.parquet, each N in a fresh process.
+    """
+    import json
+    import subprocess
+
+    import yaml
+
+    specs = save_zoo(tmp / "zoo-mem", "tiny", 1, 32)
+    results = {}
+    for n in args.memory_images:
+        cfg = tmp / f"mem-{n}.yaml"
+        cfg.write_text(yaml.safe_dump({
+            "store": str(tmp / f"store-mem-{n}"),
+            "datasets": [{"name": "cifar", "source": "parquet", "limit": n,
+                          "path": str(DATA / "cifar10" / "train.parquet")}],
+            "models": specs, "views": [{"name": "clean"}],
+            "embed": {"batch_size": 256, "device": "cpu"},
+        }))
+        code = _MEASURE.format(bench=str(Path(__file__).parent), cfg=str(cfg))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=dict(os.environ, ZOORANK_PROGRESS="0"), check=False)
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"driver-memory run of {n} images failed:\n{out.stdout}\n{out.stderr}")
+        results[n] = json.loads(line[7:])
+        r = results[n]
+        print(f"embed  driver memory  tiny@32px  {n} imgs (cifar10 train)  peak RSS "
+              f"{r['peak'] / 2**20:,.0f} MiB  whole stage {r['seconds']:.1f} s  "
+              f"{r['done']} entries done")
+    lo, hi = min(results), max(results)
+    print(f"embed  driver memory  {hi} vs {lo} imgs  peak RSS {results[hi]['peak'] / 2**20:,.0f} "
+          f"vs {results[lo]['peak'] / 2**20:,.0f} MiB  {results[hi]['peak'] / results[lo]['peak']:.2f}×"
+          f"  (images {hi / lo:.0f}×)")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", default="resnet18")
@@ -232,7 +282,8 @@ def main(argv=None) -> None:
     p.add_argument("--chunks", type=int, default=4, help="one-model chunks in the chunks case")
     p.add_argument("--chunks-images", type=int, default=512)
     p.add_argument("--chunks-size", type=int, default=32)
-    cases = ["resnet", "tiny", "many", "chunks"]
+    p.add_argument("--memory-images", type=int, nargs="+", default=[10_000, 50_000])
+    cases = ["resnet", "tiny", "many", "chunks", "driver-memory"]
     p.add_argument("--skip", nargs="*", default=[], choices=cases)
     p.add_argument("--only", nargs="*", default=None, choices=cases)
     args = p.parse_args(argv)
@@ -248,7 +299,8 @@ def main(argv=None) -> None:
     embed = {"num_actors": args.num_actors} if args.num_actors else {}
     try:
         t0 = time.perf_counter()
-        ensure_ray()
+        if set(cases) - set(args.skip) - {"driver-memory"}:  # that case runs its own processes
+            ensure_ray()
         print(f"# local Ray started in {time.perf_counter() - t0:.1f} s "
               f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
               f"load average {os.getloadavg()[0]:.1f})")
@@ -282,6 +334,8 @@ def main(argv=None) -> None:
         if "chunks" not in args.skip:
             chunks_case(tmp, args, embed)
             print(f"# load average {os.getloadavg()[0]:.1f}")
+        if "driver-memory" not in args.skip:
+            driver_memory_case(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

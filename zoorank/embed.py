@@ -595,7 +595,8 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
     are recorded (status ``failed`` with the reason) and the run returns normally. The live
     progress and the summary table go to the terminal (``ZOORANK_PROGRESS=0`` turns them off);
-    ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s).
+    ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s),
+    ``result.attrs["driver_peak_rss_bytes"]`` this process's peak resident memory.
     """
     check_views(config.views)
     store = Store(config.store)
@@ -662,6 +663,10 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     out = out.reset_index(drop=True)
     #: timings of each chunk (start-up, steady-state images/s) for benchmarks and logs.
     out.attrs["pipelines"] = pipelines
+    from zoorank.runtime import peak_rss_bytes
+
+    #: the driver's peak RSS so far (the process's lifetime peak: measure in a fresh process).
+    out.attrs["driver_peak_rss_bytes"] = peak_rss_bytes()
     return out
 
 
