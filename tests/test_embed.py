@@ -448,8 +448,7 @@ def test_fingerprints_hold_precision_and_dataset_content_not_its_path(zoo, share
 def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_session, zoo,
                                                                        shared_data, photos,
                                                                        tmp_path, monkeypatch):
-    import zoorank.embed as embed_module
-    from zoorank import viewcache
+    from zoorank import embedplan, viewcache
 
     def config(store, **embed):
         data = config_dict(tmp_path / store, zoo, shared_data, photos,
@@ -471,7 +470,7 @@ def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_sessio
     assert not store.exists("cache/views/digits")  # the decoded views go with the last chunk
 
     # one chunk sliced over two tasks (each keeps ≥ 256 rows): two files, the same rows
-    monkeypatch.setattr(embed_module, "SLICE_MIN_ROWS", 256)
+    monkeypatch.setattr(embedplan, "SLICE_MIN_ROWS", 256)
     monkeypatch.setattr(viewcache, "PART_ROWS", 128)  # 4 cache parts to share out
     sliced = run_embed(config("sliced", models_per_actor=3, num_actors=2, batch_size=64))
     assert sliced.attrs["pipelines"][0]["actors"] == 2
@@ -542,3 +541,33 @@ def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, z
         np.testing.assert_array_equal(a.sample_id, b.sample_id)
         np.testing.assert_array_equal(a.view_index, b.view_index)
         np.testing.assert_allclose(a.embedding, b.embedding, rtol=1e-6, atol=1e-6)
+
+
+def test_gpu_scheduled_work_runs_on_cpu_torch_only_when_allowed(monkeypatch):
+    from zoorank.embedder import torch_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: GPU-scheduled work runs on it")
+    monkeypatch.delenv("ZOORANK_GPU_AS_CPU", raising=False)
+    assert torch_device("cpu", False) == "cpu"
+    with pytest.raises(RuntimeError, match="allow_cpu_torch"):
+        torch_device("cuda", False)
+    assert torch_device("cuda", True) == "cpu"
+    monkeypatch.setenv("ZOORANK_GPU_AS_CPU", "1")
+    assert torch_device("cuda", False) == "cpu"
+
+
+@pytest.mark.timeout(60)
+def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
+    from zoorank.config import EmbedOptions
+    from zoorank.embed import _resources
+    from zoorank.runtime import autoscaler_gpus, cluster_gpus, wait_for_gpus
+
+    assert cluster_gpus() == 0 and autoscaler_gpus() == 0  # a local Ray: no autoscaler
+    with pytest.raises(ConfigError, match="embed.device"):
+        _resources(EmbedOptions(device="cuda"))
+    assert _resources(EmbedOptions()).device == "cpu"
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="no GPU"):
+        wait_for_gpus(2, timeout_s=1.0, poll_s=0.2)
+    assert time.monotonic() - t0 < 10
