@@ -152,6 +152,7 @@ class _Resources:
     num_cpus: float
     num_gpus: float
     allow_cpu_torch: bool = False
+    total_cpus: float = 1.0
 
 
 def _resources(options: EmbedOptions) -> _Resources:
@@ -171,13 +172,13 @@ def _resources(options: EmbedOptions) -> _Resources:
         workers = options.num_actors or max(1, int(gpus if gpus > 0 else min(possible, 64)))
         threads = max(1, int(options.num_cpus_per_actor))
         return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 1.0,
-                          allow_cpu)
+                          allow_cpu, cpus)
     # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
     # layer (badly so on a shared machine), so up to 4 workers share the cores.
     workers = options.num_actors or max(1, min(4, int(cpus)))
     threads = max(1, int(cpus // workers))
     return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 0.0,
-                      allow_cpu)
+                      allow_cpu, cpus)
 
 
 def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
@@ -324,11 +325,11 @@ def _embed_chunks(
     task = ray.remote(embed_slice)
     chunks: dict[Any, _Chunk] = {}
     left: dict[tuple[str, Geometry], int] = {}
+    plan = []  # (group, chunk index, entries, models, wanted, slices of the cache parts)
     for gkey, entries in groups.items():
-        ckey, cache = caches[gkey]
+        parts = caches[gkey][1]["parts"]
         chunked = chunk_entries(entries, config.embed)
         left[gkey] = len(chunked)
-        parts = cache["parts"]
         for ci, centries in enumerate(chunked):
             models = list({e.model.model_id: e.model for e in centries}.values())
             wanted: dict[str, list[str]] = defaultdict(list)
@@ -337,17 +338,24 @@ def _embed_chunks(
             smallest = min(e.expected_rows for e in centries)
             n = slices_for(len(chunked), res.num_workers, smallest, len(parts))
             bounds = np.linspace(0, len(parts), n + 1).astype(int)
-            refs = [
-                task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
-                    store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey),
-                    parts[a:b], models, dict(wanted), si, device=res.device,
-                    precision=res.precision, num_threads=res.num_threads,
-                    allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
-                for si, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
-            ]
-            chunk = _Chunk(gkey, ci, centries, refs, time.time())
-            for r in refs:
-                chunks[r] = chunk
+            plan.append((gkey, ci, centries, models, dict(wanted),
+                         [parts[a:b] for a, b in zip(bounds[:-1], bounds[1:])]))
+    threads = res.num_threads
+    if res.num_gpus == 0:  # CPU: the tasks that run at once share the cores
+        tasks_total = sum(len(p[-1]) for p in plan)
+        threads = max(1, int(res.total_cpus // max(1, min(res.num_workers, tasks_total))))
+    for gkey, ci, centries, models, wanted, slices in plan:
+        ckey = caches[gkey][0]
+        refs = [
+            task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
+                store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
+                wanted, si, device=res.device, precision=res.precision, num_threads=threads,
+                allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
+            for si, part_names in enumerate(slices)
+        ]
+        chunk = _Chunk(gkey, ci, centries, refs, time.time())
+        for r in refs:
+            chunks[r] = chunk
     pending = list(chunks)
     try:
         while pending:
