@@ -286,6 +286,10 @@ def test_on_bad_image_fail_stops_with_an_input_error_naming_the_file(ray_session
     with pytest.raises(InputError, match="zz_corrupt.JPEG"):
         run_embed(config)
     assert Store(config.store).read_manifest().empty
+    clean = photo_folder(shared_data, tmp_path / "clean", 3, corrupt=False)
+    ok = run_embed(config.model_copy(update={"datasets": [
+        config.datasets[0].model_copy(update={"path": str(clean)})]}))
+    assert set(ok["status"]) == {"done"}  # no undecodable image: `fail` never fires
 
 
 def test_unknown_view_recipe_is_a_config_error_naming_the_view(zoo, tmp_path):
