@@ -217,7 +217,7 @@ def chunks_case(tmp: Path, args, embed: dict) -> None:
 
 
 _MEASURE = """
-import json, sys, time
+import json, resource, sys, time
 sys.path.insert(0, {bench!r})
 import zoorank.runtime
 from zoorank.config import load_config
@@ -225,7 +225,7 @@ from zoorank.embed import run_embed
 t0 = time.perf_counter()
 rows = run_embed(load_config({cfg!r}))
 print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0,
-                             "peak": rows.attrs["driver_peak_rss_bytes"],
+                             "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                              "done": int((rows["status"] == "done").sum())}}))
 """
 
