@@ -467,6 +467,7 @@ def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_sessio
     assert len(stats) == 3 and set(whole["status"]) == {"done"}
     submitted = [s["submitted"] for s in stats]
     assert max(submitted) - min(submitted) < 1.0  # every chunk's task was submitted at once
+    assert all(s["nodes"] == [ray_session.get_runtime_context().get_node_id()] for s in stats)
     store = Store(tmp_path / "whole")
     for r in whole.to_dict("records"):
         assert r["rows"] == 512

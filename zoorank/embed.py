@@ -405,6 +405,8 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
         "submitted": chunk.submitted,
         "first_call": first_call,
         "last_done": last_done,
+        #: the Ray nodes the chunk's tasks ran on (multi-node tests check the GPU workers)
+        "nodes": sorted({r.get("node_id", "") for r in reps}),
     }
 
 
