@@ -27,18 +27,37 @@ def _state_bytes(model: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 
-@lru_cache(maxsize=256)
-def _meta_bytes(source: str, name: str, kwargs_json: str) -> int:
+def _meta_model(source: str, name: str, kwargs_json: str) -> nn.Module:
     if source == "timm":
-        return _state_bytes(_timm_meta_model(name, kwargs_json))
+        return _timm_meta_model(name, kwargs_json)
     if source == "transformers":
         with _quiet_transformers():
             cls, config = _transformers_class(name)
             with torch.device("meta"):
-                model = cls.from_config(config)
-        return sum(t.numel() * 4 for t in model.state_dict().values())  # loaded as float32
+                return cls.from_config(config)
     with torch.device("meta"):
-        return _state_bytes(_python_factory(name)(**json.loads(kwargs_json)))
+        return _python_factory(name)(**json.loads(kwargs_json))
+
+
+@lru_cache(maxsize=256)
+def _meta_bytes(source: str, name: str, kwargs_json: str) -> int:
+    model = _meta_model(source, name, kwargs_json)
+    if source == "transformers":  # loaded as float32
+        return sum(t.numel() * 4 for t in model.state_dict().values())
+    return _state_bytes(model)
+
+
+def count_parameters(resolved: ResolvedModel) -> int | None:
+    """Parameters of the (headless) network, from a meta-device build; None when it cannot be
+    built without weights (torchscript, a factory that fails on the meta device)."""
+    spec = resolved.spec
+    if spec.source == "torchscript":
+        return None
+    try:
+        model = _meta_model(spec.source, spec.name, _kwargs_json(spec))
+    except Exception:
+        return None
+    return sum(p.numel() for p in model.parameters())
 
 
 def _size(uri: str) -> int:

@@ -82,7 +82,8 @@ def resolve_preprocessing(
         base, normalization, origin = NATIVE_GEOMETRY, DEFAULT_NORMALIZATION, "default"
     crop_pct = spec.crop_pct
     notes = [f for f in _OVERRIDES if getattr(spec, f) is not None]
-    if crop_pct is None and spec.input_size and spec.input_size != base.input_size:
+    if (crop_pct is None and spec.input_size and spec.input_size != base.input_size
+            and base.crop_pct != 1.0):
         crop_pct = 1.0
         notes.append("crop_pct 1.0 as input_size is not the data config's")
     geometry = Geometry(

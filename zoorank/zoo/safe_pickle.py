@@ -18,6 +18,8 @@ module named by the file is imported, no callable from it is invoked. Tensors lo
 
 from __future__ import annotations
 
+import _compat_pickle
+import builtins
 import io
 import pickle
 from types import SimpleNamespace
@@ -28,6 +30,7 @@ import torch
 #: modules whose classes are metadata only: their objects load as inert placeholders.
 METADATA_MODULES = (
     "argparse",
+    "collections",
     "pathlib",
     "omegaconf",
     "numpy",
@@ -41,6 +44,10 @@ METADATA_MODULES = (
     "lightning_fabric",
     "pytorch_lightning",
 )
+
+#: builtins that only build plain data (``dict(...)``, ``set(...)``): calling them runs nothing.
+INERT_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "bytearray", "bytes",
+                            "str", "int", "float", "bool", "complex", "slice", "range"})
 
 
 class UnsafeGlobal(pickle.UnpicklingError):
@@ -115,7 +122,12 @@ class RestrictedUnpickler(pickle.Unpickler):
         self._classes: dict[str, type] = {}
 
     def find_class(self, module: str, name: str) -> Any:
+        # protocol-2 pickles (torch.save's) name Python 2 modules; no Python 3 name collides
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         full = f"{module}.{name}"
+        if module == "builtins" and name in INERT_BUILTINS:
+            return getattr(builtins, name)
         if full in self._allowed:
             return self._allowed[full]
         if is_metadata_module(module):
