@@ -576,3 +576,40 @@ def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
     with pytest.raises(TimeoutError, match="no GPU"):
         wait_for_gpus(2, timeout_s=1.0, poll_s=0.2)
     assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.timeout(300)
+def test_dataset_and_store_on_s3_embed_as_the_local_run(ray_session, s3_server, zoo, shared_data,
+                                                        photos, tmp_path):
+    """Parquet and image folder on a loopback S3, store there too: the same ids and embeddings as
+    the local run, each entry verified and one file."""
+    src = shared_data / "cifar10" / "test.parquet"
+    small = tmp_path / "cifar300.parquet"
+    pq.write_table(pq.read_table(src).slice(0, 300), small, row_group_size=64)
+    s3_server.bucket("inputs")
+    s3_server.client.upload_file(str(small), "inputs", "cifar300.parquet")
+    for p in sorted(photos.iterdir()):
+        s3_server.client.upload_file(str(p), "inputs", f"photos/{p.name}")
+
+    def config(store, parquet, folder):
+        data = config_dict(store, zoo, shared_data, photos, models=["cnn"])
+        data["datasets"] = [
+            {"name": "cifar", "source": "parquet", "path": parquet, "limit": 40},
+            {"name": "photos", "source": "image_folder", "path": folder},
+        ]
+        return parse_config(data)
+
+    local = run_embed(config(tmp_path / "local", str(small), str(photos)))
+    remote = run_embed(config(s3_server("stores/run1"), s3_server("inputs/cifar300.parquet"),
+                              s3_server("inputs/photos")))
+    assert local["status"].tolist() == remote["status"].tolist()
+    assert set(local["status"]) == {"done"}
+    a, b = Store(tmp_path / "local"), Store(s3_server("stores/run1"))
+    for r in remote.to_dict("records"):
+        key = (r["dataset"], r["view"], r["model_id"])
+        assert len(b.shard_names(*key)) == 1
+        x, y = a.read_embeddings(*key), b.read_embeddings(*key)
+        np.testing.assert_array_equal(x.sample_id, y.sample_id)
+        np.testing.assert_array_equal(x.view_index, y.view_index)
+        np.testing.assert_allclose(x.embedding, y.embedding, rtol=1e-6, atol=1e-6)
+    assert not b.exists("cache/views/cifar")  # the view cache is gone once the entries are done
