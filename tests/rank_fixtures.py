@@ -84,7 +84,7 @@ def entry_fingerprints(config) -> dict[tuple[str, str, str], str]:
     hand must carry them, or every reader treats its rows as stale)."""
     from zoorank.embed import expected_fingerprints
 
-    return expected_fingerprints(config)
+    return {key: fps[0] for key, fps in expected_fingerprints(config).items()}
 
 
 def stamp_fingerprints(config, store: Store) -> None:

@@ -46,7 +46,7 @@ def fresh_manifest(
     wanted = [k in expected for k in keys]
     out = manifest[wanted].copy()
     keys = [k for k, w in zip(keys, wanted) if w]
-    stale = [(s == "done") and (fp != expected[k])
+    stale = [(s == "done") and (fp not in expected[k])
              for k, s, fp in zip(keys, out["status"], out["fingerprint"])]
     out.loc[stale, "status"] = "stale"
     out.loc[stale, "error"] = "made under another config or version; run `zoorank embed`"

@@ -9,7 +9,8 @@ Removed (each counted, with the bytes freed):
 * manifest rows of entries the config does not have, or whose embeddings are stale or pending,
   with their shards;
 * shard directories no manifest row points at (orphans of an interrupted or older run);
-* reliability tables of seed ensembles that no longer exist.
+* reliability tables of seed ensembles that no longer exist;
+* decoded-view caches (``cache/views/``) an interrupted embed left behind.
 
 ``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
 gc skips exactly what it skipped before.
@@ -35,6 +36,7 @@ class GcReport:
     manifest_rows: int = 0
     shard_dirs: int = 0
     reliability_tables: int = 0
+    view_caches: int = 0
     bytes_freed: int = 0
     removed: list[str] = field(default_factory=list)
 
@@ -129,6 +131,16 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
             report.removed.append(rel)
             if not dry_run:
                 store.delete(rel)
+
+    # decoded-view caches left by an interrupted embed (a finished group deletes its own; gc
+    # holds the store's lease, so no embed is using one now)
+    for name in store.list_dirs("cache", "views"):
+        rel = f"cache/views/{name}"
+        report.view_caches += 1
+        report.bytes_freed += _tree_bytes(store, rel)
+        report.removed.append(rel)
+        if not dry_run:
+            store.delete(rel)
 
     verb = "would free" if dry_run else "freed"
     Console().print(f"gc {store.name}: {verb} {report.summary()}")
