@@ -503,7 +503,10 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             if res.num_gpus > 0:
                 release_gpu_request()
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
-    print_summary(out, skipped, enabled=show)
+    from zoorank.zoo import describe_preprocessing
+
+    print_summary(out, skipped, enabled=show,
+                  preprocessing={m.model_id: describe_preprocessing(m) for m in models})
     out = out.reset_index(drop=True)
     #: timings of each chunk (start-up, steady-state images/s) for benchmarks and logs.
     out.attrs["pipelines"] = pipelines

@@ -72,7 +72,10 @@ def quiet_ray_data() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool) -> None:
+def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool,
+                  preprocessing: dict[str, str] | None = None) -> None:
+    """The embed table (one row per entry, with each model's resolved preprocessing) and the
+    failures; ``preprocessing`` maps model_id → ``zoorank.zoo.describe_preprocessing``."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -82,7 +85,8 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
         return
     if enabled:
         table = Table(title="embed")
-        for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds"):
+        for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds",
+                    "preprocessing"):
             table.add_column(col, justify="right" if col in ("rows", "dim", "seconds") else "left")
         for r in rows.to_dict("records"):
             key = (r["dataset"], r["view"], r["model_id"])
@@ -90,7 +94,8 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
             style = "red" if r["status"] == "failed" else None
             dim = "" if r["dim"] is None or pd.isna(r["dim"]) else str(int(r["dim"]))
             table.add_row(r["dataset"], r["view"], r["model_id"], status, str(int(r["rows"] or 0)),
-                          dim, f"{float(r['seconds'] or 0):.2f}", style=style)
+                          dim, f"{float(r['seconds'] or 0):.2f}",
+                          escape((preprocessing or {}).get(r["model_id"], "")), style=style)
         console.print(table)
     failed = rows[rows["status"] == "failed"]
     bad = rows[(rows["status"] == "done") & (rows["bad_images"].fillna(0) > 0)]
