@@ -68,7 +68,9 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     from zoorank.cli import main
 
     raw = yaml.safe_load(open(result["config"]))
-    raw["metrics"] = [m for m in raw["metrics"] if m != "clid"]
+    from zoorank.config import DEFAULT_METRICS
+
+    raw["metrics"] = [m for m in raw.get("metrics", DEFAULT_METRICS) if m != "clid"]
     raw["rank"] = {k: v for k, v in raw.get("rank", {}).items() if k != "primary_metric"}
     dropped = tmp_path / "no-clid.yaml"
     dropped.write_text(yaml.safe_dump(raw))
