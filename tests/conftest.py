@@ -46,14 +46,41 @@ def digits():
     return d.images, d.target
 
 
+class S3Server:
+    """A moto S3 server on 127.0.0.1 (the ``s3_server`` fixture).
+
+    Calling it, ``s3_server("bucket/prefix")``, returns a store URI with the loopback endpoint and
+    dummy credentials in its query (for Ray workers started before the environment was set);
+    ``endpoint_url`` is ``http://127.0.0.1:PORT``; ``bucket(name)`` creates a bucket once and returns
+    the plain ``s3://name`` (reached through the environment that ``s3_env`` sets).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        import boto3
+
+        self.host, self.port = host, port
+        self.endpoint_url = f"http://{host}:{port}"
+        self.client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+        self._buckets: set[str] = set()
+
+    def bucket(self, name: str) -> str:
+        if name not in self._buckets:
+            self.client.create_bucket(Bucket=name)
+            self._buckets.add(name)
+        return f"s3://{name}"
+
+    def __call__(self, path: str) -> str:
+        self.bucket(path.split("/", 1)[0])
+        # Credentials ride in the URI (Arrow reads user:password as the key pair) because Ray
+        # workers started before this fixture do not see environment variables set here.
+        return (f"s3://testing:testing@{path}?endpoint_override={self.host}:{self.port}"
+                "&scheme=http&region=us-east-1")
+
+
 @pytest.fixture(scope="session")
 def s3_server():
-    """A real S3 API (moto's server mode) on 127.0.0.1 for the session; yields a URI factory.
-
-    ``s3_server("bucket/prefix")`` returns a store URI that pyarrow.fs understands, with the
-    loopback endpoint in its query string. Credentials are dummy values set in the environment.
-    """
-    import boto3
+    """A real S3 API (moto's server mode) on 127.0.0.1 for the session: an :class:`S3Server`."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -62,18 +89,19 @@ def s3_server():
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(key, value)
-    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
-    buckets: set[str] = set()
-
-    def uri(path: str) -> str:
-        bucket = path.split("/", 1)[0]
-        if bucket not in buckets:
-            client.create_bucket(Bucket=bucket)
-            buckets.add(bucket)
-        # Credentials ride in the URI (Arrow reads user:password as the key pair) because Ray
-        # workers started before this fixture do not see environment variables set here.
-        return (f"s3://testing:testing@{path}?endpoint_override={host}:{port}"
-                "&scheme=http&region=us-east-1")
-
-    yield uri
+    yield S3Server(host, port)
     server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """The environment a user sets for S3 (endpoint + credentials), for one test; yields the endpoint.
+
+    Plain ``s3://bucket/key`` URIs then reach the moto server (pyarrow.fs and boto3 read
+    ``AWS_ENDPOINT_URL``); create buckets with ``s3_server.bucket(name)``.
+    """
+    for key, value in {"AWS_ENDPOINT_URL": s3_server.endpoint_url,
+                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    yield s3_server.endpoint_url

@@ -476,7 +476,7 @@ def test_timm_geometry_follows_timm_data_config_and_overrides():
     assert r18.geometry.resize_size == int(reference["input_size"][-1] // reference["crop_pct"])
 
 
-def test_torchscript_and_python_default_to_imagenet_geometry(tmp_path):
+def test_torchscript_and_python_default_to_imagenet_statistics_without_zoom(tmp_path):
     path = tmp_path / "m.ts"
     torch.jit.script(small_cnn()).save(str(path))
     ts, py = resolve(
@@ -488,7 +488,9 @@ def test_torchscript_and_python_default_to_imagenet_geometry(tmp_path):
             "mean": [0.5, 0.5, 0.5],
         },
     )
-    assert ts.geometry == py.geometry == Geometry(224, "bicubic", 0.875)
+    # no data config of their own: no zoom (crop_pct 1.0), so a 224 px image is used as it is
+    assert ts.geometry == py.geometry == Geometry(224, "bicubic", 1.0)
+    assert ts.preprocessing_origin == "default" and py.preprocessing_origin == "default + config (mean)"
     assert ts.normalization == Normalization((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
     assert py.normalization.mean == (0.5, 0.5, 0.5) and py.normalization.std == (
         0.229,

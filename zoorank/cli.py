@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="zoo and data size (tiny is what the test suite runs)")
     p.add_argument("--address", help="Ray address (default: local Ray)")
 
+    p = sub.add_parser("zoo", help="print the resolved zoo (ids, weights, fingerprints, input)")
+    _add_common(p)
+    p = sub.add_parser("inspect", help="what a checkpoint holds: tensors, state dict, prefixes")
+    p.add_argument("checkpoint", help="checkpoint file or URI")
+    p.add_argument("--prefix", help="a state_dict_prefix (or preset) to try")
+    p.add_argument("--all", action="store_true", help="list every tensor")
+
     p = sub.add_parser("metrics", help="score one embedding matrix you already have")
     p.add_argument("embeddings", help=".npy / .npz, or Parquet with an embedding column")
     p.add_argument("--views", type=int, default=None, metavar="Q",
@@ -70,6 +77,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from zoorank.inspect import main as metrics_main
 
         return metrics_main(args)
+    if args.command in ("zoo", "inspect"):
+        from zoorank.zoo.inspect import main as zoo_main
+
+        return zoo_main(args)
     if args.command == "demo":
         from zoorank.demo import run_demo
 

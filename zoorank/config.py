@@ -97,10 +97,19 @@ class ModelSpec(Strict):
     strict: bool = True
     #: allow arbitrary pickled checkpoints (executes code from the file!). Off by default.
     trust_checkpoint: bool = False
+    #: timm: the hub weights from the local Hugging Face cache (offline); ``name`` may be a glob.
+    pretrained: bool = False
+    #: the backbone's keys: those under this prefix (stripped; other keys ignored), or a preset
+    #: (``lightning``, ``solo-learn``, ``dino-teacher``, ``dino-student``, ``moco``).
+    state_dict_prefix: str | None = None
+    #: names of the config's datasets this model is ranked on; None = every dataset.
+    datasets: list[Name] | None = None
 
     @model_validator(mode="after")
     def _ids_for_single_files(self) -> ModelSpec:
-        globbed = self.checkpoint is not None and any(c in self.checkpoint for c in "*?[")
+        globbed = (self.checkpoint is not None and any(c in self.checkpoint for c in "*?[")) or (
+            self.pretrained and any(c in self.name for c in "*?[")
+        )
         if self.id is None and not globbed and self.checkpoint is None and self.source != "timm":
             # timm architecture names make a readable default id; others need one.
             raise ValueError("'id' is required unless 'checkpoint' is a glob or source is timm")

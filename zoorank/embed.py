@@ -631,6 +631,8 @@ def plan_entries(
         for view in config.views:
             samples = view_subset(table.sample_id, view, config.seed)
             for m in models:
+                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
+                    continue
                 fp = entry_fingerprint(m, selection, view, config.seed)
                 entries.append(Entry(spec.name, view, m, fp, samples))
     return entries

@@ -1,0 +1,92 @@
+"""The model zoo: model specs → torch modules + preprocessing, with safe checkpoint loading.
+
+``resolve_models(config)`` turns the config's ``models`` into concrete :class:`ResolvedModel` rows
+(globs expanded, ``from_tune`` zoo files read, preprocessing resolved, fingerprints computed)
+without building a network or reading weights into memory; ``load_model`` builds one on a device.
+
+Conventions
+-----------
+* **Input and output.** A loaded model maps a *normalized* float tensor ``(B, 3, H, W)`` (the clean
+  view of :class:`Geometry` followed by :class:`Normalization`) to float32 features ``(B, dim)``.
+* **Sources.** ``timm``: ``timm.create_model(name, pretrained=pretrained, num_classes=0,
+  **model_kwargs)``, i.e. timm's pooled pre-logits features; ``pretrained: true`` loads the hub
+  weights through timm's own loader from the local Hugging Face cache (:mod:`zoorank.zoo.hub`), and
+  its ``name`` may be a glob over the cached ``timm/*`` models. ``transformers``: ``name`` is a
+  local model directory or a hub id in the local cache (never ``trust_remote_code``); multimodal
+  configs with a ``vision_config`` (CLIP, SigLIP, ...) load their ``<Name>VisionModel``; ``pooling``
+  is ``cls`` (token 0 of ``last_hidden_state``), ``mean`` (mean over *all* tokens of
+  ``last_hidden_state``) or ``pooler`` (the model's ``pooler_output``); a 4-D ``last_hidden_state``
+  (conv nets) is global-average-pooled for ``cls`` and ``mean``. ``torchscript``: the scripted file
+  is ``checkpoint`` when given, else ``name``. ``python``: ``name`` is
+  ``"package.module:function"``, called with ``model_kwargs``; it returns an ``nn.Module``.
+* **Outputs other than (B, dim)** (a python/torchscript model's output, or a ``layer:``'s) are
+  pooled: the first tensor of a tuple/dict; 4-D maps ``(B, C, H, W)`` are global-average-pooled, 3-D
+  token sequences ``(B, N, C)`` are averaged over tokens, anything else is flattened.
+* **Models without a checkpoint** are initialised under torch seed 0, so every actor that builds the
+  same spec holds the same weights.
+* **Checkpoints** are local paths or ``pyarrow.fs`` URIs (``s3://``, ``gs://``; read straight from
+  the URI by whoever loads them). ``.safetensors`` via safetensors; anything else through
+  ``torch.load(weights_only=True)``, then, for metadata it refuses (Namespace, pathlib, omegaconf,
+  numpy), the restricted unpickler of :mod:`zoorank.zoo.safe_pickle` (metadata as inert
+  placeholders); a pickle that needs any other global is refused (:class:`CheckpointError`) before
+  anything in it runs. ``trust_checkpoint: true`` switches to ``weights_only=False`` (arbitrary code
+  from the file runs!). The state dict is the top level when every value is a tensor, else the entry
+  named ``state_dict_key``, else the first of ``state_dict``/``model``/``module`` (searched a few
+  levels deep; a pickled ``nn.Module`` gives its ``state_dict()``). ``state_dict_prefix`` (or a
+  preset of :data:`PREFIX_PRESETS`) keeps only the keys under that prefix, stripped, looked for in
+  that state dict and then in the whole checkpoint flattened to dotted keys
+  (``teacher.backbone.*``). A prefix of ``strip_prefixes`` is removed while every key carries it and
+  the model's own keys do not. For timm, checkpoint keys under the architecture's classifier
+  (``pretrained_cfg["classifier"]``, e.g. ``fc.*``, ``head.*``) that the headless model lacks are
+  dropped, so a checkpoint saved with its classifier loads into the ``num_classes=0`` backbone.
+  Missing ``num_batches_tracked`` buffers are ignored. With ``strict`` any other missing or
+  unexpected key is an error listing them; a shape mismatch, or a checkpoint sharing no key with the
+  model, is an error either way.
+* **Fingerprint** = ``fingerprint(zoorank version, digest of the weight bytes, spec)``; the weight
+  bytes are the cached hub file with its revision (``pretrained``), the checkpoint file (plus, for
+  transformers, every file of the model directory; for torchscript, the scripted file), so a renamed
+  or moved checkpoint keeps its fingerprint. The spec part leaves out what does not change the
+  features: ``id``, ``group``, ``family``, ``datasets``, the checkpoint path and, for
+  transformers/torchscript, ``name`` (a path whose bytes are hashed). The code of a ``python``
+  factory is not hashed: bump a ``model_kwargs`` entry when it changes.
+"""
+
+from zoorank.zoo.build import FeatureExtractor, check_features, load_model, pool_features
+from zoorank.zoo.checkpoints import PREFIX_PRESETS, CheckpointError, read_checkpoint
+from zoorank.zoo.memory import estimate_model_bytes
+from zoorank.zoo.preprocessing import (
+    DEFAULT_GEOMETRY,
+    DEFAULT_NORMALIZATION,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    NATIVE_GEOMETRY,
+    Geometry,
+    Normalization,
+    describe_preprocessing,
+)
+from zoorank.zoo.resolve import ResolvedModel, resolve_models
+from zoorank.zoo.zoofile import ZOO_FILE_NAME, read_zoo_file, write_zoo_file
+
+__all__ = [
+    "CheckpointError",
+    "DEFAULT_GEOMETRY",
+    "DEFAULT_NORMALIZATION",
+    "FeatureExtractor",
+    "Geometry",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "NATIVE_GEOMETRY",
+    "Normalization",
+    "PREFIX_PRESETS",
+    "ResolvedModel",
+    "ZOO_FILE_NAME",
+    "check_features",
+    "describe_preprocessing",
+    "estimate_model_bytes",
+    "load_model",
+    "pool_features",
+    "read_checkpoint",
+    "read_zoo_file",
+    "resolve_models",
+    "write_zoo_file",
+]

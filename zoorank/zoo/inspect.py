@@ -1,0 +1,182 @@
+"""What is in a checkpoint, and what the zoo resolves to: ``zoorank inspect`` and ``zoorank zoo``.
+
+Both only read: no network is built for ``inspect``, and ``zoo`` builds each architecture on the
+meta device (no memory, no weights) to count its parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from zoorank import uris
+from zoorank.zoo.checkpoints import (
+    AUTO_STATE_DICT_KEYS,
+    PREFIX_PRESETS,
+    CheckpointError,
+    _flatten,
+    _is_tensor_dict,
+    load_checkpoint_object,
+    select_prefix,
+)
+
+_SHOWN_TENSORS = 40
+
+
+@dataclass
+class CheckpointReport:
+    """A checkpoint's layout: how it loads, where its state dict is, which prefixes it holds."""
+
+    path: str
+    loader: str  # "safetensors" | "weights_only" | "restricted" | "refused"
+    refused: str | None = None
+    metadata: list[str] = field(default_factory=list)  # globals that block weights_only
+    entries: list[tuple[str, str]] = field(default_factory=list)  # top-level key, what it holds
+    state_dict_entry: str | None = None  # dotted key of the auto-detected state dict ("" = top)
+    tensors: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+    prefixes: list[tuple[str, int]] = field(default_factory=list)
+    presets: dict[str, str] = field(default_factory=dict)  # preset → the prefix it would use
+    selected: tuple[str, int] | None = None  # (prefix, tensors) of a requested state_dict_prefix
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, Mapping):
+        tensors = sum(isinstance(v, torch.Tensor) for v in value.values())
+        return f"mapping of {len(value)}" + (f" ({tensors} tensors)" if tensors else "")
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _locate(obj: Any, depth: int = 0) -> tuple[str, dict[str, torch.Tensor]] | None:
+    """(dotted entry, state dict) as :func:`zoorank.zoo.checkpoints.read_checkpoint` finds it."""
+    if _is_tensor_dict(obj):
+        return "", dict(obj)
+    if isinstance(obj, Mapping) and depth < 3:
+        for key in AUTO_STATE_DICT_KEYS:
+            if key in obj:
+                found = _locate(obj[key], depth + 1)
+                if found is not None:
+                    return (f"{key}.{found[0]}" if found[0] else key), found[1]
+    return None
+
+
+def _prefix_counts(keys: list[str], levels: int = 3) -> list[tuple[str, int]]:
+    counts: Counter[str] = Counter()
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, min(levels, len(parts) - 1) + 1):
+            counts[".".join(parts[:n]) + "."] += 1
+    return sorted(counts.items())
+
+
+def inspect_checkpoint(
+    path: str, *, state_dict_key: str | None = None, state_dict_prefix: str | None = None
+) -> CheckpointReport:
+    """Read a checkpoint safely (never executing anything from it) and describe its layout."""
+    met: set[str] = set()
+    try:
+        obj = load_checkpoint_object(path, met=met)
+    except CheckpointError as err:
+        if "unsafe pickle refused" not in str(err):
+            raise
+        name = str(err).split("the global ", 1)[1].split(")", 1)[0]
+        return CheckpointReport(path, "refused", refused=name)
+    loader = ("safetensors" if path.endswith(".safetensors")
+              else "restricted" if met else "weights_only")
+    report = CheckpointReport(path, loader, metadata=sorted(met))
+    if isinstance(obj, Mapping):
+        report.entries = [(str(k), _describe(v)) for k, v in obj.items()]
+    found = _locate(obj)
+    state = found[1] if found else _flatten(obj)
+    report.state_dict_entry = found[0] if found else None
+    report.tensors = [(k, tuple(v.shape), str(v.dtype).removeprefix("torch."))
+                      for k, v in state.items()]
+    report.prefixes = _prefix_counts(list(state) if found else list(_flatten(obj)))
+    for preset in PREFIX_PRESETS:
+        with contextlib.suppress(CheckpointError):
+            report.presets[preset] = select_prefix(obj, preset, state_dict_key, path)[0]
+    if state_dict_prefix:
+        prefix, selected = select_prefix(obj, state_dict_prefix, state_dict_key, path)
+        report.selected = (prefix, len(selected))
+    return report
+
+
+def format_checkpoint_report(report: CheckpointReport, *, all_tensors: bool = False) -> str:
+    lines = [f"checkpoint: {uris.redact(report.path)}"]
+    if report.loader == "refused":
+        lines.append(f"loader: refused — it needs the global {report.refused}, which would run "
+                     "code from the file (trust_checkpoint: true only for a file you trust)")
+        return "\n".join(lines)
+    lines.append(f"loader: {report.loader}")
+    if report.metadata:
+        lines.append("metadata that blocks torch.load(weights_only=True) (read as inert "
+                     f"placeholders): {', '.join(report.metadata)}")
+    if report.entries:
+        lines.append("entries:")
+        lines += [f"  {key}: {what}" for key, what in report.entries]
+    entry = report.state_dict_entry
+    lines.append("state dict: " + ("the top level" if entry == "" else repr(entry) if entry
+                                   else "none found; the whole checkpoint, flattened"))
+    if report.prefixes:
+        lines.append("key prefixes (tensors):")
+        lines += [f"  {p}  {n}" for p, n in report.prefixes]
+    if report.presets:
+        lines.append("state_dict_prefix presets that apply: " + ", ".join(
+            f"{name} → {prefix!r}" for name, prefix in report.presets.items()))
+    if report.selected:
+        lines.append(f"state_dict_prefix selects {report.selected[1]} tensors under "
+                     f"{report.selected[0]!r}")
+    shown = report.tensors if all_tensors else report.tensors[:_SHOWN_TENSORS]
+    lines.append(f"tensors ({len(report.tensors)}):")
+    lines += [f"  {name}  {list(shape)}  {dtype}" for name, shape, dtype in shown]
+    if len(shown) < len(report.tensors):
+        lines.append(f"  ... (+{len(report.tensors) - len(shown)} more; --all lists them)")
+    return "\n".join(lines)
+
+
+def describe_zoo(models: list[Any]) -> str:
+    """One block per resolved model: id, source, weights, fingerprint, preprocessing, parameters."""
+    from zoorank.zoo.memory import count_parameters
+    from zoorank.zoo.preprocessing import describe_preprocessing
+
+    lines = [f"{len(models)} model(s)"]
+    for m in models:
+        spec = m.spec
+        weights = (f"pretrained {m.weights_revision}" if m.weights_revision
+                   else uris.redact(spec.checkpoint) if spec.checkpoint
+                   else "seeded random init" if spec.source in ("timm", "python") else spec.name)
+        params = count_parameters(m)
+        extras = [f"group {m.group}"] if m.group else []
+        extras += [f"family {m.family}"] if m.family else []
+        extras += [f"datasets {', '.join(m.datasets)}"] if m.datasets is not None else []
+        lines += [
+            f"{m.model_id}",
+            f"  source: {spec.source} {spec.name}" + (f" [{'; '.join(extras)}]" if extras else ""),
+            f"  weights: {weights}",
+            f"  fingerprint: {m.fingerprint}",
+            f"  input: {describe_preprocessing(m)}",
+            "  parameters: " + (f"{params:,}" if params is not None else "unknown"),
+        ]
+    return "\n".join(lines)
+
+
+def main(args: Any) -> int:
+    """``zoorank zoo CONFIG`` and ``zoorank inspect CHECKPOINT`` (parsed by :mod:`zoorank.cli`)."""
+    if args.command == "inspect":
+        report = inspect_checkpoint(args.checkpoint, state_dict_prefix=args.prefix)
+        print(format_checkpoint_report(report, all_tensors=args.all))
+        return 0
+    from zoorank.config import load_config
+    from zoorank.zoo.resolve import resolve_models
+
+    print(describe_zoo(resolve_models(load_config(args.config, store=args.store))))
+    return 0

@@ -1,0 +1,269 @@
+"""Config → :class:`ResolvedModel` rows: globs expanded, ``from_tune`` read, ids, fingerprints.
+
+No network is built and no weights are read into memory here. Checkpoints may be local paths or
+any ``pyarrow.fs`` URI (``s3://``, ``gs://``); their content digests come from a
+:class:`zoorank.uris.DigestCache` kept in the store, so a file is read in full once per
+(URI, size, modification time), not once per stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import zoorank
+from zoorank import uris
+from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, fingerprint
+from zoorank.errors import ConfigError
+from zoorank.uris import DigestCache
+from zoorank.zoo import hub
+from zoorank.zoo.build import _torchscript_file
+from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preprocessing
+from zoorank.zoo.zoofile import read_zoo_file
+
+_GLOB_CHARS = "*?["
+# a process-wide cache for configs whose store does not exist yet (nothing is written beside them)
+_PROCESS_DIGESTS = DigestCache()
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """One concrete model: spec with a single checkpoint file, preprocessing, fingerprint."""
+
+    model_id: str
+    spec: ModelSpec
+    fingerprint: str
+    geometry: Geometry
+    normalization: Normalization
+    group: str | None
+    family: str | None
+    #: sha256 of the weight bytes (checkpoint file, transformers directory, scripted file, cached
+    #: hub weights); None for a checkpoint-less timm/python model (seeded random initialisation).
+    checkpoint_digest: str | None = None
+    #: names of the config's datasets this model is ranked on; None = every dataset.
+    datasets: tuple[str, ...] | None = None
+    #: where the preprocessing came from ("timm", "transformers", "default", "+ config (...)").
+    preprocessing_origin: str = "default"
+    #: pretrained hub weights: ``repo@revision`` of the cached snapshot; None otherwise.
+    weights_revision: str | None = None
+
+    def wants(self, dataset: str) -> bool:
+        """Whether this model is ranked on ``dataset``."""
+        return self.datasets is None or dataset in self.datasets
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> list[ResolvedModel]:
+    """Expand and resolve the config's models (no weights are read into memory).
+
+    One model per checkpoint file of a glob (local or URI), with the id made from the file's path
+    below the glob's fixed prefix (``runs/*/last.safetensors`` → ``lr0.3-s0-last``, or
+    ``<id>-lr0.3-s0-last`` when the spec has an id); one per cached timm model matching a
+    ``pretrained`` name glob (ids from the names); ``from_tune`` entries contribute the models of
+    their ``zoo.yaml``. ``digests`` defaults to the store's digest cache (saved back at the end).
+    Raises ConfigError naming the model when a glob matches nothing, a file, directory or cached
+    model is missing, an architecture is unknown, a dataset is not the config's, or two models
+    get the same id.
+    """
+    own = digests is None
+    digests = _digest_cache(config.store) if digests is None else digests
+    names = [d.name for d in config.datasets]
+    resolved: list[tuple[str, ResolvedModel]] = []
+    for index, entry in enumerate(config.models):
+        if isinstance(entry, FromTuneSpec):
+            specs = read_zoo_file(entry.from_tune)
+            if not specs:
+                raise ConfigError(f"models[{index}]: from_tune {entry.from_tune!r} lists no models")
+            for j, spec in enumerate(specs):
+                label = f"models[{index}] (from_tune {uris.redact(entry.from_tune)}) [{j}]"
+                resolved += [(label, r) for r in _expand(spec, label, digests, names)]
+        else:
+            label = f"models[{index}]" + (f" ({entry.id})" if entry.id else f" ({entry.name})")
+            resolved += [(label, r) for r in _expand(entry, label, digests, names)]
+    seen: dict[str, str] = {}
+    for label, model in resolved:
+        if model.model_id in seen:
+            raise ConfigError(
+                f"{label}: model id {model.model_id!r} is also produced by {seen[model.model_id]}; "
+                "give the entries distinct ids"
+            )
+        seen[model.model_id] = label
+    if own:
+        digests.save()
+    return [model for _, model in resolved]
+
+
+def _digest_cache(store: str) -> DigestCache:
+    if not uris.is_uri(store) and not Path(store).expanduser().is_dir():
+        return _PROCESS_DIGESTS
+    from zoorank.store import Store
+
+    return DigestCache(Store(store))
+
+
+def _valid_name(text: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", text).strip("_.-")
+    return name[:200] or "model"
+
+
+def _plain_path(path: str) -> str:
+    """The path part of a local path or URI (no scheme, credentials or query)."""
+    if not uris.is_uri(path):
+        return path
+    rest = path.split("://", 1)[1].split("?", 1)[0]
+    first, _, tail = rest.partition("/")
+    return (first.rsplit("@", 1)[-1] + "/" + tail) if tail else first.rsplit("@", 1)[-1]
+
+
+def _glob_prefix(pattern: str) -> str:
+    fixed = []
+    for part in _plain_path(pattern).split("/"):
+        if any(c in part for c in _GLOB_CHARS):
+            break
+        fixed.append(part)
+    return "/".join(fixed) or "."
+
+
+def _id_from_path(path: str, prefix: str) -> str:
+    relative = posixpath.relpath(_plain_path(path), prefix)
+    stem = posixpath.splitext(relative)[0]
+    return _valid_name("-".join(p for p in stem.split("/") if p not in ("", ".")))
+
+
+def _expand(
+    spec: ModelSpec, label: str, digests: DigestCache, datasets: list[str]
+) -> list[ResolvedModel]:
+    unknown = sorted(set(spec.datasets or ()) - set(datasets))
+    if unknown:
+        raise ConfigError(
+            f"{label}: datasets: unknown dataset(s) {unknown}; the config's datasets: {datasets}"
+        )
+    if spec.pretrained and spec.source == "timm" and any(c in spec.name for c in _GLOB_CHARS):
+        names = hub.cached_timm_names(spec.name)
+        if not names:
+            raise ConfigError(
+                f"{label}: no cached timm model matches {spec.name!r} (looked for "
+                f"models--timm--{spec.name} in {hub.hub_cache_dir()}); fetch models with "
+                "`hf download timm/NAME` (or `huggingface-cli download timm/NAME`)"
+            )
+        return [
+            _resolve_one(
+                spec.model_copy(update={"name": name, "id": f"{spec.id}-{_valid_name(name)}"
+                                        if spec.id else _valid_name(name)}),
+                f"{label} [{name}]", digests)
+            for name in names
+        ]
+    checkpoint = spec.checkpoint
+    if checkpoint and any(c in checkpoint for c in _GLOB_CHARS):
+        matches = uris.glob_files(checkpoint)
+        if not matches:
+            raise ConfigError(
+                f"{label}: checkpoint glob {uris.redact(checkpoint)!r} matches no file"
+            )
+        prefix = _glob_prefix(os.path.expanduser(checkpoint))
+        out = []
+        for match in matches:
+            suffix = _id_from_path(match, prefix)
+            model_id = f"{spec.id}-{suffix}" if spec.id else suffix
+            concrete = spec.model_copy(update={"id": model_id, "checkpoint": match})
+            out.append(_resolve_one(concrete, f"{label} [{uris.redact(match)}]", digests))
+        return out
+    if checkpoint and not uris.is_uri(checkpoint):
+        checkpoint = os.path.expanduser(checkpoint)
+        spec = spec.model_copy(update={"checkpoint": checkpoint})
+    if spec.id is None:
+        model_id = _valid_name(spec.name.removeprefix("hf-hub:"))
+        if checkpoint:
+            stem = posixpath.splitext(posixpath.basename(_plain_path(checkpoint)))[0]
+            model_id = _valid_name(f"{spec.name}-{stem}")
+        spec = spec.model_copy(update={"id": model_id})
+    return [_resolve_one(spec, label, digests)]
+
+
+def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedModel:
+    if spec.checkpoint and not uris.is_file(spec.checkpoint):
+        raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
+    directory = None
+    if spec.pretrained and spec.source != "timm":
+        raise ConfigError(
+            f"{label}: pretrained: true is for timm models; {spec.source} models load their "
+            "own weights (a transformers hub id is read from the local cache as it is)"
+        )
+    if spec.pretrained and spec.checkpoint:
+        raise ConfigError(f"{label}: give either pretrained: true or a checkpoint, not both")
+    if spec.source == "transformers":
+        directory = hub.transformers_directory(spec.name, label)
+    elif spec.source == "torchscript":
+        _torchscript_file(spec, label)
+    elif spec.source == "python" and ":" not in spec.name:
+        raise ConfigError(
+            f"{label}: python models are named 'package.module:function', got {spec.name!r}"
+        )
+    geometry, normalization, origin = resolve_preprocessing(spec, label, directory)
+    revision = None
+    if spec.pretrained:
+        digest, revision = _pretrained_digest(spec, label, digests)
+    else:
+        digest = _weights_digest(spec, label, digests, directory)
+    excluded = {"id", "group", "family", "checkpoint", "datasets"}
+    # fields added later are left out at their defaults, so earlier fingerprints stay valid
+    excluded |= {f for f in ("pretrained", "state_dict_prefix") if not getattr(spec, f)}
+    if spec.source in ("transformers", "torchscript"):
+        excluded.add("name")
+    spec_part = spec.model_dump(mode="json", exclude=excluded)
+    return ResolvedModel(
+        model_id=str(spec.id),
+        spec=spec,
+        fingerprint=fingerprint(zoorank.__version__, digest, spec_part),
+        geometry=geometry,
+        normalization=normalization,
+        group=spec.group,
+        family=spec.family,
+        checkpoint_digest=digest,
+        datasets=tuple(spec.datasets) if spec.datasets is not None else None,
+        preprocessing_origin=origin,
+        weights_revision=revision,
+    )
+
+
+def _pretrained_digest(spec: ModelSpec, label: str, digests: DigestCache) -> tuple[str, str]:
+    """(digest of revision + cached weight file, ``repo@revision``) of a timm hub model."""
+    repo, revision = hub.timm_repo_id(spec.name)
+    snapshot = hub.cached_snapshot(repo, revision)
+    file = snapshot.file(hub.TIMM_WEIGHT_FILES) if snapshot is not None else None
+    if snapshot is None or file is None:
+        raise hub.missing_error(label, f"timm model {spec.name!r} ({repo})", repo)
+    at = f"{repo}@{snapshot.revision}"
+    file_digest = digests.digest(str(file))
+    return hashlib.sha256(f"{at}:{file.name}:{file_digest}".encode()).hexdigest(), at
+
+
+def _directory_digest(directory: Path, digests: DigestCache) -> str:
+    h = hashlib.sha256()
+    for file in sorted(p for p in directory.rglob("*") if p.is_file()):
+        relative = file.relative_to(directory).as_posix()
+        if relative.startswith(".") or "/." in relative:
+            continue  # caches and lock files of hub tooling
+        h.update(f"{relative}\0{digests.digest(str(file))}\n".encode())
+    return h.hexdigest()
+
+
+def _weights_digest(
+    spec: ModelSpec, label: str, digests: DigestCache, directory: Path | None
+) -> str | None:
+    if spec.source == "torchscript":
+        return digests.digest(_torchscript_file(spec, label))
+    parts = []
+    if spec.source == "transformers" and directory is not None:
+        parts.append(_directory_digest(directory, digests))
+    if spec.checkpoint:
+        parts.append(digests.digest(spec.checkpoint))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else hashlib.sha256("+".join(parts).encode()).hexdigest()
