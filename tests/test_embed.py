@@ -30,6 +30,7 @@ from zoorank.config import load_config, parse_config
 from zoorank.data import clean_view, decode_image, load_samples, make_views
 from zoorank.embed import chunk_models, plan_entries, run_embed
 from zoorank.errors import ConfigError, InputError
+from zoorank.sources import index_samples
 from zoorank.store import Store
 from zoorank.zoo import load_model, resolve_models
 
@@ -242,8 +243,8 @@ def test_fingerprints_follow_what_changes_the_embeddings(zoo, shared_data, photo
 
     def fps(data):
         config = parse_config(data)
-        tables = {d.name: load_samples(d, config.seed) for d in config.datasets}
-        return {e.key: e.fingerprint for e in plan_entries(config, resolve_models(config), tables)}
+        indexes = {d.name: index_samples(d, config.seed) for d in config.datasets}
+        return {e.key: e.fingerprint for e in plan_entries(config, resolve_models(config), indexes)}
 
     a = fps(base)
     b = fps({**base, "seed": 8})
@@ -298,8 +299,8 @@ def test_unknown_view_recipe_is_a_config_error_naming_the_view(zoo, tmp_path):
         run_embed(config)
 
 
-def _zoorank(args, cwd, log, **popen):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))
+def _zoorank(args, cwd, log, env=None, **popen):
+    env = env or dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))
     return subprocess.Popen([sys.executable, "-m", "zoorank", *args], cwd=cwd, env=env,
                             stdout=log, stderr=subprocess.STDOUT, **popen)
 
@@ -374,3 +375,170 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
         np.testing.assert_allclose(got.embedding, ref.embedding, rtol=1e-5, atol=1e-5)
     assert not list(Path(data["store"]).rglob(".tmp-*"))
 
+
+
+# -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------
+def test_verify_rows_accepts_exactly_one_row_per_sample_and_view_index():
+    from zoorank.embed import verify_rows
+
+    ids = np.array([4, 9, 11])
+    sid, vi = np.repeat(ids, 3), np.tile(np.arange(3), 3)
+    perm = np.random.default_rng(0).permutation(9)
+    assert verify_rows(sid[perm], vi[perm], ids, 3) is None
+    assert "incomplete" in verify_rows(sid[:8], vi[:8], ids, 3)
+    dup = vi.copy()
+    dup[1] = 0  # (4, 0) twice, (4, 1) missing: right count, wrong rows
+    assert verify_rows(sid, dup, ids, 3) is not None
+    other = sid.copy()
+    other[-3:] = 12  # a sample that is not expected
+    assert verify_rows(other, vi, ids, 3) is not None
+
+
+def test_auto_device_is_cuda_when_the_cluster_has_or_can_add_gpus():
+    from zoorank.config import EmbedOptions
+    from zoorank.embed import choose_device, planned_precision
+
+    assert choose_device("auto", 0, 0) == "cpu"
+    assert choose_device("auto", 2, 0) == "cuda"
+    assert choose_device("auto", 0, 8) == "cuda"  # autoscaling GPU workers that start at zero
+    assert choose_device("cpu", 4, 8) == "cpu"
+    assert planned_precision(EmbedOptions()) is None  # unknown until the cluster is seen
+    assert planned_precision(EmbedOptions(device="cpu")) == "fp32"
+    assert planned_precision(EmbedOptions(), "cuda") in ("bf16", "fp16")
+    assert planned_precision(EmbedOptions(precision="fp16")) == "fp16"
+
+
+def test_slices_keep_entries_to_a_few_files():
+    from zoorank.embed import SLICE_MIN_ROWS, slices_for
+
+    assert slices_for(chunks=1, workers=8, smallest_entry_rows=512, parts=40) == 1
+    assert slices_for(1, 8, 8 * SLICE_MIN_ROWS, 40) == 8
+    assert slices_for(4, 8, 8 * SLICE_MIN_ROWS, 40) == 2  # 8 GPUs over 4 chunks
+    assert slices_for(16, 8, 10**6, 40) == 1  # more chunks than GPUs: one task each
+    assert slices_for(1, 8, 10**6, 3) == 3  # never more slices than cache parts
+
+
+def test_fingerprints_hold_precision_and_dataset_content_not_its_path(zoo, shared_data, photos,
+                                                                      tmp_path):
+    import shutil
+
+    src = shared_data / "cifar10" / "test.parquet"
+    copy = tmp_path / "elsewhere" / "cifar.parquet"
+    copy.parent.mkdir()
+    shutil.copy(src, copy)
+    base = config_dict(tmp_path, zoo, shared_data, photos, models=["cnn"])
+
+    def fps(data, precision="fp32"):
+        config = parse_config(data)
+        indexes = {d.name: index_samples(d, config.seed) for d in config.datasets}
+        return {e.key: e.fingerprint
+                for e in plan_entries(config, resolve_models(config), indexes, precision)}
+
+    a = fps(base)
+    moved = dict(base, datasets=[dict(base["datasets"][0], path=str(copy)),
+                                 *base["datasets"][1:]])
+    assert fps(moved) == a  # same bytes, other path
+    assert fps(base, "bf16")[("cifar", "clean", "cnn")] != a[("cifar", "clean", "cnn")]
+    pq.write_table(pq.read_table(src).slice(0, 5000), copy)  # other bytes at the same path
+    assert fps(moved)[("cifar", "clean", "cnn")] != a[("cifar", "clean", "cnn")]
+    assert fps(moved)[("digits", "clean", "cnn")] == a[("digits", "clean", "cnn")]
+
+
+@pytest.mark.timeout(300)
+def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_session, zoo,
+                                                                       shared_data, photos,
+                                                                       tmp_path, monkeypatch):
+    import zoorank.embed as embed_module
+    from zoorank import viewcache
+
+    def config(store, **embed):
+        data = config_dict(tmp_path / store, zoo, shared_data, photos,
+                           models=["r18-st", "r18-pt", "cnn"], **embed)
+        data["datasets"] = [{"name": "digits", "source": "sklearn_digits", "limit": 512}]
+        data["views"] = [{"name": "clean"}]
+        return parse_config(data)
+
+    # three chunks on two CPUs' worth of tasks: all submitted at once, no pool after pool
+    whole = run_embed(config("whole", models_per_actor=1, num_actors=4, batch_size=64))
+    stats = whole.attrs["pipelines"]
+    assert len(stats) == 3 and set(whole["status"]) == {"done"}
+    submitted = [s["submitted"] for s in stats]
+    assert max(submitted) - min(submitted) < 1.0  # every chunk's task was submitted at once
+    store = Store(tmp_path / "whole")
+    for r in whole.to_dict("records"):
+        assert r["rows"] == 512
+        assert 1 <= len(store.shard_names(r["dataset"], r["view"], r["model_id"])) <= 2
+    assert not store.exists("cache/views/digits")  # the decoded views go with the last chunk
+
+    # one chunk sliced over two tasks (each keeps ≥ 256 rows): two files, the same rows
+    monkeypatch.setattr(embed_module, "SLICE_MIN_ROWS", 256)
+    monkeypatch.setattr(viewcache, "PART_ROWS", 128)  # 4 cache parts to share out
+    sliced = run_embed(config("sliced", models_per_actor=3, num_actors=2, batch_size=64))
+    assert sliced.attrs["pipelines"][0]["actors"] == 2
+    other = Store(tmp_path / "sliced")
+    for r in sliced.to_dict("records"):
+        assert len(other.shard_names(r["dataset"], r["view"], r["model_id"])) == 2
+        a = store.read_embeddings(r["dataset"], r["view"], r["model_id"])
+        b = other.read_embeddings(r["dataset"], r["view"], r["model_id"])
+        np.testing.assert_array_equal(a.sample_id, b.sample_id)
+        np.testing.assert_allclose(a.embedding, b.embedding, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, zoo, shared_data,
+                                                                  photos, tmp_path):
+    """A re-embed (new seed: new subsets) is paused after it cleared its entries; SIGKILL; the
+    manifest says pending with the new fingerprints (never done without rows), and a rerun ends
+    equal to a fresh run."""
+    import psutil
+
+    data = config_dict(tmp_path / "store", zoo, shared_data, photos, models=["cnn"])
+    data["datasets"] = [{"name": "digits", "source": "sklearn_digits", "limit": 40}]
+    first = run_embed(parse_config(data))
+    assert set(first["status"]) == {"done"}
+    store = Store(data["store"])
+    data["seed"] = 8
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    keys = [("digits", v, "cnn") for v in ("clean", "simclr")]
+
+    env = {"ZOORANK_TEST_PAUSE_AFTER_CLEAR": "120"}
+    with open(tmp_path / "log", "w") as log:
+        proc = _zoorank(["embed", str(cfg)], tmp_path, log, start_new_session=True,
+                        env=dict(os.environ, **env,
+                                 PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)])))
+        deadline = time.monotonic() + 150
+        while True:
+            m = store.read_manifest()
+            if (m["status"] == "pending").sum() == 2 and not any(store.shard_names(*k)
+                                                                 for k in keys):
+                break
+            assert proc.poll() is None, (tmp_path / "log").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        started = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    psutil.wait_procs(started, timeout=10)
+
+    m = store.read_manifest().set_index(["dataset", "view", "model_id"])
+    config = load_config(cfg)
+    indexes = {d.name: index_samples(d, config.seed) for d in config.datasets}
+    planned = {e.key: e.fingerprint
+               for e in plan_entries(config, resolve_models(config), indexes, "fp32")}
+    for k in keys:
+        assert m.loc[k, "status"] == "pending" and m.loc[k, "fingerprint"] == planned[k]
+        assert store.shard_names(*k) == []
+    assert store.done_entries() == {}  # what score and rank read
+
+    rows = run_embed(config)  # the rerun
+    assert set(rows["status"]) == {"done"}
+    fresh_data = dict(data, store=str(tmp_path / "fresh"))
+    run_embed(parse_config(fresh_data))
+    fresh = Store(fresh_data["store"])
+    for k in keys:
+        a, b = store.read_embeddings(*k), fresh.read_embeddings(*k)
+        np.testing.assert_array_equal(a.sample_id, b.sample_id)
+        np.testing.assert_array_equal(a.view_index, b.view_index)
+        np.testing.assert_allclose(a.embedding, b.embedding, rtol=1e-6, atol=1e-6)

@@ -163,9 +163,15 @@ class EmbedOptions(Strict):
     actor_memory_gb: float = Field(default=4.0, gt=0)
     num_actors: int | None = Field(default=None, gt=0)
     num_cpus_per_actor: float = Field(default=0.5, gt=0)
-    #: "auto": one GPU per actor when the cluster has GPUs, else CPU.
+    #: "auto": one GPU per embedding task when the cluster has GPUs or its autoscaler config can
+    #: add some, else CPU (zoorank.embed).
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    #: with device cuda and no GPU in the cluster yet: how long to wait for the autoscaler.
+    gpu_wait_seconds: float = Field(default=600.0, gt=0)
+    #: run GPU-scheduled tasks on CPU torch where a worker has no CUDA (tests with fake GPU
+    #: resources; also ZOORANK_GPU_AS_CPU=1). Never on for real runs.
+    allow_cpu_torch: bool = False
 
 
 class ScoreOptions(Strict):

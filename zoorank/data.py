@@ -4,7 +4,8 @@ Conventions:
 
 - ``sample_id`` (int64) is stable for a dataset: the row index in a Parquet file, the index of the
   file in the sorted list of relative paths of an image folder, the index in scikit-learn's digits or
-  in a ``.npz`` array. ``limit`` keeps a seeded, sorted subset of those ids.
+  in a ``.npz`` array (sources, indexing and streaming reads: :mod:`zoorank.sources`). ``limit``
+  keeps a seeded, sorted subset of those ids.
 - Images are decoded with Pillow to RGB (grayscale is replicated to three channels).
 - The clean view is timm's eval transform: resize the shorter side to
   ``floor(input_size / crop_pct)``, then center-crop ``input_size`` (PIL resampling, as timm).
@@ -16,7 +17,6 @@ Conventions:
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,14 +28,12 @@ import pandas as pd
 from PIL import Image, ImageEnhance, ImageFilter
 
 from zoorank.errors import ConfigError, InputError
+from zoorank.sources import IMAGE_EXTENSIONS, SampleIndex  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec, ViewSpec
     from zoorank.store import Store
 
-IMAGE_EXTENSIONS = (
-    ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
-)
 SAMPLES_COLUMNS = ["sample_id", "label", "label_name", "source"]
 
 _INTERPOLATION = {
@@ -124,99 +122,6 @@ def select_subset(sample_ids: np.ndarray, n: int | None, seed: int, salt: int = 
     return np.sort(rng.choice(sample_ids, size=n, replace=False))
 
 
-def _label_names_beside(path: Path) -> tuple[str, ...] | None:
-    """``classes.json`` ({"classes": [...]}, or a plain list) next to a data file, when present."""
-    f = path.parent / "classes.json"
-    if not f.is_file():
-        return None
-    try:
-        data = json.loads(f.read_text())
-    except (OSError, ValueError):
-        return None
-    names = data.get("classes") if isinstance(data, dict) else data
-    if isinstance(names, list) and all(isinstance(x, str) for x in names):
-        return tuple(names)
-    return None
-
-
-def _load_parquet(spec: DatasetSpec) -> SampleTable:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = spec.path
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise InputError(f"dataset {spec.name!r}: cannot read Parquet file {path}: {err}") from None
-    wanted = [spec.image_column] + ([spec.label_column] if spec.label_column else [])
-    for col in wanted:
-        if col not in schema.names:
-            raise InputError(
-                f"dataset {spec.name!r}: column {col!r} not in {path} (columns: {schema.names})"
-            )
-    table = pq.read_table(path, columns=wanted)
-    col = table.column(spec.image_column).combine_chunks()
-    if pa.types.is_struct(col.type):  # Hugging Face `Image` feature: {bytes, path}
-        col = col.field("bytes")
-    if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
-        raise InputError(
-            f"dataset {spec.name!r}: column {spec.image_column!r} of {path} holds {col.type}, "
-            "not encoded image bytes"
-        )
-    images = col.to_pylist()
-    n = len(images)
-    label = None
-    if spec.label_column:
-        label = pd.Series(
-            pd.array(table.column(spec.label_column).to_pylist(), dtype="Int64"), name="label"
-        )
-    name = Path(str(path)).name
-    return SampleTable(
-        dataset=spec.name,
-        sample_id=np.arange(n, dtype=np.int64),
-        image=images,
-        source=[f"{name}#row={i}" for i in range(n)],
-        label=label,
-        label_names=_label_names_beside(Path(str(path))) if spec.label_column else None,
-    )
-
-
-def _load_image_folder(spec: DatasetSpec) -> SampleTable:
-    root = Path(spec.path).expanduser()
-    if not root.is_dir():
-        raise InputError(f"dataset {spec.name!r}: image folder {root} not found")
-    rel = sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
-    if not rel:
-        raise InputError(f"dataset {spec.name!r}: no images ({', '.join(IMAGE_EXTENSIONS)}) "
-                         f"under {root}")
-    label = names = None
-    if spec.labels_from_folders:
-        classes = sorted({r.split("/", 1)[0] for r in rel if "/" in r})
-        if not classes:
-            raise InputError(f"dataset {spec.name!r}: labels_from_folders needs class "
-                             f"sub-folders under {root}")
-        index = {c: i for i, c in enumerate(classes)}
-        label = pd.Series(
-            pd.array([index[r.split("/", 1)[0]] if "/" in r else pd.NA for r in rel], dtype="Int64"),
-            name="label",
-        )
-        names = tuple(classes)
-    root = root.resolve()
-    return SampleTable(
-        dataset=spec.name,
-        sample_id=np.arange(len(rel), dtype=np.int64),
-        image=[str(root / r) for r in rel],
-        source=rel,
-        label=label,
-        label_names=names,
-    )
-
-
 def to_uint8_images(images: np.ndarray, what: str) -> np.ndarray:
     """(N, H, W[, C]) integer or float images → uint8; floats in [0, 1] are scaled by 255."""
     images = np.asarray(images)
@@ -235,82 +140,38 @@ def to_uint8_images(images: np.ndarray, what: str) -> np.ndarray:
     raise InputError(f"{what}: unsupported image dtype {images.dtype}")
 
 
-def _load_digits(spec: DatasetSpec) -> SampleTable:
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    # 0..16 intensities → 0..255 grayscale.
-    images = np.rint(d.images * (255.0 / 16.0)).astype(np.uint8)
-    n = len(images)
-    return SampleTable(
-        dataset=spec.name,
-        sample_id=np.arange(n, dtype=np.int64),
-        image=list(images),
-        source=[f"digits[{i}]" for i in range(n)],
-        label=pd.Series(pd.array(d.target, dtype="Int64"), name="label"),
-        label_names=tuple(str(i) for i in range(10)),
-    )
-
-
-def _load_numpy(spec: DatasetSpec) -> SampleTable:
-    path = Path(spec.path).expanduser()
-    if not path.is_file():
-        raise InputError(f"dataset {spec.name!r}: file {path} not found")
-    try:
-        # allow_pickle=False: a data file must never execute code.
-        with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files") or "images" not in npz.files:
-                raise InputError(f"dataset {spec.name!r}: {path} has no 'images' array")
-            images = npz["images"]
-            labels = npz["labels"] if "labels" in npz.files else None
-            names = npz["label_names"] if "label_names" in npz.files else None
-    except (OSError, ValueError) as err:
-        raise InputError(f"dataset {spec.name!r}: cannot read {path}: {err}") from None
-    images = to_uint8_images(images, f"dataset {spec.name!r} ({path})")
-    n = len(images)
-    label = None
-    if labels is not None:
-        labels = np.asarray(labels).reshape(-1)
-        if len(labels) != n:
-            raise InputError(f"dataset {spec.name!r}: {path}: {len(labels)} labels for {n} images")
-        label = pd.Series(pd.array(labels.astype(np.int64), dtype="Int64"), name="label")
-    return SampleTable(
-        dataset=spec.name,
-        sample_id=np.arange(n, dtype=np.int64),
-        image=list(images),
-        source=[f"{path.name}[{i}]" for i in range(n)],
-        label=label,
-        label_names=None if names is None else tuple(str(x) for x in names),
-    )
-
-
-_LOADERS: dict[str, Callable[[DatasetSpec], SampleTable]] = {
-    "parquet": _load_parquet,
-    "image_folder": _load_image_folder,
-    "sklearn_digits": _load_digits,
-    "numpy": _load_numpy,
-}
-
-
 def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
-    """The dataset's stable sample list without decoding; ``limit`` keeps a seeded sorted subset."""
-    table = _LOADERS[spec.source](spec)
-    if spec.label_column is None and spec.source == "parquet":
-        table = SampleTable(table.dataset, table.sample_id, table.image, table.source)
-    if spec.source == "image_folder" and not spec.labels_from_folders:
-        table = SampleTable(table.dataset, table.sample_id, table.image, table.source)
-    if spec.limit is not None and spec.limit < len(table):
-        keep = select_subset(table.sample_id, spec.limit, seed)
-        # sample_ids are 0..N-1 here, so they are also positions.
-        table = table.take(keep)
-    return table
+    """The dataset's stable sample list with its encoded images, read here (small sets only).
+
+    For probe sets and tests; the EMBED stage never holds the images on the driver (it indexes with
+    :func:`zoorank.sources.index_samples` and streams with :func:`zoorank.sources.read_encoded`).
+    ``limit`` keeps a seeded sorted subset.
+    """
+    from zoorank.sources import index_samples, read_unit, read_units
+
+    index = index_samples(spec, seed)
+    if index.kind == "memory":
+        images = [index.arrays[int(s)] for s in index.sample_id]
+    else:
+        images = []
+        for unit in read_units(index, index.sample_id):
+            for block in read_unit(index, unit):
+                images += list(block["payload"])
+    return SampleTable(
+        dataset=spec.name,
+        sample_id=index.sample_id,
+        image=images,
+        source=[index.source_name(s) for s in index.sample_id],
+        label=index.label,
+        label_names=index.label_names,
+    )
 
 
 def samples_path(dataset: str) -> str:
     return f"datasets/{dataset}/samples.parquet"
 
 
-def write_samples(store: Store, dataset: str, table: SampleTable) -> None:
+def write_samples(store: Store, dataset: str, table: SampleTable | SampleIndex) -> None:
     """Keep ``datasets/<dataset>/samples.parquet`` (sample_id, label, label_name, source)."""
     store.write_parquet(samples_path(dataset), table.frame())
 

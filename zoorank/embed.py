@@ -1,56 +1,68 @@
-"""The EMBED stage: Ray Data streams decoded views through actors that each hold a chunk of models.
+"""The EMBED stage: decode each (dataset, geometry) group once, then run every model chunk on it,
+all chunks at once, across the cluster.
 
-One pipeline per (dataset, Geometry group) and model chunk::
+Per group::
 
-    from_pandas(sample rows) → map_batches(decode once + every view of the group)
-        → map_batches(EmbedActor, ActorPoolStrategy) → one small record per (batch, view, model)
+    Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
+              (compact uint8 Parquet in the store, zoorank.viewcache)
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), all submitted together; each loads
+               its chunk once, streams the cache, runs every model on every batch ("one read, many
+               models") and writes each entry as a few large part files (zoorank.embedder)
 
-Each :class:`EmbedActor` loads a memory-bounded chunk of models once and runs every model on every
-batch ("one read, many models"); the uint8 views are shared and each model's normalization is
-applied in the actor. Shards are written by the actors through :meth:`Store.write_shard`, one per
-(batch, view, model), named by the batch's first (sample_id, view_index) so a retried batch
-overwrites its shard. Only the driver writes the manifest, after each pipeline.
+With C chunks and G GPUs, min(C, G) chunks run at once and the rest start as GPUs free up (no pool
+start-up waits on another); with C < G a chunk is split into slices over the cache so every GPU
+works, but never into slices of fewer than :data:`SLICE_MIN_ROWS` rows of its smallest entry, so an
+entry stays a few files. Groups overlap: the next group decodes while the previous one embeds.
 
-Resume: an entry (dataset, view, model) is skipped when its manifest row is ``done`` with the same
-fingerprint and its shards hold exactly ``rows`` rows; any other entry is cleared and recomputed.
-A model that cannot be loaded or gives NaN/Inf is recorded ``failed``; the others go on.
+Manifest protocol (crash-safe): every entry to (re)compute is written ``pending`` (with its new
+fingerprint) *before* its shards are cleared; it becomes ``done`` only after the driver has verified
+the rows on disk (count, unique (sample_id, view_index), view_index 0..q-1 for every sample, the
+expected samples), else ``failed`` with the reason and its shards removed. Readers use ``done`` rows
+only. An entry is skipped when its row is ``done`` with the same fingerprint and its shards hold
+exactly ``rows`` rows.
+
+Fingerprint of an entry: :data:`EMBED_VERSION`, the model's fingerprint, its preprocessing, the
+dataset's content digest and sample selection, the view recipe, the seed (augmented views), and
+the precision the forward runs in. ``EMBED_VERSION`` is bumped whenever the stage's maths or
+preprocessing change; a release that does not change them keeps a store valid.
+
+Devices: ``embed.device: auto`` is ``cuda`` when the cluster has GPUs or its autoscaler config can
+add some (:func:`zoorank.runtime.autoscaler_gpus`), else ``cpu``. With ``cuda`` and no GPU yet, the
+driver asks the autoscaler for GPU workers and waits up to ``embed.gpu_wait_seconds``.
+``embed.allow_cpu_torch`` (or ``ZOORANK_GPU_AS_CPU=1``) lets GPU-scheduled tasks run on CPU torch
+(tests on fake GPU resources).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from zoorank import uris, viewcache
 from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import (
-    SampleTable,
-    ViewGeometry,
-    ViewPlan,
-    check_views,
-    decode_views,
-    load_samples,
-    view_subset,
-    write_samples,
-)
+from zoorank.data import ViewGeometry, ViewPlan, check_views, view_subset, write_samples
 from zoorank.errors import ConfigError, InputError
+from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store
-from zoorank.zoo import Geometry, Normalization, ResolvedModel, estimate_model_bytes, resolve_models
+from zoorank.zoo import Geometry, ResolvedModel, estimate_model_bytes, resolve_models
 
 log = logging.getLogger(__name__)
 
-#: samples decoded per decode task (each gives 1 + Σ q rows of views).
-DECODE_BATCH = 32
-DECODE_NUM_CPUS = 0.25
+#: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
+EMBED_VERSION = 2
+#: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
+SLICE_MIN_ROWS = 4096
+#: test hook: seconds to sleep after clearing the entries to recompute, before embedding them.
+ENV_PAUSE_AFTER_CLEAR = "ZOORANK_TEST_PAUSE_AFTER_CLEAR"
 
 
 # -- planning (pure) -------------------------------------------------------------------------------
@@ -73,44 +85,57 @@ class Entry:
         return len(self.samples) * self.view.per_sample
 
 
-@dataclass
-class Outcome:
-    """What the actors reported for one entry during a pipeline."""
+def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
+    """What of a dataset an embedding depends on: its content and the exact sample selection.
 
-    rows: int = 0
-    dim: int | None = None
-    seconds: float = 0.0
-    bad_images: int = 0
-    error: str | None = None
-
-
-def dataset_selection(spec: DatasetSpec, table: SampleTable) -> dict[str, Any]:
-    """What of a dataset an embedding depends on: its source and the exact sample selection."""
-    digest = hashlib.sha256(np.ascontiguousarray(table.sample_id, dtype="<i8").tobytes())
+    The path is not in it: the same bytes at another path or URI give the same embeddings.
+    """
+    digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
     return {
         "source": spec.source,
-        "path": spec.path,
+        "content": index.content_digest,
         "image_column": spec.image_column if spec.source == "parquet" else None,
-        "samples": len(table),
+        "samples": len(index),
         "sample_ids": digest.hexdigest()[:16],
     }
 
 
 def entry_fingerprint(
-    model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int
+    model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int,
+    precision: str = "fp32",
 ) -> str:
-    """fingerprint(model fingerprint, preprocessing, dataset selection, view recipe, seed).
+    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision).
 
     The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
     ``limit`` subset is already in ``selection``).
     """
     return fingerprint(
+        {"embed_version": EMBED_VERSION, "precision": precision},
         model.fingerprint,
         {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
         selection,
         {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
         None if view.is_clean and view.samples is None else seed,
     )
+
+
+def plan_entries(
+    config: RunConfig, models: list[ResolvedModel], indexes: dict[str, SampleIndex],
+    precision: str = "fp32",
+) -> list[Entry]:
+    """Every (dataset, view, model) of the config, with fingerprints and covered samples."""
+    entries = []
+    for spec in config.datasets:
+        index = indexes[spec.name]
+        selection = dataset_selection(spec, index)
+        for view in config.views:
+            samples = view_subset(index.sample_id, view, config.seed)
+            for m in models:
+                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
+                    continue
+                fp = entry_fingerprint(m, selection, view, config.seed, precision)
+                entries.append(Entry(spec.name, view, m, fp, samples))
+    return entries
 
 
 def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list[list[ResolvedModel]]:
@@ -138,7 +163,29 @@ def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list
     return chunks
 
 
-# -- the actor -------------------------------------------------------------------------------------
+def slices_for(chunks: int, workers: int, smallest_entry_rows: int, parts: int) -> int:
+    """Slices per chunk: spread ``workers`` over ``chunks``, keeping ≥ SLICE_MIN_ROWS per slice."""
+    by_rows = max(1, smallest_entry_rows // SLICE_MIN_ROWS)
+    return max(1, min(workers // max(1, chunks), by_rows, max(1, parts)))
+
+
+def verify_rows(sample_id: np.ndarray, view_index: np.ndarray, expected: np.ndarray, q: int
+                ) -> str | None:
+    """Why the rows of an entry are not exactly ``expected`` samples × view_index 0..q-1 (or None).
+    """
+    n = len(expected) * q
+    if len(sample_id) != n:
+        return f"incomplete: {len(sample_id)} rows on disk, {n} expected"
+    order = np.lexsort((view_index, sample_id))
+    sid, vi = sample_id[order], view_index[order]
+    want_sid = np.repeat(np.sort(expected), q)
+    want_vi = np.tile(np.arange(q, dtype=np.int64), len(expected))
+    if not np.array_equal(sid, want_sid) or not np.array_equal(vi.astype(np.int64), want_vi):
+        return "rows on disk are not one row per (sample_id, view_index 0..q-1) of the samples"
+    return None
+
+
+# -- workers --------------------------------------------------------------------------------------
 def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
     """``sys.path`` roots (on the driver) of the modules of python-factory models.
 
@@ -165,218 +212,6 @@ def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
         if root not in roots:
             roots.append(root)
     return roots
-
-
-def _short(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
-
-
-class EmbedActor:
-    """Holds a chunk of models and runs every one of them on every batch of shared uint8 views.
-
-    ``wanted`` maps model_id → the views that model still needs. Each call writes one shard per
-    (view, model) and returns one record per (view, model) with rows, dim, seconds, bad images and
-    the error of a model that failed (in this actor: it is then skipped for later batches).
-    """
-
-    def __init__(
-        self,
-        store_uri: str,
-        dataset: str,
-        models: list[ResolvedModel],
-        wanted: dict[str, list[str]],
-        device: str = "cpu",
-        precision: str = "fp32",
-        num_threads: int = 1,
-        import_paths: Sequence[str] = (),
-    ) -> None:
-        import sys
-
-        import torch
-
-        from zoorank.zoo import load_model
-
-        t0 = time.perf_counter()
-        sys.path.extend(p for p in import_paths if p not in sys.path and os.path.isdir(p))
-
-        torch.set_num_threads(max(1, int(num_threads)))
-        self.torch = torch
-        self.store = Store(store_uri)
-        self.dataset = dataset
-        self.device = torch.device(device)
-        self.wanted = {k: set(v) for k, v in wanted.items()}
-        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.models: dict[str, Any] = {}
-        self.norms: dict[str, Normalization] = {}
-        self.errors: dict[str, str] = {}
-        for m in models:
-            try:
-                net = load_model(m, device=device)
-                if self.device.type == "cuda":
-                    net = net.to(memory_format=torch.channels_last)
-                self.models[m.model_id] = net
-                self.norms[m.model_id] = m.normalization
-            except Exception as err:  # isolate: this model fails, the others run
-                self.errors[m.model_id] = _short(err)
-        self.order = [m.model_id for m in models]
-        #: seconds this actor spent loading its models (reported once, with its first batch).
-        self.load_seconds = time.perf_counter() - t0
-
-    def _normalized(self, x: Any, norm: Normalization) -> Any:
-        torch = self.torch
-        mean = torch.tensor(norm.mean, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(norm.std, device=x.device).view(1, 3, 1, 1)
-        x = (x - mean) / std
-        if self.device.type == "cuda":
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x
-
-    def _forward(self, net: Any, x: Any) -> Any:
-        """Forward with autocast on GPU; a CUDA OOM retries the batch in halves."""
-        torch = self.torch
-        try:
-            if self.autocast_dtype is not None:
-                with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-                    return net(x).float()
-            return net(x).float()
-        except torch.cuda.OutOfMemoryError:
-            if len(x) <= 1:
-                raise
-            torch.cuda.empty_cache()
-            h = len(x) // 2
-            return torch.cat([self._forward(net, x[:h]), self._forward(net, x[h:])])
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from zoorank.zoo import check_features
-
-        torch = self.torch
-        called = time.time()  # wall clock: comparable across the actors (and with the driver)
-        views = np.asarray(batch["view"]).astype(str)
-        bad = np.asarray(batch["bad"], dtype=bool)
-        errors = np.asarray(batch["error"]).astype(str)
-        sample_id = np.asarray(batch["sample_id"], dtype=np.int64)
-        view_index = np.asarray(batch["view_index"], dtype=np.int32)
-        present = sorted(set(views.tolist()))
-        ok = ~bad
-        records: list[dict[str, Any]] = []
-        first_bad = {v: next(iter(errors[(views == v) & bad]), "") for v in present}
-        bad_count = {v: int(((views == v) & bad).sum()) for v in present}
-
-        with torch.inference_mode():
-            images = torch.from_numpy(np.ascontiguousarray(batch["image"][ok])).to(self.device)
-            x = images.permute(0, 3, 1, 2).float().div_(255.0)
-            rows_ok = np.flatnonzero(ok)
-            ok_views = views[ok]
-            cache: dict[tuple[Normalization, tuple[str, ...]], Any] = {}
-            for model_id in self.order:
-                wanted = [v for v in present if v in self.wanted.get(model_id, ())]
-                if not wanted:
-                    continue
-                base = {"model_id": model_id, "rows": 0, "dim": -1, "seconds": 0.0, "error": ""}
-                if model_id in self.errors:
-                    records += [dict(base, view=v, error=self.errors[model_id], bad=bad_count[v],
-                                     bad_error=first_bad[v]) for v in wanted]
-                    continue
-                sel = np.isin(ok_views, wanted)
-                norm = self.norms[model_id]
-                key = (norm, tuple(wanted))
-                if key not in cache:
-                    idx = np.flatnonzero(sel)
-                    part = x if len(idx) == len(x) else x[torch.from_numpy(idx).to(x.device)]
-                    cache[key] = self._normalized(part, norm)
-                xin = cache[key]
-                t0 = time.perf_counter()
-                try:
-                    feats = self._forward(self.models[model_id], xin) if len(xin) else None
-                    if feats is not None:
-                        check_features(feats, model_id)
-                        feats = feats.cpu().numpy()
-                except Exception as err:
-                    self.errors[model_id] = _short(err)
-                    del self.models[model_id]
-                    records += [dict(base, view=v, error=self.errors[model_id], bad=bad_count[v],
-                                     bad_error=first_bad[v]) for v in wanted]
-                    continue
-                seconds = time.perf_counter() - t0
-                rows = rows_ok[sel]
-                for v in wanted:
-                    mask = ok_views[sel] == v
-                    n = int(mask.sum())
-                    dim = -1
-                    if n:
-                        r = rows[mask]
-                        order = np.lexsort((view_index[r], sample_id[r]))
-                        r, emb = r[order], feats[mask][order]
-                        part_name = f"{sample_id[r[0]]:012d}-{view_index[r[0]]:04d}"
-                        self.store.write_shard(self.dataset, v, model_id, part_name,
-                                               sample_id[r], view_index[r], emb)
-                        dim = int(emb.shape[1])
-                    records.append(dict(base, view=v, rows=n, dim=dim,
-                                        seconds=seconds * n / max(1, len(xin)),
-                                        bad=bad_count[v], bad_error=first_bad[v]))
-        images_in_batch = int(ok.sum())
-        load_seconds, self.load_seconds = self.load_seconds, 0.0
-        first = [i == 0 for i in range(len(records))]
-        done = time.time()
-        return {
-            "view": np.asarray([r["view"] for r in records], dtype=object),
-            "model_id": np.asarray([r["model_id"] for r in records], dtype=object),
-            "rows": np.asarray([r["rows"] for r in records], dtype=np.int64),
-            "dim": np.asarray([r["dim"] for r in records], dtype=np.int64),
-            "seconds": np.asarray([r["seconds"] for r in records], dtype=np.float64),
-            "bad": np.asarray([r["bad"] for r in records], dtype=np.int64),
-            "bad_error": np.asarray([r["bad_error"] for r in records], dtype=object),
-            "error": np.asarray([r["error"] for r in records], dtype=object),
-            # the batch's image count rides on its first record only (for the progress display)
-            "images": np.asarray([images_in_batch if i == 0 else 0 for i in range(len(records))],
-                                 dtype=np.int64),
-            "load_seconds": np.asarray([load_seconds if f else 0.0 for f in first]),
-            "called": np.asarray([called if f else np.nan for f in first]),
-            "done": np.asarray([done if f else np.nan for f in first]),
-        }
-
-
-# -- the driver ------------------------------------------------------------------------------------
-@dataclass
-class _Resources:
-    device: str
-    precision: str
-    num_actors: int
-    num_threads: int
-    num_cpus: float
-    num_gpus: float
-
-
-def _resources(options: EmbedOptions) -> _Resources:
-    import ray
-
-    from zoorank.runtime import cluster_gpus
-
-    gpus = cluster_gpus()
-    device = options.device
-    if device == "auto":
-        device = "cuda" if gpus > 0 else "cpu"
-    if device == "cuda" and gpus == 0:
-        raise ConfigError("embed.device: 'cuda' but the Ray cluster has no GPU")
-    cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-    if device == "cuda":
-        precision = options.precision
-        if precision == "auto":
-            import torch
-
-            precision = "bf16" if (not torch.cuda.is_available()
-                                   or torch.cuda.is_bf16_supported()) else "fp16"
-        num_actors = options.num_actors or max(1, int(gpus))
-        threads = max(1, int(options.num_cpus_per_actor))
-        return _Resources(device, precision, num_actors, threads, options.num_cpus_per_actor, 1.0)
-    precision = "fp32" if options.precision == "auto" else options.precision
-    # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
-    # layer (badly so on a shared machine), so up to 4 actors share the cores, each with its
-    # share of threads (each actor holds the whole chunk, so their number is capped).
-    num_actors = options.num_actors or max(1, min(4, int(cpus)))
-    threads = max(1, int(cpus // num_actors))
-    return _Resources(device, precision, num_actors, threads, options.num_cpus_per_actor, 0.0)
 
 
 def _shard_rows(store: Store, entry_key: tuple[str, str, str]) -> int:
@@ -414,18 +249,6 @@ def complete_entries(
     with ThreadPoolExecutor(max_workers=16) as pool:
         flags = list(pool.map(check, candidates))
     return {key for (key, _), ok in zip(candidates, flags) if ok}
-
-
-def _sample_rows(table: SampleTable, needed: np.ndarray) -> pd.DataFrame:
-    pos = np.searchsorted(table.sample_id, needed)
-    return pd.DataFrame(
-        {
-            "sample_id": needed.astype(np.int64),
-            "payload": [table.image[i] for i in pos],
-            "name": [f"{table.dataset}: {table.source[i]} (sample_id {table.sample_id[i]})"
-                     for i in pos],
-        }
-    )
 
 
 class _Display:
@@ -479,163 +302,291 @@ class _Display:
         self.progress.update(self.models, advance=n)
 
 
-def _run_pipeline(
-    store: Store,
-    config: RunConfig,
-    spec: DatasetSpec,
-    table: SampleTable,
-    geometry: Geometry,
-    chunk_entries: list[list[Entry]],
-    res: _Resources,
-    display: _Display,
-) -> Iterable[tuple[list[Entry], dict[tuple[str, str], Outcome], dict[str, Any]]]:
-    """Run the chunks of one (dataset, geometry) group; yields (entries, outcomes, stats) per chunk.
+# -- the driver ------------------------------------------------------------------------------------
+@dataclass
+class _Resources:
+    device: str
+    precision: str
+    num_workers: int  # embedding tasks that run at once (GPUs, or CPU workers)
+    num_threads: int
+    num_cpus: float
+    num_gpus: float
+    allow_cpu_torch: bool = False
+
+
+def choose_device(option: str, gpus_now: float, gpus_possible: float) -> str:
+    """``auto`` → ``cuda`` when the cluster has GPUs or its autoscaler can add some, else ``cpu``."""
+    if option != "auto":
+        return option
+    return "cuda" if gpus_now > 0 or gpus_possible > 0 else "cpu"
+
+
+def planned_precision(options: EmbedOptions, device: str | None = None) -> str | None:
+    """The precision the forward runs in, or None while it depends on a device not yet known.
+
+    ``auto`` is fp32 on CPU and bf16 on CUDA (fp16 on a GPU without bf16).
     """
+    device = device or (options.device if options.device != "auto" else None)
+    if options.precision != "auto":
+        return options.precision
+    if device is None:
+        return None
+    if device != "cuda":
+        return "fp32"
+    try:
+        import torch
+
+        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+            return "fp16"
+    except Exception:  # a driver without torch's CUDA: the workers' GPUs decide nothing here
+        pass
+    return "bf16"
+
+
+def _resources(options: EmbedOptions) -> _Resources:
     import ray
 
+    from zoorank.runtime import autoscaler_gpus, cluster_gpus
+
+    gpus, possible = cluster_gpus(), autoscaler_gpus()
+    device = choose_device(options.device, gpus, possible)
+    if device == "cuda" and gpus == 0 and possible == 0:
+        raise ConfigError("embed.device: 'cuda' but the Ray cluster has no GPU and its autoscaler "
+                          "config cannot add any")
+    precision = planned_precision(options, device)
+    cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
+    allow_cpu = options.allow_cpu_torch or os.environ.get("ZOORANK_GPU_AS_CPU") == "1"
+    if device == "cuda":
+        workers = options.num_actors or max(1, int(gpus if gpus > 0 else min(possible, 64)))
+        threads = max(1, int(options.num_cpus_per_actor))
+        return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 1.0,
+                          allow_cpu)
+    # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
+    # layer (badly so on a shared machine), so up to 4 workers share the cores.
+    workers = options.num_actors or max(1, min(4, int(cpus)))
+    threads = max(1, int(cpus // workers))
+    return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 0.0,
+                      allow_cpu)
+
+
+def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
+    from zoorank.runtime import wait_for_gpus
+
+    try:
+        have = wait_for_gpus(res.num_workers, options.gpu_wait_seconds)
+    except TimeoutError:
+        raise ConfigError(
+            f"embed.device: {options.device!r} needs GPUs, but none joined the Ray cluster within "
+            f"embed.gpu_wait_seconds={options.gpu_wait_seconds:g} s (the autoscaler was asked for "
+            f"{res.num_workers} GPU worker(s)); check the GPU node type of the cluster config, or "
+            "set embed.device: cpu") from None
+    log.info("embed: %g GPU(s) in the cluster", have)
+
+
+def _pending_row(entry: Entry) -> dict[str, Any]:
+    return {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
+            "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
+            "dim": None, "seconds": 0.0, "bad_images": 0}
+
+
+@dataclass
+class _Chunk:
+    """One model chunk of a group in flight: its entries, slice tasks and their reports."""
+
+    group: tuple[str, Geometry]
+    index: int
+    entries: list[Entry]
+    refs: list[Any]
+    submitted: float
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _read_entry_rows(store: Store, key: tuple[str, str, str]
+                     ) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(sample_id, view_index, dim) of an entry's shards on disk (id columns only)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = Store.embedding_dir(*key)
+    sids, vis, dim = [], [], None
+    for name in store.shard_names(*key):
+        path = store.path(f"{base}/{name}")
+        t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
+        sids.append(t.column("sample_id").to_numpy())
+        vis.append(t.column("view_index").to_numpy())
+        typ = pq.read_schema(path, filesystem=store.fs).field("embedding").type
+        if pa.types.is_fixed_size_list(typ):
+            dim = typ.list_size
+    if not sids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), None
+    return np.concatenate(sids).astype(np.int64), np.concatenate(vis).astype(np.int32), dim
+
+
+def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad: set[int]
+                  ) -> dict[str, Any]:
+    """The manifest row of a finished entry, from what its shards on disk hold."""
+    row = _pending_row(entry)
+    bad_here = np.asarray(sorted(bad), dtype=np.int64)
+    expected = np.setdiff1d(entry.samples, bad_here)
+    row["bad_images"] = int(len(entry.samples) - len(expected))
+    row["seconds"] = round(float(sum(r["seconds"] for r in records)), 4)
+    error = next((r["error"] for r in records if r["error"]), None)
+    if not records:
+        error = "no output (no task reported this entry)"
+    if error is None:
+        try:
+            sid, vi, dim = _read_entry_rows(store, entry.key)
+        except OSError as err:
+            sid = vi = None
+            error = f"cannot read its shards: {err}"
+        if error is None:
+            error = verify_rows(sid, vi, expected, entry.view.per_sample)
+            if error is None and dim is None and len(expected):
+                error = "no embeddings produced"
+            row.update(rows=int(len(sid)), dim=dim)
+    if error is not None:
+        row.update(status="failed", error=error, rows=0)
+    else:
+        row["status"] = "done"
+    return row
+
+
+def _group_plans(entries: list[Entry]) -> list[ViewPlan]:
     views: dict[str, ViewSpec] = {}
     needed: dict[str, set[int]] = defaultdict(set)
-    for entries in chunk_entries:
-        for e in entries:
-            views[e.view.name] = e.view
-            needed[e.view.name].update(e.samples.tolist())
-    plans = [
-        ViewPlan(v.name, v.recipe_name, v.per_sample, np.asarray(sorted(needed[v.name]), np.int64),
-                 v.is_clean)
-        for v in views.values()
-    ]
-    all_needed = np.unique(np.concatenate([p.samples for p in plans]))
-    rows = _sample_rows(table, all_needed)
-    n_blocks = max(1, math.ceil(len(rows) / DECODE_BATCH))
-    bounds = np.linspace(0, len(rows), n_blocks + 1).astype(int)
-    ds = ray.data.from_pandas([rows.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
-    ds = ds.map_batches(
-        decode_views,
-        fn_kwargs={"geometry": ViewGeometry(geometry.input_size, geometry.interpolation,
-                                            geometry.crop_pct),
-                   "plans": plans, "seed": config.seed},
-        batch_size=DECODE_BATCH,
-        batch_format="numpy",
-        num_cpus=DECODE_NUM_CPUS,
-    )
-    if len(chunk_entries) > 1:
-        ds = ds.materialize()  # decode once; every chunk's actor pool reads the same views
-    total_images = sum(len(p.samples) * p.per_sample for p in plans)
-    for ci, entries in enumerate(chunk_entries):
-        models = list({e.model.model_id: e.model for e in entries}.values())
-        wanted: dict[str, list[str]] = defaultdict(list)
-        for e in entries:
-            wanted[e.model.model_id].append(e.view.name)
-        label = (f"{spec.name} {geometry.input_size}px {geometry.interpolation}"
-                 + (f" chunk {ci + 1}/{len(chunk_entries)}" if len(chunk_entries) > 1 else "")
-                 + f" ({len(models)} model{'s' if len(models) > 1 else ''})")
-        display.pipeline(label, total_images)
-        embedded = ds.map_batches(
-            EmbedActor,
-            fn_constructor_kwargs={
-                "store_uri": store.uri,
-                "dataset": spec.name,
-                "models": models,
-                "wanted": dict(wanted),
-                "device": res.device,
-                "precision": res.precision,
-                "num_threads": res.num_threads,
-                "import_paths": factory_paths(models),
-            },
-            # no more actors than batches: each one loads the whole chunk
-            compute=ray.data.ActorPoolStrategy(
-                size=max(1, min(res.num_actors, math.ceil(total_images / config.embed.batch_size)))
-            ),
-            batch_size=config.embed.batch_size,
-            batch_format="numpy",
-            num_cpus=res.num_cpus,
-            num_gpus=res.num_gpus,
-        )
-        outcomes: dict[tuple[str, str], Outcome] = defaultdict(Outcome)
-        t_start, wall_start = time.perf_counter(), time.time()
-        first_call, last_done = math.inf, -math.inf
-        images = 0
-        load_seconds: list[float] = []
-        for batch in embedded.iter_batches(batch_size=None, batch_format="numpy"):
-            for i in range(len(batch["view"])):
-                key = (str(batch["view"][i]), str(batch["model_id"][i]))
-                o = outcomes[key]
-                o.rows += int(batch["rows"][i])
-                o.seconds += float(batch["seconds"][i])
-                o.bad_images += int(batch["bad"][i])
-                if int(batch["dim"][i]) >= 0:
-                    o.dim = int(batch["dim"][i])
-                if batch["error"][i] and o.error is None:
-                    o.error = str(batch["error"][i])
-                if batch["bad"][i] and spec.on_bad_image == "fail":
-                    raise InputError(f"{batch['bad_error'][i]} (on_bad_image: fail)")
-            n_images = int(np.sum(batch["images"]))
-            images += n_images
-            load_seconds += [float(x) for x in batch["load_seconds"] if x > 0]
-            if np.isfinite(batch["called"]).any():
-                first_call = min(first_call, float(np.nanmin(batch["called"])))
-                last_done = max(last_done, float(np.nanmax(batch["done"])))
-            display.advance_images(n_images)
-        t_end = time.perf_counter()
-        # steady state: from the first batch an actor started to the last one it finished
-        steady = last_done - first_call if last_done > first_call else 0.0
-        stats = {
-            "dataset": spec.name,
-            "geometry": geometry,
-            "chunk": ci,
-            "models": len(models),
-            "actors": res.num_actors,
-            "images": images,
-            "seconds": t_end - t_start,
-            # until an actor starts its first batch: actor start-up (and the first decoding)
-            "startup_seconds": (first_call - wall_start) if steady else t_end - t_start,
-            "model_load_seconds": max(load_seconds, default=0.0),
-            "steady_seconds": steady,
-            "steady_images_per_second": images / steady if steady > 0 else None,
-        }
-        log.info("embed pipeline %s", stats)
-        yield entries, outcomes, stats
+    for e in entries:
+        views[e.view.name] = e.view
+        needed[e.view.name].update(e.samples.tolist())
+    return [ViewPlan(v.name, v.recipe_name, v.per_sample,
+                     np.asarray(sorted(needed[v.name]), np.int64), v.is_clean)
+            for v in views.values()]
 
 
-def _manifest_row(entry: Entry, outcome: Outcome | None) -> dict[str, Any]:
-    o = outcome or Outcome(error="no output (the pipeline produced no record for this entry)")
-    error = o.error
-    # A sample counts once per view (not per view_index), so rows = (covered − bad) × q.
-    expected = (len(entry.samples) - o.bad_images) * entry.view.per_sample
-    if error is None and o.rows != expected:
-        error = f"incomplete: {o.rows} rows written, {expected} expected"
-    if error is None and o.dim is None and expected > 0:
-        error = "no embeddings produced"
+def _cache_key(index: SampleIndex, geometry: Geometry, plans: list[ViewPlan], seed: int) -> str:
+    return fingerprint(
+        EMBED_VERSION, index.content_digest, vars(geometry), seed,
+        [(p.name, p.recipe, p.per_sample, p.is_clean,
+          hashlib.sha256(np.ascontiguousarray(p.samples, "<i8").tobytes()).hexdigest())
+         for p in plans])
+
+
+_Groups = dict[tuple[str, Geometry], list[Entry]]
+_Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
+
+
+def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
+                   todo: list[Entry]) -> tuple[_Groups, _Caches]:
+    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it)."""
+    specs = {s.name: s for s in config.datasets}
+    groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
+    for e in todo:
+        groups[(e.dataset, e.model.geometry)].append(e)
+    caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
+    for (dataset, geometry), entries in groups.items():
+        plans = _group_plans(entries)
+        key = _cache_key(indexes[dataset], geometry, plans, config.seed)
+        needed = np.unique(np.concatenate([p.samples for p in plans]))
+        cache = viewcache.build(store, indexes[dataset], needed, plans,
+                                ViewGeometry(geometry.input_size, geometry.interpolation,
+                                             geometry.crop_pct), config.seed, key)
+        caches[(dataset, geometry)] = (key, cache)
+        if cache["bad"] and specs[dataset].on_bad_image == "fail":
+            viewcache.drop(store, dataset, key)
+            raise InputError(f"{cache['first_error']} (on_bad_image: fail)")
+        log.info("embed: decoded %s %spx: %d view rows in %d parts (%.1f s%s)", dataset,
+                 geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],
+                 ", reused" if cache["reused"] else "")
+
+    return groups, caches
+
+
+def _embed_chunks(
+    store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
+    display: _Display,
+) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """Submit every chunk's slice tasks at once; yield (manifest rows, stats) per chunk as it
+    finishes, after verifying its entries on disk. A group's view cache goes with its last chunk."""
+    import ray
+
+    from zoorank.embedder import embed_slice
+
+    task = ray.remote(embed_slice)
+    chunks: dict[Any, _Chunk] = {}
+    left: dict[tuple[str, Geometry], int] = {}
+    for gkey, entries in groups.items():
+        ckey, cache = caches[gkey]
+        chunk_entries = _chunk_entries(entries, config.embed)
+        left[gkey] = len(chunk_entries)
+        parts = cache["parts"]
+        for ci, centries in enumerate(chunk_entries):
+            models = list({e.model.model_id: e.model for e in centries}.values())
+            wanted: dict[str, list[str]] = defaultdict(list)
+            for e in centries:
+                wanted[e.model.model_id].append(e.view.name)
+            smallest = min(e.expected_rows for e in centries)
+            n = slices_for(len(chunk_entries), res.num_workers, smallest, len(parts))
+            bounds = np.linspace(0, len(parts), n + 1).astype(int)
+            refs = [
+                task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
+                    store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey),
+                    parts[a:b], models, dict(wanted), si, device=res.device,
+                    precision=res.precision, num_threads=res.num_threads,
+                    allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
+                for si, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+            ]
+            chunk = _Chunk(gkey, ci, centries, refs, time.time())
+            for r in refs:
+                chunks[r] = chunk
+    pending = list(chunks)
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            chunk = chunks[ready[0]]
+            report = ray.get(ready[0])
+            chunk.reports.append(report)
+            display.advance_images(report["images"])
+            if len(chunk.reports) < len(chunk.refs):
+                continue
+            bad = caches[chunk.group][1]["bad"]
+            rows = [_verified_row(store, e,
+                                  [r for rep in chunk.reports for r in rep["records"]
+                                   if (r["view"], r["model_id"]) == (e.view.name,
+                                                                     e.model.model_id)],
+                                  set(bad.get(e.view.name, ())))
+                    for e in chunk.entries]
+            yield rows, _chunk_stats(chunk, res)
+            left[chunk.group] -= 1
+            if left[chunk.group] == 0:
+                viewcache.drop(store, chunk.group[0], caches[chunk.group][0])
+    finally:
+        for r in pending:
+            ray.cancel(r, force=True)
+
+
+def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
+    reps = chunk.reports
+    first_call = min(r["called"] for r in reps)
+    last_done = max(r["done"] for r in reps)
+    images = sum(r["images"] for r in reps)
+    steady = max(0.0, last_done - first_call)
     return {
-        "dataset": entry.dataset,
-        "view": entry.view.name,
-        "model_id": entry.model.model_id,
-        "fingerprint": entry.fingerprint,
-        "status": "failed" if error else "done",
-        "error": error,
-        "rows": int(o.rows) if not error else 0,
-        "dim": int(o.dim) if o.dim is not None else None,
-        "seconds": round(float(o.seconds), 4),
-        "bad_images": int(o.bad_images),
+        "dataset": chunk.group[0],
+        "geometry": chunk.group[1],
+        "chunk": chunk.index,
+        "models": len({e.model.model_id for e in chunk.entries}),
+        "actors": len(chunk.refs),
+        "images": images,
+        "seconds": last_done - chunk.submitted,
+        # until a task starts its first batch: scheduling, worker start-up and the model loads
+        "startup_seconds": max(0.0, first_call - chunk.submitted),
+        "model_load_seconds": max(r["load_seconds"] for r in reps),
+        "steady_seconds": steady,
+        "steady_images_per_second": images / steady if steady > 0 else None,
+        # wall-clock times: when the chunk's tasks were submitted, first ran, last finished
+        "submitted": chunk.submitted,
+        "first_call": first_call,
+        "last_done": last_done,
     }
-
-
-def plan_entries(
-    config: RunConfig, models: list[ResolvedModel], tables: dict[str, SampleTable]
-) -> list[Entry]:
-    """Every (dataset, view, model) of the config, with fingerprints and covered samples."""
-    entries = []
-    for spec in config.datasets:
-        table = tables[spec.name]
-        selection = dataset_selection(spec, table)
-        for view in config.views:
-            samples = view_subset(table.sample_id, view, config.seed)
-            for m in models:
-                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
-                    continue
-                fp = entry_fingerprint(m, selection, view, config.seed)
-                entries.append(Entry(spec.name, view, m, fp, samples))
-    return entries
 
 
 def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
@@ -644,22 +595,30 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
     are recorded (status ``failed`` with the reason) and the run returns normally. The live
     progress and the summary table go to the terminal (``ZOORANK_PROGRESS=0`` turns them off);
-    ``result.attrs["pipelines"]`` holds each pipeline's timings (start-up, steady-state images/s).
+    ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s).
     """
     check_views(config.views)
     store = Store(config.store)
-    models = resolve_models(config)
-    tables = {spec.name: load_samples(spec, config.seed) for spec in config.datasets}
-    entries = plan_entries(config, models, tables)
+    digests = uris.DigestCache(store)
+    models = resolve_models(config, digests)
+    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
+    digests.save()
+    precision = planned_precision(config.embed)
+    res = None
+    if precision is None:  # `auto` on both: the cluster decides the device, hence the precision
+        from zoorank.runtime import ensure_ray
+
+        ensure_ray(address)
+        res = _resources(config.embed)
+        precision = res.precision
+    entries = plan_entries(config, models, indexes, precision)
 
     manifest = store.read_manifest()
-    previous = {
-        (r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")
-    }
+    previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
     for spec in config.datasets:
-        write_samples(store, spec.name, tables[spec.name])
+        write_samples(store, spec.name, indexes[spec.name])
 
     results: dict[tuple[str, str, str], dict[str, Any]] = {
         k: {**previous[k], "status": "done"} for k in skipped
@@ -667,38 +626,41 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
     pipelines: list[dict[str, Any]] = []
     if todo:
-        from zoorank.runtime import ensure_ray
+        from zoorank.runtime import ensure_ray, release_gpu_request
 
         ensure_ray(address)
         _quiet_ray_data()
-        res = _resources(config.embed)
-        for e in todo:
-            store.clear_embeddings(*e.key)
-        groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
-        for e in todo:
-            groups[(e.dataset, e.model.geometry)].append(e)
-        specs = {s.name: s for s in config.datasets}
-        with _Display(len(entries), enabled=show) as display:
-            display.entries_done(len(skipped))
-            for (dataset, geometry), group in groups.items():
-                chunk_entries = _chunk_entries(group, config.embed)
-                for done_entries, outcomes, stats in _run_pipeline(
-                    store, config, specs[dataset], tables[dataset], geometry, chunk_entries,
-                    res, display,
-                ):
-                    rows = [_manifest_row(e, outcomes.get((e.view.name, e.model.model_id)))
-                            for e in done_entries]
-                    for r, e in zip(rows, done_entries):
+        res = res or _resources(config.embed)
+        total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
+        try:
+            with _Display(len(entries), enabled=show) as display:
+                display.entries_done(len(skipped))
+                display.pipeline("images", total)
+                groups, caches = _decode_groups(store, config, indexes, todo)
+                # crash-safe order: pending (new fingerprint) first, then clear, then compute
+                store.update_manifest([_pending_row(e) for e in todo])
+                for e in todo:
+                    store.clear_embeddings(*e.key)
+                if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
+                    time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
+                if res.num_gpus > 0:
+                    _wait_for_gpus(res, config.embed)
+                for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
+                    for r in rows:
                         if r["status"] != "done":
-                            store.clear_embeddings(*e.key)  # never leave partial shards behind
-                        results[e.key] = r
+                            store.clear_embeddings(r["dataset"], r["view"], r["model_id"])
+                        results[(r["dataset"], r["view"], r["model_id"])] = r
                     store.update_manifest(rows)
                     display.entries_done(len(rows))
                     pipelines.append(stats)
+                    log.info("embed chunk %s", stats)
+        finally:
+            if res.num_gpus > 0:
+                release_gpu_request()
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
     _print_summary(out, skipped, enabled=show)
     out = out.reset_index(drop=True)
-    #: timings of each pipeline run (start-up, steady-state images/s) for benchmarks and logs.
+    #: timings of each chunk (start-up, steady-state images/s) for benchmarks and logs.
     out.attrs["pipelines"] = pipelines
     return out
 

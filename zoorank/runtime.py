@@ -37,3 +37,51 @@ def cluster_gpus() -> float:
     import ray
 
     return float(ray.cluster_resources().get("GPU", 0.0))
+
+
+def autoscaler_gpus() -> float:
+    """GPUs the cluster's autoscaler config can bring up (0 without an autoscaler or GPU nodes).
+
+    Read from the cluster config the autoscaler publishes in the GCS (what Ray Train and Ray Data
+    read too); a local Ray has none.
+    """
+    try:
+        import ray._private.state as state
+
+        limits = state.state.get_max_resources_from_cluster_config() or {}
+    except Exception:  # no autoscaler, or an older/newer Ray without this call
+        return 0.0
+    return float(limits.get("GPU", 0) or 0)
+
+
+def wait_for_gpus(wanted: int, timeout_s: float, poll_s: float = 2.0) -> float:
+    """Ask the autoscaler for ``wanted`` one-GPU bundles and wait until a GPU joins the cluster.
+
+    Returns the GPUs present. Raises ``TimeoutError`` when none come within ``timeout_s``. The
+    request is a floor for the autoscaler; :func:`release_gpu_request` lifts it.
+    """
+    import time
+
+    have = cluster_gpus()
+    if have > 0:
+        return have
+    from ray.autoscaler.sdk import request_resources
+
+    request_resources(bundles=[{"GPU": 1}] * max(1, int(wanted)))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(poll_s)
+        have = cluster_gpus()
+        if have > 0:
+            return have
+    raise TimeoutError(f"no GPU joined the Ray cluster within {timeout_s:g} s")
+
+
+def release_gpu_request() -> None:
+    """Lift the floor :func:`wait_for_gpus` set, so idle GPU workers can scale down."""
+    try:
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=[])
+    except Exception:  # no autoscaler to tell
+        pass

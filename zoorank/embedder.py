@@ -1,0 +1,268 @@
+"""The embedding work of one model chunk: load the chunk once, run every model on every batch of
+shared uint8 views, and write each (view, model) entry as a few large ``part-*.parquet`` files.
+
+:func:`embed_slice` is the body of a Ray task (one GPU, or CPU threads): it streams the parts of the
+decoded-view cache (:mod:`zoorank.viewcache`) it is given, one ahead, and buffers each entry's rows
+until :data:`PART_BYTES` or the end, so an entry gets one file per slice (more only past
+``PART_BYTES``). File names are ``part-<slice>-<k>.parquet``: a retried task rewrites the same
+names with the same rows.
+
+Failures stay per model: a model that cannot be loaded, gives NaN/Inf or fails its forward is
+recorded with its reason and skipped for the rest of the slice; the others go on. A CUDA OOM retries
+the batch in halves.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zoorank.store import Store
+
+#: an entry's buffered rows are written once they reach this many bytes (else at the slice's end).
+PART_BYTES = 256 * 1024**2
+#: set (seconds) to make each slice sleep before embedding (tests watch it run, then kill it).
+ENV_SLOW_SLICE = "ZOORANK_TEST_SLICE_DELAY"
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
+
+
+def torch_device(device: str, allow_cpu_torch: bool) -> str:
+    """The torch device of a GPU-scheduled worker: ``cpu`` when it has no CUDA and CPU is allowed.
+
+    ``allow_cpu_torch`` (``embed.allow_cpu_torch`` or ``ZOORANK_GPU_AS_CPU=1``) lets tests run
+    GPU-scheduled work on CPU torch on machines whose Ray nodes declare fake GPU resources.
+    """
+    if device != "cuda":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if allow_cpu_torch or os.environ.get("ZOORANK_GPU_AS_CPU") == "1":
+        return "cpu"
+    raise RuntimeError("embed.device is 'cuda' but this worker has no CUDA device "
+                       "(set embed.allow_cpu_torch: true only for tests with fake GPU resources)")
+
+
+class ChunkEmbedder:
+    """Holds a chunk of models and embeds batches of shared uint8 views with each of them."""
+
+    def __init__(self, models: Sequence[Any], device: str = "cpu", precision: str = "fp32",
+                 num_threads: int = 1) -> None:
+        import torch
+
+        from zoorank.zoo import load_model
+
+        t0 = time.perf_counter()
+        torch.set_num_threads(max(1, int(num_threads)))
+        self.torch = torch
+        self.device = torch.device(device)
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.models: dict[str, Any] = {}
+        self.norms: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        for m in models:
+            try:
+                net = load_model(m, device=device)
+                if self.device.type == "cuda":
+                    net = net.to(memory_format=torch.channels_last)
+                self.models[m.model_id] = net
+                self.norms[m.model_id] = m.normalization
+            except Exception as err:  # isolate: this model fails, the others run
+                self.errors[m.model_id] = _short(err)
+        self.order = [m.model_id for m in models]
+        self.load_seconds = time.perf_counter() - t0
+
+    def _normalized(self, x: Any, norm: Any) -> Any:
+        torch = self.torch
+        mean = torch.tensor(norm.mean, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(norm.std, device=x.device).view(1, 3, 1, 1)
+        x = (x - mean) / std
+        if self.device.type == "cuda":
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def _forward(self, net: Any, x: Any) -> Any:
+        """Forward with autocast where asked; a CUDA OOM retries the batch in halves."""
+        torch = self.torch
+        try:
+            if self.autocast_dtype is not None:
+                with torch.autocast(self.device.type, dtype=self.autocast_dtype):
+                    return net(x).float()
+            return net(x).float()
+        except torch.cuda.OutOfMemoryError:
+            if len(x) <= 1:
+                raise
+            torch.cuda.empty_cache()
+            h = len(x) // 2
+            return torch.cat([self._forward(net, x[:h]), self._forward(net, x[h:])])
+
+    def embed(self, batch: dict[str, np.ndarray], wanted: dict[str, set[str]]
+              ) -> dict[tuple[str, str], tuple[np.ndarray, float]]:
+        """(view, model_id) → (float32 features of the batch's good rows of that view, seconds).
+
+        Rows are those of ``batch`` with ``bad`` False and ``view`` == view, in batch order. A model
+        that fails here is moved to :attr:`errors`.
+        """
+        from zoorank.zoo import check_features
+
+        torch = self.torch
+        views = batch["view"]
+        ok = ~batch["bad"]
+        ok_views = views[ok]
+        present = sorted(set(ok_views.tolist()))
+        out: dict[tuple[str, str], tuple[np.ndarray, float]] = {}
+        if not present:
+            return out
+        with torch.inference_mode():
+            images = torch.from_numpy(np.ascontiguousarray(batch["image"][ok])).to(self.device)
+            x = images.permute(0, 3, 1, 2).float().div_(255.0)
+            cache: dict[tuple[Any, tuple[str, ...]], Any] = {}
+            for model_id in self.order:
+                want = [v for v in present if v in wanted.get(model_id, ())]
+                if not want or model_id in self.errors:
+                    continue
+                sel = np.isin(ok_views, want)
+                key = (self.norms[model_id], tuple(want))
+                if key not in cache:
+                    idx = np.flatnonzero(sel)
+                    part = x if len(idx) == len(x) else x[torch.from_numpy(idx).to(x.device)]
+                    cache[key] = self._normalized(part, self.norms[model_id])
+                t0 = time.perf_counter()
+                try:
+                    feats = self._forward(self.models[model_id], cache[key])
+                    check_features(feats, model_id)
+                    feats = feats.cpu().numpy()
+                except Exception as err:
+                    self.errors[model_id] = _short(err)
+                    del self.models[model_id]
+                    continue
+                seconds = time.perf_counter() - t0
+                sub = ok_views[sel]
+                for v in want:
+                    mask = sub == v
+                    out[(v, model_id)] = (feats[mask], seconds * float(mask.mean()))
+        return out
+
+
+class EntryWriter:
+    """Buffers rows per (view, model) and writes them as few, large ``part-*.parquet`` files."""
+
+    def __init__(self, store: Store, dataset: str, slice_index: int,
+                 part_bytes: int = PART_BYTES) -> None:
+        self.store, self.dataset, self.slice_index = store, dataset, slice_index
+        self.part_bytes = part_bytes
+        self.buffers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = (
+            defaultdict(list))
+        self.sizes: dict[tuple[str, str], int] = defaultdict(int)
+        self.parts: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, key: tuple[str, str], sample_id: np.ndarray, view_index: np.ndarray,
+            embedding: np.ndarray) -> None:
+        self.buffers[key].append((sample_id, view_index, embedding))
+        self.sizes[key] += embedding.nbytes
+        if self.sizes[key] >= self.part_bytes:
+            self.flush(key)
+
+    def drop(self, key: tuple[str, str]) -> None:
+        self.buffers.pop(key, None)
+        self.sizes.pop(key, None)
+
+    def flush(self, key: tuple[str, str]) -> None:
+        chunks = self.buffers.pop(key, [])
+        self.sizes.pop(key, None)
+        if not chunks:
+            return
+        sid = np.concatenate([c[0] for c in chunks])
+        vi = np.concatenate([c[1] for c in chunks])
+        emb = np.concatenate([c[2] for c in chunks])
+        order = np.lexsort((vi, sid))
+        name = f"{self.slice_index:04d}-{self.parts[key]:04d}"
+        self.parts[key] += 1
+        view, model_id = key
+        self.store.write_shard(self.dataset, view, model_id, name, sid[order], vi[order],
+                               emb[order])
+
+    def close(self) -> None:
+        for key in list(self.buffers):
+            self.flush(key)
+
+
+def embed_slice(
+    store_uri: str,
+    dataset: str,
+    cache_dir: str,
+    parts: Sequence[str],
+    models: Sequence[Any],
+    wanted: dict[str, list[str]],
+    slice_index: int,
+    device: str = "cpu",
+    precision: str = "fp32",
+    num_threads: int = 1,
+    allow_cpu_torch: bool = False,
+    import_paths: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
+
+    Returns ``{"records": [{view, model_id, rows, dim, seconds, error}], "images", "load_seconds",
+    "called", "done"}`` (wall-clock times, comparable across workers). Row counts are the task's
+    own account; the driver verifies what is on disk before anything is marked done.
+    """
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zoorank import viewcache
+
+    sys.path.extend(p for p in import_paths if p not in sys.path and os.path.isdir(p))
+    if os.environ.get(ENV_SLOW_SLICE):
+        time.sleep(float(os.environ[ENV_SLOW_SLICE]))
+    store = Store(store_uri)
+    embedder = ChunkEmbedder(models, torch_device(device, allow_cpu_torch), precision, num_threads)
+    want = {k: set(v) for k, v in wanted.items()}
+    writer = EntryWriter(store, dataset, slice_index)
+    rows: dict[tuple[str, str], int] = defaultdict(int)
+    dims: dict[tuple[str, str], int] = {}
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    images = 0
+    called = time.time()  # after the models are loaded: the steady state starts here
+    with ThreadPoolExecutor(max_workers=1) as pool:  # read the next part while this one runs
+        pending = pool.submit(viewcache.read_part, store, cache_dir, parts[0]) if parts else None
+        for i in range(len(parts)):
+            batch = pending.result()
+            pending = (pool.submit(viewcache.read_part, store, cache_dir, parts[i + 1])
+                       if i + 1 < len(parts) else None)
+            out = embedder.embed(batch, want)
+            ok = ~batch["bad"]
+            images += int(ok.sum())
+            sid, vi, views = batch["sample_id"][ok], batch["view_index"][ok], batch["view"][ok]
+            for (v, model_id), (feats, secs) in out.items():
+                mask = views == v
+                writer.add((v, model_id), sid[mask], vi[mask], feats)
+                rows[(v, model_id)] += int(mask.sum())
+                dims[(v, model_id)] = int(feats.shape[1])
+                seconds[(v, model_id)] += secs
+            for model_id in embedder.errors:
+                for v in want.get(model_id, ()):
+                    writer.drop((v, model_id))
+    for model_id in embedder.errors:
+        for v in want.get(model_id, ()):
+            writer.drop((v, model_id))
+    writer.close()
+    records = []
+    for model_id, views in wanted.items():
+        for v in views:
+            key = (v, model_id)
+            records.append({"view": v, "model_id": model_id, "rows": rows.get(key, 0),
+                            "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
+                            "error": embedder.errors.get(model_id, "")})
+    return {"records": records, "images": images, "load_seconds": embedder.load_seconds,
+            "called": called, "done": time.time()}
