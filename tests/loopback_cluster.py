@@ -1,18 +1,18 @@
-"""A real multi-node Ray cluster and a real S3 API, both on 127.0.0.1, for tests and benchmarks.
+"""A real multi-node Ray cluster on 127.0.0.1, for tests and benchmarks.
 
 :class:`LoopbackCluster` runs ``ray.cluster_utils.Cluster`` (a head and worker nodes, each with its
 own raylet and object store) in a server subprocess of its own (``python tests/loopback_cluster.py
 SPEC``), a process group that :meth:`LoopbackCluster.stop` ends. Why not ``ray start --address``:
 it refuses to join under ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, and with it set to 1 Ray swaps
 ``--node-ip-address=127.0.0.1`` for the machine's interface address. ``Cluster`` keeps every node on
-loopback. Every port is chosen free, and the temp dir (``RAY_TMPDIR``, where Ray also writes its
-"current cluster" file that a bare ``ray.init()`` would join) is private to the cluster, so other
-Ray instances on the machine (the test session's, other people's) neither see nor meet it.
+loopback. Every port is chosen free, and the temp dirs (``RAY_TMPDIR``, where Ray also writes its
+"current cluster" file that a bare ``ray.init()`` would join) are private to the cluster, one per
+node, so other Ray instances on the machine (the test session's, other people's) neither see nor
+meet it.
 
-:class:`LoopbackS3` is moto's server mode. Its credentials and endpoint are given the way users give
-them, in the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``),
-through :attr:`LoopbackS3.env`, which the cluster's nodes are started with: URIs stay plain
-``s3://bucket/key``.
+Object-store credentials reach the cluster the way users give them: in the environment of every
+node (``LoopbackCluster.env``, e.g. ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_ENDPOINT_URL`` of the ``s3_server`` fixture), so URIs stay plain ``s3://bucket/key``.
 """
 
 from __future__ import annotations
@@ -118,14 +118,23 @@ def _serve(spec: dict) -> None:
         "ray_client_server_port": free_ports(1)[0],
     })
     try:
-        for cpus, gpus in spec["workers"]:
-            cluster.add_node(**common, **_node_ports(), num_cpus=cpus, num_gpus=gpus)
+        for i, (cpus, gpus) in enumerate(spec["workers"]):
+            # a temp dir per node, as separate machines have: nodes sharing one would share the
+            # runtime_env's working_dir copy, and a worker node's agent deletes it (while the job
+            # driver on the head still runs in it) once its own tasks are done
+            node_tmp = os.path.join(spec["temp_dir"], f"w{i}")
+            os.makedirs(node_tmp, exist_ok=True)
+            cluster.add_node(**{**common, "temp_dir": node_tmp}, **_node_ports(), num_cpus=cpus,
+                             num_gpus=gpus)
         cluster.wait_for_nodes(timeout=spec["timeout"])
         print("READY", json.dumps({"address": cluster.address}), flush=True)
         while not stop:
             time.sleep(0.5)
     finally:
-        cluster.shutdown()
+        # nothing on these nodes needs a graceful drain (30 s per node); a SIGKILL'd raylet takes
+        # its workers with it
+        for node in [*cluster.worker_nodes, cluster.head_node]:
+            cluster.remove_node(node, allow_graceful=False)
 
 
 @dataclass
@@ -214,47 +223,6 @@ class LoopbackCluster:
             self._proc = None
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-class LoopbackS3:
-    """moto's S3 server on 127.0.0.1; :attr:`env` holds the credentials and the endpoint."""
-
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        self.env = {"AWS_ACCESS_KEY_ID": "zoorank-test", "AWS_SECRET_ACCESS_KEY": "zoorank-secret",
-                    "AWS_ENDPOINT_URL": self.endpoint, "AWS_DEFAULT_REGION": "us-east-1",
-                    "AWS_EC2_METADATA_DISABLED": "true"}
-
-    def client(self):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"])
-
-    def filesystem(self):
-        """A pyarrow S3 filesystem on this server (paths are ``bucket/key``)."""
-        import pyarrow.fs as pafs
-
-        return pafs.S3FileSystem(access_key=self.env["AWS_ACCESS_KEY_ID"],
-                                 secret_key=self.env["AWS_SECRET_ACCESS_KEY"],
-                                 endpoint_override=self.endpoint, region="us-east-1")
-
-    def put(self, bucket: str, key: str, data: bytes) -> str:
-        """Upload ``data`` (creating the bucket) and return its ``s3://bucket/key`` URI."""
-        client = self.client()
-        if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
-            client.create_bucket(Bucket=bucket)
-        client.put_object(Bucket=bucket, Key=key, Body=data)
-        return f"s3://{bucket}/{key}"
-
-    def stop(self) -> None:
-        self._server.stop()
 
 
 if __name__ == "__main__":
