@@ -30,9 +30,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from loopback_cluster import BIN, LoopbackCluster, base_env, end_process_group
-
-pytestmark = pytest.mark.slow
+from loopback_cluster import BIN, REPO, LoopbackCluster, base_env, end_process_group
 
 IMAGES = 256
 BUCKET = "zr-cluster"
@@ -180,6 +178,7 @@ def _job_log(runs) -> str:
     return runs["job"].stdout[-4000:] + runs["job"].stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_job_succeeds_and_every_good_model_is_done_and_the_broken_one_failed(runs, s3_server):
     assert runs["job"].returncode == 0 and runs["status"] == "SUCCEEDED", _job_log(runs)
@@ -195,6 +194,7 @@ def test_the_job_succeeds_and_every_good_model_is_done_and_the_broken_one_failed
     assert set(board["model_id"]) == good
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_embedding_ran_on_both_gpu_worker_nodes_and_not_on_the_head(runs):
     gpu_nodes = {n["node_id"] for n in runs["nodes"] if n["resources_total"].get("GPU", 0) > 0}
@@ -207,6 +207,7 @@ def test_embedding_ran_on_both_gpu_worker_nodes_and_not_on_the_head(runs):
     assert {t["node_id"] for t in embed} == gpu_nodes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_job_reads_nothing_from_the_driver_disk(runs):
     # the working dir carried only the config, and every input the config names is on S3 (built in
@@ -218,6 +219,7 @@ def test_the_job_reads_nothing_from_the_driver_disk(runs):
     assert all("@" not in u and "?" not in u for u in uris)  # no credentials or endpoint in URIs
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_each_entry_is_at_most_two_part_files(runs, s3_server):
     listing = s3_server.client.list_objects_v2(Bucket=BUCKET, Prefix="store/embeddings/")
@@ -243,6 +245,7 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_cluster_run_equals_a_single_node_run(runs, s3_server):
     assert runs["ref_rc"] == 0, runs["ref_log"][-5000:]
@@ -258,3 +261,32 @@ def test_the_cluster_run_equals_a_single_node_run(runs, s3_server):
         pd.testing.assert_frame_equal(a[others], b[others])
         np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float),
                                    rtol=1e-5, atol=1e-5, equal_nan=True, err_msg=name)
+
+
+# -- the recipe files (fast) -----------------------------------------------------------------------
+@pytest.mark.timeout(60)
+def test_cluster_yaml_is_a_valid_launcher_config_with_gpu_workers_from_zero():
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    raw = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    validate_config(prepare_config(raw))  # Ray's launcher schema: unknown keys are errors
+    types = raw["available_node_types"]
+    head = types[raw["head_node_type"]]
+    workers = [t for name, t in types.items() if name != raw["head_node_type"]]
+    assert head["resources"].get("GPU") == 0
+    assert any("--num-gpus=0" in c for c in raw["head_start_ray_commands"])
+    assert [w["min_workers"] for w in workers] == [0]
+    assert workers[0]["resources"]["GPU"] >= 1 and workers[0]["max_workers"] >= 1
+    assert any(".[gpu]" in c for c in raw["setup_commands"])
+
+
+@pytest.mark.timeout(60)
+def test_the_example_config_reads_and_writes_only_object_storage():
+    from zoorank.config import load_config
+
+    path = REPO / "pipelines" / "configs" / "cifar10_zoo.yaml"
+    config = load_config(path)
+    uris = [config.store, *(d.path for d in config.datasets),
+            *(m.checkpoint for m in config.models if getattr(m, "checkpoint", None))]
+    assert len(uris) == 3 and all(str(u).startswith("s3://") for u in uris), uris
+    assert config.embed.device in ("auto", "cuda") and not config.embed.allow_cpu_torch
