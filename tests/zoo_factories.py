@@ -35,3 +35,8 @@ class TrainingArgs:
 
     lr: float = 0.3
     seed: int = 0
+
+
+def pixels() -> nn.Module:
+    """The normalized input itself, flattened (C, H, W order): shows exactly what a model is fed."""
+    return nn.Flatten()

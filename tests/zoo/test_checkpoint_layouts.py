@@ -200,3 +200,27 @@ def test_metadata_comes_back_as_inert_placeholders(tmp_path):
     assert {"argparse.Namespace", "pathlib.PosixPath", "omegaconf.dictconfig.DictConfig"} <= met
     assert obj["epoch"] == 9 and torch.equal(obj["optimizer_states"][0]["state"][0][
         "momentum_buffer"], _noise(3))
+
+
+class MetadataModulePayload:
+    """A payload dressed in a metadata module's name: ``pathlib.Path.write_text(marker, ...)``."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.write_text, (pathlib.Path(self.marker), "ran"))
+
+
+def test_a_call_into_a_metadata_module_stays_inert(tmp_path):
+    from zoorank.zoo.checkpoints import load_checkpoint_object
+
+    marker = tmp_path / "written"
+    path = tmp_path / "sneaky.ckpt"
+    state = backbone_state(seed=0)
+    torch.save({"state_dict": state, "meta": MetadataModulePayload(str(marker))}, path,
+               pickle_protocol=4)
+    obj = load_checkpoint_object(str(path))
+    assert not marker.exists()  # the placeholder recorded the call; nothing ran
+    assert "pathlib.Path.write_text" in repr(obj["meta"])
+    assert torch.equal(obj["state_dict"]["conv1.0.weight"], state["conv1.0.weight"])

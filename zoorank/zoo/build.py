@@ -44,13 +44,18 @@ def _timm_meta_model(name: str, kwargs_json: str) -> nn.Module:
         return timm.create_model(name, pretrained=False, **kwargs)
 
 
-def _hub_kwargs(name: str, pretrained: bool) -> dict[str, Any]:
-    """timm reads hub files (weights, an ``hf-hub:`` config) from this process's cache."""
+def _hub_kwargs(name: str, pretrained: bool, hub_cache: str | None = None) -> dict[str, Any]:
+    """timm reads hub files (weights, an ``hf-hub:`` config) from the cache the model was
+    resolved against (else this process's)."""
     if pretrained or name.startswith("hf-hub:"):
-        from zoorank.zoo.hub import hub_cache_dir
-
-        return {"cache_dir": str(hub_cache_dir())}
+        return {"cache_dir": _cache(hub_cache)}
     return {}
+
+
+def _cache(hub_cache: str | None) -> str:
+    from zoorank.zoo.hub import hub_cache_dir
+
+    return hub_cache or str(hub_cache_dir())
 
 
 def _kwargs_json(spec: ModelSpec) -> str:
@@ -184,14 +189,12 @@ def _python_factory(name: str) -> Any:
     return obj
 
 
-def _transformers_class(directory: str) -> tuple[Any, Any]:
+def _transformers_class(directory: str, hub_cache: str | None = None) -> tuple[Any, Any]:
     import transformers
     from transformers import AutoConfig, AutoModel
 
-    from zoorank.zoo.hub import hub_cache_dir
-
     config = AutoConfig.from_pretrained(directory, local_files_only=True,
-                                        cache_dir=str(hub_cache_dir()))
+                                        cache_dir=_cache(hub_cache))
     if getattr(config, "vision_config", None) is not None:
         vision = getattr(
             transformers, type(config).__name__.removesuffix("Config") + "VisionModel", None
@@ -201,23 +204,22 @@ def _transformers_class(directory: str) -> tuple[Any, Any]:
     return AutoModel, config
 
 
-def _build(spec: ModelSpec) -> tuple[nn.Module, dict[str, Any]]:
+def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """The bare network (weights of the directory / file, or seeded init) and forward kwargs."""
     if spec.source == "timm":
         import timm
 
-        kwargs = {"num_classes": 0, **_hub_kwargs(spec.name, spec.pretrained), **spec.model_kwargs}
+        kwargs = {"num_classes": 0, **_hub_kwargs(spec.name, spec.pretrained, hub_cache),
+                  **spec.model_kwargs}
         # pretrained: timm's own loader, from the local cache (HF_HUB_OFFLINE in deployments)
         return timm.create_model(spec.name, pretrained=spec.pretrained, **kwargs), {}
     if spec.source == "transformers":
         from zoorank.zoo.preprocessing import _side
 
         with _quiet_transformers():
-            cls, config = _transformers_class(spec.name)
-            from zoorank.zoo.hub import hub_cache_dir
-
+            cls, config = _transformers_class(spec.name, hub_cache)
             model = cls.from_pretrained(spec.name, local_files_only=True,
-                                        cache_dir=str(hub_cache_dir()), **spec.model_kwargs)
+                                        cache_dir=_cache(hub_cache), **spec.model_kwargs)
         forward_kwargs = {}
         vision_config = getattr(config, "vision_config", None) or config
         image_size = _side(getattr(vision_config, "image_size", None))
@@ -262,7 +264,7 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
     spec = resolved.spec
     try:
         with _seeded(_INIT_SEED):
-            model, forward_kwargs = _build(spec)
+            model, forward_kwargs = _build(spec, resolved.hub_cache)
     except CheckpointError:
         raise
     except Exception as err:

@@ -50,6 +50,8 @@ class ResolvedModel:
     preprocessing_origin: str = "default"
     #: pretrained hub weights: ``repo@revision`` of the cached snapshot; None otherwise.
     weights_revision: str | None = None
+    #: the Hugging Face cache the hub weights were found in (actors read them from there).
+    hub_cache: str | None = None
 
     def wants(self, dataset: str) -> bool:
         """Whether this model is ranked on ``dataset``."""
@@ -205,6 +207,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         raise ConfigError(
             f"{label}: python models are named 'package.module:function', got {spec.name!r}"
         )
+    directory_from_hub = directory is not None and not Path(spec.name).expanduser().is_dir()
     geometry, normalization, origin = resolve_preprocessing(spec, label, directory)
     revision = None
     if spec.pretrained:
@@ -229,6 +232,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         datasets=tuple(spec.datasets) if spec.datasets is not None else None,
         preprocessing_origin=origin,
         weights_revision=revision,
+        hub_cache=str(hub.hub_cache_dir()) if spec.pretrained or directory_from_hub else None,
     )
 
 
