@@ -12,7 +12,10 @@ For M models × N CIFAR-10 test images (JPEG bytes from ``../shared/data/cifar10
   preprocesses the images again, then the forward pass.
 
 Images/s count images through *all* M models (N / seconds). A third case embeds 100+ tiny models to
-measure the per-model fixed cost: (T(many) − T(1)) / (many − 1) over two zoorank runs.
+measure the per-model fixed cost: (T(many) − T(1)) / (many − 1) over two zoorank runs. A fourth
+(``chunks``) runs C one-model chunks over a few hundred images and prints the stage's wall time and
+the part files per (dataset, view, model) entry; run it with ``PYTHONPATH=<an older checkout>`` to
+measure that checkout for a before/after figure (``--only chunks``).
 
 Prints, never asserts; not run in CI. Example (the defaults take a few minutes on 2 cores)::
 
@@ -187,6 +190,82 @@ def compare(label: str, config, images: int, batch_size: int, repeat: int) -> No
           f"start-up {z['startup']:.1f} s (model loading {z['load']:.1f} s of it)")
 
 
+def files_per_entry(store: Path) -> float:
+    entries = [d for d in (store / "embeddings").glob("*/*/*") if d.is_dir()]
+    return sum(len(list(d.glob("part-*.parquet"))) for d in entries) / max(1, len(entries))
+
+
+def chunks_case(tmp: Path, args, embed: dict) -> None:
+    """C one-model chunks (C = --chunks) of --arch at --chunks-size px over --chunks-images."""
+    import zoorank
+
+    specs = save_zoo(tmp / "zoo-chunks", args.arch, args.chunks, args.chunks_size)
+    config = make_config(tmp / "store-chunks", specs, args.chunks_images, args.batch_size,
+                         models_per_actor=1, **embed)
+    runs = []
+    for _ in range(args.repeat):
+        r = run_zoorank(config)
+        r["files"] = files_per_entry(Path(config.store))
+        runs.append(r)
+    best = min(runs, key=lambda r: r["seconds"])
+    where = Path(zoorank.__file__).resolve().parents[1]
+    each = ", ".join(f"{r['seconds']:.1f}" for r in runs)
+    print(f"embed  chunks  {args.arch}@{args.chunks_size}px  {args.chunks} chunks × 1 model  "
+          f"{args.chunks_images} imgs  batch {args.batch_size}  whole stage {best['seconds']:.1f} s "
+          f"(runs: {each})  "
+          f"files per entry {best['files']:.1f}   [zoorank from {where}]")
+
+
+_MEASURE = """
+import json, resource, sys, time
+sys.path.insert(0, {bench!r})
+import zoorank.runtime
+from zoorank.config import load_config
+from zoorank.embed import run_embed
+t0 = time.perf_counter()
+rows = run_embed(load_config({cfg!r}))
+print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0,
+                             "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                             "done": int((rows["status"] == "done").sum())}}))
+"""
+
+
+def driver_memory_case(tmp: Path, args) -> None:
+    """The driver's peak RSS embedding N images of cifar10/train.parquet, each N in a fresh process.
+    """
+    import json
+    import subprocess
+
+    import yaml
+
+    specs = save_zoo(tmp / "zoo-mem", "tiny", 1, 32)
+    results = {}
+    for n in args.memory_images:
+        cfg = tmp / f"mem-{n}.yaml"
+        cfg.write_text(yaml.safe_dump({
+            "store": str(tmp / f"store-mem-{n}"),
+            "datasets": [{"name": "cifar", "source": "parquet", "limit": n,
+                          "path": str(DATA / "cifar10" / "train.parquet")}],
+            "models": specs, "views": [{"name": "clean"}],
+            "embed": {"batch_size": 256, "device": "cpu"},
+        }))
+        code = _MEASURE.format(bench=str(Path(__file__).parent), cfg=str(cfg))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=dict(os.environ, ZOORANK_PROGRESS="0"), check=False)
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"driver-memory run of {n} images failed:\n{out.stdout}\n{out.stderr}")
+        results[n] = json.loads(line[7:])
+        r = results[n]
+        print(f"embed  driver memory  tiny@32px  {n} imgs (cifar10 train)  peak RSS "
+              f"{r['peak'] / 2**20:,.0f} MiB  whole stage {r['seconds']:.1f} s  "
+              f"{r['done']} entries done")
+    lo, hi = min(results), max(results)
+    print(f"embed  driver memory  {hi} vs {lo} imgs  peak RSS {results[hi]['peak'] / 2**20:,.0f} "
+          f"vs {results[lo]['peak'] / 2**20:,.0f} MiB  {results[hi]['peak'] / results[lo]['peak']:.2f}×"
+          f"  (images {hi / lo:.0f}×)")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", default="resnet18")
@@ -200,8 +279,16 @@ def main(argv=None) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--num-actors", type=int, default=None)
     p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (best of)")
-    p.add_argument("--skip", nargs="*", default=[], choices=["resnet", "tiny", "many"])
+    p.add_argument("--chunks", type=int, default=4, help="one-model chunks in the chunks case")
+    p.add_argument("--chunks-images", type=int, default=512)
+    p.add_argument("--chunks-size", type=int, default=32)
+    p.add_argument("--memory-images", type=int, nargs="+", default=[10_000, 50_000])
+    cases = ["resnet", "tiny", "many", "chunks", "driver-memory"]
+    p.add_argument("--skip", nargs="*", default=[], choices=cases)
+    p.add_argument("--only", nargs="*", default=None, choices=cases)
     args = p.parse_args(argv)
+    if args.only is not None:
+        args.skip = [c for c in cases if c not in args.only]
     if not (DATA / "cifar10" / "test.parquet").is_file():
         sys.exit(f"needs {DATA}/cifar10/test.parquet (set ZOORANK_SHARED_DATA)")
     sys.path.insert(0, str(Path(__file__).parent))  # bench_embed:tiny_net for the actors
@@ -212,7 +299,8 @@ def main(argv=None) -> None:
     embed = {"num_actors": args.num_actors} if args.num_actors else {}
     try:
         t0 = time.perf_counter()
-        ensure_ray()
+        if set(cases) - set(args.skip) - {"driver-memory"}:  # that case runs its own processes
+            ensure_ray()
         print(f"# local Ray started in {time.perf_counter() - t0:.1f} s "
               f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
               f"load average {os.getloadavg()[0]:.1f})")
@@ -243,6 +331,11 @@ def main(argv=None) -> None:
                   f"per-model overhead {per_model * 1000:,.0f} ms (wall)  "
                   f"{per_model_work * 1000:,.0f} ms (loading + steady work)  "
                   f"model loading {many['load']:.1f} s for {args.many} in the actor")
+        if "chunks" not in args.skip:
+            chunks_case(tmp, args, embed)
+            print(f"# load average {os.getloadavg()[0]:.1f}")
+        if "driver-memory" not in args.skip:
+            driver_memory_case(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -286,6 +286,10 @@ def test_on_bad_image_fail_stops_with_an_input_error_naming_the_file(ray_session
     with pytest.raises(InputError, match="zz_corrupt.JPEG"):
         run_embed(config)
     assert Store(config.store).read_manifest().empty
+    clean = photo_folder(shared_data, tmp_path / "clean", 3, corrupt=False)
+    ok = run_embed(config.model_copy(update={"datasets": [
+        config.datasets[0].model_copy(update={"path": str(clean)})]}))
+    assert set(ok["status"]) == {"done"}  # no undecodable image: `fail` never fires
 
 
 def test_unknown_view_recipe_is_a_config_error_naming_the_view(zoo, tmp_path):
@@ -448,8 +452,7 @@ def test_fingerprints_hold_precision_and_dataset_content_not_its_path(zoo, share
 def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_session, zoo,
                                                                        shared_data, photos,
                                                                        tmp_path, monkeypatch):
-    import zoorank.embed as embed_module
-    from zoorank import viewcache
+    from zoorank import embedplan, viewcache
 
     def config(store, **embed):
         data = config_dict(tmp_path / store, zoo, shared_data, photos,
@@ -464,6 +467,7 @@ def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_sessio
     assert len(stats) == 3 and set(whole["status"]) == {"done"}
     submitted = [s["submitted"] for s in stats]
     assert max(submitted) - min(submitted) < 1.0  # every chunk's task was submitted at once
+    assert all(s["nodes"] == [ray_session.get_runtime_context().get_node_id()] for s in stats)
     store = Store(tmp_path / "whole")
     for r in whole.to_dict("records"):
         assert r["rows"] == 512
@@ -471,7 +475,7 @@ def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_sessio
     assert not store.exists("cache/views/digits")  # the decoded views go with the last chunk
 
     # one chunk sliced over two tasks (each keeps ≥ 256 rows): two files, the same rows
-    monkeypatch.setattr(embed_module, "SLICE_MIN_ROWS", 256)
+    monkeypatch.setattr(embedplan, "SLICE_MIN_ROWS", 256)
     monkeypatch.setattr(viewcache, "PART_ROWS", 128)  # 4 cache parts to share out
     sliced = run_embed(config("sliced", models_per_actor=3, num_actors=2, batch_size=64))
     assert sliced.attrs["pipelines"][0]["actors"] == 2
@@ -542,3 +546,70 @@ def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, z
         np.testing.assert_array_equal(a.sample_id, b.sample_id)
         np.testing.assert_array_equal(a.view_index, b.view_index)
         np.testing.assert_allclose(a.embedding, b.embedding, rtol=1e-6, atol=1e-6)
+
+
+def test_gpu_scheduled_work_runs_on_cpu_torch_only_when_allowed(monkeypatch):
+    from zoorank.embedder import torch_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: GPU-scheduled work runs on it")
+    monkeypatch.delenv("ZOORANK_GPU_AS_CPU", raising=False)
+    assert torch_device("cpu", False) == "cpu"
+    with pytest.raises(RuntimeError, match="allow_cpu_torch"):
+        torch_device("cuda", False)
+    assert torch_device("cuda", True) == "cpu"
+    monkeypatch.setenv("ZOORANK_GPU_AS_CPU", "1")
+    assert torch_device("cuda", False) == "cpu"
+
+
+@pytest.mark.timeout(60)
+def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
+    from zoorank.config import EmbedOptions
+    from zoorank.embed import _resources
+    from zoorank.runtime import autoscaler_gpus, cluster_gpus, wait_for_gpus
+
+    assert cluster_gpus() == 0 and autoscaler_gpus() == 0  # a local Ray: no autoscaler
+    with pytest.raises(ConfigError, match="embed.device"):
+        _resources(EmbedOptions(device="cuda"))
+    assert _resources(EmbedOptions()).device == "cpu"
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="no GPU"):
+        wait_for_gpus(2, timeout_s=1.0, poll_s=0.2)
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.timeout(300)
+def test_dataset_and_store_on_s3_embed_as_the_local_run(ray_session, s3_server, zoo, shared_data,
+                                                        photos, tmp_path):
+    """Parquet and image folder on a loopback S3, store there too: the same ids and embeddings as
+    the local run, each entry verified and one file."""
+    src = shared_data / "cifar10" / "test.parquet"
+    small = tmp_path / "cifar300.parquet"
+    pq.write_table(pq.read_table(src).slice(0, 300), small, row_group_size=64)
+    s3_server.bucket("inputs")
+    s3_server.client.upload_file(str(small), "inputs", "cifar300.parquet")
+    for p in sorted(photos.iterdir()):
+        s3_server.client.upload_file(str(p), "inputs", f"photos/{p.name}")
+
+    def config(store, parquet, folder):
+        data = config_dict(store, zoo, shared_data, photos, models=["cnn"])
+        data["datasets"] = [
+            {"name": "cifar", "source": "parquet", "path": parquet, "limit": 40},
+            {"name": "photos", "source": "image_folder", "path": folder},
+        ]
+        return parse_config(data)
+
+    local = run_embed(config(tmp_path / "local", str(small), str(photos)))
+    remote = run_embed(config(s3_server("stores/run1"), s3_server("inputs/cifar300.parquet"),
+                              s3_server("inputs/photos")))
+    assert local["status"].tolist() == remote["status"].tolist()
+    assert set(local["status"]) == {"done"}
+    a, b = Store(tmp_path / "local"), Store(s3_server("stores/run1"))
+    for r in remote.to_dict("records"):
+        key = (r["dataset"], r["view"], r["model_id"])
+        assert len(b.shard_names(*key)) == 1
+        x, y = a.read_embeddings(*key), b.read_embeddings(*key)
+        np.testing.assert_array_equal(x.sample_id, y.sample_id)
+        np.testing.assert_array_equal(x.view_index, y.view_index)
+        np.testing.assert_allclose(x.embedding, y.embedding, rtol=1e-6, atol=1e-6)
+    assert not b.exists("cache/views/cifar")  # the view cache is gone once the entries are done

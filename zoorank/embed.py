@@ -48,141 +48,32 @@ import numpy as np
 import pandas as pd
 
 from zoorank import uris, viewcache
-from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import ViewGeometry, ViewPlan, check_views, view_subset, write_samples
+from zoorank.config import EmbedOptions, RunConfig, ViewSpec, fingerprint
+from zoorank.data import ViewGeometry, ViewPlan, check_views, write_samples
+from zoorank.embed_progress import Display, print_summary, quiet_ray_data
+from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
+    EMBED_VERSION,
+    SLICE_MIN_ROWS,
+    Entry,
+    choose_device,
+    chunk_entries,
+    chunk_models,
+    dataset_selection,
+    entry_fingerprint,
+    plan_entries,
+    planned_precision,
+    slices_for,
+    verify_rows,
+)
 from zoorank.errors import ConfigError, InputError
 from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store
-from zoorank.zoo import Geometry, ResolvedModel, estimate_model_bytes, resolve_models
+from zoorank.zoo import Geometry, ResolvedModel, resolve_models
 
 log = logging.getLogger(__name__)
 
-#: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
-EMBED_VERSION = 2
-#: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
-SLICE_MIN_ROWS = 4096
 #: test hook: seconds to sleep after clearing the entries to recompute, before embedding them.
 ENV_PAUSE_AFTER_CLEAR = "ZOORANK_TEST_PAUSE_AFTER_CLEAR"
-
-
-# -- planning (pure) -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """One (dataset, view, model) output: its fingerprint and the rows it must hold."""
-
-    dataset: str
-    view: ViewSpec
-    model: ResolvedModel
-    fingerprint: str
-    samples: np.ndarray  # sample_ids the view covers
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.dataset, self.view.name, self.model.model_id)
-
-    @property
-    def expected_rows(self) -> int:
-        return len(self.samples) * self.view.per_sample
-
-
-def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
-    """What of a dataset an embedding depends on: its content and the exact sample selection.
-
-    The path is not in it: the same bytes at another path or URI give the same embeddings.
-    """
-    digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
-    return {
-        "source": spec.source,
-        "content": index.content_digest,
-        "image_column": spec.image_column if spec.source == "parquet" else None,
-        "samples": len(index),
-        "sample_ids": digest.hexdigest()[:16],
-    }
-
-
-def entry_fingerprint(
-    model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int,
-    precision: str = "fp32",
-) -> str:
-    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision).
-
-    The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
-    ``limit`` subset is already in ``selection``).
-    """
-    return fingerprint(
-        {"embed_version": EMBED_VERSION, "precision": precision},
-        model.fingerprint,
-        {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
-        selection,
-        {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
-        None if view.is_clean and view.samples is None else seed,
-    )
-
-
-def plan_entries(
-    config: RunConfig, models: list[ResolvedModel], indexes: dict[str, SampleIndex],
-    precision: str = "fp32",
-) -> list[Entry]:
-    """Every (dataset, view, model) of the config, with fingerprints and covered samples."""
-    entries = []
-    for spec in config.datasets:
-        index = indexes[spec.name]
-        selection = dataset_selection(spec, index)
-        for view in config.views:
-            samples = view_subset(index.sample_id, view, config.seed)
-            for m in models:
-                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
-                    continue
-                fp = entry_fingerprint(m, selection, view, config.seed, precision)
-                entries.append(Entry(spec.name, view, m, fp, samples))
-    return entries
-
-
-def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list[list[ResolvedModel]]:
-    """Split models into actor-sized chunks: ``models_per_actor`` each, else by memory budget.
-
-    A model larger than the budget gets a chunk of its own; the order of ``models`` is kept.
-    """
-    if options.models_per_actor is not None:
-        k = options.models_per_actor
-        return [list(models[i : i + k]) for i in range(0, len(models), k)]
-    budget = options.actor_memory_gb * 1024**3
-    chunks: list[list[ResolvedModel]] = []
-    used = 0.0
-    for m in models:
-        try:
-            size = float(estimate_model_bytes(m))
-        except Exception:  # a model that cannot be sized fails later, in its actor, with a reason
-            size = 0.0
-        if chunks and used + size <= budget:
-            chunks[-1].append(m)
-            used += size
-        else:
-            chunks.append([m])
-            used = size
-    return chunks
-
-
-def slices_for(chunks: int, workers: int, smallest_entry_rows: int, parts: int) -> int:
-    """Slices per chunk: spread ``workers`` over ``chunks``, keeping ≥ SLICE_MIN_ROWS per slice."""
-    by_rows = max(1, smallest_entry_rows // SLICE_MIN_ROWS)
-    return max(1, min(workers // max(1, chunks), by_rows, max(1, parts)))
-
-
-def verify_rows(sample_id: np.ndarray, view_index: np.ndarray, expected: np.ndarray, q: int
-                ) -> str | None:
-    """Why the rows of an entry are not exactly ``expected`` samples × view_index 0..q-1 (or None).
-    """
-    n = len(expected) * q
-    if len(sample_id) != n:
-        return f"incomplete: {len(sample_id)} rows on disk, {n} expected"
-    order = np.lexsort((view_index, sample_id))
-    sid, vi = sample_id[order], view_index[order]
-    want_sid = np.repeat(np.sort(expected), q)
-    want_vi = np.tile(np.arange(q, dtype=np.int64), len(expected))
-    if not np.array_equal(sid, want_sid) or not np.array_equal(vi.astype(np.int64), want_vi):
-        return "rows on disk are not one row per (sample_id, view_index 0..q-1) of the samples"
-    return None
 
 
 # -- workers --------------------------------------------------------------------------------------
@@ -251,57 +142,6 @@ def complete_entries(
     return {key for (key, _), ok in zip(candidates, flags) if ok}
 
 
-class _Display:
-    """The live rich progress of the run (images/s and models done)."""
-
-    def __init__(self, total_entries: int, enabled: bool) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.console = Console(stderr=True)
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            console=self.console,
-            disable=not enabled,
-            transient=False,
-        )
-        self.models = self.progress.add_task("entries done", total=total_entries, rate="")
-        self.images = None
-        self.t0 = time.perf_counter()
-        self.count = 0
-
-    def __enter__(self) -> _Display:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-    def pipeline(self, label: str, total: int) -> None:
-        if self.images is not None:
-            self.progress.remove_task(self.images)
-        self.images = self.progress.add_task(label, total=total, rate="")
-        self.t0, self.count = time.perf_counter(), 0
-
-    def advance_images(self, n: int) -> None:
-        self.count += n
-        rate = self.count / max(1e-9, time.perf_counter() - self.t0)
-        self.progress.update(self.images, advance=n, rate=f"{rate:,.0f} img/s")
-
-    def entries_done(self, n: int) -> None:
-        self.progress.update(self.models, advance=n)
-
-
 # -- the driver ------------------------------------------------------------------------------------
 @dataclass
 class _Resources:
@@ -312,35 +152,7 @@ class _Resources:
     num_cpus: float
     num_gpus: float
     allow_cpu_torch: bool = False
-
-
-def choose_device(option: str, gpus_now: float, gpus_possible: float) -> str:
-    """``auto`` → ``cuda`` when the cluster has GPUs or its autoscaler can add some, else ``cpu``."""
-    if option != "auto":
-        return option
-    return "cuda" if gpus_now > 0 or gpus_possible > 0 else "cpu"
-
-
-def planned_precision(options: EmbedOptions, device: str | None = None) -> str | None:
-    """The precision the forward runs in, or None while it depends on a device not yet known.
-
-    ``auto`` is fp32 on CPU and bf16 on CUDA (fp16 on a GPU without bf16).
-    """
-    device = device or (options.device if options.device != "auto" else None)
-    if options.precision != "auto":
-        return options.precision
-    if device is None:
-        return None
-    if device != "cuda":
-        return "fp32"
-    try:
-        import torch
-
-        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-            return "fp16"
-    except Exception:  # a driver without torch's CUDA: the workers' GPUs decide nothing here
-        pass
-    return "bf16"
+    total_cpus: float = 1.0
 
 
 def _resources(options: EmbedOptions) -> _Resources:
@@ -360,13 +172,13 @@ def _resources(options: EmbedOptions) -> _Resources:
         workers = options.num_actors or max(1, int(gpus if gpus > 0 else min(possible, 64)))
         threads = max(1, int(options.num_cpus_per_actor))
         return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 1.0,
-                          allow_cpu)
+                          allow_cpu, cpus)
     # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
     # layer (badly so on a shared machine), so up to 4 workers share the cores.
     workers = options.num_actors or max(1, min(4, int(cpus)))
     threads = max(1, int(cpus // workers))
     return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 0.0,
-                      allow_cpu)
+                      allow_cpu, cpus)
 
 
 def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
@@ -502,7 +314,7 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
 
 def _embed_chunks(
     store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
-    display: _Display,
+    display: Display,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Submit every chunk's slice tasks at once; yield (manifest rows, stats) per chunk as it
     finishes, after verifying its entries on disk. A group's view cache goes with its last chunk."""
@@ -513,30 +325,37 @@ def _embed_chunks(
     task = ray.remote(embed_slice)
     chunks: dict[Any, _Chunk] = {}
     left: dict[tuple[str, Geometry], int] = {}
+    plan = []  # (group, chunk index, entries, models, wanted, slices of the cache parts)
     for gkey, entries in groups.items():
-        ckey, cache = caches[gkey]
-        chunk_entries = _chunk_entries(entries, config.embed)
-        left[gkey] = len(chunk_entries)
-        parts = cache["parts"]
-        for ci, centries in enumerate(chunk_entries):
+        parts = caches[gkey][1]["parts"]
+        chunked = chunk_entries(entries, config.embed)
+        left[gkey] = len(chunked)
+        for ci, centries in enumerate(chunked):
             models = list({e.model.model_id: e.model for e in centries}.values())
             wanted: dict[str, list[str]] = defaultdict(list)
             for e in centries:
                 wanted[e.model.model_id].append(e.view.name)
             smallest = min(e.expected_rows for e in centries)
-            n = slices_for(len(chunk_entries), res.num_workers, smallest, len(parts))
+            n = slices_for(len(chunked), res.num_workers, smallest, len(parts))
             bounds = np.linspace(0, len(parts), n + 1).astype(int)
-            refs = [
-                task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
-                    store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey),
-                    parts[a:b], models, dict(wanted), si, device=res.device,
-                    precision=res.precision, num_threads=res.num_threads,
-                    allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
-                for si, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
-            ]
-            chunk = _Chunk(gkey, ci, centries, refs, time.time())
-            for r in refs:
-                chunks[r] = chunk
+            plan.append((gkey, ci, centries, models, dict(wanted),
+                         [parts[a:b] for a, b in zip(bounds[:-1], bounds[1:])]))
+    threads = res.num_threads
+    if res.num_gpus == 0:  # CPU: the tasks that run at once share the cores
+        tasks_total = sum(len(p[-1]) for p in plan)
+        threads = max(1, int(res.total_cpus // max(1, min(res.num_workers, tasks_total))))
+    for gkey, ci, centries, models, wanted, slices in plan:
+        ckey = caches[gkey][0]
+        refs = [
+            task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
+                store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
+                wanted, si, device=res.device, precision=res.precision, num_threads=threads,
+                allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
+            for si, part_names in enumerate(slices)
+        ]
+        chunk = _Chunk(gkey, ci, centries, refs, time.time())
+        for r in refs:
+            chunks[r] = chunk
     pending = list(chunks)
     try:
         while pending:
@@ -586,6 +405,8 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
         "submitted": chunk.submitted,
         "first_call": first_call,
         "last_done": last_done,
+        #: the Ray nodes the chunk's tasks ran on (multi-node tests check the GPU workers)
+        "nodes": sorted({r.get("node_id", "") for r in reps}),
     }
 
 
@@ -595,7 +416,8 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
     are recorded (status ``failed`` with the reason) and the run returns normally. The live
     progress and the summary table go to the terminal (``ZOORANK_PROGRESS=0`` turns them off);
-    ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s).
+    ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s),
+    ``result.attrs["driver_peak_rss_bytes"]`` this process's peak resident memory.
     """
     check_views(config.views)
     store = Store(config.store)
@@ -629,11 +451,11 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         from zoorank.runtime import ensure_ray, release_gpu_request
 
         ensure_ray(address)
-        _quiet_ray_data()
+        quiet_ray_data()
         res = res or _resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         try:
-            with _Display(len(entries), enabled=show) as display:
+            with Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
                 groups, caches = _decode_groups(store, config, indexes, todo)
@@ -658,59 +480,14 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             if res.num_gpus > 0:
                 release_gpu_request()
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
-    _print_summary(out, skipped, enabled=show)
+    print_summary(out, skipped, enabled=show)
     out = out.reset_index(drop=True)
     #: timings of each chunk (start-up, steady-state images/s) for benchmarks and logs.
     out.attrs["pipelines"] = pipelines
+    from zoorank.runtime import peak_rss_bytes
+
+    #: the driver's peak RSS so far (the process's lifetime peak: measure in a fresh process).
+    out.attrs["driver_peak_rss_bytes"] = peak_rss_bytes()
     return out
 
 
-def _chunk_entries(group: list[Entry], options: EmbedOptions) -> list[list[Entry]]:
-    models = list({e.model.model_id: e.model for e in group}.values())
-    chunks = chunk_models(models, options)
-    by_model: dict[str, list[Entry]] = defaultdict(list)
-    for e in group:
-        by_model[e.model.model_id].append(e)
-    return [[e for m in chunk for e in by_model[m.model_id]] for chunk in chunks]
-
-
-def _quiet_ray_data() -> None:
-    import ray
-
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.execution_options.preserve_order = False
-    for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def _print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    if rows.empty:
-        return
-    if enabled:
-        table = Table(title="embed")
-        for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds"):
-            table.add_column(col, justify="right" if col in ("rows", "dim", "seconds") else "left")
-        for r in rows.to_dict("records"):
-            key = (r["dataset"], r["view"], r["model_id"])
-            status = "done (cached)" if key in skipped else str(r["status"])
-            style = "red" if r["status"] == "failed" else None
-            dim = "" if r["dim"] is None or pd.isna(r["dim"]) else str(int(r["dim"]))
-            table.add_row(r["dataset"], r["view"], r["model_id"], status, str(int(r["rows"] or 0)),
-                          dim, f"{float(r['seconds'] or 0):.2f}", style=style)
-        console.print(table)
-    failed = rows[rows["status"] == "failed"]
-    bad = rows[(rows["status"] == "done") & (rows["bad_images"].fillna(0) > 0)]
-    for (model_id, error), group in failed.groupby(["model_id", "error"], sort=False):
-        where = ", ".join(f"{d}/{v}" for d, v in zip(group["dataset"], group["view"]))
-        console.print(f"[red]failed[/red] {escape(str(model_id))} ({escape(where)}): "
-                      f"{escape(str(error))}")
-    if len(failed):
-        console.print(f"{len(failed)} of {len(rows)} embeddings failed (recorded in the manifest)")
-    for (dataset, view), n in bad.groupby(["dataset", "view"])["bad_images"].max().items():
-        console.print(escape(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)"))

@@ -214,8 +214,8 @@ def embed_slice(
     """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
 
     Returns ``{"records": [{view, model_id, rows, dim, seconds, error}], "images", "load_seconds",
-    "called", "done"}`` (wall-clock times, comparable across workers). Row counts are the task's
-    own account; the driver verifies what is on disk before anything is marked done.
+    "called", "done", "node_id"}`` (wall-clock times, comparable across workers). Row counts are
+    the task's own account; the driver verifies what is on disk before anything is marked done.
     """
     import sys
     from concurrent.futures import ThreadPoolExecutor
@@ -265,4 +265,14 @@ def embed_slice(
                             "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
                             "error": embedder.errors.get(model_id, "")})
     return {"records": records, "images": images, "load_seconds": embedder.load_seconds,
-            "called": called, "done": time.time()}
+            "called": called, "done": time.time(), "node_id": _node_id()}
+
+
+def _node_id() -> str:
+    """The Ray node this task ran on ("" outside Ray)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # not in a Ray worker
+        return ""

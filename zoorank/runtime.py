@@ -85,3 +85,12 @@ def release_gpu_request() -> None:
         request_resources(bundles=[])
     except Exception:  # no autoscaler to tell
         pass
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (Linux/macOS ``getrusage``), in bytes."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)

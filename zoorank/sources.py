@@ -44,7 +44,7 @@ IMAGE_EXTENSIONS = (
     ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
 )
 #: encoded samples per block a read task yields (each read task streams its rows in such blocks).
-READ_BLOCK_ROWS = 32
+READ_BLOCK_ROWS = 128
 #: needed samples per read task (a Parquet row group larger than this is read by several tasks).
 READ_TASK_ROWS = 1024
 

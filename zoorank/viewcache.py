@@ -145,7 +145,7 @@ def build(
             bad[v].update(ids)
         first_error = first_error or str(rec["first_error"])
     found = {"parts": sorted(parts), "rows": rows, "first_error": first_error,
-             "bad": {v: sorted(ids) for v, ids in bad.items()}}
+             "bad": {v: sorted(ids) for v, ids in bad.items() if ids}}
     store.write_json(f"{directory}/index.json", found)
     return {**found, "reused": False, "seconds": time.perf_counter() - t0}
 
