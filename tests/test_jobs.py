@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from loopback_cluster import free_ports, wait_http
 
 from zoorank.store import Store
 
@@ -40,33 +39,10 @@ TINY_CONFIG = {
 }
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(1)
-    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
-    gcs, dash, client, agent, agent_grpc, runtime_env, metrics = _free_ports(7)
+    gcs, dash, client, agent, agent_grpc, runtime_env, metrics = free_ports(7)
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -93,7 +69,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
     )
     try:
         try:
-            _wait_http(f"http://127.0.0.1:{dash}/api/version", timeout=300)
+            wait_http(f"http://127.0.0.1:{dash}/api/version", timeout=300)
         except TimeoutError:
             raise AssertionError((tmp_path / "head.log").read_text()[-3000:]) from None
         work = tmp_path / "job"
