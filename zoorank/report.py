@@ -463,6 +463,10 @@ def run_report(config: RunConfig) -> str:
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
     where = store.path(REPORT_DIR, "index.html")
+    if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
+        from zoorank.uris import join, redact
+
+        where = redact(join(store.uri, where))
     if len(board):
         print_leaderboard(board, settings)
     if len(failed):

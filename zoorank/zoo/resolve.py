@@ -135,7 +135,13 @@ def _glob_prefix(pattern: str) -> str:
 
 
 def _id_from_path(path: str, prefix: str) -> str:
-    relative = posixpath.relpath(_plain_path(path), prefix)
+    plain = _plain_path(path)
+    if uris.is_uri(path) or posixpath.isabs(prefix) != posixpath.isabs(plain):
+        # object-store keys: a plain prefix cut (relpath would consult the working directory)
+        head = prefix.rstrip("/") + "/"
+        relative = plain[len(head):] if plain.startswith(head) else plain
+    else:
+        relative = posixpath.relpath(plain, prefix)
     stem = posixpath.splitext(relative)[0]
     return _valid_name("-".join(p for p in stem.split("/") if p not in ("", ".")))
 
