@@ -1,0 +1,379 @@
+"""The label oracle of the RANK stage: seeded splits, the oracle suite per model, Ray tasks.
+
+``oracle.parquet`` holds the label oracle in the long format of ``metrics.parquet`` (model_id,
+dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``knn_accuracy``,
+``linear_probe_accuracy``, ``recall_at_1``, ``r_auroc_nc`` / ``r_auroc_<baseline>``,
+``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl`` and the few-label cells of :mod:`zoorank.budget`. Rows are
+keyed by a fingerprint of the model's fresh clean embeddings, the oracle settings, the train/test
+split, the group's reliability table and :data:`ORACLE_VERSION`: a rerun skips models whose rows
+exist with the same fingerprint. The maths is :mod:`zoorank.metrics.oracle`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from zoorank.config import OracleSpec, RunConfig, fingerprint
+from zoorank.freshness import fresh_entries, fresh_manifest
+from zoorank.store import METRICS_COLUMNS, Store
+
+ORACLE = "oracle.parquet"
+
+#: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
+#: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
+UNCERTAINTY_SIGNS: dict[str, int] = {
+    "nc": -1,
+    "mean_knn_distance": +1,
+    "embedding_norm": -1,
+    "feature_variance": +1,
+}
+
+#: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
+ORACLE_VERSION = 1
+
+
+def oracle_direction(metric: str) -> int:
+    """+1 for accuracies, R@1 and R-AUROC; −1 for the loss-data costs (SDL, εSC, MDL)."""
+    if metric == "mdl" or metric.startswith(("sdl_eps", "esc_eps")):
+        return -1
+    if metric in ("knn_accuracy", "linear_probe_accuracy", "recall_at_1") or metric.startswith(
+        "r_auroc"
+    ):
+        return 1
+    raise KeyError(f"unknown oracle metric {metric!r}")
+
+
+def oracle_split(
+    sample_ids: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(train sample_ids, test sample_ids, note): a stratified, seeded split (sorted ids).
+
+    Falls back to an unstratified split when a class is too small to stratify (the note says so).
+    """
+    from sklearn.model_selection import train_test_split
+
+    note = "stratified"
+    try:
+        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed,
+                                  stratify=labels)
+    except ValueError:
+        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed)
+        note = "unstratified (a class has too few samples to stratify)"
+    return np.sort(tr), np.sort(te), note
+
+
+def loss_data_sizes(n_train: int, points: int = 8) -> list[int]:
+    """Log-uniform grid of subset sizes from 10 (or n_train) to n_train (reprieve's logspace)."""
+    low = min(10, n_train)
+    grid = np.ceil(np.logspace(np.log10(low), np.log10(n_train), points)).astype(int)
+    return sorted({int(min(max(g, 1), n_train)) for g in grid})
+
+
+def _eps_name(eps: float) -> str:
+    return f"{float(eps):g}"
+
+
+def _measure(name: str, fn, params: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """Run one oracle metric: ValueError → NaN with params['error']; warnings recorded."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = float(fn())
+        except ValueError as err:
+            value, params = math.nan, {**params, "error": str(err)}
+    messages = list(dict.fromkeys(str(w.message) for w in caught))
+    if messages:
+        params = {**params, "warnings": messages}
+    return value, {**params, "seconds": round(time.perf_counter() - start, 4)}
+
+
+def oracle_suite(
+    train_Z: np.ndarray,
+    train_y: np.ndarray,
+    test_Z: np.ndarray,
+    test_y: np.ndarray,
+    spec: OracleSpec,
+    seed: int = 0,
+    uncertainties: Mapping[str, np.ndarray] | None = None,
+    uncertainty_index: np.ndarray | None = None,
+) -> list[dict[str, Any]]:
+    """The label oracle of one model on one dataset: rows ``{metric, value, params, n, dim}``.
+
+    ``uncertainties`` maps a reliability name (``nc``, ``mean_knn_distance``, ...) to per-sample
+    uncertainties (larger = less reliable) of the test points at positions ``uncertainty_index``
+    of ``test_Z``; R@1 correctness is computed on the whole test split (cosine, self excluded) and
+    R-AUROC on the points with an uncertainty. The loss-data curve trains on subsets of the train
+    split and measures the loss on the test split.
+    """
+    from zoorank.metrics import oracle as om
+
+    dim = int(train_Z.shape[1])
+    n_tr, n_te = len(train_y), len(test_y)
+    rows: list[dict[str, Any]] = []
+
+    def add(metric: str, value: float, params: dict[str, Any], n: int) -> None:
+        rows.append({"metric": metric, "value": value, "params": params, "n": n, "dim": dim})
+
+    if spec.knn:
+        k = min(spec.knn_k, n_tr)
+        p = {"k": k, "temperature": spec.knn_temperature, "n_train": n_tr}
+        add("knn_accuracy", *_measure("knn_accuracy", lambda: om.knn_accuracy(
+            train_Z, train_y, test_Z, test_y, k=k, temperature=spec.knn_temperature), p), n_te)
+    if spec.linear_probe:
+        p = {"n_train": n_tr, "seed": seed}
+        add("linear_probe_accuracy", *_measure("linear_probe_accuracy",
+            lambda: om.linear_probe_accuracy(train_Z, train_y, test_Z, test_y, seed=seed), p), n_te)
+    correct: np.ndarray | None = None
+    if spec.recall_at_1 or spec.r_auroc:
+        holder: dict[str, Any] = {}
+
+        def r1() -> float:
+            value, holder["correct"] = om.recall_at_1(test_Z, test_y, return_correct=True)
+            return value
+
+        value, p = _measure("recall_at_1", r1, {"metric": "cosine"})
+        correct = holder.get("correct")
+        if spec.recall_at_1:
+            add("recall_at_1", value, p, n_te)
+    if spec.r_auroc and uncertainties:
+        for name, u in uncertainties.items():
+            p = {"uncertainty": name, "positive": "R@1 wrong"}
+            if correct is None:
+                add(f"r_auroc_{name}", math.nan, {**p, "error": "R@1 correctness unavailable"}, 0)
+                continue
+            c = correct[uncertainty_index]
+            add(f"r_auroc_{name}", *_measure(f"r_auroc_{name}", lambda u=u, c=c: om.r_auroc(u, c),
+                                             p), len(c))
+    if spec.loss_data_curve:
+        sizes = loss_data_sizes(n_tr, spec.loss_data_points)
+        seeds = [seed + s for s in range(spec.loss_data_seeds)]
+        base = {"sizes": sizes, "seeds": seeds, "probe": "linear", "val": "oracle test split",
+                "train_steps": spec.loss_data_steps}
+        curve: dict[str, Any] = {}
+
+        def run_curve() -> float:
+            curve["ns"], curve["losses"] = om.loss_data_curve(
+                train_Z, train_y, test_Z, test_y, sizes, seeds, train_steps=spec.loss_data_steps)
+            return float(curve["losses"][-1])
+
+        _, cp = _measure("loss_data_curve", run_curve, base)
+        base["curve_seconds"] = cp["seconds"]
+        if "ns" not in curve:
+            for name in [*(f"sdl_eps{_eps_name(e)}" for e in spec.sdl_eps),
+                         *(f"esc_eps{_eps_name(e)}" for e in spec.sdl_eps), "mdl"]:
+                add(name, math.nan, cp, n_tr)
+        else:
+            ns, losses = curve["ns"], curve["losses"]
+            base = {**base, "losses": [round(float(v), 6) for v in losses]}
+            for eps in spec.sdl_eps:
+                bound: dict[str, Any] = {}
+
+                def sdl_value(eps=eps, bound=bound) -> float:
+                    value, bound["lower_bound"] = om.sdl(ns, losses, eps, return_bound=True)
+                    return value
+
+                v, p = _measure("sdl", sdl_value, {**base, "eps": eps})
+                add(f"sdl_eps{_eps_name(eps)}", v, {**p, **bound}, n_tr)
+                # A curve that never reaches ε has εSC > max n: stored as +inf (ranks last).
+                v, p = _measure("esc", lambda eps=eps: om.esc(ns, losses, eps), {**base, "eps": eps})
+                add(f"esc_eps{_eps_name(eps)}", v, p, n_tr)
+            v, p = _measure("mdl", lambda: om.mdl(ns, losses), base)
+            add("mdl", v, p, n_tr)
+    if spec.transferability:
+        from zoorank.budget import transferability_rows
+
+        rows += transferability_rows(train_Z, train_y, spec.transferability,
+                                     spec.labels_per_class, spec.label_budget_seeds, seed)
+    return rows
+
+
+def _oracle_task(
+    store_uri: str,
+    dataset: str,
+    view: str,
+    model_id: str,
+    train_ids: np.ndarray,
+    train_y: np.ndarray,
+    test_ids: np.ndarray,
+    test_y: np.ndarray,
+    spec: OracleSpec,
+    seed: int,
+    reliability: pd.DataFrame | None,
+) -> list[dict[str, Any]]:
+    """Ray task body: read one model's clean embeddings, run the oracle on the split."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    except (ImportError, AttributeError):
+        pass
+    emb = Store(store_uri).read_embeddings(dataset, view, model_id)
+    clean = emb.view_index == 0
+    ids, Z = emb.sample_id[clean], emb.embedding[clean]
+    pos = pd.Series(np.arange(len(ids)), index=ids)
+    tr_keep = np.isin(train_ids, ids)
+    te_keep = np.isin(test_ids, ids)
+    train_ids, train_y = train_ids[tr_keep], train_y[tr_keep]
+    test_ids, test_y = test_ids[te_keep], test_y[te_keep]
+    train_Z = Z[pos.loc[train_ids].to_numpy()]
+    test_Z = Z[pos.loc[test_ids].to_numpy()]
+    uncertainties: dict[str, np.ndarray] = {}
+    index = None
+    if reliability is not None and spec.r_auroc:
+        rel = reliability.set_index("sample_id")
+        common = np.isin(test_ids, rel.index.to_numpy())
+        index = np.flatnonzero(common)
+        for column, sign in UNCERTAINTY_SIGNS.items():
+            if column in rel.columns:
+                uncertainties[column] = sign * rel.loc[test_ids[common], column].to_numpy(float)
+    return oracle_suite(train_Z, train_y, test_Z, test_y, spec, seed, uncertainties, index)
+
+
+def _labelled_split(store: Store, dataset: str, spec: OracleSpec, seed: int):
+    from zoorank.data import read_samples
+
+    samples = read_samples(store, dataset)
+    labelled = samples[samples["label"].notna()]
+    labels = labelled["label"].to_numpy(dtype=np.int64)
+    if len(labelled) < 10 or len(np.unique(labels)) < 2:
+        return None
+    ids = labelled["sample_id"].to_numpy(dtype=np.int64)
+    tr, te, note = oracle_split(ids, labels, spec.test_fraction, seed)
+    by_id = pd.Series(labels, index=ids)
+    return tr, by_id.loc[tr].to_numpy(), te, by_id.loc[te].to_numpy(), note
+
+
+def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
+               address: str | None = None, manifest: pd.DataFrame | None = None,
+               ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Label oracle over the labelled datasets as parallel Ray tasks; (current rows, failures).
+
+    Only fresh clean embeddings are used (``manifest``: a :func:`zoorank.freshness.fresh_manifest`).
+    """
+    spec = config.oracle
+    clean_view = config.clean_view
+    if spec is None or clean_view is None or not any(
+        (spec.knn, spec.linear_probe, spec.recall_at_1, spec.r_auroc, spec.loss_data_curve)
+    ):
+        return pd.DataFrame(columns=METRICS_COLUMNS), []
+    from zoorank import __version__ as version
+
+    if manifest is None:
+        from zoorank.zoo import resolve_models
+
+        manifest = fresh_manifest(config, store, resolve_models(config))
+    done = fresh_entries(manifest)
+    existing = store.read_frame(ORACLE, METRICS_COLUMNS)
+    have = {(r.model_id, r.dataset): r.fingerprint
+            for r in existing.drop_duplicates(["model_id", "dataset"], keep="last")
+            .itertuples(index=False)} if not existing.empty else {}
+    current: dict[tuple[str, str], str] = {}
+    work: list[tuple[str, str, str, tuple]] = []
+    for ds in config.datasets:
+        if not any(k[0] == ds.name and k[1] == clean_view.name for k in done):
+            continue  # nothing embedded on this dataset (every model failed, or embed not run)
+        split = _labelled_split(store, ds.name, spec, config.seed)
+        if split is None:
+            continue
+        tr, ytr, te, yte, note = split
+        split_digest = fingerprint(tr.tolist(), ytr.tolist(), te.tolist(), yte.tolist())
+        rel_cache: dict[str, tuple[pd.DataFrame | None, str]] = {}
+        for m in models:
+            key = (ds.name, clean_view.name, m.model_id)
+            if key not in done:
+                continue
+            group = getattr(m, "group", None)
+            if group not in rel_cache:
+                rel_path = f"reliability/{ds.name}/{group}.parquet"
+                if spec.r_auroc and group and store.exists(rel_path):
+                    raw = store.read_bytes(rel_path)
+                    rel = pq.read_table(io.BytesIO(raw)).to_pandas()
+                    rel_cache[group] = (rel, hashlib.sha256(raw).hexdigest()[:16])
+                else:
+                    rel_cache[group] = (None, "")
+            rel, rel_digest = rel_cache[group]
+            fp = fingerprint("oracle", done[key], spec, config.seed, split_digest, rel_digest,
+                             ORACLE_VERSION)
+            current[(m.model_id, ds.name)] = fp
+            if have.get((m.model_id, ds.name)) == fp:
+                continue
+            args = (store.root if store.is_local else store.uri, ds.name, clean_view.name,
+                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel)
+            work.append((m.model_id, ds.name, fp, (note, args)))
+    failures: list[dict[str, Any]] = []
+    if work:
+        failures = _run_oracle_tasks(store, work, config.seed, version, address)
+    table = store.read_frame(ORACLE, METRICS_COLUMNS)
+    if table.empty:
+        return table, failures
+    fp_now = table.apply(lambda r: current.get((r["model_id"], r["dataset"])), axis=1)
+    return table[(fp_now == table["fingerprint"]).to_numpy()].reset_index(drop=True), failures
+
+
+def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
+                      address: str | None) -> list[dict[str, Any]]:
+    import ray
+    from rich.progress import Progress
+
+    from zoorank.runtime import ensure_ray
+
+    ensure_ray(address)
+    task = ray.remote(num_cpus=0.5, max_retries=0)(_oracle_task)
+    shared: dict[int, Any] = {}
+
+    def by_ref(value: Any) -> Any:
+        # The split and the reliability table are shared by every model of a dataset: one copy
+        # in the object store instead of one per task.
+        if isinstance(value, (np.ndarray, pd.DataFrame)):
+            if id(value) not in shared:
+                shared[id(value)] = ray.put(value)
+            return shared[id(value)]
+        return value
+
+    pending = {}
+    for model_id, dataset, fp, (note, args) in work:
+        ref = task.remote(*[by_ref(a) for a in args])
+        pending[ref] = (model_id, dataset, args[2], fp, note)
+    failures: list[dict[str, Any]] = []
+    with Progress(transient=True) as progress:
+        bar = progress.add_task("oracle (models × datasets)", total=len(pending))
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            model_id, dataset, view, fp, note = pending.pop(ref)
+            try:
+                rows = ray.get(ref)
+            except Exception as err:  # a task crash is this model's failure, not the run's
+                # the task's own exception, without Ray's wrapper (pid, address, traceback)
+                cause = getattr(err, "cause", None) or err
+                failures.append({"model_id": model_id, "dataset": dataset, "view": view,
+                                 "stage": "oracle",
+                                 "error": f"{type(cause).__name__}: {cause}"[:500]})
+                progress.advance(bar)
+                continue
+            out = [{
+                "model_id": model_id, "dataset": dataset, "metric": r["metric"],
+                "value": float(r["value"]),
+                "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
+                "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
+                "zoorank_version": version, "fingerprint": fp,
+            } for r in rows]
+            # Replace every earlier oracle row of this (model, dataset), not only matching metrics.
+            store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
+            progress.advance(bar)
+    return failures
