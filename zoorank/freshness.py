@@ -19,7 +19,6 @@ failed or stale. SCORE recomputes what is stale, RANK and REPORT read fresh rows
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,9 +38,9 @@ def fresh_manifest(
     from zoorank.embed import expected_fingerprints
 
     manifest = store.read_manifest() if manifest is None else manifest
-    expected = expected_fingerprints(config, list(models))
     if manifest.empty:
         return manifest
+    expected = expected_fingerprints(config, list(models))
     keys = list(zip(manifest["dataset"], manifest["view"], manifest["model_id"]))
     wanted = [k in expected for k in keys]
     out = manifest[wanted].copy()
@@ -65,7 +64,7 @@ def expected_metric_fingerprints(
 ) -> dict[Key, str]:
     """(model_id, dataset, metric) → the fingerprint SCORE gives that row under ``config``, for
     every row SCORE would write from the fresh entries of ``manifest`` (a fresh manifest)."""
-    from zoorank.score import CLID_TERMS, plan_score, pool_fingerprint
+    from zoorank.score import CLID_TERMS, clid_pools, plan_score, pool_fingerprint
 
     plan = plan_score(config, list(models), manifest, pd.DataFrame(columns=["model_id"]),
                       lambda dataset, group: False)
@@ -76,23 +75,11 @@ def expected_metric_fingerprints(
     for group in plan.group_tasks:
         for member in group.members:
             out[(member, group.dataset, "nc")] = group.fingerprint
-    if "clid" in config.metrics:
-        family_of = {m.model_id: getattr(m, "family", None) for m in models}
-        for dataset, ids in plan.eligible.items():
-            if not ids:
-                continue
-            pools = [("clid", ids, None)]
-            families: dict[str, list[str]] = defaultdict(list)
-            for m in ids:
-                if family_of.get(m):
-                    families[family_of[m]].append(m)
-            pools += [("clid_family", members, {"family": family})
-                      for family, members in sorted(families.items())]
-            for metric, members, extra in pools:
-                terms = [(m, t, out.get((m, dataset, t))) for m in members for t in CLID_TERMS]
-                fp = pool_fingerprint(metric, dataset, terms, extra)
-                for m in members:
-                    out[(m, dataset, metric)] = fp
+    for metric, dataset, members, extra in clid_pools(config, list(models), plan):
+        terms = [(m, t, out.get((m, dataset, t))) for m in members for t in CLID_TERMS]
+        fp = pool_fingerprint(metric, dataset, terms, extra)
+        for m in members:
+            out[(m, dataset, metric)] = fp
     return out
 
 

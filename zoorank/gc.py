@@ -43,7 +43,8 @@ class GcReport:
     def summary(self) -> str:
         return (f"{self.metric_rows} metric row(s), {self.oracle_rows} oracle row(s), "
                 f"{self.manifest_rows} manifest row(s), {self.shard_dirs} embedding "
-                f"director(y/ies), {self.reliability_tables} reliability table(s); "
+                f"director(y/ies), {self.reliability_tables} reliability table(s), "
+                f"{self.view_caches} decoded-view cache(s); "
                 f"{self.bytes_freed / 1e6:.2f} MB")
 
 
@@ -95,27 +96,23 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
             store.write_parquet("oracle.parquet", oracle[keep.to_numpy()].reset_index(drop=True))
 
     # manifest rows the config does not describe (absent, stale, pending) and their shards
-    keep_keys = set(zip(*[manifest.loc[manifest["status"].isin(["done", "failed"]), c]
-                          for c in ("dataset", "view", "model_id")]))
-    drop = [k for k in zip(raw_manifest["dataset"], raw_manifest["view"], raw_manifest["model_id"])
-            if k not in keep_keys]
-    report.manifest_rows = len(drop)
-    listed = keep_keys
+    kept = manifest[manifest["status"].isin(["done", "failed"])]
+    keep_keys = set(zip(kept["dataset"], kept["view"], kept["model_id"]))
+    keep_rows = [k in keep_keys for k in zip(raw_manifest["dataset"], raw_manifest["view"],
+                                            raw_manifest["model_id"])]
+    report.manifest_rows = keep_rows.count(False)
     on_disk = {(d, v, m) for d in store.list_dirs("embeddings")
                for v in store.list_dirs("embeddings", d)
                for m in store.list_dirs("embeddings", d, v)}
-    for key in sorted(on_disk - listed):
+    for key in sorted(on_disk - keep_keys):
         report.shard_dirs += 1
         rel = Store.embedding_dir(*key)
         report.bytes_freed += _tree_bytes(store, rel)
         report.removed.append(rel)
         if not dry_run:
             store.delete(rel)
-    if drop and not dry_run:
-        kept = raw_manifest[[k in keep_keys for k in zip(raw_manifest["dataset"],
-                                                         raw_manifest["view"],
-                                                         raw_manifest["model_id"])]]
-        store.write_parquet(MANIFEST, kept.reset_index(drop=True))
+    if report.manifest_rows and not dry_run:
+        store.write_parquet(MANIFEST, raw_manifest[keep_rows].reset_index(drop=True))
 
     # reliability tables of ensembles that no longer exist
     plan = plan_score(config, list(models), manifest, pd.DataFrame(columns=["model_id"]))

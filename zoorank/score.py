@@ -451,40 +451,43 @@ def pool_rows(
     return rows
 
 
-def plan_pool_rows(
-    config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
-) -> list[dict[str, Any]]:
-    """The ``clid`` / ``clid_family`` rows whose fingerprint changed (empty when up to date)."""
+def clid_pools(
+    config: RunConfig, models: list[ModelInfo], plan: ScorePlan
+) -> list[tuple[str, str, list[str], dict[str, Any] | None]]:
+    """(metric, dataset, members, extra) of every CLID pool: ``clid`` over each dataset's eligible
+    models and ``clid_family`` within each family (empty when ``clid`` is not configured)."""
     if "clid" not in config.metrics:
         return []
-    stored = existing_fingerprints(metrics)
     family_of = {m.model_id: m.family for m in models}
-    out = []
+    pools: list[tuple[str, str, list[str], dict[str, Any] | None]] = []
     for dataset, ids in plan.eligible.items():
         if not ids:
             continue
-        batches = [pool_rows("clid", dataset, ids, metrics, config.seed)]
+        pools.append(("clid", dataset, ids, None))
         families: dict[str, list[str]] = defaultdict(list)
         for m in ids:
             if family_of.get(m):
                 families[family_of[m]].append(m)
-        for family, members in sorted(families.items()):
-            batches.append(pool_rows("clid_family", dataset, members, metrics, config.seed,
-                                     extra={"family": family}))
-        for rows in batches:
-            if any(stored.get((r["model_id"], dataset, r["metric"])) != r["fingerprint"]
-                   for r in rows):
-                out.extend(rows)
+        pools += [("clid_family", dataset, members, {"family": family})
+                  for family, members in sorted(families.items())]
+    return pools
+
+
+def plan_pool_rows(
+    config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """The ``clid`` / ``clid_family`` rows whose fingerprint changed (empty when up to date)."""
+    stored = existing_fingerprints(metrics)
+    out = []
+    for metric, dataset, members, extra in clid_pools(config, models, plan):
+        rows = pool_rows(metric, dataset, members, metrics, config.seed, extra=extra)
+        if any(stored.get((r["model_id"], dataset, r["metric"])) != r["fingerprint"]
+               for r in rows):
+            out.extend(rows)
     return out
 
 
 # -- the stage --------------------------------------------------------------------------------------
-
-
-def _resolved(config: RunConfig) -> list[Any]:
-    from zoorank.zoo import resolve_models
-
-    return resolve_models(config)
 
 
 def reliability_path(dataset: str, group: str) -> str:
@@ -603,7 +606,9 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     console = Console(stderr=True)
     start = time.perf_counter()
     store = Store(config.store)
-    models = _resolved(config)
+    from zoorank.zoo import resolve_models
+
+    models = resolve_models(config)
     metrics = store.read_metrics()
     manifest = fresh_manifest(config, store, models)
     plan = plan_score(

@@ -98,7 +98,6 @@ def duplicate_fraction(Z: Any) -> float:
 # -- the suite (entries of zoorank.metrics.registry with a per-model computation) ----------------
 
 Inputs = Literal["clean", "augmented"]
-SuiteMetric = registry.MetricInfo
 
 SUITE: dict[str, registry.MetricInfo] = {
     name: m for name, m in registry.REGISTRY.items() if m.compute is not None
@@ -141,7 +140,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run_one(
-    spec: SuiteMetric, data: np.ndarray | None, options: ScoreOptions, seed: int
+    spec: registry.MetricInfo, data: np.ndarray | None, options: ScoreOptions, seed: int
 ) -> tuple[float, dict[str, Any]]:
     params = metric_settings(spec.name, options, seed)
     start = time.perf_counter()
