@@ -1,0 +1,218 @@
+"""Rank uncertainty: disjoint folds of the evaluation images → resampled values → rank intervals.
+
+Pure functions (no I/O, no Ray). The SCORE stage computes every ranked metric once more on each of
+``F`` disjoint folds of the images (:func:`fold_assignment`); the RANK stage turns the fold values
+into bootstrap replicates (:func:`fold_bootstrap`), ranks each replicate and summarises the ranks
+(:func:`rank_uncertainty`).
+
+Conventions
+-----------
+* **Folds.** The images a model was scored on are ordered by a seeded hash of their ``sample_id``
+  (independent of row order, so every model gets the same folds); the first ``fraction · n`` of
+  them are dealt round-robin into ``F`` folds of ``m ≈ fraction · n / F`` images. Folds are
+  *paired* across models: fold ``k`` holds the same images for every model.
+* **Fold bootstrap** (a block bootstrap whose blocks are the folds). Replicate ``b`` draws ``F``
+  folds with replacement (the same draw for every model of a dataset, keeping the pairing) and
+  moves each model's full-sample value by the resampled fold mean's deviation from the all-fold
+  mean::
+
+      v_b = v_full + s · (mean_{k ∈ draw_b} v_k − mean_k v_k),   s = sqrt(fraction · F / (F − 1))
+
+  For a √n-consistent estimator a fold of m images has variance σ²/m and the bootstrap mean of F
+  of them σ²/(mF) · (F − 1)/F, so the factor ``s`` scales the spread to the full sample's σ²/n
+  (the (F − 1)/F is the plug-in bootstrap's bias). Replicates stay centred on the value that
+  orders the leaderboard, so a metric's small-sample bias (ID and RankMe grow with n) moves no rank.
+* **Ranks** of a replicate: 1 = best, ties share the best rank they span (``method="min"``), so
+  identical models both rank 1 when they lead; models without a value are left out (NaN).
+* **Interval**: the ``(1 − c)/2`` and ``(1 + c)/2`` quantiles of a model's replicate ranks
+  (``c`` = confidence), lower and higher order statistics (integers when the ranks are).
+* **p_best**: share of replicates in which the model ranks 1 (a tie for first counts for each).
+* **Top set**: the models not distinguishable from rank 1: ``j`` is in it when it is a point-best
+  model or when it is at least as good as the point-best model in at least ``1 − c`` of the
+  replicates (a one-sided paired test at level ``1 − c``). A model with a *blocking* health flag
+  (:mod:`zoorank.metrics.health`) is never in it, and the point-best model is the best unblocked
+  one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "fold_assignment",
+    "fold_scale",
+    "fold_bootstrap",
+    "replicate_ranks",
+    "RankUncertainty",
+    "rank_uncertainty",
+]
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_SALT = 0x5851F42D4C957F2D  # keeps the fold order apart from score's max_samples subset
+
+
+def _hash_ids(sample_ids: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of (sample_id, seed, salt): a seeded key per id, independent of row order."""
+    z = np.asarray(sample_ids, dtype=np.int64).astype(np.uint64)
+    z = z + np.uint64((_GOLDEN * (int(seed) + 1) + _SALT) % (1 << 64))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def fold_assignment(sample_ids: Any, n_folds: int, fraction: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Fold index (0..F−1) of each sample, −1 for samples left out (see the module conventions).
+
+    Parameters
+    ----------
+    sample_ids : (n,) int ids.
+    n_folds : F ≥ 2.
+    fraction : share of the samples dealt into folds, in (0, 1].
+    seed : run seed.
+
+    Returns
+    -------
+    ndarray (n,) int64, aligned with ``sample_ids``.
+    """
+    ids = np.asarray(sample_ids, dtype=np.int64)
+    if ids.ndim != 1:
+        raise ValueError(f"sample_ids must be 1-D, got shape {ids.shape}")
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be >= 2, got {n_folds}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    order = np.argsort(_hash_ids(ids, seed), kind="stable")
+    used = order[: int(round(fraction * ids.shape[0]))]
+    out = np.full(ids.shape[0], -1, dtype=np.int64)
+    out[used] = np.arange(used.shape[0]) % n_folds
+    return out
+
+
+def fold_scale(n_folds: int, fraction: float) -> float:
+    """``s = sqrt(fraction · F / (F − 1))``: scales the fold bootstrap's spread to the full sample."""
+    return float(np.sqrt(fraction * n_folds / (n_folds - 1)))
+
+
+def fold_bootstrap(
+    point: Any, folds: Any, n_resamples: int = 1000, seed: int = 0, scale: float = 1.0
+) -> np.ndarray:
+    """Bootstrap replicates of every model's value from its paired fold values.
+
+    Parameters
+    ----------
+    point : (m,) full-sample values (NaN: the model has no value; its replicates are NaN).
+    folds : (m, F) fold values, fold k the same images for every model; NaN entries are skipped
+        (a model whose every fold is NaN keeps its point value in every replicate: no spread).
+    n_resamples : B.
+    seed : the draws are seeded; the same draw applies to every model.
+    scale : :func:`fold_scale`.
+
+    Returns
+    -------
+    ndarray (B, m): ``point + scale · (resampled fold mean − all-fold mean)``.
+    """
+    point = np.asarray(point, dtype=np.float64)
+    folds = np.asarray(folds, dtype=np.float64)
+    if point.ndim != 1 or folds.ndim != 2 or folds.shape[0] != point.shape[0]:
+        raise ValueError(f"point must be (m,) and folds (m, F); got {point.shape}, {folds.shape}")
+    m, n_folds = folds.shape
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_folds, size=(n_resamples, n_folds))
+    out = np.repeat(point[None, :], n_resamples, axis=0)
+    if n_folds == 0 or m == 0:
+        return out
+    finite = np.isfinite(folds)
+    filled = np.where(finite, folds, 0.0)
+    sums = filled[:, draws].sum(axis=2)  # (m, B)
+    counts = finite[:, draws].sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resampled = sums / counts
+        centre = filled.sum(axis=1) / finite.sum(axis=1)
+    dev = (resampled - centre[:, None]).T  # (B, m)
+    dev = np.where(np.isfinite(dev), dev, 0.0)
+    return out + scale * dev
+
+
+def replicate_ranks(values: Any) -> np.ndarray:
+    """Ranks (1 = best, ties share the best rank, ``method="min"``) of each row of (B, m) oriented
+    values (higher is better); NaN values get NaN ranks and take no place."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2:
+        raise ValueError(f"values must be (B, m), got shape {v.shape}")
+    ranks = np.full(v.shape, np.nan)
+    finite = np.isfinite(v)
+    if not finite.any():
+        return ranks
+    # rankdata over rows; NaNs are masked to -inf and their ranks discarded after
+    masked = np.where(finite, -v, np.inf)
+    r = stats.rankdata(masked, method="min", axis=1)
+    ranks[finite] = r[finite]
+    return ranks
+
+
+@dataclass(frozen=True)
+class RankUncertainty:
+    """Per model: ``rank_low``, ``rank_high`` (interval), ``p_best``, ``share_vs_best`` (share of
+    replicates at least as good as the point-best model) and ``in_top_set``; NaN / False for models
+    without a value."""
+
+    rank_low: np.ndarray
+    rank_high: np.ndarray
+    p_best: np.ndarray
+    share_vs_best: np.ndarray
+    in_top_set: np.ndarray
+
+
+def rank_uncertainty(
+    point: Any, replicates: Any, confidence: float = 0.95, blocked: Any = None
+) -> RankUncertainty:
+    """Rank intervals, p_best and the top set from oriented values (higher is better).
+
+    Parameters
+    ----------
+    point : (m,) oriented full-sample values (NaN: no value, no rank).
+    replicates : (B, m) oriented replicate values (:func:`fold_bootstrap` then orientation).
+    confidence : c in (0, 1); the interval covers c of the replicate ranks and the top set keeps
+        models at least as good as the best in ≥ 1 − c of the replicates.
+    blocked : (m,) bool, models that may not enter the top set (blocking health flags); they
+        still get an interval and p_best.
+    """
+    point = np.asarray(point, dtype=np.float64)
+    reps = np.asarray(replicates, dtype=np.float64)
+    if reps.ndim != 2 or reps.shape[1] != point.shape[0]:
+        raise ValueError(f"replicates must be (B, m) with m = {point.shape[0]}, got {reps.shape}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    m = point.shape[0]
+    blocked = np.zeros(m, dtype=bool) if blocked is None else np.asarray(blocked, dtype=bool)
+    has = np.isfinite(point)
+    reps = np.where(has[None, :], reps, np.nan)
+    nan = np.full(m, np.nan)
+    if not has.any():
+        return RankUncertainty(nan, nan.copy(), nan.copy(), nan.copy(), np.zeros(m, dtype=bool))
+    ranks = replicate_ranks(reps)
+    alpha = 1.0 - confidence
+    low, high, p_best = nan.copy(), nan.copy(), nan.copy()
+    cols = np.flatnonzero(has)
+    sub = ranks[:, cols]
+    low[cols] = np.nanquantile(sub, alpha / 2, axis=0, method="lower")
+    high[cols] = np.nanquantile(sub, 1 - alpha / 2, axis=0, method="higher")
+    p_best[cols] = np.mean(sub == 1, axis=0)
+    share = nan.copy()
+    in_top = np.zeros(m, dtype=bool)
+    eligible = has & ~blocked
+    if eligible.any():
+        # the reference is the best model that may enter the top set (a collapsed leader would
+        # otherwise push every healthy model out)
+        top_value = np.max(point[eligible])
+        best = np.flatnonzero(eligible & (point == top_value))[0]
+        share[cols] = np.mean(reps[:, cols] >= reps[:, [best]], axis=0)
+        point_best = eligible & (point == top_value)
+        in_top = eligible & (point_best | (share >= alpha - 1e-12))
+    return RankUncertainty(low, high, p_best, share, in_top)
