@@ -175,6 +175,18 @@ class ScoreOptions(Strict):
     nc_reference_size: int = Field(default=5000, gt=1)
     nc_metric: Literal["cosine", "euclidean"] = "cosine"
     num_cpus_per_actor: float = Field(default=0.5, gt=0)
+    #: rank uncertainty (zoorank.metrics.uncertainty): every ranked metric is computed again on
+    #: this many disjoint folds of the images (0 = off: no rank intervals) ...
+    resample_folds: int = Field(default=8, ge=0)
+    #: ... dealt from this share of the images (the fold bootstrap rescales the spread to the
+    #: full sample, so a share below 1 trades precision of the interval for scoring time).
+    resample_fraction: float = Field(default=0.5, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _folds(self) -> ScoreOptions:
+        if self.resample_folds == 1:
+            raise ValueError("resample_folds: use 0 (no rank intervals) or at least 2 folds")
+        return self
 
 
 class OracleSpec(Strict):
@@ -218,6 +230,11 @@ class RankOptions(Strict):
     primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
+    #: rank intervals cover this share of the fold-bootstrap replicates, and the top set keeps
+    #: the models at least as good as the best one in at least 1 − confidence of them.
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    #: fold-bootstrap replicates behind the rank intervals, p_best and the top set.
+    resamples: int = Field(default=1000, gt=0)
 
 
 class RunConfig(Strict):
