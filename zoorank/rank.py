@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoorank.config import RunConfig, fingerprint
+from zoorank.decision import UNCERTAINTY
 from zoorank.errors import ConfigError, NothingRankedError
 from zoorank.freshness import fresh_manifest, fresh_metrics
 from zoorank.label_oracle import (  # noqa: F401  (oracle_suite, _labelled_split: public before)
@@ -429,6 +430,19 @@ def check_ranked(board: pd.DataFrame) -> None:
             "(see failed.parquet / leaderboard.md)")
 
 
+def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict[str, Any],
+            metrics: pd.DataFrame, manifest: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decision`) from
+    the fresh fold and health rows."""
+    from zoorank import resample
+    from zoorank.decision import decide
+
+    folds = resample.fresh_resamples(store, metrics, config.score)
+    clean = config.clean_view.name if config.clean_view else None
+    health = resample.fresh_health(store, manifest, clean)
+    return decide(config, board, settings, metrics, folds, health)
+
+
 def write_rank_outputs(
     config: RunConfig,
     store: Store,
@@ -451,11 +465,12 @@ def write_rank_outputs(
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
     oracle, budget_cells = budget.split_oracle(oracle)
     board, settings = build_leaderboard(config, models, metrics, oracle)
+    if manifest is None:
+        manifest = fresh_manifest(config, store, models)
+    board, per_metric = _decide(config, store, board, settings, metrics, manifest)
     agree = build_agreement(config, board, metrics, oracle)
     agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
                                     config.rank.bootstrap, config.seed)
-    if manifest is None:
-        manifest = fresh_manifest(config, store, models)
     wanted = {m.model_id: tuple(m.datasets) for m in models
               if getattr(m, "datasets", None) is not None}
     failed = _failed_models(config, manifest, model_ids, metrics, wanted)
@@ -466,6 +481,7 @@ def write_rank_outputs(
     write_if_changed(store, f"{LEADERBOARD}.csv", board.to_csv(index=False).encode())
     write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
     write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
+    write_if_changed(store, UNCERTAINTY, _parquet_bytes(per_metric))
     write_if_changed(store, FAILED, _parquet_bytes(failed))
     if show and len(board):
         print_leaderboard(board, settings)

@@ -285,6 +285,15 @@ PRIMARY_PREFERENCE: tuple[str, ...] = (
 )
 
 
+#: metrics that grow with the embedding width (rank- and dimension-based): ranking models of
+#: different widths by one of them orders partly by width (issue 17); RANK warns when a zoo mixes
+#: widths and one of these orders it. Width-normalised variants: ``rankme_norm``, ``rankme_proj``.
+WIDTH_SENSITIVE: frozenset[str] = frozenset({
+    "rankme", "rankme_aug", "lidar", "twonn_id", "mle_id", "coding_rate", "clid", "clid_family",
+    "numerical_rank",
+})
+
+
 def split_view(name: str) -> tuple[str, str | None]:
     """``"lidar@heavy"`` → ``("lidar", "heavy")``; a plain name → ``(name, None)``."""
     base, _, view = name.partition("@")

@@ -1,0 +1,119 @@
+"""The decision columns of the leaderboard (zoorank.decision) on a real SCORE + RANK run: rank
+intervals, top set, health flags, consensus and the width warning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from zoorank.metrics import registry
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory, ray_session):
+    from rank_fixtures import DATASET, config_dict, entry_fingerprints, write_store
+
+    from zoorank.config import parse_config
+    from zoorank.rank import read_leaderboard_settings, run_rank
+    from zoorank.score import run_score
+    from zoorank.store import Store
+
+    root = tmp_path_factory.mktemp("decision-store")
+    models = write_store(str(root))
+    store = Store(str(root))
+    cfg = config_dict(str(root), oracle={"knn": True})
+    # the same checkpoint under a second id, and a model of another width
+    cfg["models"].append({"id": "proj-a-twin", "source": "python", "name": "fixtures:unused"})
+    cfg["models"].append({"id": "wide", "source": "python", "name": "fixtures:unused"})
+    cfg["metrics"] = ["rankme", "uniformity", "nc", "twonn_id"]
+    config = parse_config(cfg)
+    fps = entry_fingerprints(config)
+    ids = np.arange(300, dtype=np.int64)
+    wide = np.hstack([models["proj-b"], models["proj-b"] @ np.random.default_rng(5).normal(
+        size=(24, 40))]).astype(np.float32)
+    for mid, Z in (("proj-a-twin", models["proj-a"]), ("wide", wide)):
+        store.write_shard(DATASET, "clean", mid, 0, ids, np.zeros(300, np.int32), Z)
+        store.update_manifest([{"dataset": DATASET, "view": "clean", "model_id": mid,
+                                "fingerprint": fps[(DATASET, "clean", mid)], "status": "done",
+                                "error": None, "rows": 300, "dim": Z.shape[1], "seconds": 0.1,
+                                "bad_images": 0}])
+    run_score(config)
+    board = run_rank(config, show=False)
+    return store, config, board.set_index("model_id"), read_leaderboard_settings(store)
+
+
+def test_leaderboard_has_the_decision_columns_after_rank(decided):
+    _, _, board, settings = decided
+    cols = list(board.reset_index().columns)
+    assert cols[cols.index("rank") + 1: cols.index("rank") + 7] == [
+        "rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement"]
+    ranked = board[board["rank"].notna()]
+    assert (ranked["rank_low"] <= ranked["rank"]).all()
+    assert ((ranked["p_best"] >= 0) & (ranked["p_best"] <= 1)).all()
+    assert settings["decision"]["top_set_rule"] == "interval"
+    assert 1 <= len(settings["decision"]["top_set"]) < len(board)
+
+
+def test_the_same_checkpoint_under_two_ids_gets_the_same_interval_and_top_set_membership(decided):
+    _, _, board, _ = decided
+    a, b = board.loc["proj-a"], board.loc["proj-a-twin"]
+    for col in ("rank", "rank_low", "rank_high", "p_best", "in_top_set"):
+        assert a[col] == b[col], col
+
+
+def test_a_constant_model_is_flagged_collapsed_and_not_in_the_top_set(decided):
+    _, _, board, settings = decided
+    assert "collapsed" in board.loc["collapsed", "flags"].split(",")
+    assert not board.loc["collapsed", "in_top_set"]
+    assert "collapsed" in settings["decision"]["flagged"]
+    healthy = board.drop(index="collapsed")
+    assert not healthy["flags"].str.contains("collapsed").any()
+
+
+def test_every_top_set_model_is_unflagged_or_only_softly_flagged(decided):
+    from zoorank.metrics.health import BLOCKING
+
+    _, _, board, settings = decided
+    for m in settings["decision"]["top_set"]:
+        flags = {f for f in board.loc[m, "flags"].split(",") if f}
+        assert not flags & BLOCKING
+
+
+def test_per_metric_uncertainty_table_covers_each_resampled_metric(decided):
+    store, _, board, _ = decided
+    table = store.read_frame("uncertainty.parquet")
+    assert {"rankme", "uniformity", "twonn_id", "nc"} <= set(table["metric"])
+    rankme = table[table["metric"] == "rankme"].set_index("model_id")
+    # one dataset: the leaderboard's intervals are those of its primary metric
+    np.testing.assert_array_equal(rankme.loc[board.index, "rank_low"], board["rank_low"])
+    assert rankme["in_top_set"].sum() >= 1
+
+
+def test_consensus_reports_kendalls_w_and_a_sentence(decided):
+    from zoorank.metrics.agreement import kendall_w
+
+    _, _, board, settings = decided
+    c = settings["decision"]["consensus"]["digits"]
+    assert set(c["metrics"]) >= {"rankme", "uniformity", "twonn_id"}
+    assert "nc" in c["partial"]  # NC ranks only the two members of the one ensemble
+    values = board[[f"digits/{m}" for m in c["metrics"]]].dropna()
+    ranks = [stats.rankdata([registry.info(m).oriented(v) for v in values[f"digits/{m}"]])
+             for m in c["metrics"]]
+    assert c["kendall_w"] == pytest.approx(kendall_w(np.vstack(ranks)))
+    assert settings["decision"]["consensus_sentence"].startswith("The label-free metrics")
+    assert board["disagreement"].between(0, 1).all()
+
+
+def test_a_zoo_mixing_widths_shows_the_width_warning(decided):
+    _, _, _, settings = decided
+    warning = settings["decision"]["width_warning"]
+    assert warning and "24" in warning and "64" in warning and "rankme" in warning
+
+
+def test_uncertainty_table_is_readable_by_pandas(decided):
+    store, _, _, _ = decided
+    assert isinstance(store.read_frame("uncertainty.parquet"), pd.DataFrame)

@@ -1,0 +1,300 @@
+"""The decision a leaderboard supports: rank intervals, the top set, health flags, the consensus of
+the label-free metrics and the width confound (issue 17). Part of the RANK stage.
+
+Orchestration over pure maths: :mod:`zoorank.metrics.uncertainty` (fold bootstrap → intervals,
+p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.agreement.kendall_w`
+and :func:`~zoorank.metrics.agreement.rank_disagreement`. Inputs are the leaderboard frame of
+:func:`zoorank.rank.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
+(:mod:`zoorank.resample`).
+
+Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
+leaderboard's own order: the aggregate of the primary metric's ranks), ``flags`` and
+``disagreement``; a long table ``uncertainty.parquet`` (model_id, dataset, metric, rank, rank_low,
+rank_high, p_best, in_top_set) for every resampled metric; and the ``decision`` settings (top set,
+consensus sentence, Kendall's W per dataset, width warning).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zoorank.config import RunConfig
+from zoorank.metrics import registry
+from zoorank.metrics.agreement import (
+    AGGREGATION_DIRECTIONS,
+    aggregate_ranks,
+    kendall_w,
+    rank_disagreement,
+)
+from zoorank.metrics.health import BLOCKING, health_flags
+from zoorank.metrics.uncertainty import (
+    RankUncertainty,
+    fold_bootstrap,
+    fold_scale,
+    rank_uncertainty,
+    replicate_ranks,
+)
+
+UNCERTAINTY = "uncertainty.parquet"
+UNCERTAINTY_COLUMNS = ["model_id", "dataset", "metric", "rank", "rank_low", "rank_high", "p_best",
+                       "in_top_set"]
+DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement"]
+#: a metric joins the consensus when it has a value for at least this share of the ranked models
+#: (NC of a zoo with one small seed ensemble ranks only its members).
+COVERAGE = 2 / 3
+#: below this Kendall's W the label-free metrics are said to disagree even when their leaders agree.
+WEAK_CONCORDANCE = 0.5
+
+
+def _ranked_metrics(board: pd.DataFrame, dataset: str) -> list[str]:
+    """The primary-eligible label-free metrics with a column for ``dataset`` on the board."""
+    out = []
+    for col in board.columns:
+        ds, _, metric = col.partition("/")
+        if ds != dataset or "/" in metric or not registry.is_label_free(metric):
+            continue
+        if registry.info(metric).primary and board[col].notna().sum() >= 1:
+            out.append(metric)
+    return out
+
+
+def _fold_matrix(folds: pd.DataFrame, dataset: str, metric: str, model_ids: Sequence[str],
+                 n_folds: int) -> np.ndarray | None:
+    sub = folds[(folds["dataset"] == dataset) & (folds["metric"] == metric)]
+    if sub.empty:
+        return None
+    table = sub.pivot_table(index="model_id", columns="fold", values="value", aggfunc="last")
+    table = table.reindex(index=list(model_ids), columns=range(n_folds))
+    return table.to_numpy(dtype=np.float64)
+
+
+def model_flags(
+    board: pd.DataFrame, metrics: pd.DataFrame, health: pd.DataFrame, datasets: Sequence[str]
+) -> dict[str, dict[str, list[str]]]:
+    """model_id → dataset → health flags (:func:`zoorank.metrics.health.health_flags`), with the
+    configured label-free metrics that have no value as ``failed:<metric>``."""
+    ids = list(board["model_id"])
+    stats = {(r["model_id"], r["dataset"]): r for r in health.to_dict("records")} \
+        if not health.empty else {}
+    failed: dict[tuple[str, str], list[str]] = {}
+    if not metrics.empty:
+        nan = metrics[metrics["value"].isna() & metrics["model_id"].isin(ids)]
+        for r in nan.itertuples(index=False):
+            if registry.is_label_free(r.metric):
+                failed.setdefault((r.model_id, r.dataset), []).append(r.metric)
+    return {m: {ds: health_flags(stats.get((m, ds)), failed.get((m, ds), ())) for ds in datasets}
+            for m in ids}
+
+
+def _flags_text(flags: Mapping[str, list[str]]) -> str:
+    if len(flags) == 1:
+        return ",".join(next(iter(flags.values())))
+    return ",".join(f"{ds}:{f}" for ds, fs in flags.items() for f in fs)
+
+
+def metric_uncertainty(
+    config: RunConfig, board: pd.DataFrame, folds: pd.DataFrame,
+    blocked: Mapping[str, np.ndarray],
+) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]:
+    """Per (dataset, resampled metric): the uncertainty rows and (oriented point, replicates)."""
+    o, r = config.score, config.rank
+    ids = list(board["model_id"])
+    rows: list[dict[str, Any]] = []
+    replicates: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    if folds.empty or not o.resample_folds:
+        return pd.DataFrame(columns=UNCERTAINTY_COLUMNS), replicates
+    scale = fold_scale(o.resample_folds, o.resample_fraction)
+    for ds in [d.name for d in config.datasets]:
+        for metric in _ranked_metrics(board, ds):
+            matrix = _fold_matrix(folds, ds, metric, ids, o.resample_folds)
+            if matrix is None:
+                continue
+            raw = board[f"{ds}/{metric}"].to_numpy(dtype=np.float64)
+            entry = registry.info(metric)
+            point = np.asarray(entry.oriented(raw), dtype=np.float64)
+            reps = np.asarray(entry.oriented(
+                fold_bootstrap(raw, matrix, r.resamples, config.seed, scale)), dtype=np.float64)
+            u = rank_uncertainty(point, reps, r.confidence, blocked.get(ds))
+            replicates[(ds, metric)] = (point, reps)
+            rank = replicate_ranks(point[None, :])[0]
+            for i, m in enumerate(ids):
+                rows.append({"model_id": m, "dataset": ds, "metric": metric, "rank": rank[i],
+                             "rank_low": u.rank_low[i], "rank_high": u.rank_high[i],
+                             "p_best": u.p_best[i], "in_top_set": bool(u.in_top_set[i])})
+    return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS), replicates
+
+
+def aggregate_uncertainty(
+    config: RunConfig, board: pd.DataFrame, primary: Mapping[str, str],
+    replicates: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], blocked: np.ndarray,
+) -> RankUncertainty | None:
+    """Uncertainty of the leaderboard's own order: each replicate's primary-metric ranks per
+    dataset aggregated as the leaderboard aggregates them; None without replicates."""
+    keys = [(ds, m) for ds, m in primary.items() if (ds, m) in replicates]
+    if not keys or len(keys) < len(primary):
+        return None
+    if len(keys) == 1:
+        point, reps = replicates[keys[0]]
+        return rank_uncertainty(point, reps, config.rank.confidence, blocked)
+    method = config.rank.aggregation
+    sign = AGGREGATION_DIRECTIONS[method]
+    weights = {k: v for k, v in config.rank.dataset_weights.items() if k in primary}
+    point = sign * board["aggregate"].to_numpy(dtype=np.float64)
+    n_rep = replicates[keys[0]][1].shape[0]
+    out = np.full((n_rep, len(board)), np.nan)
+    for b in range(n_rep):
+        table = {}
+        for ds, m in keys:
+            v = replicates[(ds, m)][1][b]
+            table[ds] = np.where(np.isfinite(v), replicate_ranks(v[None, :])[0], np.nan)
+        frame = pd.DataFrame(table)
+        has = frame.notna().any(axis=1).to_numpy()
+        agg = np.full(len(board), np.nan)
+        if has.any():
+            agg[has] = aggregate_ranks(frame[has], method, weights).to_numpy()
+        out[b] = sign * agg
+    return rank_uncertainty(point, out, config.rank.confidence, blocked)
+
+
+def consensus(
+    board: pd.DataFrame, dataset: str, top_set: Sequence[str],
+    per_metric: pd.DataFrame,
+) -> dict[str, Any]:
+    """Kendall's W of the dataset's ranked label-free metrics, each metric's best model and
+    whether it lies in the leaderboard's top set, per-model disagreement, and a plain sentence.
+
+    Metrics that rank fewer than :data:`COVERAGE` of the ranked models are left out (``partial``);
+    W uses the models every included metric ranks (:func:`kendall_w`)."""
+    ranked = board["rank"].notna().to_numpy() if "rank" in board else np.ones(len(board), bool)
+    need = max(2, math.ceil(COVERAGE * int(ranked.sum())))
+    candidates = _ranked_metrics(board, dataset)
+    metrics = [m for m in candidates if board[f"{dataset}/{m}"].notna().sum() >= need]
+    ids = list(board["model_id"])
+    out: dict[str, Any] = {"metrics": metrics, "kendall_w": math.nan, "best": {},
+                           "partial": [m for m in candidates if m not in metrics],
+                           "disagreement": [math.nan] * len(ids), "agree": True}
+    if len(metrics) < 2:
+        out["sentence"] = (f"Only {len(metrics)} ranked label-free metric on {dataset}: "
+                           "no consensus to measure.")
+        return out
+    ranks = []
+    for m in metrics:
+        oriented = np.asarray(registry.info(m).oriented(board[f"{dataset}/{m}"].to_numpy(float)))
+        r = replicate_ranks(oriented[None, :])[0]
+        ranks.append(r)
+        finite = np.isfinite(oriented)
+        out["best"][m] = ids[int(np.nanargmax(np.where(finite, oriented, -np.inf)))]
+    ranks = np.vstack(ranks)
+    w = kendall_w(ranks)
+    out["kendall_w"] = w
+    out["disagreement"] = rank_disagreement(ranks).tolist()
+    top = set(top_set)
+    outside = {m: b for m, b in out["best"].items() if b not in top}
+    out["agree"] = not outside and (math.isnan(w) or w >= WEAK_CONCORDANCE)
+    w_text = f"Kendall's W = {w:.2f} over {len(metrics)} metrics"
+    if not outside and out["agree"]:
+        out["sentence"] = (f"The label-free metrics agree on {dataset}: each one's best model is "
+                           f"in the top set ({w_text}).")
+    elif not outside:
+        out["sentence"] = (f"The label-free metrics agree on {dataset} only about the leaders: "
+                           f"each one's best model is in the top set, but they order the rest "
+                           f"differently ({w_text}).")
+    else:
+        picks = "; ".join(f"{m} → {b}" for m, b in list(outside.items())[:4])
+        more = f" (+{len(outside) - 4} more)" if len(outside) > 4 else ""
+        out["sentence"] = (f"The label-free metrics disagree about the top set on {dataset} "
+                           f"({w_text}): best outside it: {picks}{more}. Do not trust a single "
+                           "metric here; check the models they pick.")
+    return out
+
+
+def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapping[str, str],
+                  computed: Sequence[str]) -> str | None:
+    """A warning when ranked models have different embedding widths and a width-sensitive metric
+    (:data:`zoorank.metrics.registry.WIDTH_SENSITIVE`) orders the board or is computed."""
+    if metrics.empty:
+        return None
+    sub = metrics[metrics["model_id"].isin(model_ids) & (metrics["dim"] > 0)]
+    widths = sorted({int(d) for d in sub.groupby("model_id")["dim"].max()})
+    if len(widths) < 2:
+        return None
+    sensitive = sorted({registry.split_view(m)[0] for m in computed}
+                       & registry.WIDTH_SENSITIVE)
+    ordering = sorted({m for m in primary.values()
+                       if registry.split_view(m)[0] in registry.WIDTH_SENSITIVE})
+    if not sensitive:
+        return None
+    shown = ", ".join(str(w) for w in widths[:6]) + (" ..." if len(widths) > 6 else "")
+    lead = (f"the leaderboard is ordered by {', '.join(ordering)}, which grows with the width, "
+            "so its order may reflect width rather than quality" if ordering else
+            f"{', '.join(sensitive)} grow with the width: compare them only within one width")
+    return (f"Width confound: the zoo mixes embedding widths ({shown}); {lead}. Width-normalised "
+            "variants: rankme_norm (RankMe / width), rankme_proj (RankMe after one fixed random "
+            "projection to 64 dimensions).")
+
+
+def decide(
+    config: RunConfig, board: pd.DataFrame, settings: dict[str, Any], metrics: pd.DataFrame,
+    folds: pd.DataFrame, health: pd.DataFrame,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Add the decision columns to ``board`` and ``settings["decision"]``; returns (board, the
+    per-metric uncertainty table)."""
+    datasets = [d.name for d in config.datasets]
+    board = board.copy()
+    ids = list(board["model_id"])
+    flags = model_flags(board, metrics, health, datasets)
+    blocked_ds = {ds: np.array([bool(set(flags[m][ds]) & BLOCKING) for m in ids])
+                  for ds in datasets}
+    blocked = np.any(np.vstack([blocked_ds[ds] for ds in datasets]), axis=0) if ids else \
+        np.zeros(0, dtype=bool)
+    per_metric, replicates = metric_uncertainty(config, board, folds, blocked_ds)
+    primary = settings.get("primary_metric") or {}
+    agg = aggregate_uncertainty(config, board, primary, replicates, blocked)
+    if agg is not None:
+        board["rank_low"], board["rank_high"] = agg.rank_low, agg.rank_high
+        board["p_best"], board["in_top_set"] = agg.p_best, agg.in_top_set
+        top_rule = "interval"
+    else:
+        # no resampled rows: the top set is the rank-1 model(s) without a blocking flag
+        rank = board["rank"].to_numpy(dtype=np.float64)
+        board["rank_low"] = board["rank_high"] = rank
+        board["p_best"] = np.nan
+        ok = np.isfinite(rank) & ~blocked
+        best = np.min(rank[ok]) if ok.any() else math.nan
+        board["in_top_set"] = ok & (rank == best)
+        top_rule = "point (no resampled rows: run `zoorank score` with score.resample_folds >= 2)"
+    board["flags"] = [_flags_text(flags[m]) for m in ids]
+    top = [m for m, t in zip(ids, board["in_top_set"]) if t]
+    agreements = {ds: consensus(board, ds, top, per_metric) for ds in datasets}
+    dis = np.vstack([np.asarray(a["disagreement"], dtype=np.float64) for a in agreements.values()])
+    with np.errstate(all="ignore"):
+        board["disagreement"] = np.where(np.isnan(dis).all(axis=0), np.nan,
+                                         np.nanmean(np.where(np.isnan(dis), np.nan, dis), axis=0))
+    computed = sorted({c.split("/", 1)[1] for c in board.columns if "/" in c
+                       and registry.is_label_free(c.split("/", 1)[1])})
+    warning = width_warning(metrics, ids, primary, computed)
+    flagged = [m for m in ids if board.loc[board["model_id"] == m, "flags"].iloc[0]]
+    settings["decision"] = {
+        "confidence": config.rank.confidence,
+        "resamples": config.rank.resamples,
+        "folds": config.score.resample_folds,
+        "fold_fraction": config.score.resample_fraction,
+        "top_set_rule": top_rule,
+        "top_set": top,
+        "flagged": flagged,
+        "blocking_flags": sorted(BLOCKING),
+        "consensus": {ds: {k: v for k, v in a.items() if k != "disagreement"}
+                      for ds, a in agreements.items()},
+        "consensus_sentence": " ".join(a["sentence"] for a in agreements.values()),
+        "metrics_agree": all(a["agree"] for a in agreements.values()),
+        "width_warning": warning,
+    }
+    order = list(board.columns)
+    head = order[:order.index("rank") + 1] if "rank" in order else []
+    rest = [c for c in order if c not in head and c not in DECISION_COLUMNS]
+    return board[head + DECISION_COLUMNS + rest], per_metric
