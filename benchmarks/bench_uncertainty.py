@@ -1,0 +1,116 @@
+"""Cost of rank uncertainty (issue 17): SCORE with and without the resampled fold rows.
+
+The synthetic zoo of ``bench_score.py`` (power-law Gaussian mixtures, seed ensembles, families) is
+written into a store; ``run_score`` scores it once with ``score.resample_folds: 0`` (today's
+stage), then runs again with the fold settings given (only the fold rows and health rows are new
+work: the metric rows are up to date), and RANK is timed with its fold bootstrap. The figure is
+the ratio (score without folds + fold work) / (score without folds); the goal is at most 1.5×.
+
+Prints, never asserts. Example (a few minutes on 2 cores)::
+
+    .venv/bin/python benchmarks/bench_uncertainty.py --models 8 --samples 2000 --dim 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment)
+from bench_score import build_store  # noqa: E402
+from zoorank.config import parse_config  # noqa: E402
+
+
+def _stamp(root: Path, config_dict: dict, n: int) -> None:
+    """A real (tiny) numpy dataset behind the synthetic store and the manifest fingerprints EMBED
+    would record for it, so the stage's freshness check accepts the hand-written entries."""
+    import numpy as np
+
+    from zoorank.embed import expected_fingerprints
+    from zoorank.store import Store
+
+    path = root / "images.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, images=rng.integers(0, 255, size=(n, 8, 8, 3), dtype=np.uint8))
+    config_dict["datasets"][0]["path"] = str(path)
+    expected = expected_fingerprints(parse_config(config_dict))
+    store = Store(root)
+    manifest = store.read_manifest()
+    manifest["fingerprint"] = [next(iter(expected[(d, v, m)]))
+                               for d, v, m in zip(manifest["dataset"], manifest["view"],
+                                                  manifest["model_id"])]
+    store.write_parquet("manifest.parquet", manifest)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", type=int, default=8)
+    p.add_argument("--samples", type=int, default=2000)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--n-aug", type=int, default=300)
+    p.add_argument("--q", type=int, default=4)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--real", default=None)
+    p.add_argument("--folds", default="8:0.5,4:0.5,8:1.0",
+                   help="comma-separated folds:fraction settings to measure")
+    args = p.parse_args()
+
+    import ray
+
+    from zoorank.rank import run_rank
+    from zoorank.score import run_score
+
+    ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, logging_level="WARNING")
+    rows = []
+    root = Path(tempfile.mkdtemp(prefix="bench-uncertainty-"))
+    try:
+        config_dict, _ = build_store(root, args)
+        _stamp(root, config_dict, args.samples)
+        config_dict["rank"] = {"bootstrap": 0}
+        base = parse_config({**config_dict, "score": {"resample_folds": 0}})
+        start = time.perf_counter()
+        run_score(base)
+        base_s = time.perf_counter() - start
+        start = time.perf_counter()
+        run_rank(base, show=False)
+        rank_base_s = time.perf_counter() - start
+        print(f"zoo: {args.models} models × {args.samples}×{args.dim} (+{args.n_aug}×{args.q} "
+              f"views); score without folds {base_s:.1f} s, rank {rank_base_s:.1f} s")
+        for setting in args.folds.split(","):
+            folds, fraction = setting.split(":")
+            cfg = parse_config({**config_dict, "score": {"resample_folds": int(folds),
+                                                         "resample_fraction": float(fraction)}})
+            start = time.perf_counter()
+            run_score(cfg)
+            extra_s = time.perf_counter() - start
+            start = time.perf_counter()
+            run_rank(cfg, show=False)
+            rank_s = time.perf_counter() - start
+            rows.append((int(folds), float(fraction), extra_s, rank_s))
+    finally:
+        ray.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"\n{'folds':>6}{'fraction':>10}{'fold s':>9}{'rank s':>9}{'score ratio':>13}"
+          f"{'score+rank ratio':>18}")
+    for folds, fraction, extra_s, rank_s in rows:
+        ratio = (base_s + extra_s) / base_s
+        total = (base_s + extra_s + rank_s) / (base_s + rank_base_s)
+        print(f"{folds:>6}{fraction:>10.2f}{extra_s:>9.1f}{rank_s:>9.1f}{ratio:>12.2f}×"
+              f"{total:>17.2f}×")
+    for folds, fraction, extra_s, _ in rows:
+        print(f"uncertainty  {args.models} models  folds {folds} × fraction {fraction:.2f}  "
+              f"score {base_s + extra_s:.1f} s vs {base_s:.1f} s without  "
+              f"{(base_s + extra_s) / base_s:.2f}× (goal ≤ 1.50×)")
+
+
+if __name__ == "__main__":
+    main()
