@@ -167,19 +167,22 @@ def agreement_table(store_uri: str) -> pd.DataFrame:
 
 
 def _print_agreement(table: pd.DataFrame) -> None:
-    from rich.console import Console
+    from rich import box
     from rich.table import Table
 
-    console = Console()
+    from zoorank.rank import output_console
+
+    console = output_console()
     if table.empty:
         console.print("[yellow]no agreement figures (too few models with oracle scores)[/]")
         return
     oracles = sorted(table["oracle_metric"].unique())
     out = Table(title="Kendall τ of each label-free metric against the label oracle "
-                      "(95% bootstrap CI over models)")
-    out.add_column("metric")
+                      "(95% bootstrap CI over models)", title_justify="left", pad_edge=False,
+                box=box.SIMPLE_HEAD if console.is_terminal else None)
+    out.add_column("metric", overflow="fold")
     for o in oracles:
-        out.add_column(f"τ vs {o}", justify="right")
+        out.add_column(f"τ vs {o}", justify="right", overflow="fold")
     for metric, rows in table.groupby("metric", sort=False):
         cells = []
         for o in oracles:
@@ -191,15 +194,6 @@ def _print_agreement(table: pd.DataFrame) -> None:
                 cells.append(f"{r.kendall_tau:+.2f} [{r.kendall_ci_low:+.2f}, {r.kendall_ci_high:+.2f}]")
         out.add_row(str(metric), *cells)
     console.print(out)
-
-
-def _print_crossovers(store_uri: str) -> None:
-    """One line per few-label score: the labels per class it needs to beat label-free ranking."""
-    from zoorank.budget import crossover_lines, crossovers
-    from zoorank.store import Store
-
-    for line in crossover_lines(crossovers(Store(store_uri).read_frame("agreement.parquet"))):
-        print(line)
 
 
 def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | None = None,
@@ -228,8 +222,7 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     report = run_all(rcfg, address=address)
     timings["rank"] = time.perf_counter() - t1
     table = agreement_table(rcfg.store)
-    _print_agreement(table)
-    _print_crossovers(rcfg.store)
+    _print_agreement(table)  # the crossover verdicts were printed once, by the report
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
     print(f"config: {config_path}  (zoorank run|score|rank|report {config_path} reruns a stage; "
           "finished work is skipped)")

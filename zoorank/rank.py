@@ -363,6 +363,12 @@ def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, 
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
+    decision = decision_lines(board, settings)
+    if decision:
+        lines += ["## Decision", ""] + [f"* {line}" for line in decision] + [
+            "", "`rank_low`–`rank_high`: the rank interval over resamples of the evaluation "
+            "images; `p_best`: share of resamples in which the model ranks 1; `in_top_set`: not "
+            "distinguishable from rank 1 (a model with a blocking health flag never is).", ""]
     compact = leaderboard_headline(board, settings)
     lines += [_markdown_table(compact), ""]
     lines += ["## Failed models", ""]
@@ -375,8 +381,10 @@ def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, 
 
 
 def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
-    """The leaderboard's headline columns (rank, model, primary metric per dataset, oracle)."""
-    cols = ["rank", "model_id", "family", "group", "aggregate"]
+    """The leaderboard's headline columns (rank and its interval, top set, model, flags, primary
+    metric per dataset, oracle)."""
+    cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "family",
+            "group", "flags", "aggregate"]
     if "joint_rank" in board:
         cols.append("joint_rank")
     for ds, metric in (settings.get("primary_metric") or {}).items():
@@ -388,22 +396,93 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
     return board[[c for c in cols if c in board]]
 
 
-def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10) -> None:
-    """The leaderboard's top rows as a rich table on the terminal."""
+#: width of plain-text output when stdout is not a terminal (logs, pipes, ``ray job logs``).
+PLAIN_WIDTH = 100
+
+
+def output_console(stderr: bool = False) -> Any:
+    """A rich Console for user-facing tables: the terminal's width on a TTY; otherwise plain text
+    (no colour, no box-drawing needed) within :data:`PLAIN_WIDTH` columns."""
+    import sys
+
     from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
+                   soft_wrap=False, highlight=False, emoji=False)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "—" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10,
+                      plain: bool = False) -> Any:
+    """The leaderboard's top rows as a rich Table: rank, interval, p(best), top set, model,
+    primary value per dataset (at most 2), flags. ``plain``: no box, for logs."""
+    from rich import box
     from rich.table import Table
 
-    compact = leaderboard_headline(board, settings).head(top).drop(columns="group", errors="ignore")
+    d = settings.get("decision") or {}
+    primary = list((settings.get("primary_metric") or {}).items())[:2]
     table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)}), "
-                        f"ordered by {settings.get('ordered_by')}")
-    for c in compact.columns:
-        text = c in ("model_id", "family")
-        table.add_column(str(c), justify="left" if text else "right", no_wrap=text)
-    for row in compact.itertuples(index=False):
-        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-    # Logs and pipes get rich's 80 columns, which would cut model ids; never go below 140.
-    console = Console()
-    Console(width=max(console.width, 140)).print(table)
+                        f"ordered by {settings.get('ordered_by')}",
+                  box=None if plain else box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    table.add_column("rank", justify="right", no_wrap=True)
+    table.add_column("interval", justify="right", no_wrap=True)
+    table.add_column("p_best", justify="right", no_wrap=True)
+    table.add_column("top", justify="center", no_wrap=True)
+    table.add_column("model", justify="left", overflow="fold", ratio=3)
+    for ds, metric in primary:
+        name = metric if len(primary) == 1 else f"{ds}/{metric}"
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("flags", justify="left", overflow="fold", ratio=2)
+    for _, r in board.head(top).iterrows():
+        low, high = r.get("rank_low", math.nan), r.get("rank_high", math.nan)
+        interval = "—" if not (np.isfinite(low) and np.isfinite(high)) else (
+            f"{low:.0f}" if low == high else f"{low:.0f}-{high:.0f}")
+        table.add_row(_cell(r["rank"]), interval, _cell(r.get("p_best", math.nan)),
+                      "yes" if r.get("in_top_set", False) else "",
+                      str(r["model_id"]), *[_cell(r.get(f"{ds}/{m}", math.nan)) for ds, m in primary],
+                      str(r.get("flags", "") or ""))
+    if d.get("top_set") is not None and len(d["top_set"]) > top:
+        table.caption = f"top set: {len(d['top_set'])} models (the rest in leaderboard.md)"
+    return table
+
+
+def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
+    """The printed verdicts under the leaderboard: top set, flags, consensus, width warning."""
+    d = settings.get("decision") or {}
+    if not d:
+        return []
+    top = list(d.get("top_set") or [])
+    shown = ", ".join(top[:8]) + (f" (+{len(top) - 8} more)" if len(top) > 8 else "")
+    lines = [f"top set ({len(top)} of {len(board)} at {float(d.get('confidence', 0.95)):.0%} "
+             f"confidence): {shown or 'none'}"]
+    flagged = d.get("flagged") or []
+    if flagged:
+        lines.append(f"health flags on {len(flagged)} model(s): "
+                     + ", ".join(flagged[:6]) + (" ..." if len(flagged) > 6 else "")
+                     + " (see the flags column)")
+    if d.get("consensus_sentence"):
+        lines.append(str(d["consensus_sentence"]))
+    if d.get("width_warning"):
+        lines.append(str(d["width_warning"]))
+    return lines
+
+
+def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10) -> None:
+    """The leaderboard's top rows and the decision lines, fitted to the terminal (plain text
+    within :data:`PLAIN_WIDTH` columns when stdout is not a terminal)."""
+    console = output_console()
+    plain = not console.is_terminal
+    console.print(leaderboard_table(board, settings, top, plain=plain))
+    for line in decision_lines(board, settings):
+        console.print(line, markup=False, highlight=False)
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -> pd.DataFrame:
