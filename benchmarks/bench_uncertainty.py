@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment)
 from bench_score import build_store  # noqa: E402
+
+import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment)
 from zoorank.config import parse_config  # noqa: E402
 
 

@@ -204,3 +204,115 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
             f"(τ={best['kendall_tau']:+.2f}) at 10 labels/class (τ=+1.00)") in text
     # the label-free agreement table is unchanged: no few-label score among its rows
     assert "logme@" not in text
+
+
+# -- the first screen: the decision (rank intervals, top set, flags, consensus) ------------------
+
+
+def _write_fold_and_health_rows(store: Store, config, models: dict[str, np.ndarray]) -> None:
+    """The fold rows and health rows SCORE would write for the fixture's clean embeddings, computed
+    with the same functions (zoorank.resample, zoorank.metrics.health) and fingerprints."""
+    from zoorank import resample
+    from zoorank.freshness import fresh_manifest, fresh_metrics
+    from zoorank.metrics.health import embedding_health
+    from zoorank.zoo import resolve_models
+
+    resolved = resolve_models(config)
+    manifest = fresh_manifest(config, store, resolved)
+    metrics = fresh_metrics(config, store, resolved, manifest)
+    ids = np.arange(300, dtype=np.int64)
+    names = [m for m in resample.resampled_metrics(config)]
+    folds, health = [], []
+    entries = {r.model_id: str(r.fingerprint) for r in manifest.itertuples(index=False)
+               if r.status == "done"}
+    for mid, Z in models.items():
+        values = resample.fold_values(ids, Z, None, None, names, config.score, config.seed)
+        for r in metrics[metrics["model_id"] == mid].itertuples(index=False):
+            if r.metric in values and np.isfinite(r.value):
+                folds += resample.fold_rows(mid, r.dataset, r.metric, values[r.metric],
+                                            resample.fold_fingerprint(r.fingerprint, config.score))
+        health.append({"model_id": mid, "dataset": "digits", **embedding_health(Z),
+                       "fingerprint": resample.health_fingerprint(entries[mid])})
+    store.write_parquet(resample.RESAMPLES, pd.DataFrame(folds))
+    store.write_parquet(resample.HEALTH, pd.DataFrame(health))
+
+
+@pytest.fixture(scope="module")
+def decided_report(tmp_path_factory):
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.rank import read_leaderboard_settings, write_rank_outputs
+    from zoorank.report import run_report
+    from zoorank.zoo import resolve_models
+
+    root = tmp_path_factory.mktemp("decided-report-store")
+    models = write_store(str(root))
+    config = parse_config(config_dict(str(root), oracle={"knn": True}))
+    store = Store(config.store)
+    _write_fold_and_health_rows(store, config, models)
+    oracle = _oracle_rows(models)
+    store.write_parquet("oracle.parquet", oracle)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
+                       show=False)
+    index = run_report(config)
+    return root, config, index, read_leaderboard_settings(store)
+
+
+def test_report_starts_with_the_top_set_before_the_full_leaderboard(decided_report):
+    root, _, index, settings = decided_report
+    page = (root / "report" / "index.html").read_text()
+    assert page.index("id='decision'") < page.index("<h2>Leaderboard</h2>")
+    assert page.index("<h2>Leaderboard</h2>") < page.index("id='settings'")
+    assert "{&quot;" not in page and '{"aggregation"' not in page  # no raw JSON settings
+    assert (root / "report" / "forest.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert settings["decision"]["top_set_rule"] == "interval"
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.timeout(180)
+def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consensus(
+        decided_report):
+    import os
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    root, _, _, settings = decided_report
+    decision = settings["decision"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto((root / "report" / "index.html").as_uri())
+            fold = 800
+
+            def on_first_screen(selector: str) -> bool:
+                box = page.locator(selector).first.bounding_box()
+                return box is not None and box["y"] < fold and page.locator(
+                    selector).first.is_visible()
+
+            # the top set: every model of it is listed, with its rank interval
+            assert on_first_screen("#top-set")
+            rows = page.locator("#top-set tbody tr")
+            assert rows.count() == len(decision["top_set"]) >= 1
+            listed = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+            assert listed == decision["top_set"]
+            interval = rows.nth(0).locator("td").nth(2).inner_text()
+            assert re.fullmatch(r"\d+(–\d+)?", interval)
+            # flags as badges: the constant model is flagged collapsed (and not in the top set)
+            assert on_first_screen("#flags")
+            badge = page.locator("#flags .badge.blocking", has_text="collapsed")
+            assert badge.count() >= 1 and badge.first.is_visible()
+            assert "collapsed" not in listed
+            # the consensus sentence, and the forest plot of the intervals, loaded
+            assert on_first_screen("#consensus")
+            assert page.locator("#consensus").inner_text() == decision["consensus_sentence"]
+            forest = page.locator("#forest img")
+            assert forest.evaluate("img => img.complete && img.naturalWidth > 0")
+            assert forest.bounding_box()["y"] < 2 * fold  # right under the decision text
+        finally:
+            browser.close()

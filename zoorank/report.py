@@ -73,6 +73,7 @@ img { max-width: 100%; border: 1px solid #eee; margin: .5em 0; }
          font-size: .8em; background: #fde2b5; color: #7a4b00; }
 .badge.blocking { background: #f6c3c3; color: #7a0000; }
 .decision { background: #f7fbff; border: 1px solid #cfe0f3; padding: .6em 1.2em; }
+.decision h2 { margin-top: .4em; }
 .warn { background: #fff4e0; border-left: 4px solid #e6a23c; padding: .4em .8em; }
 .agree { border-left: 4px solid #4caf50; padding: .4em .8em; }
 .disagree { border-left: 4px solid #e05a47; padding: .4em .8em; background: #fff3f1; }
