@@ -234,7 +234,7 @@ def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapp
             "so its order may reflect width rather than quality" if ordering else
             f"{', '.join(sensitive)} grow with the width: compare them only within one width")
     return (f"Width confound: the zoo mixes embedding widths ({shown}); {lead}. Width-normalised "
-            "variants: rankme_norm (RankMe / width), rankme_proj (RankMe after one fixed random "
+            "variants: rankme_norm (RankMe / width), rankme_proj (RankMe after one fixed random orthonormal "
             "projection to 64 dimensions).")
 
 

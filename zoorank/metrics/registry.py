@@ -91,6 +91,31 @@ def _rankme_aug(E, o, seed):
     return rankme(rows, eps=o.eps, center=False), {"rows": int(rows.shape[0])}
 
 
+#: ``rankme_proj``: every model's embeddings are projected to this many dimensions first.
+PROJECTION_DIM = 64
+
+
+def _rankme_norm(Z, o, seed):
+    from zoorank.metrics.spectral import rankme
+
+    value = rankme(Z, eps=o.eps, center=False)
+    return value / Z.shape[1], {"rankme": float(value), "width": int(Z.shape[1])}
+
+
+def _rankme_proj(Z, o, seed):
+    from zoorank.metrics.spectral import rankme
+
+    X = np.asarray(Z, dtype=np.float64)
+    d = X.shape[1]
+    # one random orthonormal map per (width, seed), so every model of a width sees the same
+    # projection: orthonormal columns (d >= 64: a random 64-d subspace) or rows (d < 64: a
+    # rotation into 64 dims, which keeps the singular values)
+    rng = np.random.default_rng([int(seed), d, PROJECTION_DIM])
+    q, _ = np.linalg.qr(rng.standard_normal((max(d, PROJECTION_DIM), min(d, PROJECTION_DIM))))
+    R = q if d >= PROJECTION_DIM else q.T
+    return rankme(X @ R, eps=o.eps, center=False), {"width": int(d)}
+
+
 def _lidar(E, o, seed):
     from zoorank.metrics.spectral import lidar
 
@@ -190,6 +215,22 @@ REGISTRY: dict[str, MetricInfo] = {
             "rankme", "rankme", +1, "clean", options=("eps",), tune_floor=1.0,
             settings=lambda o, s: {"eps": o.eps, "center": False}, compute=_rankme,
             description="RankMe: exp entropy of the normalised singular values (Garrido 2023)",
+        ),
+        MetricInfo(
+            "rankme_norm", "rankme_norm", +1, "clean", options=("eps",),
+            settings=lambda o, s: {"eps": o.eps, "center": False, "divided_by": "width"},
+            compute=_rankme_norm,
+            description="RankMe / embedding width, in (0, 1]: comparable across widths "
+                        "(a model that spreads over more of its width scores higher)",
+        ),
+        MetricInfo(
+            "rankme_proj", "rankme_proj", +1, "clean", options=("eps",),
+            settings=lambda o, s: {"eps": o.eps, "center": False,
+                                   "projection": "random orthonormal", "dim": PROJECTION_DIM,
+                                   "seed": s},
+            compute=_rankme_proj,
+            description=f"RankMe after a seeded random orthonormal projection to {PROJECTION_DIM} "
+                        "dims (the same for every model of a width): at most 64 at any width",
         ),
         MetricInfo(
             "rankme_aug", "rankme_aug", +1, "augmented", options=("eps",), tune_floor=1.0,
