@@ -236,7 +236,8 @@ def best_label_free(label_free: pd.DataFrame, dataset: str, oracle_metric: str
 
 
 def crossovers(agree: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, oracle, score): the smallest k whose mean τ beats the best label-free τ.
+    """One row per (dataset, oracle, score): the smallest k whose mean τ beats the best label-free τ
+    (strictly, at the two decimals the verdicts print, so a tie is not called an overtake).
 
     Columns ``dataset, oracle_metric, score, best_label_free, best_label_free_tau,
     crossover_labels_per_class`` (NaN: never within the budget), ``tau_at_crossover``,
@@ -255,7 +256,8 @@ def crossovers(agree: pd.DataFrame) -> pd.DataFrame:
         curve = curve.sort_values("labels_per_class")
         ref = best_label_free(label_free, str(ds), str(o_name))
         name, ref_tau = ref if ref else ("", math.nan)
-        above = curve[curve["kendall_tau"] > ref_tau] if ref else curve.iloc[0:0]
+        # strictly above at the printed precision (2 decimals): a tie is never an overtake
+        above = curve[curve["kendall_tau"].round(2) > round(ref_tau, 2)] if ref else curve.iloc[0:0]
         first = above.iloc[0] if len(above) else None
         rows.append({"dataset": ds, "oracle_metric": o_name, "score": score,
                      "best_label_free": name, "best_label_free_tau": ref_tau,

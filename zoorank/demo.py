@@ -170,7 +170,7 @@ def _print_agreement(table: pd.DataFrame) -> None:
     from rich import box
     from rich.table import Table
 
-    from zoorank.rank import output_console
+    from zoorank.console import output_console
 
     console = output_console()
     if table.empty:

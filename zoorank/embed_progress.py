@@ -76,27 +76,37 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
                   preprocessing: dict[str, str] | None = None) -> None:
     """The embed table (one row per entry, with each model's resolved preprocessing) and the
     failures; ``preprocessing`` maps model_id → ``zoorank.zoo.describe_preprocessing``."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from zoorank.console import output_console, table_box
+
+    console = output_console()
     if rows.empty:
         return
     if enabled:
-        table = Table(title="embed")
-        for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds",
-                    "preprocessing"):
-            table.add_column(col, justify="right" if col in ("rows", "dim", "seconds") else "left")
+        # the preprocessing is one line per distinct recipe under the table (a column of it
+        # wrapped into a dozen lines per model)
+        table = Table(title="embed", box=table_box(console), title_justify="left",
+                      pad_edge=False)
+        for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds"):
+            table.add_column(col, justify="right" if col in ("rows", "dim", "seconds") else "left",
+                             overflow="fold")
         for r in rows.to_dict("records"):
             key = (r["dataset"], r["view"], r["model_id"])
             status = "done (cached)" if key in skipped else str(r["status"])
             style = "red" if r["status"] == "failed" else None
             dim = "" if r["dim"] is None or pd.isna(r["dim"]) else str(int(r["dim"]))
             table.add_row(r["dataset"], r["view"], r["model_id"], status, str(int(r["rows"] or 0)),
-                          dim, f"{float(r['seconds'] or 0):.2f}",
-                          escape((preprocessing or {}).get(r["model_id"], "")), style=style)
+                          dim, f"{float(r['seconds'] or 0):.2f}", style=style)
         console.print(table)
+        recipes: dict[str, list[str]] = {}
+        for mid in dict.fromkeys(rows["model_id"]):
+            recipes.setdefault((preprocessing or {}).get(mid, ""), []).append(str(mid))
+        for recipe, ids in recipes.items():
+            if recipe:
+                who = ", ".join(ids[:3]) + (f" (+{len(ids) - 3} more)" if len(ids) > 3 else "")
+                console.print(escape(f"preprocessing of {who}: {recipe}"))
     failed = rows[rows["status"] == "failed"]
     bad = rows[(rows["status"] == "done") & (rows["bad_images"].fillna(0) > 0)]
     for (model_id, error), group in failed.groupby(["model_id", "error"], sort=False):

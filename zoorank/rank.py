@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoorank.config import RunConfig, fingerprint
+from zoorank.console import output_console
 from zoorank.decision import UNCERTAINTY
 from zoorank.errors import ConfigError, NothingRankedError
 from zoorank.freshness import fresh_manifest, fresh_metrics
@@ -396,24 +397,6 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
     return board[[c for c in cols if c in board]]
 
 
-#: width of plain-text output when stdout is not a terminal (logs, pipes, ``ray job logs``).
-PLAIN_WIDTH = 100
-
-
-def output_console(stderr: bool = False) -> Any:
-    """A rich Console for user-facing tables: the terminal's width on a TTY; otherwise plain text
-    (no colour, no box-drawing needed) within :data:`PLAIN_WIDTH` columns."""
-    import sys
-
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
-                   soft_wrap=False, highlight=False, emoji=False)
-
-
 def _cell(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
         return "—" if math.isnan(v) else f"{v:.4g}"
@@ -565,10 +548,9 @@ def write_rank_outputs(
     if show and len(board):
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(agree)):
-            print(line)
+            output_console().print(line, markup=False, highlight=False)
     if show and len(failed):
-        from rich.console import Console
-
-        Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "
-                        f"see {store.name}/{LEADERBOARD}.md")
+        output_console().print(f"{len(failed)} failed or missing (model, dataset) entries: "
+                               f"see {store.name}/{LEADERBOARD}.md", style="yellow",
+                               markup=False)
     return board

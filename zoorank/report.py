@@ -535,7 +535,6 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
 
 def run_report(config: RunConfig) -> str:
     """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI."""
-    from rich.console import Console
 
     store = Store(config.store)
     if not store.exists(f"{LEADERBOARD}.parquet"):
@@ -674,12 +673,14 @@ def run_report(config: RunConfig) -> str:
         where = redact(join(store.uri, where))
     if len(board):
         print_leaderboard(board, settings)
-    if len(failed):
-        Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries "
-                        "(listed in the report)")
     from zoorank.budget import crossover_lines, crossovers
+    from zoorank.console import output_console
 
+    console = output_console()
     for line in crossover_lines(crossovers(agree_all)):
-        print(line)
-    Console().print(f"report: {where} ({len(images)} plots)")
+        console.print(line, markup=False, highlight=False)
+    if len(failed):
+        console.print(f"{len(failed)} failed or missing (model, dataset) entries (listed in the "
+                      "report)", style="yellow")
+    console.print(f"report: {where} ({len(images)} plots)", markup=False, highlight=False)
     return where

@@ -1,0 +1,34 @@
+"""The console every stage prints user-facing tables to: fitted to the terminal, or plain text.
+
+On a terminal, rich's Console at the terminal's width. Off a terminal (a pipe, a log file,
+``ray job logs``) rich would assume 80 columns and cut tables, so the console is plain: no colour,
+:data:`PLAIN_WIDTH` columns, and tables are drawn without box borders (``plain(console)``), which
+can wrap but never be cut.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: width of plain-text output when the stream is not a terminal.
+PLAIN_WIDTH = 100
+
+
+def output_console(stderr: bool = False) -> Any:
+    """A rich Console for ``stdout`` (or ``stderr``) as described in the module docstring."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PLAIN_WIDTH, color_system=None, force_terminal=False,
+                   soft_wrap=False, highlight=False, emoji=False)
+
+
+def table_box(console: Any) -> Any:
+    """The box style of a table on ``console``: a light rule under the header on a terminal,
+    none off a terminal (plain aligned columns)."""
+    from rich import box
+
+    return box.SIMPLE_HEAD if console.is_terminal else None
