@@ -1,0 +1,135 @@
+"""Evidence on third-party checkpoints (issue 17): the UvA CIFAR-10 zoo ranked end to end.
+
+``../shared/zoos/uva_cifar10`` (see its README) holds supervised classifiers and unsupervised
+autoencoders trained by someone else. This script ranks the ones whose code is in
+``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; four autoencoders: 64-, 128-, 256-,
+384-d latents, a zoo that mixes widths) on CIFAR-10 test images with the label oracle (kNN and
+linear probe), and writes a markdown table: Kendall τ of every label-free metric against each
+oracle, whether the oracle's best model is in the top set, the top set's size, the consensus and
+the width warning. Prints, never asserts::
+
+    PYTHONPATH=benchmarks .venv/bin/python benchmarks/validate_uva.py --images 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+import zoorank.runtime  # noqa: F401  (loopback Ray environment)
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = ROOT.parent / "shared" / "zoos" / "uva_cifar10"
+CIFAR = ROOT.parent / "shared" / "data" / "cifar10" / "test.parquet"
+CLASSIFIER_NORM = {"mean": [0.49139968, 0.48215841, 0.44653091],
+                   "std": [0.24703223, 0.24348513, 0.26158784]}
+
+
+def config(out: Path, images: int, aug: int) -> dict:
+    models = [{"id": name.lower(), "source": "python", "name": f"uva_models:{fn}",
+               "checkpoint": str(ZOO / "classifiers" / f"{name}.ckpt"),
+               "state_dict_prefix": "model.", "input_size": 32, "crop_pct": 1.0,
+               "family": "classifier", **CLASSIFIER_NORM}
+              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"))]
+    models += [{"id": f"ae-{d}", "source": "python", "name": "uva_models:autoencoder_encoder",
+                "model_kwargs": {"latent_dim": d},
+                "checkpoint": str(ZOO / "autoencoders" / f"cifar10_{d}.ckpt"),
+                "state_dict_prefix": "encoder.", "input_size": 32, "crop_pct": 1.0,
+                "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "family": "autoencoder"}
+               for d in (64, 128, 256, 384)]
+    return {
+        "store": str(out / "store"), "seed": 0,
+        "datasets": [{"name": "cifar10", "source": "parquet", "path": str(CIFAR),
+                      "image_column": "image", "label_column": "label", "limit": images}],
+        "models": models,
+        "views": [{"name": "clean"}, {"name": "simclr", "samples": aug, "per_sample": 4}],
+        "metrics": ["rankme", "rankme_norm", "rankme_proj", "lidar", "alpha_req", "twonn_id",
+                    "mle_id", "cluster_learnability", "clid", "coding_rate", "uniformity"],
+        "oracle": {"knn": True, "linear_probe": True},
+        "rank": {"bootstrap": 500},
+    }
+
+
+def summary(store: Path) -> str:
+    from zoorank.store import Store
+
+    s = Store(str(store))
+    board = s.read_frame("leaderboard.parquet")
+    agree = s.read_frame("agreement.parquet")
+    unc = s.read_frame("uncertainty.parquet")
+    import pyarrow.parquet as pq
+
+    settings = json.loads(pq.read_schema(store / "leaderboard.parquet").metadata[b"zoorank"])
+    d = settings["decision"]
+    lines = []
+    a = agree[(agree["family"] == "all")]
+    for o_name in ("knn_accuracy", "linear_probe_accuracy"):
+        col = f"cifar10/{o_name}"
+        if col not in board:
+            continue
+        best = board.loc[board[col].idxmax(), "model_id"]
+        lines += [f"### against {o_name} (oracle's best: `{best}`)", "",
+                  "| metric | τ [95% CI over models] | top set (this metric) | size | oracle's best "
+                  "in it |", "|---|---|---|---|---|"]
+        rows = a[a["oracle_metric"] == o_name].sort_values("kendall_tau", ascending=False)
+        for r in rows.itertuples(index=False):
+            m = unc[unc["metric"] == r.metric]
+            top = sorted(m.loc[m["in_top_set"].astype(bool), "model_id"]) if len(m) else []
+            if r.metric == "leaderboard_rank":
+                top = list(d["top_set"])
+            ok = "yes" if best in top else ("—" if not top else "no")
+            lines.append(f"| {r.metric} | {r.kendall_tau:+.2f} [{r.kendall_ci_low:+.2f}, "
+                         f"{r.kendall_ci_high:+.2f}] | {', '.join(top) or '—'} | "
+                         f"{len(top) or '—'} | {ok} |")
+        lines.append("")
+    cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "flags",
+            "cifar10/knn_accuracy", "cifar10/linear_probe_accuracy"]
+    from zoorank.rank import _markdown_table
+
+    lines += ["### leaderboard", "", _markdown_table(board[[c for c in cols if c in board]]), "",
+              f"* ordered by `{settings['ordered_by']}`; top set: {', '.join(d['top_set'])} "
+              f"({len(d['top_set'])} of {len(board)})",
+              f"* consensus: {d['consensus_sentence']}",
+              f"* width warning: {d['width_warning']}"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--images", type=int, default=1000)
+    p.add_argument("--aug", type=int, default=200)
+    p.add_argument("--out", default="/tmp/zoorank-validate-uva")
+    p.add_argument("--markdown", default=str(ROOT / "benchmarks" / "results" / "validate_uva.md"))
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args()
+    out = Path(args.out)
+    start = time.perf_counter()
+    if not args.report_only:
+        from zoorank.config import load_config
+        from zoorank.pipeline import run_all
+
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "run.yaml"
+        path.write_text(yaml.safe_dump(config(out, args.images, args.aug), sort_keys=False))
+        run_all(load_config(path))
+    text = summary(out / "store")
+    md = ["# validate_uva — third-party CIFAR-10 checkpoints (issue 17)", "",
+          f"{datetime.date.today()}; `PYTHONPATH=benchmarks .venv/bin/python "
+          f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; "
+          f"{time.perf_counter() - start:.0f} s on 2 shared CPU cores.", "",
+          "Zoo: ResNet and ResNetPreAct (supervised, 64-d pooled features) and four "
+          "convolutional autoencoders (64/128/256/384-d latents) from ../shared/zoos/uva_cifar10; "
+          "GoogleNet and DenseNet are not included (their module code is not written yet). "
+          f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
+          "", text, ""]
+    Path(args.markdown).write_text("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
