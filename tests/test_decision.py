@@ -117,3 +117,46 @@ def test_a_zoo_mixing_widths_shows_the_width_warning(decided):
 def test_uncertainty_table_is_readable_by_pandas(decided):
     store, _, _, _ = decided
     assert isinstance(store.read_frame("uncertainty.parquet"), pd.DataFrame)
+
+
+# -- two datasets, no Ray: the aggregate's intervals over replicates of both datasets -----------
+
+
+@pytest.fixture(scope="module")
+def two_datasets(tmp_path_factory):
+    from decision_fixtures import write_fold_and_health_rows
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.config import parse_config
+    from zoorank.rank import read_leaderboard_settings, write_rank_outputs
+    from zoorank.store import Store
+    from zoorank.zoo import resolve_models
+
+    root = tmp_path_factory.mktemp("decision-two-datasets")
+    datasets = ("digits", "digits-b")
+    write_store(str(root), datasets=datasets)
+    config = parse_config(config_dict(str(root), datasets=datasets))
+    store = Store(str(root))
+    write_fold_and_health_rows(store, config)
+    board = write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
+                               pd.DataFrame(), show=False)
+    return board.set_index("model_id"), read_leaderboard_settings(store)
+
+
+def test_aggregate_intervals_cover_the_aggregate_rank_over_two_datasets(two_datasets):
+    board, settings = two_datasets
+    assert settings["decision"]["top_set_rule"] == "interval"
+    ranked = board[board["rank"].notna()]
+    assert ranked["rank_low"].notna().all() and ranked["rank_high"].notna().all()
+    assert (ranked["rank_low"] <= ranked["rank_high"]).all()
+    # the aggregate's point-best model is in the top set and ranks 1 in its interval
+    best = ranked["rank"].idxmin()
+    assert ranked.loc[best, "in_top_set"] and ranked.loc[best, "rank_low"] == 1
+    assert ranked["p_best"].max() <= 1 and ranked.loc[best, "p_best"] > 0
+
+
+def test_flags_name_their_dataset_when_there_are_several(two_datasets):
+    board, _ = two_datasets
+    flags = board.loc["collapsed", "flags"].split(",")
+    assert {"digits:collapsed", "digits-b:collapsed"} <= set(flags)
+    assert not board.loc["collapsed", "in_top_set"]

@@ -209,36 +209,9 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
 # -- the first screen: the decision (rank intervals, top set, flags, consensus) ------------------
 
 
-def _write_fold_and_health_rows(store: Store, config, models: dict[str, np.ndarray]) -> None:
-    """The fold rows and health rows SCORE would write for the fixture's clean embeddings, computed
-    with the same functions (zoorank.resample, zoorank.metrics.health) and fingerprints."""
-    from zoorank import resample
-    from zoorank.freshness import fresh_manifest, fresh_metrics
-    from zoorank.metrics.health import embedding_health
-    from zoorank.zoo import resolve_models
-
-    resolved = resolve_models(config)
-    manifest = fresh_manifest(config, store, resolved)
-    metrics = fresh_metrics(config, store, resolved, manifest)
-    ids = np.arange(300, dtype=np.int64)
-    names = [m for m in resample.resampled_metrics(config)]
-    folds, health = [], []
-    entries = {r.model_id: str(r.fingerprint) for r in manifest.itertuples(index=False)
-               if r.status == "done"}
-    for mid, Z in models.items():
-        values = resample.fold_values(ids, Z, None, None, names, config.score, config.seed)
-        for r in metrics[metrics["model_id"] == mid].itertuples(index=False):
-            if r.metric in values and np.isfinite(r.value):
-                folds += resample.fold_rows(mid, r.dataset, r.metric, values[r.metric],
-                                            resample.fold_fingerprint(r.fingerprint, config.score))
-        health.append({"model_id": mid, "dataset": "digits", **embedding_health(Z),
-                       "fingerprint": resample.health_fingerprint(entries[mid])})
-    store.write_parquet(resample.RESAMPLES, pd.DataFrame(folds))
-    store.write_parquet(resample.HEALTH, pd.DataFrame(health))
-
-
 @pytest.fixture(scope="module")
 def decided_report(tmp_path_factory):
+    from decision_fixtures import write_fold_and_health_rows
     from rank_fixtures import config_dict, write_store
 
     from zoorank.rank import read_leaderboard_settings, write_rank_outputs
@@ -249,7 +222,7 @@ def decided_report(tmp_path_factory):
     models = write_store(str(root))
     config = parse_config(config_dict(str(root), oracle={"knn": True}))
     store = Store(config.store)
-    _write_fold_and_health_rows(store, config, models)
+    write_fold_and_health_rows(store, config)
     oracle = _oracle_rows(models)
     store.write_parquet("oracle.parquet", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,

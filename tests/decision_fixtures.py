@@ -1,0 +1,40 @@
+"""Fold rows and health rows for a store written by ``rank_fixtures.write_store`` (no Ray): what
+SCORE would write, computed with the same functions (``zoorank.resample``,
+``zoorank.metrics.health``) and fingerprints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from rank_fixtures import embeddings
+
+from zoorank.store import Store
+
+
+def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
+    from zoorank import resample
+    from zoorank.freshness import fresh_manifest, fresh_metrics
+    from zoorank.metrics.health import embedding_health
+    from zoorank.zoo import resolve_models
+
+    resolved = resolve_models(config)
+    manifest = fresh_manifest(config, store, resolved)
+    metrics = fresh_metrics(config, store, resolved, manifest)
+    names = resample.resampled_metrics(config)
+    entries = {(r.dataset, r.model_id): str(r.fingerprint)
+               for r in manifest.itertuples(index=False) if r.status == "done"}
+    folds, health = [], []
+    for i, ds in enumerate(d.name for d in config.datasets):
+        ids, _, models = embeddings(n, offset=i * n)
+        for mid, Z in models.items():
+            values = resample.fold_values(ids, Z, None, None, names, config.score, config.seed)
+            rows = metrics[(metrics["model_id"] == mid) & (metrics["dataset"] == ds)]
+            for r in rows.itertuples(index=False):
+                if r.metric in values and np.isfinite(r.value):
+                    folds += resample.fold_rows(
+                        mid, ds, r.metric, values[r.metric],
+                        resample.fold_fingerprint(r.fingerprint, config.score))
+            health.append({"model_id": mid, "dataset": ds, **embedding_health(Z),
+                           "fingerprint": resample.health_fingerprint(entries[(ds, mid)])})
+    store.write_parquet(resample.RESAMPLES, pd.DataFrame(folds))
+    store.write_parquet(resample.HEALTH, pd.DataFrame(health))
