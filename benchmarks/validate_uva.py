@@ -24,8 +24,11 @@ import yaml
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 
 ROOT = Path(__file__).resolve().parents[1]
-ZOO = ROOT.parent / "shared" / "zoos" / "uva_cifar10"
-CIFAR = ROOT.parent / "shared" / "data" / "cifar10" / "test.parquet"
+#: ../shared beside the checkout (a worktree under /work/wt/<name> finds /work/shared too)
+SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+              ROOT.parent / "shared")
+ZOO = SHARED / "zoos" / "uva_cifar10"
+CIFAR = SHARED / "data" / "cifar10" / "test.parquet"
 CLASSIFIER_NORM = {"mean": [0.49139968, 0.48215841, 0.44653091],
                    "std": [0.24703223, 0.24348513, 0.26158784]}
 

@@ -316,7 +316,7 @@ def forest_png(board: pd.DataFrame) -> bytes:
             ax.plot([low, high], [yi, yi], color=colour, lw=3 if r.in_top_set else 1.6,
                     solid_capstyle="round")
         ax.plot([float(r.rank)], [yi], "o", color=colour, ms=5)
-    ax.set_yticks(y, labels=[str(m) for m in rows["model_id"]], fontsize=7)
+    ax.set_yticks(y, labels=[_short(str(m), 40) for m in rows["model_id"]], fontsize=7)
     ax.set_xlabel("rank (1 = best); bar = rank interval", fontsize=8)
     ax.set_xlim(0.5, max(2.0, float(np.nanmax(rows[["rank", "rank_high"]].to_numpy(float)))
                          + 0.5) if len(rows) else 2)
@@ -324,6 +324,14 @@ def forest_png(board: pd.DataFrame) -> bytes:
     ax.grid(axis="x", color="#eee")
     ax.set_title("rank intervals (blue: top set; red: health flag keeps it out)", fontsize=9)
     return _png(fig)
+
+
+def _short(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle (ids share prefixes)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
 
 
 def _badges(flags: Any) -> str:
