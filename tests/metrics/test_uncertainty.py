@@ -9,6 +9,7 @@ from zoorank.metrics.uncertainty import (
     fold_scale,
     rank_uncertainty,
     replicate_ranks,
+    snap,
 )
 
 
@@ -91,7 +92,8 @@ def test_identical_models_get_identical_intervals_and_top_set_membership():
             assert values[2] == values[6], field
         if shift:
             assert u.in_top_set[[2, 6]].all() and u.in_top_set.sum() == 2
-            assert u.rank_low[2] == u.rank_high[2] == 1
+            # the two copies share the first two places in every replicate
+            assert (u.rank_low[2], u.rank_high[2]) == (1, 2) and u.p_best[2] == 1
 
 
 def test_well_separated_models_get_point_intervals_and_a_single_top_model():
@@ -115,3 +117,12 @@ def test_blocked_model_is_never_in_the_top_set_and_the_next_best_leads():
 def test_rank_uncertainty_rejects_bad_confidence():
     with pytest.raises(ValueError, match="confidence"):
         rank_uncertainty([1.0], [[1.0]], confidence=1.0)
+
+
+def test_values_equal_to_six_significant_digits_tie():
+    point = np.array([5.98765432, 5.98765431, 1.0])  # a checkpoint and its rotated copy
+    reps = np.tile(point, (10, 1))
+    u = rank_uncertainty(point, reps)
+    assert u.rank_low.tolist() == [1, 1, 3] and u.rank_high.tolist() == [2, 2, 3]
+    assert u.in_top_set.tolist() == [True, True, False]
+    assert snap([[123456.7, 0.5]]).tolist() == [[123457.0, 0.0]]

@@ -22,10 +22,13 @@ Conventions
   of them σ²/(mF) · (F − 1)/F, so the factor ``s`` scales the spread to the full sample's σ²/n
   (the (F − 1)/F is the plug-in bootstrap's bias). Replicates stay centred on the value that
   orders the leaderboard, so a metric's small-sample bias (ID and RankMe grow with n) moves no rank.
-* **Ranks** of a replicate: 1 = best, ties share the best rank they span (``method="min"``), so
-  identical models both rank 1 when they lead; models without a value are left out (NaN).
-* **Interval**: the ``(1 − c)/2`` and ``(1 + c)/2`` quantiles of a model's replicate ranks
-  (``c`` = confidence), lower and higher order statistics (integers when the ranks are).
+* **Ranks** of a replicate: 1 = best; values are compared at :data:`SIGNIFICANT_DIGITS`
+  significant digits (:func:`snap`), so a checkpoint and its rotated copy tie; models without a
+  value are left out (NaN).
+* **Interval**: from the ``(1 − c)/2`` quantile of a model's replicate ranks with ties at the best
+  place they span to the ``(1 + c)/2`` quantile with ties at the worst (``c`` = confidence; lower
+  and higher order statistics), so tied models share the places they span: two identical leaders
+  both get 1–2.
 * **p_best**: share of replicates in which the model ranks 1 (a tie for first counts for each).
 * **Top set**: the models not distinguishable from rank 1: ``j`` is in it when it is a point-best
   model or when it is at least as good as the point-best model in at least ``1 − c`` of the
@@ -47,6 +50,7 @@ __all__ = [
     "fold_scale",
     "fold_bootstrap",
     "replicate_ranks",
+    "snap",
     "RankUncertainty",
     "rank_uncertainty",
 ]
@@ -139,9 +143,25 @@ def fold_bootstrap(
     return out + scale * dev
 
 
-def replicate_ranks(values: Any) -> np.ndarray:
-    """Ranks (1 = best, ties share the best rank, ``method="min"``) of each row of (B, m) oriented
-    values (higher is better); NaN values get NaN ranks and take no place."""
+#: significant digits kept before values are compared: metrics of float32 embeddings that agree
+#: to this precision (a checkpoint and its rotated copy) are ties, not an order.
+SIGNIFICANT_DIGITS = 6
+
+
+def snap(values: Any, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
+    """Each row of (B, m) values rounded to ``digits`` significant digits of its largest magnitude."""
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        top = np.nanmax(np.where(np.isfinite(v), np.abs(v), np.nan), axis=-1, keepdims=True)
+        exponent = np.floor(np.log10(np.where(top > 0, top, 1.0)))
+        scale = 10.0 ** (exponent - digits + 1)
+        return np.where(np.isfinite(v), np.round(v / scale) * scale, v)
+
+
+def replicate_ranks(values: Any, method: str = "min") -> np.ndarray:
+    """Ranks (1 = best) of each row of (B, m) oriented values (higher is better); ties share the
+    best (``method="min"``) or the worst (``"max"``) place they span; NaN values get NaN ranks
+    and take no place."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2:
         raise ValueError(f"values must be (B, m), got shape {v.shape}")
@@ -149,9 +169,9 @@ def replicate_ranks(values: Any) -> np.ndarray:
     finite = np.isfinite(v)
     if not finite.any():
         return ranks
-    # rankdata over rows; NaNs are masked to -inf and their ranks discarded after
+    # rankdata over rows; NaNs are masked to +inf (last) and their ranks discarded after
     masked = np.where(finite, -v, np.inf)
-    r = stats.rankdata(masked, method="min", axis=1)
+    r = stats.rankdata(masked, method=method, axis=1)
     ranks[finite] = r[finite]
     return ranks
 
@@ -192,18 +212,18 @@ def rank_uncertainty(
     m = point.shape[0]
     blocked = np.zeros(m, dtype=bool) if blocked is None else np.asarray(blocked, dtype=bool)
     has = np.isfinite(point)
-    reps = np.where(has[None, :], reps, np.nan)
+    reps = snap(np.where(has[None, :], reps, np.nan))
+    point = snap(np.where(has, point, np.nan)[None, :])[0]
     nan = np.full(m, np.nan)
     if not has.any():
         return RankUncertainty(nan, nan.copy(), nan.copy(), nan.copy(), np.zeros(m, dtype=bool))
-    ranks = replicate_ranks(reps)
+    best_ranks, worst_ranks = replicate_ranks(reps, "min"), replicate_ranks(reps, "max")
     alpha = 1.0 - confidence
     low, high, p_best = nan.copy(), nan.copy(), nan.copy()
     cols = np.flatnonzero(has)
-    sub = ranks[:, cols]
-    low[cols] = np.nanquantile(sub, alpha / 2, axis=0, method="lower")
-    high[cols] = np.nanquantile(sub, 1 - alpha / 2, axis=0, method="higher")
-    p_best[cols] = np.mean(sub == 1, axis=0)
+    low[cols] = np.nanquantile(best_ranks[:, cols], alpha / 2, axis=0, method="lower")
+    high[cols] = np.nanquantile(worst_ranks[:, cols], 1 - alpha / 2, axis=0, method="higher")
+    p_best[cols] = np.mean(best_ranks[:, cols] == 1, axis=0)
     share = nan.copy()
     in_top = np.zeros(m, dtype=bool)
     eligible = has & ~blocked
