@@ -272,9 +272,9 @@ def decide(
     top = [m for m, t in zip(ids, board["in_top_set"]) if t]
     agreements = {ds: consensus(board, ds, top, per_metric) for ds in datasets}
     dis = np.vstack([np.asarray(a["disagreement"], dtype=np.float64) for a in agreements.values()])
-    with np.errstate(all="ignore"):
-        board["disagreement"] = np.where(np.isnan(dis).all(axis=0), np.nan,
-                                         np.nanmean(np.where(np.isnan(dis), np.nan, dis), axis=0))
+    counts = np.isfinite(dis).sum(axis=0)
+    board["disagreement"] = np.where(counts > 0, np.nansum(dis, axis=0) / np.maximum(counts, 1),
+                                     np.nan)
     computed = sorted({c.split("/", 1)[1] for c in board.columns if "/" in c
                        and registry.is_label_free(c.split("/", 1)[1])})
     warning = width_warning(metrics, ids, primary, computed)
