@@ -29,6 +29,7 @@ from PIL import Image, ImageEnhance, ImageFilter
 
 from zoorank.errors import ConfigError, InputError
 from zoorank.sources import IMAGE_EXTENSIONS, SampleIndex  # noqa: F401  (re-exported)
+from zoorank.store.layout import samples_table
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec, ViewSpec
@@ -168,17 +169,19 @@ def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
 
 
 def samples_path(dataset: str) -> str:
-    return f"datasets/{dataset}/samples.parquet"
+    """The dataset's samples/labels table (a Delta table; :mod:`zoorank.store.layout`)."""
+    return samples_table(dataset)
 
 
 def write_samples(store: Store, dataset: str, table: SampleTable | SampleIndex) -> None:
-    """Keep ``datasets/<dataset>/samples.parquet`` (sample_id, label, label_name, source)."""
-    store.write_parquet(samples_path(dataset), table.frame())
+    """Keep the ``datasets/<dataset>/samples`` table (sample_id, label, label_name, source);
+    committed only when its rows change."""
+    store.replace_table(samples_path(dataset), table.frame())
 
 
 def read_samples(store: Store, dataset: str) -> pd.DataFrame:
     """The sample list EMBED wrote for ``dataset`` (labels by sample_id for SCORE and the oracle)."""
-    if not store.exists(samples_path(dataset)):
+    if not store.table_exists(samples_path(dataset)):
         raise InputError(f"no sample list for dataset {dataset!r} in {store.name}; run embed first")
     df = store.read_frame(samples_path(dataset))
     df["sample_id"] = df["sample_id"].astype("int64")

@@ -165,6 +165,8 @@ class EntryWriter:
             defaultdict(list))
         self.sizes: dict[tuple[str, str], int] = defaultdict(int)
         self.parts: dict[tuple[str, str], int] = defaultdict(int)
+        #: the immutable shard files written per (view, model), reported to the driver.
+        self.files: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     def add(self, key: tuple[str, str], sample_id: np.ndarray, view_index: np.ndarray,
             embedding: np.ndarray) -> None:
@@ -189,8 +191,8 @@ class EntryWriter:
         name = f"{self.slice_index:04d}-{self.parts[key]:04d}"
         self.parts[key] += 1
         view, model_id = key
-        self.store.write_shard(self.dataset, view, model_id, name, sid[order], vi[order],
-                               emb[order])
+        self.files[key].append(self.store.write_shard(
+            self.dataset, view, model_id, name, sid[order], vi[order], emb[order]))
 
     def close(self) -> None:
         for key in list(self.buffers):
@@ -213,7 +215,8 @@ def embed_slice(
 ) -> dict[str, Any]:
     """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
 
-    Returns ``{"records": [{view, model_id, rows, dim, seconds, error}], "images", "load_seconds",
+    Returns ``{"records": [{view, model_id, rows, dim, seconds, error, shards}], "images",
+    "load_seconds",
     "called", "done", "node_id"}`` (wall-clock times, comparable across workers). Row counts are
     the task's own account; the driver verifies what is on disk before anything is marked done.
     """
@@ -263,7 +266,8 @@ def embed_slice(
             key = (v, model_id)
             records.append({"view": v, "model_id": model_id, "rows": rows.get(key, 0),
                             "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
-                            "error": embedder.errors.get(model_id, "")})
+                            "error": embedder.errors.get(model_id, ""),
+                            "shards": writer.files.get(key, [])})
     return {"records": records, "images": images, "load_seconds": embedder.load_seconds,
             "called": called, "done": time.time(), "node_id": _node_id()}
 

@@ -26,7 +26,14 @@ import pyarrow.fs as pafs
 
 from zoorank.config import RunConfig
 from zoorank.freshness import expected_metric_fingerprints, fresh_manifest, select_fresh
-from zoorank.store import MANIFEST, METRICS, Store
+from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store, parse_shards
+from zoorank.store.layout import (
+    EMBEDDINGS_DIR,
+    ORACLE,
+    RELIABILITY_DIR,
+    VIEW_CACHE_DIR,
+    reliability_dir,
+)
 
 
 @dataclass
@@ -35,6 +42,7 @@ class GcReport:
     oracle_rows: int = 0
     manifest_rows: int = 0
     shard_dirs: int = 0
+    shard_files: int = 0
     reliability_tables: int = 0
     view_caches: int = 0
     bytes_freed: int = 0
@@ -43,7 +51,8 @@ class GcReport:
     def summary(self) -> str:
         return (f"{self.metric_rows} metric row(s), {self.oracle_rows} oracle row(s), "
                 f"{self.manifest_rows} manifest row(s), {self.shard_dirs} embedding "
-                f"director(y/ies), {self.reliability_tables} reliability table(s), "
+                f"director(y/ies), {self.shard_files} unreferenced shard(s), "
+                f"{self.reliability_tables} reliability table(s), "
                 f"{self.view_caches} decoded-view cache(s); "
                 f"{self.bytes_freed / 1e6:.2f} MB")
 
@@ -81,19 +90,20 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
         fresh = select_fresh(metrics, expected_metric_fingerprints(config, models, manifest))
         report.metric_rows = len(metrics) - len(fresh)
         if report.metric_rows and not dry_run:
-            before = _tree_bytes(store, METRICS)
-            store.write_parquet(METRICS, fresh)
-            report.bytes_freed += max(0, before - _tree_bytes(store, METRICS))
+            # by key and fingerprint: a row another writer just refreshed stays
+            key = [*METRICS_KEY, "fingerprint"]
+            gone = metrics.merge(fresh[key].drop_duplicates(), on=key, how="left", indicator=True)
+            store.delete_rows(METRICS, gone[gone["_merge"] == "left_only"], key)
 
     # oracle: rows of models or datasets the config has
     model_ids = {m.model_id for m in models}
     datasets = {d.name for d in config.datasets}
-    if store.exists("oracle.parquet"):
-        oracle = store.read_frame("oracle.parquet")
+    oracle = store.read_frame(ORACLE)
+    if not oracle.empty:
         keep = oracle["model_id"].isin(model_ids) & oracle["dataset"].isin(datasets)
         report.oracle_rows = int((~keep).sum())
         if report.oracle_rows and not dry_run:
-            store.write_parquet("oracle.parquet", oracle[keep.to_numpy()].reset_index(drop=True))
+            store.delete_rows(ORACLE, oracle[~keep.to_numpy()], ["model_id", "dataset"])
 
     # manifest rows the config does not describe (absent, stale, pending) and their shards
     kept = manifest[manifest["status"].isin(["done", "failed"])]
@@ -101,9 +111,9 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
     keep_rows = [k in keep_keys for k in zip(raw_manifest["dataset"], raw_manifest["view"],
                                             raw_manifest["model_id"])]
     report.manifest_rows = keep_rows.count(False)
-    on_disk = {(d, v, m) for d in store.list_dirs("embeddings")
-               for v in store.list_dirs("embeddings", d)
-               for m in store.list_dirs("embeddings", d, v)}
+    on_disk = {(d, v, m) for d in store.list_dirs(EMBEDDINGS_DIR)
+               for v in store.list_dirs(EMBEDDINGS_DIR, d)
+               for m in store.list_dirs(EMBEDDINGS_DIR, d, v)}
     for key in sorted(on_disk - keep_keys):
         report.shard_dirs += 1
         rel = Store.embedding_dir(*key)
@@ -111,14 +121,29 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
         report.removed.append(rel)
         if not dry_run:
             store.delete(rel)
+    # shards of kept entries that their manifest row does not reference (earlier attempts)
+    for row in kept.itertuples(index=False):
+        key = (row.dataset, row.view, row.model_id)
+        if key not in on_disk or parse_shards(row.shards) is None:
+            continue
+        referenced = set(parse_shards(row.shards))
+        for name in store.list_files(Store.embedding_dir(*key), suffix=".parquet"):
+            if name not in referenced:
+                rel = f"{Store.embedding_dir(*key)}/{name}"
+                report.shard_files += 1
+                report.bytes_freed += _tree_bytes(store, rel)
+                report.removed.append(rel)
+                if not dry_run:
+                    store.delete(rel)
     if report.manifest_rows and not dry_run:
-        store.write_parquet(MANIFEST, raw_manifest[keep_rows].reset_index(drop=True))
+        gone = [not k for k in keep_rows]
+        store.delete_rows(MANIFEST, raw_manifest[gone], [*MANIFEST_KEY, "fingerprint"])
 
     # reliability tables of ensembles that no longer exist
     plan = plan_score(config, list(models), manifest, pd.DataFrame(columns=["model_id"]))
     groups = {(d, g) for d, gs in plan.ensembles.items() for g in gs}
-    for dataset in store.list_dirs("reliability"):
-        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+    for dataset in store.list_dirs(RELIABILITY_DIR):
+        for file in store.list_files(reliability_dir(dataset), suffix=".parquet"):
             group = file.removesuffix(".parquet")
             if (dataset, group) in groups:
                 continue
@@ -129,10 +154,9 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
             if not dry_run:
                 store.delete(rel)
 
-    # decoded-view caches left by an interrupted embed (a finished group deletes its own; gc
-    # holds the store's lease, so no embed is using one now)
-    for name in store.list_dirs("cache", "views"):
-        rel = f"cache/views/{name}"
+    # decoded-view caches left by an interrupted embed (a finished group deletes its own)
+    for name in store.list_dirs(VIEW_CACHE_DIR):
+        rel = f"{VIEW_CACHE_DIR}/{name}"
         report.view_caches += 1
         report.bytes_freed += _tree_bytes(store, rel)
         report.removed.append(rel)

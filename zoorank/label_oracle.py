@@ -1,6 +1,6 @@
 """The label oracle of the RANK stage: seeded splits, the oracle suite per model, Ray tasks.
 
-``oracle.parquet`` holds the label oracle in the long format of ``metrics.parquet`` (model_id,
+``oracle`` holds the label oracle in the long format of ``metrics`` (model_id,
 dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``knn_accuracy``,
 ``linear_probe_accuracy``, ``recall_at_1``, ``r_auroc_nc`` / ``r_auroc_<baseline>``,
 ``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl`` and the few-label cells of :mod:`zoorank.budget`. Rows are
@@ -27,8 +27,7 @@ import pyarrow.parquet as pq
 from zoorank.config import OracleSpec, RunConfig, fingerprint
 from zoorank.freshness import fresh_entries, fresh_manifest
 from zoorank.store import METRICS_COLUMNS, Store
-
-ORACLE = "oracle.parquet"
+from zoorank.store.layout import ORACLE, reliability_file
 
 #: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
 #: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
@@ -299,7 +298,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
                 continue
             group = getattr(m, "group", None)
             if group not in rel_cache:
-                rel_path = f"reliability/{ds.name}/{group}.parquet"
+                rel_path = reliability_file(ds.name, group)
                 if spec.r_auroc and group and store.exists(rel_path):
                     raw = store.read_bytes(rel_path)
                     rel = pq.read_table(io.BytesIO(raw)).to_pandas()

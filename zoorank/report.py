@@ -1,7 +1,7 @@
 """REPORT stage: a static, self-contained ``report/index.html`` with its PNG plots beside it.
 
-Reads what RANK wrote (``leaderboard.parquet``, ``agreement.parquet``, ``failed.parquet``,
-``oracle.parquet``) plus ``metrics.parquet`` and ``reliability/<dataset>/<group>.parquet``, and
+Reads what RANK wrote (the ``leaderboard``, ``agreement`` and ``failed`` tables,
+``oracle``) plus ``metrics`` and ``reliability/<dataset>/<group>.parquet``, and
 writes through :class:`~zoorank.store.Store` (so an object store works too):
 
 * the leaderboard (headline columns, the full table folded), the agreement of every label-free
@@ -45,12 +45,12 @@ from zoorank.rank import (
     metrics_fingerprint,
     print_leaderboard,
     ranking_vector,
-    read_leaderboard_settings,
+    read_leaderboard,
     write_if_changed,
 )
 from zoorank.store import Store
+from zoorank.store.layout import REPORT_DIR, reliability_dir, reliability_file
 
-REPORT_DIR = "report"
 MAX_ANNOTATED_MODELS = 25
 MAX_RANK_CHART_MODELS = 30
 #: seed ensembles drawn in a dataset's NC box plot (the best and worst halves beyond it).
@@ -334,13 +334,12 @@ def run_report(config: RunConfig) -> str:
     from rich.console import Console
 
     store = Store(config.store)
-    if not store.exists(f"{LEADERBOARD}.parquet"):
-        raise InputError(f"{store.name}: no leaderboard.parquet; run `zoorank rank CONFIG` first")
-    board = store.read_frame(f"{LEADERBOARD}.parquet")
-    settings = read_leaderboard_settings(store)
+    board, settings = read_leaderboard(store)  # one snapshot: the rows and their settings
+    if board is None:
+        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
     metrics = fresh_metrics(config, store)
     if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
-        raise InputError(f"{store.name}/leaderboard.parquet was not built from this config's "
+        raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
                          "run `zoorank rank CONFIG` first")
     agree_all = _read(store, AGREEMENT)
@@ -425,8 +424,9 @@ def run_report(config: RunConfig) -> str:
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     rel_parts = []
     for ds in datasets:
-        rels = {file.removesuffix(".parquet"): store.read_frame(f"reliability/{ds}/{file}")
-                for file in store.list_files("reliability", ds, suffix=".parquet")}
+        rels = {file.removesuffix(".parquet"):
+                store.read_frame(reliability_file(ds, file.removesuffix(".parquet")))
+                for file in store.list_files(reliability_dir(ds), suffix=".parquet")}
         rels = _by_median_nc({g: r for g, r in rels.items() if not r.empty})
         with_nc = {g: r for g, r in rels.items() if "nc" in r}
         if len(with_nc) > 1:

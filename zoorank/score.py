@@ -48,6 +48,7 @@ from zoorank.metrics.suite import (
     select_samples,
 )
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
+from zoorank.store.layout import reliability_dir, reliability_file
 
 METRICS_KEY = ["model_id", "dataset", "metric"]
 #: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
@@ -491,7 +492,7 @@ def plan_pool_rows(
 
 
 def reliability_path(dataset: str, group: str) -> str:
-    return f"reliability/{dataset}/{group}.parquet"
+    return reliability_file(dataset, group)
 
 
 def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
@@ -508,9 +509,9 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
         nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
         stale = keys.isin(plan.failed) | (nc.to_numpy() & ~keys.isin(members))
         if stale.any():
-            store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+            store.delete_rows(METRICS, metrics[stale], METRICS_KEY)
     for dataset, groups in plan.ensembles.items():
-        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+        for file in store.list_files(reliability_dir(dataset), suffix=".parquet"):
             if file.removesuffix(".parquet") not in groups:
                 store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
 

@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zoorank.data import decode_views
+from zoorank.store.layout import VIEW_CACHE_DIR
 
 if TYPE_CHECKING:
     from zoorank.data import ViewGeometry, ViewPlan
     from zoorank.sources import SampleIndex
     from zoorank.store import Store
 
-VIEW_CACHE = "cache/views"
+VIEW_CACHE = VIEW_CACHE_DIR
 #: samples per decode task batch (each gives 1 + Σ q rows of views).
 DECODE_BATCH = 32
 DECODE_NUM_CPUS = 0.25

@@ -1,21 +1,28 @@
-"""The store (contract 2): layout, atomic writes, the manifest, and readers.
+"""The store (contract 2): layout, transactional tables, immutable embedding shards, readers.
 
 Every stage reads and writes through :class:`Store`, which wraps one ``pyarrow.fs`` filesystem, so a
 store can be a local directory or an object-store URI (``s3://bucket/prefix``, ``gs://...``).
+Where each artifact lives is :mod:`zoorank.store.layout`; URIs are parsed and redacted by
+:mod:`zoorank.uris`.
+
+Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, digests) are Delta Lake
+tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
+several processes may write one store at once and readers see a consistent snapshot; no lease.
 
 Fingerprints (the freshness rule; :mod:`zoorank.freshness` applies it for every reader): each
-manifest row and each ``metrics.parquet`` row carries the fingerprint of exactly what produced it —
+manifest row and each ``metrics`` row carries the fingerprint of exactly what produced it —
 for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
 dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
 version; for a metric row its entry's fingerprint, the metric's settings, ``max_samples``, the seed
 and the metric's implementation version (``zoorank.metrics.registry``). The package version is in
 no fingerprint. A row whose fingerprint differs from what the current config would give is stale:
-readers ignore it, SCORE recomputes it, ``zoorank gc`` deletes it. One process writes a store at a
-time (:mod:`zoorank.lease`).
+readers ignore it, SCORE recomputes it, ``zoorank gc`` deletes it.
 
-Atomicity: local files are written under a temporary name and renamed; on object stores a single
-PUT is already atomic, so objects are written in place. Only the driver writes the manifest and the
-tables (``metrics.parquet`` ...); actors write embedding shards, each shard a whole file.
+Embedding shards are immutable, uniquely named Parquet files (``part-<slice>-<n>-<uuid>.parquet``),
+never rewritten in place. A manifest row lists its entry's shards (``shards``, a JSON list of file
+names); readers read only those, a re-embed writes new files and one manifest commit swaps the
+reference, and files no manifest row references are what ``zoorank gc`` removes. Plain files are
+written under a temporary name and renamed locally; on object stores a single PUT is atomic.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-MANIFEST = "manifest.parquet"
-METRICS = "metrics.parquet"
+from zoorank import uris
+from zoorank.store import layout, tables
+from zoorank.store.layout import MANIFEST, METRICS
+
 MANIFEST_KEY = ["dataset", "view", "model_id"]
 MANIFEST_COLUMNS = [
     "dataset",
@@ -48,7 +57,9 @@ MANIFEST_COLUMNS = [
     "dim",
     "seconds",
     "bad_images",
+    "shards",
 ]
+METRICS_KEY = ["model_id", "dataset", "metric"]
 METRICS_COLUMNS = [
     "model_id",
     "dataset",
@@ -116,16 +127,16 @@ def _embeddings_from_table(table: pa.Table) -> Embeddings:
 class Store:
     """A zoorank store on any ``pyarrow.fs`` filesystem."""
 
+    DIGESTS = layout.DIGESTS
+
     def __init__(self, uri: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None):
         uri = str(uri)
         self.uri = uri
         if filesystem is not None:
             self.fs, self.root = filesystem, uri.rstrip("/")
-        elif "://" in uri:
-            self.fs, self.root = pafs.FileSystem.from_uri(uri)
-            self.root = self.root.rstrip("/")
         else:
-            self.fs, self.root = pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
+            self.fs, self.root = uris.resolve(uri)
+            self.root = self.root.rstrip("/")
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
         self.fs.create_dir(self.root, recursive=True)
 
@@ -135,9 +146,7 @@ class Store:
     @property
     def name(self) -> str:
         """The store's URI with any credentials removed: what messages and reports show."""
-        from zoorank.uris import redact
-
-        return redact(self.uri)
+        return uris.redact(self.uri)
 
     def __reduce__(self):  # picklable for Ray: rebuild from the URI on the worker
         return (Store, (self.uri,))
@@ -145,6 +154,12 @@ class Store:
     # -- paths and raw I/O ---------------------------------------------------------------------
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *[str(p).strip("/") for p in parts if p != ""]])
+
+    def uri_of(self, *parts: str) -> str:
+        """A full URI (or local path) for a location in the store, for tools outside pyarrow.fs."""
+        if self.is_local:
+            return self.path(*parts)
+        return uris.join(self.uri, self.path(*parts))
 
     def local_path(self, *parts: str) -> Path:
         """A real filesystem path (only for local stores, e.g. to hand a directory to matplotlib)."""
@@ -205,22 +220,6 @@ class Store:
     def read_json(self, relpath: str) -> object:
         return json.loads(self.read_text(relpath))
 
-    def write_parquet(self, relpath: str, table: pa.Table | pd.DataFrame) -> None:
-        if isinstance(table, pd.DataFrame):
-            table = pa.Table.from_pandas(table, preserve_index=False)
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        self.write_bytes(relpath, buf.getvalue())
-
-    def read_parquet(self, relpath: str) -> pa.Table:
-        return pq.read_table(self.path(relpath), filesystem=self.fs)
-
-    def read_frame(self, relpath: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """A Parquet table as a DataFrame; an empty frame with ``columns`` when it does not exist."""
-        if not self.exists(relpath):
-            return pd.DataFrame(columns=list(columns or []))
-        return self.read_parquet(relpath).to_pandas()
-
     def delete(self, relpath: str) -> None:
         p = self.path(relpath)
         info = self.fs.get_file_info(p)
@@ -229,10 +228,91 @@ class Store:
         elif info.type == pafs.FileType.File:
             self.fs.delete_file(p)
 
+    # -- tables (Delta) and plain Parquet files ---------------------------------------------------
+    @staticmethod
+    def _is_file(relpath: str) -> bool:
+        """``*.parquet`` names a plain Parquet file; anything else a Delta table."""
+        return relpath.endswith(".parquet")
+
+    def table(self, name: str) -> tables.TableLocation:
+        """The Delta location of table ``name`` (a :mod:`zoorank.store.layout` name)."""
+        if self.is_local:
+            return tables.TableLocation(self.path(name))
+        uri, options = uris.delta_location(self.uri, self.path(name))
+        return tables.TableLocation(uri, options)
+
+    def table_exists(self, name: str) -> bool:
+        return tables.exists(self.table(name))
+
+    def table_version(self, name: str) -> int | None:
+        """The committed version of a table (None when absent): a snapshot's identity."""
+        return tables.version(self.table(name))
+
+    def write_parquet(self, relpath: str, table: pa.Table | pd.DataFrame) -> None:
+        """A plain ``*.parquet`` file (atomic), or a whole table's new content (one commit)."""
+        if not self._is_file(relpath):
+            tables.replace(self.table(relpath), table)
+            return
+        if isinstance(table, pd.DataFrame):
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        self.write_bytes(relpath, buf.getvalue())
+
+    def read_parquet(self, relpath: str) -> pa.Table:
+        if not self._is_file(relpath):
+            data = tables.read_arrow(self.table(relpath))
+            if data is None:
+                raise FileNotFoundError(f"no table {relpath} in {self.name}")
+            return data
+        return pq.read_table(self.path(relpath), filesystem=self.fs)
+
+    def read_frame(self, relpath: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """A table (one snapshot) or Parquet file as a DataFrame; empty with ``columns`` if absent."""
+        if not self._is_file(relpath):
+            return tables.read(self.table(relpath), columns)
+        if not self.exists(relpath):
+            return pd.DataFrame(columns=list(columns or []))
+        return self.read_parquet(relpath).to_pandas()
+
+    def upsert_rows(self, name: str, rows: Iterable[dict] | pd.DataFrame,
+                    key: Sequence[str], update_if: str | None = None) -> None:
+        """Replace the rows of table ``name`` that share ``key`` with ``rows`` (one MERGE commit;
+        ``update_if``: see :func:`zoorank.store.tables.merge`)."""
+        new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        if new.empty:
+            return
+        tables.merge(self.table(name), new, key, update_if)
+
+    def replace_table(self, name: str, frame: pd.DataFrame,
+                      metadata: dict[str, str] | None = None) -> bool:
+        """Make ``frame`` the content of table ``name`` (one commit; ``metadata`` rides on it).
+
+        Nothing is committed when the table already holds exactly these rows and metadata, so a
+        rerun leaves finished outputs untouched. Returns whether a commit was made.
+        """
+        loc = self.table(name)
+        key = next(iter(metadata)) if metadata else "zoorank"
+        old, old_meta = tables.read_with_metadata(loc, key)
+        if old is not None and old_meta == (metadata or {}).get(key):
+            new = tables._arrow(frame).to_pandas()
+            if list(old.columns) == list(new.columns) and old.equals(new.reset_index(drop=True)):
+                return False
+        tables.replace(loc, frame, metadata)
+        return True
+
+    def read_table_metadata(self, name: str, key: str) -> tuple[pd.DataFrame | None, str | None]:
+        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent."""
+        return tables.read_with_metadata(self.table(name), key)
+
+    def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
+        """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""
+        tables.delete(self.table(name), keys, key)
+
     # -- embeddings ------------------------------------------------------------------------------
     @staticmethod
     def embedding_dir(dataset: str, view: str, model_id: str) -> str:
-        return f"embeddings/{dataset}/{view}/{model_id}"
+        return layout.embedding_dir(dataset, view, model_id)
 
     def write_shard(
         self,
@@ -244,27 +324,38 @@ class Store:
         view_index: np.ndarray,
         embedding: np.ndarray,
     ) -> str:
-        """Write one ``part-*.parquet`` shard atomically; returns its relative path."""
-        name = f"part-{part:06d}.parquet" if isinstance(part, int) else f"part-{part}.parquet"
+        """Write one immutable shard under a unique name; returns its file name (not the path)."""
+        stem = f"{part:06d}" if isinstance(part, int) else str(part)
+        name = f"part-{stem}-{uuid.uuid4().hex[:12]}.parquet"
         rel = f"{self.embedding_dir(dataset, view, model_id)}/{name}"
         self.write_parquet(rel, embedding_table(sample_id, view_index, embedding))
-        return rel
+        return name
 
-    def shard_names(self, dataset: str, view: str, model_id: str) -> list[str]:
+    def shard_names(self, dataset: str, view: str, model_id: str,
+                    manifest: pd.DataFrame | None = None) -> list[str]:
+        """The shards the manifest references for an entry (every file there for a legacy row)."""
+        m = self.read_manifest() if manifest is None else manifest
+        hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
+        if not hit.empty:
+            listed = parse_shards(hit.iloc[-1].get("shards"))
+            if listed is not None:
+                return listed
         return self.list_files(self.embedding_dir(dataset, view, model_id), suffix=".parquet")
 
     def clear_embeddings(self, dataset: str, view: str, model_id: str) -> None:
-        self.delete(self.embedding_dir(dataset, view, model_id))
+        """No-op kept for callers: shards are immutable; unreferenced ones are gc's to remove."""
 
-    def read_embeddings(self, dataset: str, view: str, model_id: str) -> Embeddings:
-        names = self.shard_names(dataset, view, model_id)
+    def read_embeddings(self, dataset: str, view: str, model_id: str,
+                        shards: Sequence[str] | None = None) -> Embeddings:
+        """An entry's rows from exactly the shards the manifest references (or ``shards``)."""
+        names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
         if not names:
             raise FileNotFoundError(
                 f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.name}"
             )
         base = self.embedding_dir(dataset, view, model_id)
-        tables = [self.read_parquet(f"{base}/{n}") for n in names]
-        return _embeddings_from_table(pa.concat_tables(tables))
+        parts = [self.read_parquet(f"{base}/{n}") for n in names]
+        return _embeddings_from_table(pa.concat_tables(parts))
 
     # -- manifest and long tables ----------------------------------------------------------------
     def read_manifest(self) -> pd.DataFrame:
@@ -274,24 +365,29 @@ class Store:
                 df[col] = pd.NA
         return df[MANIFEST_COLUMNS]
 
-    def upsert_rows(self, relpath: str, rows: Iterable[dict], key: Sequence[str]) -> pd.DataFrame:
-        """Replace rows of a Parquet table that share ``key`` with ``rows`` (single writer)."""
-        new = pd.DataFrame(list(rows))
-        old = self.read_frame(relpath)
-        if new.empty:
-            return old
-        if not old.empty:
-            merged = old.merge(new[list(key)].drop_duplicates(), on=list(key), how="left",
-                               indicator=True)
-            old = old[(merged["_merge"] == "left_only").to_numpy()]
-            frames = [f for f in (old, new) if not f.empty]
-            new = pd.concat(frames, ignore_index=True)
-        self.write_parquet(relpath, new)
-        return new
-
-    def update_manifest(self, rows: Iterable[dict]) -> pd.DataFrame:
-        rows = [{c: r.get(c) for c in MANIFEST_COLUMNS} for r in rows]
-        return self.upsert_rows(MANIFEST, rows, MANIFEST_KEY)
+    def update_manifest(self, rows: Iterable[dict]) -> None:
+        """Upsert manifest rows (one commit); ``shards`` lists may be given as Python lists."""
+        out = []
+        for r in rows:
+            row = {c: r.get(c) for c in MANIFEST_COLUMNS}
+            if isinstance(row["shards"], (list, tuple)):
+                row["shards"] = json.dumps(sorted(row["shards"]))
+            for c in ("rows", "dim", "bad_images"):
+                v = row[c]
+                row[c] = None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
+            out.append(row)
+        frame = pd.DataFrame(out, columns=MANIFEST_COLUMNS)
+        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards"):
+            frame[c] = frame[c].astype("string")
+        for c in ("rows", "dim", "bad_images"):
+            frame[c] = frame[c].astype("Int64")
+        frame["seconds"] = frame["seconds"].astype("float64")
+        # a pending or failed row never replaces a done row of the same fingerprint: a concurrent
+        # or resumed writer cannot undo what another finished (a done row may replace a done row:
+        # both reference complete, verified shards)
+        self.upsert_rows(MANIFEST, frame, MANIFEST_KEY, update_if=(
+            "s.status = 'done' OR t.status IS NULL OR t.status <> 'done' "
+            "OR t.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"))
 
     def done_entries(self) -> dict[tuple[str, str, str], str]:
         """(dataset, view, model_id) → fingerprint for every manifest row with status ``done``."""
@@ -303,3 +399,12 @@ class Store:
 
     def read_metrics(self) -> pd.DataFrame:
         return self.read_frame(METRICS, METRICS_COLUMNS)
+
+
+def parse_shards(value: object) -> list[str] | None:
+    """A manifest row's ``shards`` cell as a list of file names (None when not recorded)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [str(v) for v in json.loads(str(value))]
