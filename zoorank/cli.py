@@ -114,8 +114,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _terminate_cleanly() -> None:
-    """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so the store's lease and
-    partial outputs are released by their ``finally`` blocks."""
+    """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so partial outputs
+    are released by their ``finally`` blocks."""
     import signal
     import threading
 

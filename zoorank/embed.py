@@ -67,7 +67,7 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
 )
 from zoorank.errors import ConfigError, InputError
 from zoorank.sources import SampleIndex, index_samples
-from zoorank.store import Store
+from zoorank.store import Store, parse_shards
 from zoorank.zoo import Geometry, ResolvedModel, resolve_models
 
 log = logging.getLogger(__name__)
@@ -105,14 +105,14 @@ def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
     return roots
 
 
-def _shard_rows(store: Store, entry_key: tuple[str, str, str]) -> int:
-    """Rows held by an entry's shards (Parquet footers only)."""
+def _shard_rows(store: Store, entry_key: tuple[str, str, str], shards: list[str]) -> int:
+    """Rows held by the shards a manifest row references (Parquet footers only)."""
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*entry_key)
     return sum(
         pq.read_metadata(store.path(f"{base}/{name}"), filesystem=store.fs).num_rows
-        for name in store.shard_names(*entry_key)
+        for name in shards
     )
 
 
@@ -128,18 +128,21 @@ def complete_entries(
         row = previous.get(e.key)
         if (row is not None and row.get("status") == "done"
                 and row.get("fingerprint") == e.fingerprint and not pd.isna(row.get("rows"))):
-            candidates.append((e.key, int(row["rows"])))
+            shards = parse_shards(row.get("shards"))
+            if shards is None:  # a row from before manifests listed shards: every file there
+                shards = store.list_files(Store.embedding_dir(*e.key), suffix=".parquet")
+            candidates.append((e.key, int(row["rows"]), shards))
 
-    def check(item: tuple[tuple[str, str, str], int]) -> bool:
+    def check(item: tuple[tuple[str, str, str], int, list[str]]) -> bool:
         try:
-            return _shard_rows(store, item[0]) == item[1]
-        except OSError:
+            return _shard_rows(store, item[0], item[2]) == item[1]
+        except (OSError, ValueError):  # missing, truncated or corrupt (ArrowInvalid): re-embed
             return False
 
     # footers are small reads; on object stores their latency dominates, so read them in parallel
     with ThreadPoolExecutor(max_workers=16) as pool:
         flags = list(pool.map(check, candidates))
-    return {key for (key, _), ok in zip(candidates, flags) if ok}
+    return {key for (key, _, _), ok in zip(candidates, flags) if ok}
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -213,15 +216,15 @@ class _Chunk:
     reports: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _read_entry_rows(store: Store, key: tuple[str, str, str]
+def _read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
                      ) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(sample_id, view_index, dim) of an entry's shards on disk (id columns only)."""
+    """(sample_id, view_index, dim) of the given shards of an entry (id columns only)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*key)
     sids, vis, dim = [], [], None
-    for name in store.shard_names(*key):
+    for name in shards:
         path = store.path(f"{base}/{name}")
         t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
         sids.append(t.column("sample_id").to_numpy())
@@ -245,10 +248,11 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
     error = next((r["error"] for r in records if r["error"]), None)
     if not records:
         error = "no output (no task reported this entry)"
+    shards = sorted({name for r in records for name in r.get("shards", ())})
     if error is None:
         try:
-            sid, vi, dim = _read_entry_rows(store, entry.key)
-        except OSError as err:
+            sid, vi, dim = _read_entry_rows(store, entry.key, shards)
+        except (OSError, ValueError) as err:  # ArrowInvalid (a corrupt shard) is a ValueError
             sid = vi = None
             error = f"cannot read its shards: {err}"
         if error is None:
@@ -259,7 +263,7 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
     if error is not None:
         row.update(status="failed", error=error, rows=0)
     else:
-        row["status"] = "done"
+        row.update(status="done", shards=shards)
     return row
 
 
@@ -482,18 +486,15 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
                 groups, caches = _decode_groups(store, config, indexes, todo)
-                # crash-safe order: pending (new fingerprint) first, then clear, then compute
+                # pending (new fingerprint) first; shards are immutable and uniquely named, and
+                # one manifest commit per chunk swaps each entry's reference to its new files
                 store.update_manifest([_pending_row(e) for e in todo])
-                for e in todo:
-                    store.clear_embeddings(*e.key)
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
                     _wait_for_gpus(res, config.embed)
                 for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
                     for r in rows:
-                        if r["status"] != "done":
-                            store.clear_embeddings(r["dataset"], r["view"], r["model_id"])
                         results[(r["dataset"], r["view"], r["model_id"])] = r
                     store.update_manifest(rows)
                     display.entries_done(len(rows))

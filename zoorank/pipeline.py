@@ -1,34 +1,24 @@
-"""Stage runners the CLI and the Ray-job entry points call: each stage is one function."""
+"""Stage runners the CLI and the Ray-job entry points call: each stage is one function.
+
+No lease: every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
+several processes may run stages on one store at once and readers see consistent snapshots.
+"""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from zoorank.config import RunConfig
-
-
-@contextmanager
-def _writing(config: RunConfig, command: str):
-    """Hold the store's lease (one writer at a time; zoorank.lease) for a stage."""
-    from zoorank.lease import store_lease
-    from zoorank.store import Store
-
-    with store_lease(Store(config.store), command):
-        yield
 
 
 def run_embed(config: RunConfig, address: str | None = None):
     from zoorank.embed import run_embed as _run
 
-    with _writing(config, "embed"):
-        return _run(config, address=address)
+    return _run(config, address=address)
 
 
 def run_score(config: RunConfig, address: str | None = None):
     from zoorank.score import run_score as _run
 
-    with _writing(config, "score"):
-        return _run(config, address=address)
+    return _run(config, address=address)
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
@@ -37,8 +27,7 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     from zoorank.rank import check_ranked
     from zoorank.rank import run_rank as _run
 
-    with _writing(config, "rank"):
-        board = _run(config, address=address, show=show)
+    board = _run(config, address=address, show=show)
     if check:
         check_ranked(board)
     return board
@@ -47,8 +36,7 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
 def run_report(config: RunConfig, address: str | None = None):
     from zoorank.report import run_report as _run
 
-    with _writing(config, "report"):
-        return _run(config)
+    return _run(config)
 
 
 def run_all(config: RunConfig, address: str | None = None):
@@ -59,11 +47,10 @@ def run_all(config: RunConfig, address: str | None = None):
     """
     from zoorank.rank import check_ranked
 
-    with _writing(config, "run"):
-        run_embed(config, address=address)
-        run_score(config, address=address)
-        board = run_rank(config, address=address, show=False, check=False)  # the report prints
-        out = run_report(config)
+    run_embed(config, address=address)
+    run_score(config, address=address)
+    board = run_rank(config, address=address, show=False, check=False)  # the report prints
+    out = run_report(config)
     check_ranked(board)
     return out
 
@@ -72,5 +59,4 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
     """Delete what the config no longer describes (stale rows, orphaned shards); see zoorank.gc."""
     from zoorank.gc import run_gc as _run
 
-    with _writing(config, "gc"):
-        return _run(config, dry_run=dry_run)
+    return _run(config, dry_run=dry_run)
