@@ -97,12 +97,12 @@ def stamp_fingerprints(config, store: Store) -> None:
     manifest = store.read_manifest()
     keys = zip(manifest["dataset"], manifest["view"], manifest["model_id"])
     manifest["fingerprint"] = [fps.get(k, fp) for k, fp in zip(keys, manifest["fingerprint"])]
-    store.write_parquet("manifest.parquet", manifest)
+    store.write_parquet("manifest", manifest)
     expected = expected_metric_fingerprints(config, resolve_models(config), manifest)
     metrics = store.read_metrics()
     keys = zip(metrics["model_id"], metrics["dataset"], metrics["metric"])
     metrics["fingerprint"] = [expected.get(k, fp) for k, fp in zip(keys, metrics["fingerprint"])]
-    store.write_parquet("metrics.parquet", metrics)
+    store.write_parquet("metrics", metrics)
 
 
 def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
@@ -123,7 +123,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
     for i, dataset in enumerate(datasets):
         ids, y, models = embeddings(n, offset=i * n)
         first = first or models
-        store.write_parquet(f"datasets/{dataset}/samples.parquet", pd.DataFrame({
+        store.write_parquet(f"datasets/{dataset}/samples", pd.DataFrame({
             "sample_id": ids, "label": y.astype(np.int64), "label_name": [str(v) for v in y],
             "source": ["sklearn_digits"] * n}))
         for model_id, Z in models.items():
@@ -153,7 +153,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
             rows.append(_metric_row(model_id, "nc", float(np.mean(nc)), {"group": "rot"},
                                     n - 100, 24, dataset))
     store.update_manifest(manifest)
-    store.write_parquet("metrics.parquet", pd.DataFrame(rows, columns=METRICS_COLUMNS))
+    store.write_parquet("metrics", pd.DataFrame(rows, columns=METRICS_COLUMNS))
     from zoorank.config import parse_config
 
     stamp_fingerprints(parse_config(config_dict(root, datasets=datasets)), store)

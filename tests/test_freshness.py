@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 from rank_fixtures import config_dict, write_store
 from scipy import stats
 
@@ -95,10 +96,10 @@ def test_an_entry_that_is_not_done_under_this_config_is_missing(store_root, stat
         manifest.loc[row, "status"] = "pending"
     else:
         manifest.loc[row, "fingerprint"] = "made-by-another-config"
-    store.write_parquet("manifest.parquet", manifest)
+    store.write_parquet("manifest", manifest)
     board = run_rank(_config(store_root), show=False).set_index("model_id")
     assert "proj-a" not in board.index or math.isnan(board.loc["proj-a", "rank"])
-    failed = pd.read_parquet(store_root / "failed.parquet")
+    failed = DeltaTable(str(store_root / "failed")).to_pandas()
     reason = failed[failed.model_id == "proj-a"]["error"].iloc[0]
     assert status in reason
     assert not store.read_metrics().query("model_id == 'proj-a'").empty  # nothing was deleted
@@ -112,7 +113,7 @@ def test_a_missing_value_is_unranked_and_left_out_of_tau(store_root):
     broken = (metrics["model_id"] == "noise") & (metrics["metric"] == "uniformity")
     metrics.loc[broken, "value"] = np.nan
     metrics.loc[broken, "params"] = json.dumps({"error": "FloatingPointError: overflow"})
-    store.write_parquet("metrics.parquet", metrics)
+    store.write_parquet("metrics", metrics)
     config = _config(store_root, oracle={"knn": True},
                      rank={"primary_metric": "uniformity", "bootstrap": 0})
     models = resolve_models(config)
@@ -131,7 +132,7 @@ def test_a_missing_value_is_unranked_and_left_out_of_tau(store_root):
     assert math.isnan(board.loc["noise", "rank"])
     assert board["rank"].notna().sum() == len(board) - 1
     assert "FloatingPointError" in board.loc["noise", "missing"]
-    agree = pd.read_parquet(store_root / "agreement.parquet")
+    agree = DeltaTable(str(store_root / "agreement")).to_pandas()
     row = agree[(agree.metric == "uniformity") & (agree.family == "all")].iloc[0]
     keep = board.index[board["digits/uniformity"].notna()]
     expected = stats.kendalltau(-board.loc[keep, "digits/uniformity"],

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 from scipy import stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -85,7 +86,7 @@ def run(tmp_path_factory, ray_session):
     first = _snapshot(store)
     run_all(config)
     second = _snapshot(store)
-    board = pd.read_parquet(store / "leaderboard.parquet")
+    board = DeltaTable(str(store / "leaderboard")).to_pandas()
     return {"config": config, "store": store, "board": board, "index": index,
             "first": first, "second": second}
 
@@ -96,7 +97,7 @@ def _datasets(run) -> list[str]:
 
 def test_every_model_is_on_the_leaderboard(run):
     assert sorted(run["board"]["model_id"]) == sorted(m.id for m in run["config"].models)
-    failed = pd.read_parquet(run["store"] / "failed.parquet")
+    failed = DeltaTable(str(run["store"] / "failed")).to_pandas()
     assert failed.empty, failed
 
 
@@ -135,7 +136,7 @@ def test_agreement_numbers_equal_scipy_on_the_same_vectors(run):
     from zoorank.rank import ranking_vector
 
     board = run["board"]
-    agree = pd.read_parquet(run["store"] / "agreement.parquet")
+    agree = DeltaTable(str(run["store"] / "agreement")).to_pandas()
     rows = agree[(agree.family == "all") & (agree.n_metric_nan == 0)
                  & (agree.metric != "leaderboard_rank")]
     checked = 0

@@ -62,7 +62,7 @@ def report(tmp_path_factory):
     config = parse_config(config_dict(str(root), oracle={"knn": True}))
     store = Store(config.store)
     oracle = _oracle_rows(models)
-    store.write_parquet("oracle.parquet", oracle)
+    store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle)
     index = run_report(config)
     return root, config, index
@@ -172,7 +172,7 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
         "knn": True, "transferability": ["logme"], "labels_per_class": [5, 10],
         "label_budget_seeds": 2}))
     store = Store(config.store)
-    oracle = store.read_frame("oracle.parquet")
+    oracle = store.read_frame("oracle")
     acc = oracle.set_index("model_id")["value"]
     cells = []
     for m, a in acc.items():
@@ -181,10 +181,10 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
             cells.append({**oracle[oracle["model_id"] == m].iloc[0].to_dict(),
                           "metric": f"logme@k{k}s{seed}", "value": value})
     oracle = pd.concat([oracle, pd.DataFrame(cells)], ignore_index=True)
-    store.write_parquet("oracle.parquet", oracle)
+    store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
                        show=False)
-    agree = store.read_frame("agreement.parquet")
+    agree = store.read_frame("agreement")
     curve = agree[agree["labels_per_class"].notna() & (agree["budget_seed"] == "mean")]
     taus = dict(zip(curve["labels_per_class"], curve["kendall_tau"]))
     assert taus[10.0] == pytest.approx(1.0)

@@ -333,10 +333,13 @@ class Store:
 
     def shard_names(self, dataset: str, view: str, model_id: str,
                     manifest: pd.DataFrame | None = None) -> list[str]:
-        """The shards the manifest references for an entry (every file there for a legacy row)."""
+        """The shards the manifest references for an entry: none unless it is ``done``; every file
+        in its directory for an entry the manifest does not list (or a row without ``shards``)."""
         m = self.read_manifest() if manifest is None else manifest
         hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
         if not hit.empty:
+            if hit.iloc[-1]["status"] != "done":
+                return []
             listed = parse_shards(hit.iloc[-1].get("shards"))
             if listed is not None:
                 return listed
