@@ -85,9 +85,25 @@ def test_shards_are_never_overwritten_and_readers_read_only_referenced_files(sto
     row = dict(dataset="d", view="clean", model_id="m", fingerprint="f", status="done", rows=2)
     store.update_manifest([{**row, "shards": [a]}])
     assert store.read_embeddings("d", "clean", "m").embedding.tolist() == [[1, 1], [1, 1]]
-    store.update_manifest([{**row, "shards": [b]}])  # one commit swaps the reference
+    store.update_manifest([{**row, "shards": [b]}])  # same inputs: the first result stays
+    assert json.loads(store.read_manifest()["shards"].iloc[0]) == [a]
+    store.update_manifest([{**row, "status": "broken", "shards": [b]}])  # names other shards
+    assert store.done_entries() == {("d", "clean", "m"): "f"}
+    store.update_manifest([{**row, "status": "broken", "shards": [a]}])  # compare-and-swap
+    assert store.done_entries() == {} and store.shard_names("d", "clean", "m") == []
+    store.update_manifest([{**row, "shards": [b]}])  # the re-embed's commit swaps the reference
     assert store.read_embeddings("d", "clean", "m").embedding.tolist() == [[2, 2], [2, 2]]
     assert json.loads(store.read_manifest()["shards"].iloc[0]) == [b]
+
+
+def test_a_metric_row_of_the_same_fingerprint_is_replaced_only_when_its_value_is_missing(store):
+    row = {"model_id": "m", "dataset": "d", "metric": "x", "fingerprint": "f", "value": None}
+    store.upsert_rows("metrics", [row], METRICS_KEY)
+    store.upsert_rows("metrics", [{**row, "value": 1.0}], METRICS_KEY)  # a crash retried
+    store.upsert_rows("metrics", [{**row, "value": 2.0}], METRICS_KEY)  # a late duplicate
+    assert store.read_metrics()["value"].tolist() == [1.0]
+    store.upsert_rows("metrics", [{**row, "fingerprint": "g", "value": 3.0}], METRICS_KEY)
+    assert store.read_metrics()["value"].tolist() == [3.0]
 
 
 def test_a_pending_row_never_replaces_a_done_row_of_the_same_fingerprint(store):
@@ -103,10 +119,10 @@ def test_tables_are_delta_tables_that_pandas_and_duckdb_read(tmp_path):
     from deltalake import DeltaTable
 
     store = Store(tmp_path / "store")
-    rows = [{"model_id": f"m{i}", "dataset": "d", "metric": "rankme", "value": float(i)}
-            for i in range(3)]
+    rows = [{"model_id": f"m{i}", "dataset": "d", "metric": "rankme", "value": float(i),
+             "fingerprint": "a"} for i in range(3)]
     store.upsert_rows(layout.METRICS, rows, METRICS_KEY)
-    store.upsert_rows(layout.METRICS, [{**rows[0], "value": 9.0}], METRICS_KEY)
+    store.upsert_rows(layout.METRICS, [{**rows[0], "value": 9.0, "fingerprint": "b"}], METRICS_KEY)
     path = tmp_path / "store" / "metrics"
     assert (path / "_delta_log").is_dir() and not (tmp_path / "store" / "metrics.parquet").exists()
     frame = DeltaTable(str(path)).to_pandas().sort_values("model_id")
@@ -123,7 +139,7 @@ WRITER = textwrap.dedent("""
     store, who, n = Store(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(n):
         store.upsert_rows("metrics", [{"model_id": f"{who}-{i}", "dataset": "d", "metric": "x",
-                                       "value": float(i)}], METRICS_KEY)
+                                       "value": float(i), "fingerprint": "f"}], METRICS_KEY)
         store.update_manifest([{"dataset": "d", "view": "clean", "model_id": f"{who}-{i}",
                                 "fingerprint": "f", "status": "done", "rows": i}])
 """)

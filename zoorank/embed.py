@@ -198,10 +198,17 @@ def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
     log.info("embed: %g GPU(s) in the cluster", have)
 
 
-def _pending_row(entry: Entry) -> dict[str, Any]:
-    return {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
-            "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
-            "dim": None, "seconds": 0.0, "bad_images": 0}
+def _pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row marking ``entry`` in progress; ``broken`` (naming the shards it replaces) when the
+    manifest says done with this fingerprint but those shards are unreadable or short."""
+    row = {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
+           "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
+           "dim": None, "seconds": 0.0, "bad_images": 0}
+    if (previous is not None and previous.get("status") == "done"
+            and previous.get("fingerprint") == entry.fingerprint):
+        row.update(status="broken", shards=previous.get("shards"),
+                   error="its shards are missing, short or unreadable; re-embedding")
+    return row
 
 
 @dataclass
@@ -488,7 +495,7 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                 groups, caches = _decode_groups(store, config, indexes, todo)
                 # pending (new fingerprint) first; shards are immutable and uniquely named, and
                 # one manifest commit per chunk swaps each entry's reference to its new files
-                store.update_manifest([_pending_row(e) for e in todo])
+                store.update_manifest([_pending_row(e, previous.get(e.key)) for e in todo])
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:

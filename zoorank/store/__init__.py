@@ -74,6 +74,24 @@ METRICS_COLUMNS = [
 ]
 
 
+#: When a row already in a table may be replaced by a new row with the same key (a Delta MERGE
+#: condition over ``t``, the table, and ``s``, the new rows). First finished result wins: a row
+#: computed from the same inputs (fingerprint) is never rewritten, so a slow, stopped or
+#: concurrent writer cannot overwrite what another committed; a new fingerprint always replaces.
+#: Manifest: a done row of the same fingerprint is replaced only by a ``broken`` row naming
+#: exactly its shards (a compare-and-swap by a run that found them unreadable). Metrics and
+#: oracle: a row of the same fingerprint is replaced only when its value is missing (a crash).
+UPDATE_RULES = {
+    MANIFEST: ("t.fingerprint IS NULL OR s.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"
+               " OR t.status IS NULL OR t.status <> 'done'"
+               " OR (s.status = 'broken' AND t.shards = s.shards)"),
+    METRICS: ("t.fingerprint IS NULL OR s.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"
+              " OR t.value IS NULL"),
+    layout.ORACLE: ("t.fingerprint IS NULL OR s.fingerprint IS NULL"
+                    " OR t.fingerprint <> s.fingerprint OR t.value IS NULL"),
+}
+
+
 @dataclass(frozen=True)
 class Embeddings:
     """Rows of one (dataset, view, model) entry, sorted by (sample_id, view_index)."""
@@ -282,7 +300,7 @@ class Store:
         new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
         if new.empty:
             return
-        tables.merge(self.table(name), new, key, update_if)
+        tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name))
 
     def replace_table(self, name: str, frame: pd.DataFrame,
                       metadata: dict[str, str] | None = None) -> bool:
@@ -385,12 +403,7 @@ class Store:
         for c in ("rows", "dim", "bad_images"):
             frame[c] = frame[c].astype("Int64")
         frame["seconds"] = frame["seconds"].astype("float64")
-        # a pending or failed row never replaces a done row of the same fingerprint: a concurrent
-        # or resumed writer cannot undo what another finished (a done row may replace a done row:
-        # both reference complete, verified shards)
-        self.upsert_rows(MANIFEST, frame, MANIFEST_KEY, update_if=(
-            "s.status = 'done' OR t.status IS NULL OR t.status <> 'done' "
-            "OR t.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"))
+        self.upsert_rows(MANIFEST, frame, MANIFEST_KEY)
 
     def done_entries(self) -> dict[tuple[str, str, str], str]:
         """(dataset, view, model_id) → fingerprint for every manifest row with status ``done``."""

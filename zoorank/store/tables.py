@@ -50,6 +50,11 @@ def _open(loc: TableLocation, version: int | None = None):
         return None
 
 
+def _schema(table) -> pa.Schema:
+    """A Delta table's schema as a pyarrow schema (delta-rs 1.x hands out arro3 objects)."""
+    return pa.schema(table.schema().to_arrow())
+
+
 def exists(loc: TableLocation) -> bool:
     from deltalake import DeltaTable
 
@@ -67,7 +72,7 @@ def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None) -> pa.T
     table = _open(loc)
     if table is None:
         return None
-    have = set(table.schema().to_arrow().names) if columns is not None else None
+    have = set(_schema(table).names) if columns is not None else None
     cols = [c for c in columns if c in have] if columns is not None else None
     return table.to_pyarrow_table(columns=cols)
 
@@ -94,14 +99,21 @@ def read_with_metadata(loc: TableLocation, key: str) -> tuple[pd.DataFrame | Non
     return frame, None
 
 
+#: the type of an all-null column of these names (a crashed row's ``value``), else string.
+NULL_TYPES = {"value": pa.float64(), "n": pa.int64(), "dim": pa.int64(), "seed": pa.int64(),
+              "rows": pa.int64(), "bad_images": pa.int64(), "seconds": pa.float64(),
+              "size": pa.int64(), "mtime_ns": pa.int64()}
+
+
 def _arrow(frame: pd.DataFrame | pa.Table) -> pa.Table:
-    """Arrow with types Delta can store: all-null columns become strings, unsigned become signed."""
+    """Arrow with types Delta can store: all-null columns get :data:`NULL_TYPES` (else string),
+    unsigned integers become signed."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
     fields = []
     for f in table.schema:
         t = f.type
         if pa.types.is_null(t):
-            t = pa.string()
+            t = NULL_TYPES.get(f.name, pa.string())
         elif pa.types.is_unsigned_integer(t):
             t = pa.int64()
         elif pa.types.is_large_string(t):
@@ -173,8 +185,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
             write_deltalake(loc.uri, source, mode="append",
                             storage_options=loc.storage_options or None)
             return
-        data = _conform(source, table.schema().to_arrow() if hasattr(table.schema(), "to_arrow")
-                        else pa.schema(table.schema()))
+        data = _conform(source, _schema(table))
         (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t",
                      merge_schema=True)
          .when_matched_update_all(predicate=update_if).when_not_matched_insert_all().execute())
@@ -192,7 +203,7 @@ def delete(loc: TableLocation, keys: pd.DataFrame, key: Sequence[str]) -> None:
         table = _open(loc)
         if table is None:
             return
-        data = _conform(_arrow(keys), table.schema().to_arrow())
+        data = _conform(_arrow(keys), _schema(table))
         (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t")
          .when_matched_delete().execute())
 
