@@ -157,3 +157,17 @@ def test_concurrent_writers_lose_no_row(store):
     expected = sorted(f"{w}-{i}" for w in "abc" for i in range(n))
     assert sorted(metrics["model_id"]) == expected
     assert sorted(store.read_manifest()["model_id"]) == expected
+
+
+def test_long_rows_replace_every_row_of_their_key(store):
+    """Oracle-style upserts on (model_id, dataset): a new set of metrics replaces the old set."""
+    old = [{"model_id": "m", "dataset": "d", "metric": k, "value": 1.0, "fingerprint": "a"}
+           for k in ("knn", "probe")]
+    other = [{"model_id": "n", "dataset": "d", "metric": "knn", "value": 5.0, "fingerprint": "a"}]
+    store.upsert_rows(layout.ORACLE, old + other, ["model_id", "dataset"])
+    new = [{"model_id": "m", "dataset": "d", "metric": k, "value": 2.0, "fingerprint": "b"}
+           for k in ("knn", "recall")]
+    store.upsert_rows(layout.ORACLE, new, ["model_id", "dataset"])
+    got = store.read_frame(layout.ORACLE).sort_values(["model_id", "metric"])
+    assert list(zip(got["model_id"], got["metric"], got["value"])) == [
+        ("m", "knn", 2.0), ("m", "recall", 2.0), ("n", "knn", 5.0)]

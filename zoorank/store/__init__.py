@@ -296,11 +296,18 @@ class Store:
     def upsert_rows(self, name: str, rows: Iterable[dict] | pd.DataFrame,
                     key: Sequence[str], update_if: str | None = None) -> None:
         """Replace the rows of table ``name`` that share ``key`` with ``rows`` (one MERGE commit;
-        ``update_if``: see :func:`zoorank.store.tables.merge`)."""
+        ``update_if``: see :func:`zoorank.store.tables.merge`). When several rows share a key
+        (one per ``metric``), they replace every row of that key."""
         new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
         if new.empty:
             return
-        tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name))
+        group = None
+        if new.duplicated(subset=list(key)).any():  # long rows (one per metric): whole groups
+            extra = [c for c in ("metric", "view") if c in new.columns and c not in key]
+            group, key = list(key), [*key, *extra]
+            if new.duplicated(subset=key).any():
+                raise ValueError(f"rows for {name} repeat the key {key}")
+        tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name), group)
 
     def replace_table(self, name: str, frame: pd.DataFrame,
                       metadata: dict[str, str] | None = None) -> bool:

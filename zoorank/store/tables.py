@@ -161,12 +161,27 @@ def _key_predicate(key: Sequence[str]) -> str:
     return " AND ".join(f"t.`{k}` = s.`{k}`" for k in key)
 
 
+def _literal(value: object) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _group_predicate(rows: pd.DataFrame, group: Sequence[str]) -> str:
+    """``t`` rows whose ``group`` values are one of ``rows``' (a literal OR of ANDs)."""
+    keys = rows[list(group)].drop_duplicates().itertuples(index=False)
+    return " OR ".join("(" + " AND ".join(f"t.`{g}` = {_literal(v)}" for g, v in zip(group, k))
+                       + ")" for k in keys)
+
+
 def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
-          update_if: str | None = None) -> None:
+          update_if: str | None = None, group: Sequence[str] | None = None) -> None:
     """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
 
     ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
     is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
+    ``group`` (a prefix of ``key``): rows of the table in a group that ``rows`` has, but that
+    ``rows`` do not match, are deleted in the same commit (``rows`` replace whole groups).
 
     The first write creates the table; two writers that both create it race on version 0, and the
     loser merges into the winner's table.
@@ -178,6 +193,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
         return
     dedup = source.to_pandas().drop_duplicates(subset=list(key), keep="last")
     source = _arrow(pa.Table.from_pandas(dedup, preserve_index=False, schema=source.schema))
+    stale_in_group = _group_predicate(dedup, group) if group else None
 
     def action() -> None:
         table = _open(loc)
@@ -186,9 +202,12 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
                             storage_options=loc.storage_options or None)
             return
         data = _conform(source, _schema(table))
-        (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t",
-                     merge_schema=True)
-         .when_matched_update_all(predicate=update_if).when_not_matched_insert_all().execute())
+        merger = (table.merge(data, predicate=_key_predicate(key), source_alias="s",
+                              target_alias="t", merge_schema=True)
+                  .when_matched_update_all(predicate=update_if).when_not_matched_insert_all())
+        if stale_in_group:
+            merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
+        merger.execute()
 
     _retry(action, f"merge into {loc!r}")
 
