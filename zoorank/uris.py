@@ -81,6 +81,18 @@ def parse(uri: str | os.PathLike[str]) -> ParsedURI:
     return ParsedURI(scheme.lower(), user, password, head + sep + tail, dict(parse_qsl(query)))
 
 
+def child(uri: str, relpath: str) -> str:
+    """``uri`` with ``relpath`` appended to its path; credentials and query are kept.
+
+    >>> child("s3://k:s@bucket/store?scheme=http", "tune")
+    's3://k:s@bucket/store/tune?scheme=http'
+    """
+    if not is_uri(uri):
+        return str(Path(uri) / relpath)
+    head, sep, query = str(uri).partition("?")
+    return f"{head.rstrip('/')}/{relpath.strip('/')}" + (f"?{query}" if sep else "")
+
+
 def delta_location(store_uri: str, path: str) -> tuple[str, dict[str, str]]:
     """(URI, storage options) for delta-rs of ``path`` on ``store_uri``'s object store.
 

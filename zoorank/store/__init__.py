@@ -174,10 +174,11 @@ class Store:
         return "/".join([self.root, *[str(p).strip("/") for p in parts if p != ""]])
 
     def uri_of(self, *parts: str) -> str:
-        """A full URI (or local path) for a location in the store, for tools outside pyarrow.fs."""
+        """A full URI (or local path) of a location in the store, for tools outside pyarrow.fs
+        (Ray Tune's storage); it carries the store URI's credentials and options."""
         if self.is_local:
             return self.path(*parts)
-        return uris.join(self.uri, self.path(*parts))
+        return uris.child(self.uri, "/".join(str(p).strip("/") for p in parts if p != ""))
 
     def local_path(self, *parts: str) -> Path:
         """A real filesystem path (only for local stores, e.g. to hand a directory to matplotlib)."""
