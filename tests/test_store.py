@@ -171,3 +171,21 @@ def test_long_rows_replace_every_row_of_their_key(store):
     got = store.read_frame(layout.ORACLE).sort_values(["model_id", "metric"])
     assert list(zip(got["model_id"], got["metric"], got["value"])) == [
         ("m", "knn", 2.0), ("m", "recall", 2.0), ("n", "knn", 5.0)]
+
+
+def test_s3_commits_are_conditional_puts_that_never_overwrite_a_commit(s3_server):
+    """delta-rs 1.x commits on S3 with If-None-Match (no lock service); moto's server honours it.
+
+    A foreign commit file is put at the next version first: the store's commit must not replace
+    it, and lands at the version after."""
+    store = Store(s3_server("condput/store"))
+    row = {"model_id": "m", "dataset": "d", "metric": "x", "value": 1.0, "fingerprint": "a"}
+    store.upsert_rows(layout.METRICS, [row], METRICS_KEY)
+    key = "store/metrics/_delta_log/00000000000000000001.json"
+    marker = json.dumps({"commitInfo": {"operation": "FOREIGN", "timestamp": 0}}) + "\n"
+    s3_server.client.put_object(Bucket="condput", Key=key, Body=marker.encode())
+    store.upsert_rows(layout.METRICS, [{**row, "model_id": "n"}], METRICS_KEY)
+    body = s3_server.client.get_object(Bucket="condput", Key=key)["Body"].read().decode()
+    assert "FOREIGN" in body
+    assert store.table_version(layout.METRICS) == 2
+    assert sorted(store.read_metrics()["model_id"]) == ["m", "n"]
