@@ -199,3 +199,23 @@ def test_report_while_a_run_writes_reads_one_snapshot(reference, tmp_path):
     assert writer.wait() == 0, _log(tmp_path, "writer")
     assert reads >= 1
     _no_duplicates(store)
+
+
+def test_a_truncated_shard_is_re_embedded_by_the_next_run(reference, tmp_path):
+    uri = str(tmp_path / "store")
+    cfg = _config(tmp_path, uri, "run")
+    first = _zoorank(["run", str(cfg)], tmp_path, "first")
+    assert _finish(first, tmp_path, "first") == 0, _log(tmp_path, "first")
+    store = Store(uri)
+    row = store.read_manifest().iloc[0]
+    key = (row["dataset"], row["view"], row["model_id"])
+    old = store.shard_names(*key)
+    victim = Path(store.path(Store.embedding_dir(*key), old[0]))
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # a torn write
+    again = _zoorank(["run", str(cfg)], tmp_path, "again")
+    assert _finish(again, tmp_path, "again") == 0, _log(tmp_path, "again")
+    new = store.shard_names(*key)
+    assert new and not set(new) & set(old)  # new files; the torn one is only unreferenced
+    assert victim.exists()
+    _no_duplicates(store)
+    _assert_same(_state(store), reference)
