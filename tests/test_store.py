@@ -189,3 +189,16 @@ def test_s3_commits_are_conditional_puts_that_never_overwrite_a_commit(s3_server
     assert "FOREIGN" in body
     assert store.table_version(layout.METRICS) == 2
     assert sorted(store.read_metrics()["model_id"]) == ["m", "n"]
+
+
+def test_a_plain_s3_uri_reaches_the_endpoint_of_the_environment(s3_server, s3_env):
+    from zoorank.uris import delta_location
+
+    store = Store(s3_server.bucket("envstore") + "/run")
+    store.update_manifest([{"dataset": "d", "view": "clean", "model_id": "m", "fingerprint": "f",
+                            "status": "done", "rows": 1}])
+    assert store.done_entries() == {("d", "clean", "m"): "f"}
+    uri, options = delta_location("s3://k:s%2F1@b/p?endpoint_override=h:9&scheme=http", "b/p/t")
+    assert uri == "s3://b/p/t" and options["AWS_ENDPOINT_URL"] == "http://h:9"
+    assert (options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"]) == ("k", "s/1")
+    assert options["AWS_ALLOW_HTTP"] == "true"
