@@ -319,7 +319,7 @@ class Store:
         """
         loc = self.table(name)
         key = next(iter(metadata)) if metadata else "zoorank"
-        old, old_meta = tables.read_with_metadata(loc, key)
+        old, old_meta = self.read_table_metadata(name, key)
         if old is not None and old_meta == (metadata or {}).get(key):
             new = tables._arrow(frame).to_pandas()
             if list(old.columns) == list(new.columns) and old.equals(new.reset_index(drop=True)):
@@ -328,8 +328,14 @@ class Store:
         return True
 
     def read_table_metadata(self, name: str, key: str) -> tuple[pd.DataFrame | None, str | None]:
-        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent."""
-        return tables.read_with_metadata(self.table(name), key)
+        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent.
+
+        The metadata is read from that version's own commit file (one GET, no listing)."""
+        frame, version = tables.read_versioned(self.table(name))
+        if frame is None:
+            return None, None
+        info = tables.commit_info(self.read_text(f"{name}/{tables.commit_file(version)}"))
+        return frame, info.get(key)
 
     def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
         """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""

@@ -86,17 +86,29 @@ def read(loc: TableLocation, columns: Sequence[str] | None = None) -> pd.DataFra
     return frame
 
 
-def read_with_metadata(loc: TableLocation, key: str) -> tuple[pd.DataFrame | None, str | None]:
-    """One snapshot and the ``key`` entry its commit carried (:func:`replace`'s ``metadata``)."""
+def read_versioned(loc: TableLocation) -> tuple[pd.DataFrame | None, int | None]:
+    """One snapshot and its version ((None, None) when the table does not exist)."""
     table = _open(loc)
     if table is None:
         return None, None
-    v = table.version()
-    frame = table.to_pyarrow_table().to_pandas()
-    for entry in table.history(20):
-        if entry.get("version") == v:
-            return frame, entry.get(key)
-    return frame, None
+    return table.to_pyarrow_table().to_pandas(), int(table.version())
+
+
+def commit_file(version: int) -> str:
+    """The log file of a commit, relative to the table's directory (Delta protocol)."""
+    return f"_delta_log/{version:020d}.json"
+
+
+def commit_info(log_text: str) -> dict:
+    """The ``commitInfo`` action of a commit file (custom metadata is merged into it)."""
+    import json
+
+    for line in log_text.splitlines():
+        if line.strip():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return action["commitInfo"]
+    return {}
 
 
 #: the type of an all-null column of these names (a crashed row's ``value``), else string.
@@ -234,7 +246,7 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
     """Replace the whole content (one overwrite commit): for derived tables one writer recomputes.
 
     ``metadata`` rides on the commit itself (Delta ``commitInfo``), so it always describes exactly
-    the rows of that version (:func:`read_with_metadata`).
+    the rows of that version (``Store.read_table_metadata``).
     """
     from deltalake import CommitProperties, write_deltalake
 
