@@ -68,10 +68,19 @@ def _tree_bytes(store: Store, relpath: str) -> int:
     return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
 
 
+#: files younger than this are never removed: without a lease, another process may be writing
+#: them right now (an embed's new shards or view cache); ``ZOORANK_GC_GRACE_SECONDS`` overrides.
+GC_GRACE_SECONDS = 900.0
+
+
 def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcReport:
     """Delete stale rows and orphaned files of ``config``'s store; returns what was (or would be)
     removed."""
+    import os
+
     from rich.console import Console
+
+    grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
 
     from zoorank.score import plan_score, reliability_path
 
@@ -115,8 +124,10 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
                for v in store.list_dirs(EMBEDDINGS_DIR, d)
                for m in store.list_dirs(EMBEDDINGS_DIR, d, v)}
     for key in sorted(on_disk - keep_keys):
-        report.shard_dirs += 1
         rel = Store.embedding_dir(*key)
+        if store.modified_within(rel, grace):
+            continue
+        report.shard_dirs += 1
         report.bytes_freed += _tree_bytes(store, rel)
         report.removed.append(rel)
         if not dry_run:
@@ -128,8 +139,8 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
             continue
         referenced = set(parse_shards(row.shards))
         for name in store.list_files(Store.embedding_dir(*key), suffix=".parquet"):
-            if name not in referenced:
-                rel = f"{Store.embedding_dir(*key)}/{name}"
+            rel = f"{Store.embedding_dir(*key)}/{name}"
+            if name not in referenced and not store.modified_within(rel, grace):
                 report.shard_files += 1
                 report.bytes_freed += _tree_bytes(store, rel)
                 report.removed.append(rel)
@@ -157,6 +168,8 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcRe
     # decoded-view caches left by an interrupted embed (a finished group deletes its own)
     for name in store.list_dirs(VIEW_CACHE_DIR):
         rel = f"{VIEW_CACHE_DIR}/{name}"
+        if store.modified_within(rel, grace):
+            continue
         report.view_caches += 1
         report.bytes_freed += _tree_bytes(store, rel)
         report.removed.append(rel)

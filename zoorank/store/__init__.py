@@ -202,6 +202,23 @@ class Store:
             and not i.base_name.startswith(".")
         )
 
+    def modified_within(self, relpath: str, seconds: float) -> bool:
+        """Whether any file at or under ``relpath`` was written in the last ``seconds`` (a
+        concurrent writer may still be filling it; gc leaves such files alone)."""
+        import time
+
+        if seconds <= 0:
+            return False
+        base = self.path(relpath)
+        info = self.fs.get_file_info(base)
+        if info.type == pafs.FileType.NotFound:
+            return False
+        infos = [info] if info.type == pafs.FileType.File else self.fs.get_file_info(
+            pafs.FileSelector(base, recursive=True))
+        now_ns = time.time_ns()
+        return any(i.type == pafs.FileType.File and i.mtime_ns is not None
+                   and now_ns - i.mtime_ns < seconds * 1e9 for i in infos)
+
     def list_dirs(self, *parts: str) -> list[str]:
         base = self.path(*parts)
         if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
