@@ -384,14 +384,11 @@ class Store:
                     manifest: pd.DataFrame | None = None) -> list[str]:
         """The shards the manifest references for an entry: none unless it is ``done``; every file
         in its directory for an entry the manifest does not list (or a row without ``shards``)."""
-        m = self.read_manifest() if manifest is None else manifest
-        hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
-        if not hit.empty:
-            if hit.iloc[-1]["status"] != "done":
-                return []
-            listed = parse_shards(hit.iloc[-1].get("shards"))
-            if listed is not None:
-                return listed
+        if manifest is None:
+            manifest = self.read_manifest()
+        names = _referenced(manifest, dataset, view, model_id)
+        if names is not None:
+            return names
         return self.list_files(self.embedding_dir(dataset, view, model_id), suffix=".parquet")
 
     def clear_embeddings(self, dataset: str, view: str, model_id: str) -> None:
@@ -446,6 +443,17 @@ class Store:
 
     def read_metrics(self) -> pd.DataFrame:
         return self.read_frame(METRICS, METRICS_COLUMNS)
+
+
+def _referenced(manifest: pd.DataFrame, dataset: str, view: str, model_id: str) -> list[str] | None:
+    """An entry's shards per ``manifest``: [] unless done; None when it has no row or no list."""
+    m = manifest
+    hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
+    if hit.empty:
+        return None
+    if hit.iloc[-1]["status"] != "done":
+        return []
+    return parse_shards(hit.iloc[-1].get("shards"))
 
 
 def parse_shards(value: object) -> list[str] | None:

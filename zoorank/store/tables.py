@@ -25,6 +25,9 @@ import pyarrow as pa
 
 #: commit attempts before a write gives up (each waits a little longer, with jitter).
 COMMIT_ATTEMPTS = 12
+#: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
+#: checkpoint plus at most 19 small JSON commits (object-store reads pay per request).
+TABLE_CONFIGURATION = {"delta.checkpointInterval": "20"}
 
 
 class TableLocation:
@@ -210,7 +213,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     def action() -> None:
         table = _open(loc)
         if table is None:
-            write_deltalake(loc.uri, source, mode="append",
+            write_deltalake(loc.uri, source, mode="append", configuration=TABLE_CONFIGURATION,
                             storage_options=loc.storage_options or None)
             return
         data = _conform(source, _schema(table))
@@ -255,6 +258,7 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
 
     def action() -> None:
         write_deltalake(loc.uri, data, mode="overwrite", schema_mode="overwrite",
+                        configuration=TABLE_CONFIGURATION,
                         storage_options=loc.storage_options or None, commit_properties=props)
 
     _retry(action, f"replace {loc!r}")
