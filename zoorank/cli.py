@@ -2,7 +2,7 @@
 
 Exit status: 0 success (failed models are recorded and reported); 2 a config or input error with a
 one-line message naming the field or file, or a store held by another zoorank process; 3 nothing
-could be ranked (every model failed or is missing: see the report and ``failed.parquet``); 1
+could be ranked (every model failed or is missing: see the report and the ``failed`` table); 1
 anything else (traceback only with ``--debug``).
 """
 

@@ -2,15 +2,20 @@
 
 Removed (each counted, with the bytes freed):
 
-* rows of ``metrics.parquet`` that are not fresh for the config (metrics no longer configured,
+* rows of the ``metrics`` table that are not fresh for the config (metrics no longer configured,
   models or datasets no longer in it, other settings or implementation versions:
   :mod:`zoorank.freshness`);
-* rows of ``oracle.parquet`` of models or datasets no longer in the config;
+* rows of the ``oracle`` table of models or datasets no longer in the config;
 * manifest rows of entries the config does not have, or whose embeddings are stale or pending,
   with their shards;
-* shard directories no manifest row points at (orphans of an interrupted or older run);
+* shard directories no manifest row points at (orphans of an interrupted or older run), and
+  shard files a kept entry's manifest row does not list (earlier or concurrent attempts);
 * reliability tables of seed ensembles that no longer exist;
 * decoded-view caches (``cache/views/``) an interrupted embed left behind.
+
+Files written less than :data:`GC_GRACE_SECONDS` ago stay: without a lease another process may be
+writing them right now. Table rows are deleted by key and fingerprint in one commit each, so a row
+another writer refreshed meanwhile stays.
 
 ``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
 gc skips exactly what it skipped before.
