@@ -146,6 +146,18 @@ def read_leaderboard(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any]]
     return board, json.loads(meta or "{}")
 
 
+def read_rank_outputs(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any],
+                                             dict[str, pd.DataFrame]]:
+    """(leaderboard, settings, {agreement, failed}) as one RANK wrote them together: the tables
+    at the versions the leaderboard's commit names (the latest for an older leaderboard)."""
+    board, info, _ = store.read_table_commit(LEADERBOARD)
+    versions = json.loads(info.get("zoorank_tables") or "{}")
+    tables = {name: store.read_frame(name, FAILED_COLUMNS if name == FAILED else None,
+                                     version=versions.get(name))
+              for name in (AGREEMENT, FAILED)}
+    return board, json.loads(info.get("zoorank") or "{}"), tables
+
+
 def read_leaderboard_settings(store: Store) -> dict[str, Any]:
     """The settings the leaderboard was built with (its commit's metadata key ``zoorank``)."""
     return read_leaderboard(store)[1]
@@ -465,9 +477,12 @@ def write_rank_outputs(
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)
-    store.replace_table(AGREEMENT, agree)
-    store.replace_table(FAILED, failed)
-    store.replace_table(LEADERBOARD, board, {"zoorank": json.dumps(settings, sort_keys=True)})
+    # the leaderboard's commit names the versions of the tables written with it, so a reader
+    # (the report) sees one consistent set while another rank commits newer ones
+    versions = {AGREEMENT: store.replace_table(AGREEMENT, agree),
+                FAILED: store.replace_table(FAILED, failed)}
+    store.replace_table(LEADERBOARD, board, {"zoorank": json.dumps(settings, sort_keys=True),
+                                             "zoorank_tables": json.dumps(versions)})
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
     write_if_changed(store, LEADERBOARD_MD, _markdown(board, failed, settings).encode())
     if show and len(board):

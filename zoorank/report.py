@@ -45,7 +45,7 @@ from zoorank.rank import (
     metrics_fingerprint,
     print_leaderboard,
     ranking_vector,
-    read_leaderboard,
+    read_rank_outputs,
     write_if_changed,
 )
 from zoorank.store import Store
@@ -334,7 +334,8 @@ def run_report(config: RunConfig) -> str:
     from rich.console import Console
 
     store = Store(config.store)
-    board, settings = read_leaderboard(store)  # one snapshot: the rows and their settings
+    # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
+    board, settings, written = read_rank_outputs(store)
     if board is None:
         raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
     metrics = fresh_metrics(config, store)
@@ -342,10 +343,10 @@ def run_report(config: RunConfig) -> str:
         raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
                          "run `zoorank rank CONFIG` first")
-    agree_all = _read(store, AGREEMENT)
+    agree_all = written[AGREEMENT]
     agree = agree_all[agree_all["labels_per_class"].isna()] if "labels_per_class" in agree_all \
         else agree_all
-    failed = _read(store, FAILED, FAILED_COLUMNS)
+    failed = written[FAILED]
     oracle = _read(store, ORACLE)
     datasets = [d.name for d in config.datasets]
     model_ids = set(board["model_id"])

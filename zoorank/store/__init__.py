@@ -303,10 +303,12 @@ class Store:
             return data
         return pq.read_table(self.path(relpath), filesystem=self.fs)
 
-    def read_frame(self, relpath: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """A table (one snapshot) or Parquet file as a DataFrame; empty with ``columns`` if absent."""
+    def read_frame(self, relpath: str, columns: Sequence[str] | None = None,
+                   version: int | None = None) -> pd.DataFrame:
+        """A table (one snapshot: the latest, or ``version``) or a Parquet file as a DataFrame;
+        empty with ``columns`` when absent."""
         if not self._is_file(relpath):
-            return tables.read(self.table(relpath), columns)
+            return tables.read(self.table(relpath), columns, version)
         if not self.exists(relpath):
             return pd.DataFrame(columns=list(columns or []))
         return self.read_parquet(relpath).to_pandas()
@@ -328,30 +330,39 @@ class Store:
         tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name), group)
 
     def replace_table(self, name: str, frame: pd.DataFrame,
-                      metadata: dict[str, str] | None = None) -> bool:
+                      metadata: dict[str, str] | None = None) -> int:
         """Make ``frame`` the content of table ``name`` (one commit; ``metadata`` rides on it).
 
         Nothing is committed when the table already holds exactly these rows and metadata, so a
-        rerun leaves finished outputs untouched. Returns whether a commit was made.
+        rerun leaves finished outputs untouched. Returns the version that holds them.
         """
         loc = self.table(name)
-        key = next(iter(metadata)) if metadata else "zoorank"
-        old, old_meta = self.read_table_metadata(name, key)
-        if old is not None and old_meta == (metadata or {}).get(key):
+        old, info, version = self.read_table_commit(name)
+        if old is not None and all(info.get(k) == v for k, v in (metadata or {}).items()):
             new = tables._arrow(frame).to_pandas()
             if list(old.columns) == list(new.columns) and old.equals(new.reset_index(drop=True)):
-                return False
+                return int(version)
         tables.replace(loc, frame, metadata)
-        return True
+        return int(tables.version(loc))
+
+    def read_table_commit(self, name: str, version: int | None = None
+                          ) -> tuple[pd.DataFrame | None, dict, int | None]:
+        """(snapshot, its commit's info with any custom metadata, its version) of table ``name``
+        (the latest, or ``version``); (None, {}, None) when absent. The info is read from that
+        version's own commit file (one GET, no listing)."""
+        loc = self.table(name)
+        if version is None:
+            frame, version = tables.read_versioned(loc)
+        else:
+            frame = tables.read(loc, version=version)
+        if frame is None:
+            return None, {}, None
+        info = tables.commit_info(self.read_text(f"{name}/{tables.commit_file(version)}"))
+        return frame, info, version
 
     def read_table_metadata(self, name: str, key: str) -> tuple[pd.DataFrame | None, str | None]:
-        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent.
-
-        The metadata is read from that version's own commit file (one GET, no listing)."""
-        frame, version = tables.read_versioned(self.table(name))
-        if frame is None:
-            return None, None
-        info = tables.commit_info(self.read_text(f"{name}/{tables.commit_file(version)}"))
+        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent."""
+        frame, info, _ = self.read_table_commit(name)
         return frame, info.get(key)
 
     def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:

@@ -70,9 +70,10 @@ def version(loc: TableLocation) -> int | None:
     return None if table is None else int(table.version())
 
 
-def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None) -> pa.Table | None:
-    """One committed snapshot as Arrow (None when the table does not exist)."""
-    table = _open(loc)
+def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None,
+               version: int | None = None) -> pa.Table | None:
+    """One committed snapshot (the latest, or ``version``) as Arrow; None when there is none."""
+    table = _open(loc, version)
     if table is None:
         return None
     have = set(_schema(table).names) if columns is not None else None
@@ -80,9 +81,11 @@ def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None) -> pa.T
     return table.to_pyarrow_table(columns=cols)
 
 
-def read(loc: TableLocation, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """One committed snapshot as a DataFrame; empty (with ``columns``) when the table is absent."""
-    data = read_arrow(loc)
+def read(loc: TableLocation, columns: Sequence[str] | None = None,
+         version: int | None = None) -> pd.DataFrame:
+    """One committed snapshot (the latest, or ``version``) as a DataFrame; empty (with
+    ``columns``) when the table is absent."""
+    data = read_arrow(loc, version=version)
     if data is None:
         return pd.DataFrame(columns=list(columns or []))
     frame = data.to_pandas()
