@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass
 
 from torch import nn
@@ -40,3 +42,17 @@ class TrainingArgs:
 def pixels() -> nn.Module:
     """The normalized input itself, flattened (C, H, W order): shows exactly what a model is fed."""
     return nn.Flatten()
+
+
+class _KillsItsWorker(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(3, 4)
+
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGKILL)  # what an OOM kill or a segfault does to the worker
+
+
+def kills_its_worker() -> nn.Module:
+    """A model whose forward SIGKILLs the process it runs in (a Ray worker, never the driver)."""
+    return _KillsItsWorker()
