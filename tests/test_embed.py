@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -379,6 +380,63 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
         np.testing.assert_allclose(got.embedding, ref.embedding, rtol=1e-5, atol=1e-5)
     assert not list(Path(data["store"]).rglob(".tmp-*"))
 
+
+
+# -- issue 15: one task runner, one failure contract ---------------------------------------------
+def _killer_zoo(store: Path, marker: Path) -> dict:
+    """Four python models in one chunk; ``killer``'s forward SIGKILLs its worker while ``marker``
+    exists."""
+    models = [{"id": f"cnn-{w}", "source": "python", "name": "zoo_factories:small_cnn",
+               "model_kwargs": {"width": w}, "input_size": 16} for w in (4, 6, 8)]
+    models.append({"id": "killer", "source": "python", "name": "zoo_factories:kills_its_worker",
+                   "model_kwargs": {"marker": str(marker)}, "input_size": 16})
+    return {"store": str(store), "seed": 0,
+            "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 48}],
+            "models": models, "metrics": ["rankme", "twonn_id"],
+            "embed": {"batch_size": 16, "models_per_actor": 4}}
+
+
+def _entry_files(store: Path, model_id: str) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns
+            for p in store.glob(f"embeddings/*/*/{model_id}/part-*.parquet")}
+
+
+@pytest.mark.timeout(300)
+def test_a_model_that_kills_its_worker_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
+    """One chunk of four models whose fourth SIGKILLs its worker: ``zoorank run`` exits 0, the
+    three others are done, the fourth failed with a reason naming a dead worker; the rerun retries
+    only the fourth (here it no longer kills) and touches nothing that was done."""
+    from zoorank.cli import main
+
+    marker = tmp_path / "kill"
+    marker.write_text("")
+    data = _killer_zoo(tmp_path / "store", marker)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    store = Store(data["store"])
+    good = ["cnn-4", "cnn-6", "cnn-8"]
+
+    assert main(["run", str(cfg)]) == 0
+    manifest = store.read_manifest().set_index("model_id")
+    assert (manifest.loc[good, "status"] == "done").all()
+    assert manifest.loc["killer", "status"] == "failed"
+    assert "worker died" in manifest.loc["killer", "error"]
+    metrics = store.read_metrics()
+    assert set(metrics["model_id"]) == set(good)
+    files = {m: _entry_files(Path(data["store"]), m) for m in good}
+    assert all(files.values())
+
+    marker.unlink()
+    assert main(["run", str(cfg)]) == 0
+    again = store.read_manifest().set_index("model_id")
+    assert (again["status"] == "done").all()
+    pd.testing.assert_frame_equal(again.loc[good], manifest.loc[good], check_dtype=False)
+    assert {m: _entry_files(Path(data["store"]), m) for m in good} == files  # shards untouched
+    assert again.loc["killer", "rows"] == 48
+    rankme = store.read_metrics().set_index(["model_id", "metric"])["value"]
+    for m in good:  # the done models' metric rows are the first run's
+        assert rankme.loc[(m, "rankme")] == metrics.set_index(["model_id", "metric"]).loc[
+            (m, "rankme"), "value"]
 
 
 # -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------

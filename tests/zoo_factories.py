@@ -45,14 +45,18 @@ def pixels() -> nn.Module:
 
 
 class _KillsItsWorker(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, marker: str) -> None:
         super().__init__()
-        self.proj = nn.Linear(3, 4)
+        self.marker = marker
+        self.net = small_cnn()
 
     def forward(self, x):
-        os.kill(os.getpid(), signal.SIGKILL)  # what an OOM kill or a segfault does to the worker
+        if os.path.exists(self.marker):
+            os.kill(os.getpid(), signal.SIGKILL)  # what an OOM kill or a segfault does to a worker
+        return self.net(x)
 
 
-def kills_its_worker() -> nn.Module:
-    """A model whose forward SIGKILLs the process it runs in (a Ray worker, never the driver)."""
-    return _KillsItsWorker()
+def kills_its_worker(marker: str) -> nn.Module:
+    """A small conv net whose forward SIGKILLs the process it runs in (a Ray worker) while the
+    file ``marker`` exists."""
+    return _KillsItsWorker(marker)
