@@ -11,6 +11,7 @@ test_data.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -439,6 +440,102 @@ def test_a_model_that_kills_its_worker_is_recorded_and_the_run_goes_on(ray_sessi
     for m in good:  # the done models' metric rows are the first run's
         assert rankme.loc[(m, "rankme")] == metrics.set_index(["model_id", "metric"]).loc[
             (m, "rankme"), "value"]
+
+
+_NODE_LOSS_DRIVER = """
+import json, os, sys, threading, time
+from ray.cluster_utils import Cluster
+from loopback_cluster import _node_ports
+import ray
+
+cfg, where, tmp = sys.argv[1:4]
+common = {"object_store_memory": 150 * 1024**2}
+for d in ("ray", "w0", "w1"):  # Ray's default temp dir, where it notes the cluster, is $RAY_TMPDIR/ray
+    os.makedirs(os.path.join(tmp, d), exist_ok=True)
+cluster = Cluster(initialize_head=True, head_node_args={
+    **common, **_node_ports(), "num_cpus": 1, "num_gpus": 0,
+    "temp_dir": os.path.join(tmp, "ray"), "include_dashboard": False})
+for i in range(2):  # two GPU workers (declared GPUs; torch is CPU)
+    cluster.add_node(**common, **_node_ports(), num_cpus=1, num_gpus=1,
+                     temp_dir=os.path.join(tmp, f"w{i}"))
+cluster.wait_for_nodes(timeout=240)
+ray.init(address=cluster.address)
+removed = {}
+
+def remove_a_node_mid_embed():
+    while not os.listdir(where):
+        time.sleep(0.05)
+    node_id = os.listdir(where)[0]
+    for node in list(cluster.worker_nodes):
+        if node.node_id == node_id:
+            cluster.remove_node(node, allow_graceful=False)
+            removed["node"] = node_id
+
+threading.Thread(target=remove_a_node_mid_embed, daemon=True).start()
+from zoorank.cli import main
+rc = main(["run", cfg])
+print("RESULT " + json.dumps({"rc": rc, "removed": removed.get("node")}), flush=True)
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_worker_node_lost_mid_embed_loses_no_model(tmp_path):
+    """A loopback cluster of a head and two GPU worker nodes, two chunks of two models; the node
+    that embeds ``slow`` is removed (its raylet and workers killed) while ``slow``'s forward runs.
+    The lost chunk's models run again one per task on the other node: ``zoorank run`` exits 0
+    with every model done, and a rerun finds nothing to redo."""
+    import shutil
+    import tempfile
+
+    from loopback_cluster import base_env
+
+    where = tmp_path / "nodes"
+    where.mkdir()
+    models = [{"id": f"cnn-{w}", "source": "python", "name": "zoo_factories:small_cnn",
+               "model_kwargs": {"width": w}, "input_size": 16} for w in (4, 6, 8)]
+    models.insert(1, {"id": "slow", "source": "python", "name": "zoo_factories:signals_its_node",
+                      "model_kwargs": {"where": str(where), "seconds": 2.0}, "input_size": 16})
+    data = {"store": str(tmp_path / "store"), "seed": 0,
+            "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 48}],
+            "models": models, "metrics": ["rankme"],
+            "embed": {"batch_size": 16, "models_per_actor": 2, "device": "cuda",
+                      "allow_cpu_torch": True, "precision": "fp32",
+                      "num_cpus_per_actor": 0.25},
+            "score": {"num_cpus_per_actor": 0.25}}
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    script = tmp_path / "driver.py"
+    script.write_text(_NODE_LOSS_DRIVER)
+    ray_tmp = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # Ray's socket paths must stay short
+    env = base_env({"RAY_TMPDIR": ray_tmp, "ZOORANK_PROGRESS": "0",
+                    "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"})
+    try:
+        out = subprocess.run([sys.executable, str(script), str(cfg), str(where), ray_tmp],
+                             env=env, capture_output=True, text=True, timeout=540,
+                             start_new_session=True)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    log = out.stdout[-5000:] + out.stderr[-3000:]
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, log
+    result = json.loads(line[7:])
+    assert result["rc"] == 0 and result["removed"], log
+    # ``slow`` ran on the removed node, then again (split from its chunk) on the other one
+    assert result["removed"] in os.listdir(where) and len(os.listdir(where)) == 2, log
+    store = Store(data["store"])
+    manifest = store.read_manifest()
+    assert set(manifest["status"]) == {"done"}, manifest
+    assert set(manifest["model_id"]) == {m["id"] for m in models}
+    assert (manifest["rows"] == 48).all()
+    assert set(store.read_metrics()["model_id"]) == {m["id"] for m in models}
+    files = {m["id"]: _entry_files(Path(data["store"]), m["id"]) for m in models}
+
+    rows = run_embed(load_config(cfg))  # the rerun (on this session's Ray): nothing to redo
+    assert set(rows["status"]) == {"done"} and rows.attrs["pipelines"] == []
+    assert {m["id"]: _entry_files(Path(data["store"]), m["id"]) for m in models} == files
 
 
 # -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------
