@@ -151,13 +151,16 @@ def body(i):
 try:
     for _ in run_tasks(body, [Task(i, (i,)) for i in range(2)], options={"num_cpus": 0.25}):
         pass
-finally:
-    Path(where, "unwound").write_text("yes")
+except BaseException as err:
+    Path(where, "unwound").write_text(type(err).__name__)
+    raise
 """
 
 
 @pytest.mark.timeout(240)
-def test_sigterm_cancels_the_tasks_in_flight_then_exits_143(tmp_path):
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, "SystemExit"),
+                                               (signal.SIGINT, "KeyboardInterrupt")])
+def test_sigterm_and_ctrl_c_cancel_the_tasks_in_flight_then_unwind(tmp_path, signum, raised):
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(_SIGTERM_DRIVER))
     ray_tmp = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # Ray's socket paths must stay short
@@ -172,11 +175,28 @@ def test_sigterm_cancels_the_tasks_in_flight_then_exits_143(tmp_path):
             time.sleep(0.5)
         pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
         assert len(pids) == 2
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=90) == 143
-        assert (tmp_path / "unwound").read_text() == "yes"
+        proc.send_signal(signum)
+        rc = proc.wait(timeout=90)
+        assert (tmp_path / "unwound").read_text() == raised
+        if signum == signal.SIGTERM:
+            assert rc == 143
         assert _wait_dead(pids, 30) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_dead_workers_are_crashes_and_exceptions_are_failures_even_when_ray_wraps_them():
+    import ray.exceptions as rex
+
+    from zoorank.runner import classify
+
+    assert classify(rex.WorkerCrashedError())[0] == "crashed"
+    assert classify(rex.NodeDiedError("node 1 died"))[0] == "crashed"
+    assert classify(rex.ActorDiedError())[0] == "crashed"
+    status, reason = classify(rex.RayTaskError("f", "tb", rex.WorkerCrashedError()))
+    assert status == "crashed" and reason.startswith("worker died (WorkerCrashedError")
+    status, reason = classify(rex.RayTaskError("f", "tb", KeyError("conv1.weight")))
+    assert (status, reason) == ("failed", "KeyError: 'conv1.weight'")
+    assert classify(rex.TaskUnschedulableError("no GPU node"))[0] == "failed"

@@ -5,9 +5,12 @@ Per group::
 
     Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
               (compact uint8 Parquet in the store, zoorank.viewcache)
-    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), all submitted together; each loads
-               its chunk once, streams the cache, runs every model on every batch ("one read, many
-               models") and writes each entry as a few large part files (zoorank.embedder)
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.runner (as many at
+               once as there are GPUs or CPU workers); each loads its chunk once, streams the
+               cache, runs every model on every batch ("one read, many models") and writes each
+               entry as a few large part files (zoorank.embedder). A task whose worker dies (OOM
+               kill, segfault, lost node) is split: its models run again one per task, so only the
+               culprit is recorded ``failed`` (``crashed: worker died ...``); the run goes on.
 
 With C chunks and G GPUs, min(C, G) chunks run at once and the rest start as GPUs free up (no pool
 start-up waits on another); with C < G a chunk is split into slices over the cache so every GPU
