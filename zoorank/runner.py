@@ -251,6 +251,7 @@ def run_tasks(
             if parent.left == 0:
                 progress.advance()
                 yield parent.outcome
+        signals.check()  # a signal noted while the caller handled the last outcome
     except BaseException:
         cancel(list(in_flight))
         raise
