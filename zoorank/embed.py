@@ -5,9 +5,12 @@ Per group::
 
     Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
               (compact uint8 Parquet in the store, zoorank.viewcache)
-    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), all submitted together; each loads
-               its chunk once, streams the cache, runs every model on every batch ("one read, many
-               models") and writes each entry as a few large part files (zoorank.embedder)
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.runner (as many at
+               once as there are GPUs or CPU workers); each loads its chunk once, streams the
+               cache, runs every model on every batch ("one read, many models") and writes each
+               entry as a few large part files (zoorank.embedder). A task whose worker dies (OOM
+               kill, segfault, lost node) is split: its models run again one per task, so only the
+               culprit is recorded ``failed`` (``crashed: worker died ...``); the run goes on.
 
 With C chunks and G GPUs, min(C, G) chunks run at once and the rest start as GPUs free up (no pool
 start-up waits on another); with C < G a chunk is split into slices over the cache so every GPU
@@ -213,12 +216,12 @@ def _pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[s
 
 @dataclass
 class _Chunk:
-    """One model chunk of a group in flight: its entries, slice tasks and their reports."""
+    """One model chunk of a group in flight: its entries, its number of slice tasks, their reports."""
 
     group: tuple[str, Geometry]
     index: int
     entries: list[Entry]
-    refs: list[Any]
+    slices: int
     submitted: float
     reports: list[dict[str, Any]] = field(default_factory=list)
 
@@ -327,14 +330,20 @@ def _embed_chunks(
     store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
     display: Display,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Submit every chunk's slice tasks at once; yield (manifest rows, stats) per chunk as it
-    finishes, after verifying its entries on disk. A group's view cache goes with its last chunk."""
-    import ray
+    """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
+    stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
+    with its last chunk.
+
+    A slice whose worker died is split into one task per model over the same cache parts, so only
+    the model that killed it is recorded (``crashed: worker died ...``); a slice that raised records
+    its models as failed with the reason.
+    """
+    import contextlib
 
     from zoorank.embedder import embed_slice
+    from zoorank.runner import Task, crash_reason, run_tasks
 
-    task = ray.remote(embed_slice)
-    chunks: dict[Any, _Chunk] = {}
+    chunks: list[_Chunk] = []
     left: dict[tuple[str, Geometry], int] = {}
     plan = []  # (group, chunk index, entries, models, wanted, slices of the cache parts)
     for gkey, entries in groups.items():
@@ -355,27 +364,39 @@ def _embed_chunks(
     if res.num_gpus == 0:  # CPU: the tasks that run at once share the cores
         tasks_total = sum(len(p[-1]) for p in plan)
         threads = max(1, int(res.total_cpus // max(1, min(res.num_workers, tasks_total))))
-    for gkey, ci, centries, models, wanted, slices in plan:
+
+    def slice_task(chunk: int, gkey: tuple[str, Geometry], part_names: list[str], si: int,
+                   models: list[ResolvedModel], wanted: dict[str, list[str]]) -> Task:
         ckey = caches[gkey][0]
-        refs = [
-            task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
-                store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
-                wanted, si, device=res.device, precision=res.precision, num_threads=threads,
-                allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
-            for si, part_names in enumerate(slices)
-        ]
-        chunk = _Chunk(gkey, ci, centries, refs, time.time())
-        for r in refs:
-            chunks[r] = chunk
-    pending = list(chunks)
-    try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            chunk = chunks[ready[0]]
-            report = ray.get(ready[0])
-            chunk.reports.append(report)
-            display.advance_images(report["images"])
-            if len(chunk.reports) < len(chunk.refs):
+        args = (store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
+                wanted, si)
+        kwargs = dict(device=res.device, precision=res.precision, num_threads=threads,
+                      allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
+        split = None
+        if len(models) > 1:  # a dead worker: the chunk's models again, one per task
+            def split() -> list[Task]:
+                return [slice_task(chunk, gkey, part_names, si, [m],
+                                   {m.model_id: wanted[m.model_id]}) for m in models]
+        return Task((chunk, si), args, kwargs, split=split)
+
+    tasks = []
+    for gkey, ci, centries, models, wanted, slices in plan:
+        chunks.append(_Chunk(gkey, ci, centries, len(slices), time.time()))
+        tasks += [slice_task(len(chunks) - 1, gkey, part_names, si, models, wanted)
+                  for si, part_names in enumerate(slices)]
+    finished = [0] * len(chunks)
+    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, retries=1,
+                        options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
+    with contextlib.closing(results):
+        for outcome in results:
+            chunk_index = outcome.task.key[0]
+            chunk = chunks[chunk_index]
+            for leaf in outcome.leaves():
+                report = leaf.value if leaf.ok else _lost_report(leaf.task, crash_reason(leaf))
+                chunk.reports.append(report)
+                display.advance_images(report["images"])
+            finished[chunk_index] += 1
+            if finished[chunk_index] < chunk.slices:
                 continue
             bad = caches[chunk.group][1]["bad"]
             rows = [_verified_row(store, e,
@@ -388,9 +409,15 @@ def _embed_chunks(
             left[chunk.group] -= 1
             if left[chunk.group] == 0:
                 viewcache.drop(store, chunk.group[0], caches[chunk.group][0])
-    finally:
-        for r in pending:
-            ray.cancel(r, force=True)
+
+
+def _lost_report(task: Any, error: str) -> dict[str, Any]:
+    """The report of a slice task that raised or whose worker died: every entry it held failed."""
+    now = time.time()
+    wanted: dict[str, list[str]] = task.args[5]
+    return {"records": [{"view": v, "model_id": m, "rows": 0, "dim": -1, "seconds": 0.0,
+                         "error": error} for m, views in wanted.items() for v in views],
+            "images": 0, "load_seconds": 0.0, "called": now, "done": now, "node_id": ""}
 
 
 def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
@@ -404,7 +431,7 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
         "geometry": chunk.group[1],
         "chunk": chunk.index,
         "models": len({e.model.model_id for e in chunk.entries}),
-        "actors": len(chunk.refs),
+        "actors": chunk.slices,
         "images": images,
         "seconds": last_done - chunk.submitted,
         # until a task starts its first batch: scheduling, worker start-up and the model loads

@@ -326,13 +326,16 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
 
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                       address: str | None) -> list[dict[str, Any]]:
-    import ray
-    from rich.progress import Progress
+    """Run the oracle tasks on :func:`zoorank.runner.run_tasks`; upsert each model's rows as they
+    arrive; (model, dataset) failures with the reason (a task that raised, or whose worker died)."""
+    import contextlib
 
+    import ray
+
+    from zoorank.runner import Task, run_tasks
     from zoorank.runtime import ensure_ray
 
     ensure_ray(address)
-    task = ray.remote(num_cpus=0.5, max_retries=0)(_oracle_task)
     shared: dict[int, Any] = {}
 
     def by_ref(value: Any) -> Any:
@@ -344,26 +347,19 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
             return shared[id(value)]
         return value
 
-    pending = {}
-    for model_id, dataset, fp, (note, args) in work:
-        ref = task.remote(*[by_ref(a) for a in args])
-        pending[ref] = (model_id, dataset, args[2], fp, note)
+    tasks = [Task((model_id, dataset, args[2], fp, note), tuple(by_ref(a) for a in args))
+             for model_id, dataset, fp, (note, args) in work]
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
+                        max_in_flight=max(1, int(cpus / 0.5)), retries=1,
+                        label="oracle (models × datasets)")
     failures: list[dict[str, Any]] = []
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("oracle (models × datasets)", total=len(pending))
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            ref = ready[0]
-            model_id, dataset, view, fp, note = pending.pop(ref)
-            try:
-                rows = ray.get(ref)
-            except Exception as err:  # a task crash is this model's failure, not the run's
-                # the task's own exception, without Ray's wrapper (pid, address, traceback)
-                cause = getattr(err, "cause", None) or err
+    with contextlib.closing(results):
+        for outcome in results:
+            model_id, dataset, view, fp, note = outcome.task.key
+            if not outcome.ok:  # this model's failure, not the run's
                 failures.append({"model_id": model_id, "dataset": dataset, "view": view,
-                                 "stage": "oracle",
-                                 "error": f"{type(cause).__name__}: {cause}"[:500]})
-                progress.advance(bar)
+                                 "stage": "oracle", "error": outcome.error})
                 continue
             out = [{
                 "model_id": model_id, "dataset": dataset, "metric": r["metric"],
@@ -371,8 +367,7 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                 "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
                 "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
                 "zoorank_version": version, "fingerprint": fp,
-            } for r in rows]
+            } for r in outcome.value]
             # Replace every earlier oracle row of this (model, dataset), not only matching metrics.
             store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
-            progress.advance(bar)
     return failures

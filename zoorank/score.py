@@ -7,9 +7,11 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    different; for every seed ensemble (models sharing a ``group``, ≥ 2 done members) its NC unless
    up to date. A metric row's fingerprint hashes the manifest fingerprints of the embeddings it
    reads, its settings, ``max_samples``, the run seed and the zoorank version.
-2. Run: a pool of Ray actors (``num_cpus=score.num_cpus_per_actor``; one per core on CPU, one per
-   GPU when the cluster has GPUs; either way each actor's BLAS/faiss threads share out the cores),
-   each reading one model's shards (or one ensemble's) at a time from the store; the
+2. Run: Ray tasks on :func:`zoorank.runner.run_tasks` (``num_cpus=score.num_cpus_per_actor``;
+   one per core at once on CPU, one per GPU when the cluster has GPUs; either way each task's
+   BLAS/faiss threads share out the cores), each reading one model's shards (or one ensemble's)
+   from the store; a task that raises or whose worker dies leaves NaN rows marked ``crashed``
+   with the reason (a rerun retries them); the
    driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
@@ -292,7 +294,7 @@ def load_augmented(
     return store.read_embeddings(dataset, view, model_id).grouped()
 
 
-# -- the actor ------------------------------------------------------------------------------------
+# -- the worker -----------------------------------------------------------------------------------
 
 
 class ScoreWorker:
@@ -529,53 +531,41 @@ def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float)
     return actors, 0.0, max(1, int(cpus // actors))
 
 
+def _score_task(store_uri: str, options: dict, seed: int, metrics: list[str], threads: int,
+                task: ModelTask | GroupTask) -> Any:
+    """Ray task body: score one model (or one ensemble) with a :class:`ScoreWorker`."""
+    worker = ScoreWorker(store_uri, options, seed, metrics, threads)
+    return worker.score_group(task) if isinstance(task, GroupTask) else worker.score_model(task)
+
+
 def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
-    """Run every task on a pool of actors; ``on_done(task, result, error)`` as results arrive
-    (``result`` None and ``error`` the reason when the task raised or its worker died)."""
+    """Run every task on :func:`zoorank.runner.run_tasks`, ``pool_size`` at once;
+    ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
+    when the task raised or its worker died)."""
+    import contextlib
+
     import ray
+
+    from zoorank.runner import Task, run_tasks
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
     resources = ray.cluster_resources()
-    n_actors, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
-                                        resources.get("CPU", 1.0), resources.get("GPU", 0.0))
-    actor_cls = ray.remote(num_cpus=config.score.num_cpus_per_actor, num_gpus=gpus)(ScoreWorker)
+    n_workers, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
+                                         resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
             threads)
-
-    def new_actor():
-        return actor_cls.remote(*args)
-
-    idle = [new_actor() for _ in range(n_actors)]
-    queue = list(reversed(tasks))
-    pending: dict[Any, tuple[Any, Any]] = {}
+    results = run_tasks(_score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
+                        options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
+                        max_in_flight=n_workers, retries=1, label="score: models")
     errors: list[str] = []
-    while queue or pending:
-        while queue and idle:
-            task, actor = queue.pop(), idle.pop()
-            method = actor.score_group if isinstance(task, GroupTask) else actor.score_model
-            pending[method.remote(task)] = (task, actor)
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        task, actor = pending.pop(ready[0])
-        name = _task_name(task)
-        try:
-            result = ray.get(ready[0])
-        except ray.exceptions.RayActorError as err:
-            message = f"worker died: {str(err).strip().splitlines()[0] if str(err) else ''}"
-            errors.append(f"{name}: {message}")
-            idle.append(new_actor())
-            on_done(task, None, message)
-            continue
-        except ray.exceptions.RayTaskError as err:
-            cause = err.cause or err
-            message = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0][:300]}"
-            errors.append(f"{name}: {message}")
-            idle.append(actor)
-            on_done(task, None, message)
-            continue
-        idle.append(actor)
-        on_done(task, result, None)
-    for actor in idle:
-        ray.kill(actor)
+    with contextlib.closing(results):
+        for outcome in results:
+            task = tasks[outcome.task.key]
+            if outcome.ok:
+                on_done(task, outcome.value, None)
+                continue
+            errors.append(f"{_task_name(task)}: {outcome.error}")
+            on_done(task, None, outcome.error)
     return errors
 
 
@@ -602,7 +592,6 @@ def _task_name(task: ModelTask | GroupTask) -> str:
 def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     """The SCORE stage; returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     console = Console(stderr=True)
     start = time.perf_counter()
@@ -632,24 +621,19 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
 
         ensure_ray(address)
         work_start = time.perf_counter()
-        total = len(plan.model_tasks) + len(plan.group_tasks)
-        with Progress("[progress.description]{task.description}", BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-            bar = progress.add_task("score: models", total=total)
 
-            def on_done(task, result, error):
-                if result is None:
-                    rows = crashed_rows(task, error, config.seed)
-                elif isinstance(task, GroupTask):
-                    rows, frame = result
-                    if frame is not None:
-                        store.write_parquet(reliability_path(task.dataset, task.group), frame)
-                else:
-                    rows = result
-                store.upsert_rows(METRICS, rows, key=METRICS_KEY)
-                progress.advance(bar)
+        def on_done(task, result, error):
+            if result is None:
+                rows = crashed_rows(task, error, config.seed)
+            elif isinstance(task, GroupTask):
+                rows, frame = result
+                if frame is not None:
+                    store.write_parquet(reliability_path(task.dataset, task.group), frame)
+            else:
+                rows = result
+            store.upsert_rows(METRICS, rows, key=METRICS_KEY)
 
-            errors = _execute(store, config, plan, on_done)
+        errors = _execute(store, config, plan, on_done)
         work_s = time.perf_counter() - work_start
 
     pool = plan_pool_rows(config, models, plan, store.read_metrics())
