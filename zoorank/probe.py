@@ -103,7 +103,8 @@ class ProbeSet:
         """A run config (a mapping for ``zoorank run``) whose EMBED makes exactly this probe set.
 
         ``models`` are model entries; each gets this probe set's ``input_size``, ``interpolation``,
-        ``crop_pct``, ``mean`` and ``std`` unless it sets them. ``metrics`` are config metric
+        ``crop_pct``, ``mean`` and ``std`` unless it sets them (a ``from_tune`` entry's zoo file
+        carries its own). ``metrics`` are config metric
         names (default: every per-model one). ``extra`` adds top-level fields (``rank``, ...).
         """
         g = self.geometry
@@ -116,7 +117,7 @@ class ProbeSet:
             "seed": self.seed,
             "datasets": [self.dataset.model_dump(mode="json", exclude_defaults=True)
                          | {"name": self.dataset.name, "source": self.dataset.source}],
-            "models": [preprocessing | dict(m) for m in models],
+            "models": [dict(m) if "from_tune" in m else preprocessing | dict(m) for m in models],
             "views": [{"name": "clean"},
                       {"name": self.recipe, "samples": self.samples, "per_sample": self.q}],
             "metrics": names,
