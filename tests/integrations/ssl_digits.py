@@ -123,3 +123,18 @@ def digits_loader(config: dict):
     data = digits_uint8(config.get("limit", 600))
     return DataLoader(TensorDataset(data), batch_size=config.get("batch_size", 128), shuffle=True,
                       drop_last=True, generator=torch.Generator().manual_seed(0))
+
+
+def train_lightning(config: dict, probe) -> None:
+    """A Tune function trainable: the Lightning module fitted with zoorank's probe callback."""
+    import lightning as L
+
+    from zoorank.integrations.lightning import ProbeCallback
+
+    torch.set_num_threads(1)
+    module = lightning_module(config)
+    trainer = L.Trainer(max_epochs=config["epochs"], logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False,
+                        accelerator="cpu", devices=1,
+                        callbacks=[ProbeCallback(probe, metrics=["rankme", "lidar"])])
+    trainer.fit(module, digits_loader(config))
