@@ -5,8 +5,8 @@ A sweep of ``--models`` small CNN checkpoints (digits, clean + simclr views, CLI
 change as models arrive) lands in a folder one by one, every ``--every`` seconds (written beside
 and renamed in, as an atomic upload). ``pipeline.watch`` (``--interval`` polls, settle 0) runs in a
 thread on a local Ray started first. Per checkpoint: the delay from its arrival to the end of the
-round that put it on the leaderboard. Then a single ``run_all`` over every checkpoint on a fresh
-store: its wall time against the mean watch round per new model. Prints, never asserts::
+round that put it on the leaderboard. Then one more checkpoint: a round adding it to the watched
+pool against a single ``run_all`` over every checkpoint on a fresh store. Prints, never asserts::
 
     .venv/bin/python benchmarks/bench_watch.py                  # 6 models, one every 10 s
     .venv/bin/python benchmarks/bench_watch.py --models 3 --every 5
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=6)
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--limit", type=int, default=500)
+    parser.add_argument("--limit", type=int, default=1797)
     args = parser.parse_args()
     os.environ.setdefault("ZOORANK_PROGRESS", "0")
     from zoorank.runtime import ensure_ray
@@ -89,6 +89,11 @@ def main() -> None:
         for m in r.new:
             ranked_at[m] = r.detected + r.seconds
     delays = [ranked_at[m] - arrived[m] for m in arrived if m in ranked_at]
+    # one more checkpoint: a round that adds it to the watched pool vs a full rerun of all of them
+    _checkpoint(runs / f"run{args.models}.safetensors", args.models)
+    t0 = time.perf_counter()
+    run_all(config)
+    incremental = time.perf_counter() - t0
     t0 = time.perf_counter()
     run_all(parse_config(_config(root / "fresh", runs, args.limit)))
     full = time.perf_counter() - t0
@@ -107,9 +112,10 @@ def main() -> None:
     print(f"watch  {args.models} models, one every {args.every:g} s, poll {args.interval:g} s  "
           f"delay arrival→leaderboard mean {mean_delay:.1f} s (max {max(delays):.1f} s)  "
           f"steady round {round_s:.1f} s for {new_per_round:.1f} new model(s) "
-          f"({round_s / new_per_round:.1f} s per new model)  full rerun of {args.models} models "
-          f"{full:.1f} s ({full / args.models:.1f} s per model)  round = {round_s / full:.2f}× "
-          "a full rerun")
+          f"({round_s / new_per_round:.1f} s per new model)")
+    n = args.models + 1
+    print(f"watch  +1 model to a pool of {args.models}: {incremental:.1f} s  full rerun of {n} "
+          f"models {full:.1f} s  incremental = {incremental / full:.2f}× a full rerun")
     shutil.rmtree(root, ignore_errors=True)
 
 
