@@ -170,7 +170,8 @@ def _expand(
             for name in names
         ]
     checkpoint = spec.checkpoint
-    if checkpoint and any(c in checkpoint for c in _GLOB_CHARS):
+    # the path decides (a URI's query, e.g. ?endpoint_override=..., holds a "?" too)
+    if checkpoint and any(c in _plain_path(checkpoint) for c in _GLOB_CHARS):
         matches = uris.glob_files(checkpoint)
         if not matches:
             raise ConfigError(
