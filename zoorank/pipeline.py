@@ -186,13 +186,13 @@ def read_leaderboard(config: RunConfig):
     """The store's leaderboard frame sorted by rank (empty when there is none)."""
     import pandas as pd
 
-    from zoorank.rank import LEADERBOARD
+    from zoorank.rank import read_leaderboard as read_board
     from zoorank.store import Store
 
-    store = Store(config.store)
-    if not store.exists(f"{LEADERBOARD}.parquet"):
+    board, _ = read_board(Store(config.store))
+    if board is None or board.empty:
         return pd.DataFrame(columns=["model_id", "rank"])
-    return store.read_frame(f"{LEADERBOARD}.parquet").sort_values("rank", kind="stable")
+    return board.sort_values("rank", kind="stable")
 
 
 def watch(

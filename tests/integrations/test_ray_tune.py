@@ -65,7 +65,7 @@ def test_asha_stops_the_collapsing_plain_loop_trial_and_zoorank_run_ranks_it_las
                                            rank={"primary_metric": "rankme"}))
     run_all(config)
     store = Store(config.store)
-    board = store.read_frame("leaderboard.parquet")
+    board = store.read_frame("leaderboard")
     metrics = store.read_metrics()
     rankme = metrics[metrics.metric == "rankme"].set_index("model_id")["value"]
     ids = {lr: f"trial-{r.metrics['trial_id']}" for lr, r in by_lr.items()}
