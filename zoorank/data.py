@@ -246,12 +246,13 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
-def decode_image(source: Any, name: str | None = None, min_side: int | None = None) -> Image.Image:
+def decode_image(source: Any, name: str | None = None) -> Image.Image:
     """Encoded bytes, a file path or a uint8 array → an upright RGB ``PIL.Image`` of its first frame.
 
     Memory stays bounded per image: the header's size is checked before any pixel is decoded
-    (Pillow's bomb check, then :data:`MAX_DECODE_PIXELS`), and a JPEG larger than needed is decoded
-    at 1/2, 1/4 or 1/8 scale (Pillow's ``draft``) while its shorter side stays ≥ ``min_side``. The
+    (Pillow's bomb check, then :data:`MAX_DECODE_PIXELS`); a JPEG over the cap is decoded at 1/2,
+    1/4 or 1/8 scale (Pillow's ``draft``) instead. Smaller images decode at full size whatever the
+    model, so every caller (EMBED, the Tune probe, tests) gets the same pixels. The
     EXIF orientation is applied (``ImageOps.exif_transpose``); 16-bit and float images are mapped to
     8 bits by their range; transparency is composited onto :data:`ALPHA_BACKGROUND`; an animation
     gives its first frame.
@@ -278,16 +279,11 @@ def decode_image(source: Any, name: str | None = None, min_side: int | None = No
             else:
                 raise BadImageError(f"{what}: unsupported image source {type(source).__name__}")
             w, h = img.size
-            if img.format == "JPEG" and min(w, h) > 0:
-                # decode at the smallest DCT scale that keeps the shorter side ≥ min_side (and the
-                # pixel cap): a 12000² JPEG decodes as 1500² for a small model.
-                want = max(1, int(min_side or min(w, h)))
-                scale = min(w, h) / want
-                cap_scale = math.sqrt(w * h / MAX_DECODE_PIXELS)
-                if scale >= 2 or cap_scale > 1:
-                    s = max(1.0, min(scale, 8.0)) if scale >= 2 else 1.0
-                    s = max(s, min(cap_scale, 8.0))
-                    img.draft(img.mode, (max(1, math.ceil(w / s)), max(1, math.ceil(h / s))))
+            if img.format == "JPEG" and w * h > MAX_DECODE_PIXELS:
+                # a JPEG over the cap decodes at 1/2, 1/4 or 1/8 scale (DCT reduction, Pillow's
+                # draft): a 12000² photo decodes as 6000² and never holds 432 MB of pixels.
+                s = next((k for k in (2, 4) if (w // k) * (h // k) <= MAX_DECODE_PIXELS), 8)
+                img.draft(img.mode, (max(1, w // s), max(1, h // s)))
             w, h = img.size
             if w * h > MAX_DECODE_PIXELS:
                 raise BadImageError(
@@ -315,16 +311,6 @@ def _resample(geometry: GeometryLike) -> Image.Resampling:
 
 #: aspect ratios beyond this resample only the center crop's box (:func:`clean_view`).
 EXTREME_ASPECT = 4
-#: the shorter side a decoded image keeps, in multiples of the view's resize target: a
-#: random-resized crop of 8 % of the area is ~0.28 of the side, so 4× keeps its detail.
-DECODE_MIN_SIDE_FACTOR = 4
-
-
-def decode_min_side(geometry: GeometryLike) -> int:
-    """The shorter side an image is decoded at, at least (see :func:`decode_image`)."""
-    return DECODE_MIN_SIDE_FACTOR * int(math.floor(int(geometry.input_size) / geometry.crop_pct))
-
-
 def clean_view(img: Image.Image, geometry: GeometryLike) -> np.ndarray:
     """timm's eval transform: shorter side → floor(input_size / crop_pct), center crop → uint8 HWC."""
     size = int(geometry.input_size)
@@ -540,7 +526,6 @@ def decode_views(
     ``error``, so the view cache can tell it from an undecodable image.
     """
     size = geometry.input_size
-    min_side = decode_min_side(geometry)
     black = np.zeros((size, size, 3), dtype=np.uint8)
     rows: list[tuple[int, str, int, np.ndarray, bool, str]] = []
     for sid, payload, name in zip(batch["sample_id"], batch["payload"], batch["name"]):
@@ -552,7 +537,7 @@ def decode_views(
             rows += [(sid, p.name, 0, black, True, str(name)) for p in members]
             continue
         try:
-            img = decode_image(payload, name=str(name), min_side=min_side)
+            img = decode_image(payload, name=str(name))
         except InputError as err:
             rows += [(sid, p.name, 0, black, True, str(err)) for p in members]
             continue
