@@ -256,6 +256,9 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
             if error is None and dim is None and len(expected):
                 error = "no embeddings produced"
             row.update(rows=int(len(sid)), dim=dim)
+    # what the workers used, as they resolved it (readers use this, never their own GPU)
+    row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
+    row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
     if error is not None:
         row.update(status="failed", error=error, rows=0)
     else:
@@ -350,6 +353,7 @@ def _embed_chunks(
             task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
                 store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
                 wanted, si, device=res.device, precision=res.precision, num_threads=threads,
+                batch_size=config.embed.batch_size,
                 allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
             for si, part_names in enumerate(slices)
         ]

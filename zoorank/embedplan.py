@@ -154,27 +154,18 @@ def choose_device(option: str, gpus_now: float, gpus_possible: float) -> str:
     return "cuda" if gpus_now > 0 or gpus_possible > 0 else "cpu"
 
 
-def planned_precision(options: EmbedOptions, device: str | None = None) -> str | None:
-    """The precision the forward runs in, or None while it depends on a device not yet known.
+def planned_precision(options: EmbedOptions, device: str | None = None) -> str:
+    """The precision in an entry's fingerprint: the configured one, with ``auto`` on CPU as fp32.
 
-    ``auto`` is fp32 on CPU and bf16 on CUDA (fp16 on a GPU without bf16).
+    ``auto`` on a GPU (or on a device not yet known) stays ``auto``: the worker that runs the
+    forward resolves it (:func:`zoorank.embedder.resolve_precision`: bf16 where its GPU supports
+    it, else fp16) and the manifest records what it used. So the fingerprint never depends on the
+    driver's GPU (a cluster's head has none), and readers use the recorded precision.
     """
     device = device or (options.device if options.device != "auto" else None)
-    if options.precision != "auto":
-        return options.precision
-    if device is None:
-        return None
-    if device != "cuda":
+    if options.precision == "auto" and device == "cpu":
         return "fp32"
-    try:
-        import torch
-
-        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-            return "fp16"
-    except Exception:  # a driver without torch's CUDA: the workers' GPUs decide nothing here
-        pass
-    return "bf16"
-
+    return options.precision
 
 
 def chunk_entries(group: list[Entry], options: EmbedOptions) -> list[list[Entry]]:

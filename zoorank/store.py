@@ -48,6 +48,8 @@ MANIFEST_COLUMNS = [
     "dim",
     "seconds",
     "bad_images",
+    "precision",  # as resolved where the forward ran (embed.precision: auto)
+    "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
 ]
 METRICS_COLUMNS = [
     "model_id",
