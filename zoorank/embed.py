@@ -66,7 +66,7 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
     verify_rows,
 )
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import SampleIndex, index_samples
+from zoorank.sources import SampleIndex, UnreadableError, index_samples
 from zoorank.store import Store
 from zoorank.zoo import Geometry, ResolvedModel, resolve_models
 
@@ -290,20 +290,30 @@ _Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
 
 
 def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry]) -> tuple[_Groups, _Caches]:
-    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it)."""
+                   todo: list[Entry]) -> tuple[_Groups, _Caches, list[dict[str, Any]]]:
+    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
+
+    A group with samples whose bytes could not be read (after retries) is left out: its entries
+    come back as failed manifest rows with the reason (the next run retries them), never as
+    entries with fewer samples.
+    """
     specs = {s.name: s for s in config.datasets}
     groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
     for e in todo:
         groups[(e.dataset, e.model.geometry)].append(e)
     caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
+    unread: list[dict[str, Any]] = []
     for (dataset, geometry), entries in groups.items():
         plans = _group_plans(entries)
         key = _cache_key(indexes[dataset], geometry, plans, config.seed)
         needed = np.unique(np.concatenate([p.samples for p in plans]))
-        cache = viewcache.build(store, indexes[dataset], needed, plans,
-                                ViewGeometry(geometry.input_size, geometry.interpolation,
-                                             geometry.crop_pct), config.seed, key)
+        try:
+            cache = viewcache.build(store, indexes[dataset], needed, plans,
+                                    ViewGeometry(geometry.input_size, geometry.interpolation,
+                                                 geometry.crop_pct), config.seed, key)
+        except UnreadableError as err:
+            unread += [{**_pending_row(e), "status": "failed", "error": str(err)} for e in entries]
+            continue
         caches[(dataset, geometry)] = (key, cache)
         if cache["bad"] and specs[dataset].on_bad_image == "fail":
             viewcache.drop(store, dataset, key)
@@ -312,7 +322,7 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
                  geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],
                  ", reused" if cache["reused"] else "")
 
-    return groups, caches
+    return {k: v for k, v in groups.items() if k in caches}, caches, unread
 
 
 def _embed_chunks(
@@ -485,11 +495,15 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             with Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
-                groups, caches = _decode_groups(store, config, indexes, todo)
+                groups, caches, unread = _decode_groups(store, config, indexes, todo)
                 # crash-safe order: pending (new fingerprint) first, then clear, then compute
                 store.update_manifest([_pending_row(e) for e in todo])
                 for e in todo:
                     store.clear_embeddings(*e.key)
+                if unread:  # unreadable samples: these entries fail with the reason
+                    store.update_manifest(unread)
+                    results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unread})
+                    display.entries_done(len(unread))
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:

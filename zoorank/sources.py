@@ -23,10 +23,12 @@ Conventions:
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import hashlib
 import io
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,7 +79,20 @@ def _retrying(what: str, fn: Any, tries: int = READ_TRIES, backoff: float = READ
     raise AssertionError("unreachable")
 
 
+#: test hook: ``GLOB`` makes every read of a matching image-folder file fail with an OSError;
+#: ``GLOB:N`` only its first N tries in each process (a transient fault).
+ENV_FAIL_READS = "ZOORANK_TEST_FAIL_READS"
+_injected: dict[str, int] = {}
+
+
 def _read_file(uri: str) -> bytes:
+    rule = os.environ.get(ENV_FAIL_READS)
+    if rule:
+        pattern, _, times = rule.partition(":")
+        if fnmatch.fnmatch(uri, pattern):
+            _injected[uri] = _injected.get(uri, 0) + 1
+            if not times or _injected[uri] <= int(times):
+                raise OSError(f"injected read failure ({ENV_FAIL_READS})")
     fs, path = uris.resolve(uri)
     with fs.open_input_file(path) as f:
         return f.read()
