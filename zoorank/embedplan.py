@@ -22,7 +22,7 @@ from zoorank.sources import SampleIndex
 from zoorank.zoo import ResolvedModel, estimate_model_bytes
 
 #: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
-EMBED_VERSION = 2
+EMBED_VERSION = 3  # 3: upright, range-mapped, alpha-on-white, memory-bounded decoding
 #: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
 SLICE_MIN_ROWS = 4096
 
