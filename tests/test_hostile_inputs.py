@@ -298,6 +298,14 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
     assert close("gray16.png", "ref-gray16-8bit.png", 0.02)
     assert close("animated.gif", "ref-red.png", 0.05)
     assert not close("upright.jpg", "ref-red.png", 0.5)
+    # the undecodable set is recorded and in the fingerprints readers expect: every entry fresh
+    from zoorank.config import load_config
+    from zoorank.embed import expected_fingerprints
+
+    expected = expected_fingerprints(load_config(tmp_path / "run.yaml"))
+    for r in store.read_manifest().to_dict("records"):
+        assert r["fingerprint"] in expected[(r["dataset"], r["view"], r["model_id"])]
+        assert r["precision"] == "fp32" and "torch" in r["versions"]
     labels = read_samples(store, "table")
     assert labels["label"].tolist() == [1, 0, 1] and labels["label_name"].tolist()[:2] == ["dog",
                                                                                           "cat"]
@@ -344,3 +352,30 @@ def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(tmp
         row = manifest.loc[("broken", model)]
         assert row["status"] == "failed" and good[1].name in row["error"]
         assert "after 4 tries" in row["error"]
+
+
+def test_undecodable_samples_are_part_of_the_datasets_identity(tmp_path):
+    from zoorank import uris
+    from zoorank.embedplan import dataset_selection
+    from zoorank.sources import known_undecodable, record_undecodable
+    from zoorank.store import Store
+
+    cases = image_cases(big=False)
+    folder = write_folder(tmp_path / "imgs", cases)
+    spec = DatasetSpec(name="f", source="image_folder", path=str(folder))
+    store = Store(str(tmp_path / "store"))
+    before = index_samples(spec, 0, uris.DigestCache(store))
+    assert len(before.undecodable) == 0
+    bad = [i for i, c in enumerate(sorted(cases, key=lambda c: c.name)) if c.outcome == "skipped"]
+    assert record_undecodable(store, "f", before.content_digest, bad)
+    assert not record_undecodable(store, "f", before.content_digest, bad[:1])  # nothing new
+    after = index_samples(spec, 0, uris.DigestCache(store))
+    assert after.undecodable.tolist() == bad
+    assert dataset_selection(spec, after) != dataset_selection(spec, before)
+    assert dataset_selection(spec, after)["undecodable"].startswith(f"{len(bad)}:")
+    # a selection without those samples is not affected by them
+    limited = index_samples(DatasetSpec(name="f", source="image_folder", path=str(folder),
+                                        limit=2), 0, uris.DigestCache(store))
+    assert set(limited.undecodable) == set(bad) & set(limited.sample_id)
+    # other content: nothing known
+    assert len(known_undecodable(store, "f", "other-digest")) == 0

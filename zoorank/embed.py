@@ -325,6 +325,30 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
     return {k: v for k, v in groups.items() if k in caches}, caches, unread
 
 
+def _with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel],
+                      indexes: dict[str, SampleIndex], todo: list[Entry], groups: _Groups,
+                      precision: str) -> tuple[list[Entry], _Groups]:
+    """``todo`` and ``groups`` re-fingerprinted when this run's decode found undecodable samples
+    not known when they were planned (the set is part of each entry's dataset selection)."""
+    import dataclasses
+
+    from zoorank.sources import known_undecodable
+
+    changed = False
+    for spec in config.datasets:
+        index = indexes[spec.name]
+        now = np.intersect1d(known_undecodable(store, spec.name, index.content_digest),
+                             index.sample_id)
+        if not np.array_equal(now, index.undecodable):
+            indexes[spec.name] = dataclasses.replace(index, undecodable=now)
+            changed = True
+    if not changed:
+        return todo, groups
+    fresh = {e.key: e for e in plan_entries(config, models, indexes, precision)}
+    return ([fresh[e.key] for e in todo],
+            {g: [fresh[e.key] for e in entries] for g, entries in groups.items()})
+
+
 def _embed_chunks(
     store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
     display: Display,
@@ -496,6 +520,8 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
                 groups, caches, unread = _decode_groups(store, config, indexes, todo)
+                todo, groups = _with_undecodable(store, config, models, indexes, todo, groups,
+                                                 precision)
                 # crash-safe order: pending (new fingerprint) first, then clear, then compute
                 store.update_manifest([_pending_row(e) for e in todo])
                 for e in todo:

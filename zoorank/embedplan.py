@@ -47,18 +47,23 @@ class Entry:
 
 
 def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
-    """What of a dataset an embedding depends on: its content and the exact sample selection.
+    """What of a dataset an embedding depends on: its content, the exact sample selection and the
+    selected samples known to be undecodable (so every model of a dataset holds the same samples).
 
     The path is not in it: the same bytes at another path or URI give the same embeddings.
     """
     digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
-    return {
+    out = {
         "source": spec.source,
         "content": index.content_digest,
         "image_column": spec.image_column if spec.source == "parquet" else None,
         "samples": len(index),
         "sample_ids": digest.hexdigest()[:16],
     }
+    if len(index.undecodable):  # the samples every model of the dataset leaves out
+        bad = hashlib.sha256(np.ascontiguousarray(index.undecodable, dtype="<i8").tobytes())
+        out["undecodable"] = f"{len(index.undecodable)}:{bad.hexdigest()[:16]}"
+    return out
 
 
 def entry_fingerprint(

@@ -42,6 +42,7 @@ from zoorank.errors import InputError
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec
+    from zoorank.store import Store
 
 IMAGE_EXTENSIONS = (
     ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
@@ -121,6 +122,9 @@ class SampleIndex:
     relpaths: tuple[str, ...] | None = None
     arrays: np.ndarray | None = field(default=None, repr=False)
     names: tuple[str, ...] | None = None  # memory sources: a readable name per sample
+    #: selected sample_ids a previous decode of this content found undecodable (sorted; part of
+    #: the dataset's identity in every embedding fingerprint, see :func:`record_undecodable`)
+    undecodable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     def __len__(self) -> int:
         return len(self.sample_id)
@@ -367,13 +371,47 @@ _INDEXERS = {
 }
 
 
+def undecodable_path(dataset: str) -> str:
+    return f"datasets/{dataset}/undecodable.json"
+
+
+def known_undecodable(store: Store | None, dataset: str, content_digest: str) -> np.ndarray:
+    """Sorted sample_ids of this content that a decode found undecodable (empty when none known).
+
+    Kept in ``datasets/<dataset>/undecodable.json`` as ``{content_digest: [sample_id, ...]}``.
+    """
+    if store is None or not store.exists(undecodable_path(dataset)):
+        return np.zeros(0, np.int64)
+    try:
+        known = store.read_json(undecodable_path(dataset))
+    except (OSError, ValueError):
+        return np.zeros(0, np.int64)
+    ids = known.get(content_digest, []) if isinstance(known, dict) else []
+    return np.unique(np.asarray(ids, dtype=np.int64))
+
+
+def record_undecodable(store: Store, dataset: str, content_digest: str, ids: Any) -> bool:
+    """Add ``ids`` to the undecodable samples known for this content; True when that set grew.
+
+    Decoding is deterministic for given bytes, so the set only grows as more samples of a
+    content are decoded; a content whose digest changed starts afresh (older digests are dropped).
+    """
+    before = known_undecodable(store, dataset, content_digest)
+    after = np.union1d(before, np.asarray(list(ids), dtype=np.int64))
+    if len(after) == len(before):
+        return False
+    store.write_json(undecodable_path(dataset), {content_digest: [int(x) for x in after]})
+    return True
+
+
 def index_samples(
     spec: DatasetSpec, seed: int, digests: uris.DigestCache | None = None
 ) -> SampleIndex:
     """The dataset's stable sample list (ids, names, labels, content digest); no image bytes.
 
     ``limit`` keeps a seeded sorted subset of the ids. ``digests`` (one per store) avoids reading a
-    Parquet or ``.npz`` file again to digest it once its (URI, size, mtime) is known.
+    Parquet or ``.npz`` file again to digest it once its (URI, size, mtime) is known; with a store,
+    the selected samples known to be undecodable come with the index (``undecodable``).
     """
     from zoorank.data import select_subset
 
@@ -393,6 +431,9 @@ def index_samples(
         label=label, label_names=parts.get("label_names") if label is not None else None,
         row_groups=parts.get("row_groups"), relpaths=parts.get("relpaths"),
         arrays=parts.get("arrays"), names=parts.get("names"),
+        undecodable=np.intersect1d(known_undecodable(
+            digests.store if digests is not None else None, spec.name, parts["content_digest"]),
+            ids),
     )
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from zoorank.data import decode_views
 from zoorank.errors import InputError
-from zoorank.sources import UNREADABLE, UnreadableError
+from zoorank.sources import UNREADABLE, UnreadableError, record_undecodable
 
 if TYPE_CHECKING:
     from zoorank.data import ViewGeometry, ViewPlan
@@ -180,6 +180,8 @@ def build(
     except InputError:
         store.delete(directory)  # never reused: the next run reads again
         raise
+    record_undecodable(store, index.dataset, index.content_digest,
+                       sorted({i for ids in found["bad"].values() for i in ids}))
     store.write_json(f"{directory}/index.json", found)
     return {**found, "reused": False, "seconds": time.perf_counter() - t0}
 
