@@ -69,7 +69,7 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
     verify_rows,
 )
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import SampleIndex, index_samples
+from zoorank.sources import SampleIndex, UnreadableError, index_samples
 from zoorank.store import Store, parse_shards
 from zoorank.zoo import Geometry, ResolvedModel, resolve_models
 
@@ -270,6 +270,9 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
             if error is None and dim is None and len(expected):
                 error = "no embeddings produced"
             row.update(rows=int(len(sid)), dim=dim)
+    # what the workers used, as they resolved it (readers use this, never their own GPU)
+    row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
+    row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
     if error is not None:
         row.update(status="failed", error=error, rows=0)
     else:
@@ -301,20 +304,30 @@ _Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
 
 
 def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry]) -> tuple[_Groups, _Caches]:
-    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it)."""
+                   todo: list[Entry]) -> tuple[_Groups, _Caches, list[dict[str, Any]]]:
+    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
+
+    A group with samples whose bytes could not be read (after retries) is left out: its entries
+    come back as failed manifest rows with the reason (the next run retries them), never as
+    entries with fewer samples.
+    """
     specs = {s.name: s for s in config.datasets}
     groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
     for e in todo:
         groups[(e.dataset, e.model.geometry)].append(e)
     caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
+    unread: list[dict[str, Any]] = []
     for (dataset, geometry), entries in groups.items():
         plans = _group_plans(entries)
         key = _cache_key(indexes[dataset], geometry, plans, config.seed)
         needed = np.unique(np.concatenate([p.samples for p in plans]))
-        cache = viewcache.build(store, indexes[dataset], needed, plans,
-                                ViewGeometry(geometry.input_size, geometry.interpolation,
-                                             geometry.crop_pct), config.seed, key)
+        try:
+            cache = viewcache.build(store, indexes[dataset], needed, plans,
+                                    ViewGeometry(geometry.input_size, geometry.interpolation,
+                                                 geometry.crop_pct), config.seed, key)
+        except UnreadableError as err:
+            unread += [{**_pending_row(e), "status": "failed", "error": str(err)} for e in entries]
+            continue
         caches[(dataset, geometry)] = (key, cache)
         if cache["bad"] and specs[dataset].on_bad_image == "fail":
             viewcache.drop(store, dataset, key)
@@ -323,7 +336,31 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
                  geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],
                  ", reused" if cache["reused"] else "")
 
-    return groups, caches
+    return {k: v for k, v in groups.items() if k in caches}, caches, unread
+
+
+def _with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel],
+                      indexes: dict[str, SampleIndex], todo: list[Entry], groups: _Groups,
+                      precision: str) -> tuple[list[Entry], _Groups]:
+    """``todo`` and ``groups`` re-fingerprinted when this run's decode found undecodable samples
+    not known when they were planned (the set is part of each entry's dataset selection)."""
+    import dataclasses
+
+    from zoorank.sources import known_undecodable
+
+    changed = False
+    for spec in config.datasets:
+        index = indexes[spec.name]
+        now = np.intersect1d(known_undecodable(store, spec.name, index.content_digest),
+                             index.sample_id)
+        if not np.array_equal(now, index.undecodable):
+            indexes[spec.name] = dataclasses.replace(index, undecodable=now)
+            changed = True
+    if not changed:
+        return todo, groups
+    fresh = {e.key: e for e in plan_entries(config, models, indexes, precision)}
+    return ([fresh[e.key] for e in todo],
+            {g: [fresh[e.key] for e in entries] for g, entries in groups.items()})
 
 
 def _embed_chunks(
@@ -371,6 +408,7 @@ def _embed_chunks(
         args = (store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
                 wanted, si)
         kwargs = dict(device=res.device, precision=res.precision, num_threads=threads,
+                      batch_size=config.embed.batch_size,
                       allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
         split = None
         if len(models) > 1:  # a dead worker: the chunk's models again, one per task
@@ -519,10 +557,16 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             with Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
-                groups, caches = _decode_groups(store, config, indexes, todo)
+                groups, caches, unread = _decode_groups(store, config, indexes, todo)
+                todo, groups = _with_undecodable(store, config, models, indexes, todo, groups,
+                                                 precision)
                 # pending (new fingerprint) first; shards are immutable and uniquely named, and
                 # one manifest commit per chunk swaps each entry's reference to its new files
                 store.update_manifest([_pending_row(e, previous.get(e.key)) for e in todo])
+                if unread:  # unreadable samples: these entries fail with the reason
+                    store.update_manifest(unread)
+                    results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unread})
+                    display.entries_done(len(unread))
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:

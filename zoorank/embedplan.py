@@ -22,7 +22,7 @@ from zoorank.sources import SampleIndex
 from zoorank.zoo import ResolvedModel, estimate_model_bytes
 
 #: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
-EMBED_VERSION = 2
+EMBED_VERSION = 3  # 3: upright, range-mapped, alpha-on-white, memory-bounded decoding
 #: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
 SLICE_MIN_ROWS = 4096
 
@@ -47,18 +47,23 @@ class Entry:
 
 
 def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
-    """What of a dataset an embedding depends on: its content and the exact sample selection.
+    """What of a dataset an embedding depends on: its content, the exact sample selection and the
+    selected samples known to be undecodable (so every model of a dataset holds the same samples).
 
     The path is not in it: the same bytes at another path or URI give the same embeddings.
     """
     digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
-    return {
+    out = {
         "source": spec.source,
         "content": index.content_digest,
         "image_column": spec.image_column if spec.source == "parquet" else None,
         "samples": len(index),
         "sample_ids": digest.hexdigest()[:16],
     }
+    if len(index.undecodable):  # the samples every model of the dataset leaves out
+        bad = hashlib.sha256(np.ascontiguousarray(index.undecodable, dtype="<i8").tobytes())
+        out["undecodable"] = f"{len(index.undecodable)}:{bad.hexdigest()[:16]}"
+    return out
 
 
 def entry_fingerprint(
@@ -154,27 +159,18 @@ def choose_device(option: str, gpus_now: float, gpus_possible: float) -> str:
     return "cuda" if gpus_now > 0 or gpus_possible > 0 else "cpu"
 
 
-def planned_precision(options: EmbedOptions, device: str | None = None) -> str | None:
-    """The precision the forward runs in, or None while it depends on a device not yet known.
+def planned_precision(options: EmbedOptions, device: str | None = None) -> str:
+    """The precision in an entry's fingerprint: the configured one, with ``auto`` on CPU as fp32.
 
-    ``auto`` is fp32 on CPU and bf16 on CUDA (fp16 on a GPU without bf16).
+    ``auto`` on a GPU (or on a device not yet known) stays ``auto``: the worker that runs the
+    forward resolves it (:func:`zoorank.embedder.resolve_precision`: bf16 where its GPU supports
+    it, else fp16) and the manifest records what it used. So the fingerprint never depends on the
+    driver's GPU (a cluster's head has none), and readers use the recorded precision.
     """
     device = device or (options.device if options.device != "auto" else None)
-    if options.precision != "auto":
-        return options.precision
-    if device is None:
-        return None
-    if device != "cuda":
+    if options.precision == "auto" and device == "cpu":
         return "fp32"
-    try:
-        import torch
-
-        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-            return "fp16"
-    except Exception:  # a driver without torch's CUDA: the workers' GPUs decide nothing here
-        pass
-    return "bf16"
-
+    return options.precision
 
 
 def chunk_entries(group: list[Entry], options: EmbedOptions) -> list[list[Entry]]:

@@ -58,6 +58,8 @@ MANIFEST_COLUMNS = [
     "seconds",
     "bad_images",
     "shards",
+    "precision",  # as resolved where the forward ran (embed.precision: auto)
+    "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
 ]
 METRICS_KEY = ["model_id", "dataset", "metric"]
 METRICS_COLUMNS = [
@@ -437,7 +439,8 @@ class Store:
                 row[c] = None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
             out.append(row)
         frame = pd.DataFrame(out, columns=MANIFEST_COLUMNS)
-        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards"):
+        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
+                  "precision", "versions"):
             frame[c] = frame[c].astype("string")
         for c in ("rows", "dim", "bad_images"):
             frame[c] = frame[c].astype("Int64")
