@@ -3,7 +3,7 @@
 Every stage reads and writes through :class:`Store`, which wraps one ``pyarrow.fs`` filesystem, so a
 store can be a local directory or an object-store URI (``s3://bucket/prefix``, ``gs://...``).
 
-Fingerprints (the freshness rule; :mod:`zoorank.freshness` applies it for every reader): each
+Fingerprints (the freshness rule; :mod:`zoorank.catalog` applies it for every reader): each
 manifest row and each ``metrics.parquet`` row carries the fingerprint of exactly what produced it —
 for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
 dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
