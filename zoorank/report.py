@@ -467,6 +467,9 @@ def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
             + "".join(sections) + "</body></html>\n")
     for name, data in images.items():
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
+    for name in store.list_files(REPORT_DIR, suffix=".png"):  # plots of an earlier report
+        if name not in images:
+            store.delete(f"{REPORT_DIR}/{name}")
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
