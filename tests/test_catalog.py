@@ -1,7 +1,8 @@
 """The catalog: what the config should have in its store, with fingerprints, and every stage on it.
 
-Stores are the hand-written digits store of ``rank_fixtures`` (quality known by construction) and,
-for the equality of the catalog with what the stages write, one real embed → score → rank run.
+Stores are the hand-written digits store of ``rank_fixtures`` (quality known by construction); that
+the catalog equals what the stages write on a real run is checked on the end-to-end run
+(``tests/test_pipeline_e2e.py``).
 """
 
 from __future__ import annotations
@@ -168,70 +169,3 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
         pd.testing.assert_frame_equal(pd.read_parquet(store_root / f"{name}.parquet"), frame)
     assert store.exists(reliability_path("digits", "rot"))
     assert run_gc(config).removed == []
-
-
-# -- the catalog of a real run equals what the stages write --------------------------------------
-
-
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory, ray_session):
-    import e2e_models as zoo
-
-    from zoorank.pipeline import run_all
-
-    root = tmp_path_factory.mktemp("catalog-run")
-    files = zoo.build_zoo(root / "zoo")
-
-    def model(model_id: str, **extra) -> dict:
-        return {"id": model_id, "source": "torchscript", "name": files[model_id],
-                "input_size": zoo.INPUT_SIZE, "interpolation": "bilinear", "crop_pct": 1.0,
-                **extra}
-
-    config = parse_config({
-        "store": str(root / "store"), "seed": 0,
-        "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 120}],
-        "models": [model("random", family="cnn"), model("pixels", family="baseline"),
-                   model("rot-0", family="cnn", group="rotated"),
-                   model("rot-1", family="cnn", group="rotated")],
-        "views": [{"name": "clean"}, {"name": "simclr", "samples": 30, "per_sample": 2}],
-        "metrics": ["rankme", "lidar", "twonn_id", "cluster_learnability", "clid", "nc"],
-        "score": {"nc_k": 5, "nc_reference_size": 40},
-        "oracle": {"knn": True, "r_auroc": True},
-        "rank": {"primary_metric": "rankme", "bootstrap": 0},
-    })
-    run_all(config)
-    return config
-
-
-def test_every_artifact_the_stages_write_has_the_catalogs_fingerprint(real_run):
-    config = real_run
-    store = Store(config.store)
-    catalog = build_catalog(config)
-    raw = store.read_manifest()
-    assert set(zip(raw["dataset"], raw["view"], raw["model_id"])) == set(catalog.entries)
-    assert (raw["status"] == "done").all()
-    for r in raw.itertuples(index=False):
-        assert r.fingerprint in catalog.entries[(r.dataset, r.view, r.model_id)]
-    manifest = catalog.fresh_manifest(raw)
-
-    metrics = store.read_metrics()
-    expected = catalog.metric_fingerprints(manifest)
-    stored = {(r.model_id, r.dataset, r.metric): r.fingerprint
-              for r in metrics.itertuples(index=False)}
-    assert stored == expected
-    assert {"clid", "clid_family", "nc", "lidar"} <= {k[2] for k in expected}
-
-    rel = catalog.fresh_reliability(manifest, metrics)
-    assert set(rel) == set(catalog.reliability_tables(manifest)) == {("digits", "rotated")}
-    assert store.list_files("reliability", "digits", suffix=".parquet") == ["rotated.parquet"]
-
-    oracle = store.read_frame("oracle.parquet")
-    want = catalog.oracle_fingerprints(manifest, metrics)
-    assert {(r.model_id, r.dataset): r.fingerprint for r in oracle.itertuples(index=False)} == {
-        k: fp for k, (fp, _) in want.items()}
-    assert want[("rot-0", "digits")][1] == "rotated"  # R-AUROC reads the fresh table
-    assert "r_auroc_nc" in set(oracle["metric"])
-
-    assert catalog.stale_samples(store) == []
-    assert set(store.read_frame(samples_path("digits"))["fingerprint"]) == {
-        catalog.labels_fingerprint("digits")}
