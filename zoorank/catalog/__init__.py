@@ -110,6 +110,7 @@ class Catalog:
     #: while ``embed.device`` and ``embed.precision`` are both ``auto``).
     entries: dict[Key, tuple[str, ...]]
     digests: uris.DigestCache | None = field(default=None, repr=False)
+    _labels: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- embeddings ---------------------------------------------------------------------------
 
@@ -198,11 +199,14 @@ class Catalog:
     def labels_fingerprint(self, dataset: str) -> str:
         """Fingerprint of a dataset's sample list and labels (ids, label values, label names):
         changing ``label_column`` (or the labels) changes it; the image bytes do not enter."""
+        if dataset in self._labels:
+            return self._labels[dataset]
         frame = self.indexes[dataset].frame()
         h = hashlib.sha256(np.ascontiguousarray(frame["sample_id"], dtype="<i8").tobytes())
         h.update(np.ascontiguousarray(frame["label"].fillna(-1).to_numpy("int64"), "<i8").tobytes())
         h.update("\x00".join("" if pd.isna(v) else str(v) for v in frame["label_name"]).encode())
-        return fingerprint("labels", h.hexdigest())
+        self._labels[dataset] = fingerprint("labels", h.hexdigest())
+        return self._labels[dataset]
 
     def stale_samples(self, store: Store) -> list[str]:
         """Datasets whose stored sample and label table is missing or not the expected one."""
