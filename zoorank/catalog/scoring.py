@@ -42,10 +42,11 @@ def pool_metrics(config: RunConfig) -> list[str]:
 
 def pool_key(metric: str) -> str | None:
     """What a pool metric's pools are drawn by: None (every eligible model of the dataset) or a
-    model attribute (``family``). Read from the registry's ``pool_by`` when it declares one."""
-    by = getattr(registry.info(metric), "pool_by", None)
-    if by is not None:
-        return by or None
+    model attribute (``family``). Read from the registry entry's ``scope`` (``"dataset"`` or
+    ``"family"``) when it declares one."""
+    scope = getattr(registry.info(metric), "scope", None)
+    if scope is not None:
+        return None if scope == "dataset" else str(scope)
     return "family" if metric.endswith("_family") else None
 
 
