@@ -50,9 +50,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank import uris, viewcache
+from zoorank import viewcache
+from zoorank.catalog import Catalog, build_catalog, samples_path
 from zoorank.config import EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import ViewGeometry, ViewPlan, check_views, write_samples
+from zoorank.data import ViewGeometry, ViewPlan, check_views
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
     EMBED_VERSION,
@@ -69,9 +70,9 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
     verify_rows,
 )
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import SampleIndex, UnreadableError, index_samples
+from zoorank.sources import SampleIndex, UnreadableError
 from zoorank.store import Store, parse_shards
-from zoorank.zoo import Geometry, ResolvedModel, resolve_models
+from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger(__name__)
 
@@ -486,30 +487,8 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
     }
 
 
-def expected_fingerprints(
-    config: RunConfig, models: list[ResolvedModel] | None = None
-) -> dict[tuple[str, str, str], tuple[str, ...]]:
-    """(dataset, view, model_id) → the fingerprints EMBED may give that entry under ``config``.
-
-    What readers compare the manifest with (zoorank.freshness): an entry whose stored fingerprint
-    is not among these was made by another config, model, dataset or implementation and is stale.
-    One fingerprint per entry, except when ``embed.device`` and ``embed.precision`` are both
-    ``auto``: then the cluster that embeds decides the precision, and each of fp32/bf16/fp16 is
-    accepted (the precision is still in the fingerprint, so one store never mixes two for an entry).
-    """
-    store = Store(config.store)
-    digests = uris.DigestCache(store)
-    models = resolve_models(config, digests) if models is None else models
-    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
-    precision = planned_precision(config.embed)
-    out: dict[tuple[str, str, str], tuple[str, ...]] = defaultdict(tuple)
-    for p in [precision] if precision else ["fp32", "bf16", "fp16"]:
-        for e in plan_entries(config, models, indexes, p):
-            out[e.key] += (e.fingerprint,)
-    return dict(out)
-
-
-def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
+def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
+              ) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
@@ -520,10 +499,10 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     """
     check_views(config.views)
     store = Store(config.store)
-    digests = uris.DigestCache(store)
-    models = resolve_models(config, digests)
-    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
-    digests.save()
+    catalog = build_catalog(config) if catalog is None else catalog
+    models, indexes = catalog.models, catalog.indexes
+    if catalog.digests is not None:
+        catalog.digests.save()
     precision = planned_precision(config.embed)
     res = None
     if precision is None:  # `auto` on both: the cluster decides the device, hence the precision
@@ -532,14 +511,14 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         ensure_ray(address)
         res = _resources(config.embed)
         precision = res.precision
-    entries = plan_entries(config, models, indexes, precision)
+    entries = catalog.plan_entries(precision)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
-    for spec in config.datasets:
-        write_samples(store, spec.name, indexes[spec.name])
+    for name in catalog.stale_samples(store):
+        store.replace_table(samples_path(name), catalog.samples_frame(name))
 
     results: dict[tuple[str, str, str], dict[str, Any]] = {
         k: {**previous[k], "status": "done"} for k in skipped

@@ -2,6 +2,8 @@
 
 No lease: every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
 several processes may run stages on one store at once and readers see consistent snapshots.
+Each command builds the config's catalog (:mod:`zoorank.catalog`: what should exist, with
+fingerprints) once and hands it to every stage it runs; the stages stand side by side on it.
 """
 
 from __future__ import annotations
@@ -11,37 +13,38 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from zoorank.catalog import Catalog, build_catalog
 from zoorank.config import RunConfig
 
 
-def run_embed(config: RunConfig, address: str | None = None):
+def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
     from zoorank.embed import run_embed as _run
 
-    return _run(config, address=address)
+    return _run(config, address=address, catalog=catalog or build_catalog(config))
 
 
-def run_score(config: RunConfig, address: str | None = None):
+def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
     from zoorank.score import run_score as _run
 
-    return _run(config, address=address)
+    return _run(config, address=address, catalog=catalog or build_catalog(config))
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
-             check: bool = True):
+             check: bool = True, catalog: Catalog | None = None):
     """RANK; raises NothingRankedError (exit 3) when no model could be ranked (``check``)."""
     from zoorank.rank import check_ranked
     from zoorank.rank import run_rank as _run
 
-    board = _run(config, address=address, show=show)
+    board = _run(config, address=address, show=show, catalog=catalog or build_catalog(config))
     if check:
         check_ranked(board)
     return board
 
 
-def run_report(config: RunConfig, address: str | None = None):
+def run_report(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
     from zoorank.report import run_report as _run
 
-    return _run(config)
+    return _run(config, catalog=catalog or build_catalog(config))
 
 
 def run_all(config: RunConfig, address: str | None = None):
@@ -52,10 +55,12 @@ def run_all(config: RunConfig, address: str | None = None):
     """
     from zoorank.rank import check_ranked
 
-    run_embed(config, address=address)
-    run_score(config, address=address)
-    board = run_rank(config, address=address, show=False, check=False)  # the report prints
-    out = run_report(config)
+    catalog = build_catalog(config)  # once: every stage compares it with the store
+    run_embed(config, address=address, catalog=catalog)
+    run_score(config, address=address, catalog=catalog)
+    board = run_rank(config, address=address, show=False, check=False,  # the report prints
+                     catalog=catalog)
+    out = run_report(config, catalog=catalog)
     check_ranked(board)
     return out
 
@@ -64,7 +69,7 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
     """Delete what the config no longer describes (stale rows, orphaned shards); see zoorank.gc."""
     from zoorank.gc import run_gc as _run
 
-    return _run(config, dry_run=dry_run)
+    return _run(config, dry_run=dry_run, catalog=build_catalog(config))
 
 
 # -- zoorank run --watch ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, dige
 tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
 several processes may write one store at once and readers see a consistent snapshot; no lease.
 
-Fingerprints (the freshness rule; :mod:`zoorank.freshness` applies it for every reader): each
+Fingerprints (the freshness rule; :mod:`zoorank.catalog` applies it for every reader): each
 manifest row and each ``metrics`` row carries the fingerprint of exactly what produced it —
 for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
 dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
