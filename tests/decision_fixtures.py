@@ -13,13 +13,12 @@ from zoorank.store import Store
 
 def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
     from zoorank import resample
-    from zoorank.freshness import fresh_manifest, fresh_metrics
+    from zoorank.catalog import build_catalog
     from zoorank.metrics.health import embedding_health
-    from zoorank.zoo import resolve_models
 
-    resolved = resolve_models(config)
-    manifest = fresh_manifest(config, store, resolved)
-    metrics = fresh_metrics(config, store, resolved, manifest)
+    catalog = build_catalog(config)
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
     names = resample.resampled_metrics(config)
     entries = {(r.dataset, r.model_id): str(r.fingerprint)
                for r in manifest.itertuples(index=False) if r.status == "done"}
@@ -36,5 +35,5 @@ def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
                         resample.fold_fingerprint(r.fingerprint, config.score))
             health.append({"model_id": mid, "dataset": ds, **embedding_health(Z),
                            "fingerprint": resample.health_fingerprint(entries[(ds, mid)])})
-    store.write_parquet(resample.RESAMPLES, pd.DataFrame(folds))
-    store.write_parquet(resample.HEALTH, pd.DataFrame(health))
+    store.replace_table(resample.RESAMPLES, pd.DataFrame(folds))
+    store.replace_table(resample.HEALTH, pd.DataFrame(health))

@@ -85,7 +85,7 @@ def test_every_top_set_model_is_unflagged_or_only_softly_flagged(decided):
 
 def test_per_metric_uncertainty_table_covers_each_resampled_metric(decided):
     store, _, board, _ = decided
-    table = store.read_frame("uncertainty.parquet")
+    table = store.read_frame("uncertainty")
     assert {"rankme", "uniformity", "twonn_id", "nc"} <= set(table["metric"])
     rankme = table[table["metric"] == "rankme"].set_index("model_id")
     # one dataset: the leaderboard's intervals are those of its primary metric
@@ -116,7 +116,7 @@ def test_a_zoo_mixing_widths_shows_the_width_warning(decided):
 
 def test_uncertainty_table_is_readable_by_pandas(decided):
     store, _, _, _ = decided
-    assert isinstance(store.read_frame("uncertainty.parquet"), pd.DataFrame)
+    assert isinstance(store.read_frame("uncertainty"), pd.DataFrame)
 
 
 # -- two datasets, no Ray: the aggregate's intervals over replicates of both datasets -----------

@@ -9,7 +9,7 @@ import scipy.stats
 from test_score import scored  # noqa: F401  (the module's scored store fixture)
 
 from zoorank import resample
-from zoorank.freshness import fresh_metrics
+from zoorank.catalog import build_catalog
 from zoorank.metrics.health import health_flags
 from zoorank.metrics.spectral import rankme
 from zoorank.metrics.uncertainty import fold_assignment
@@ -26,7 +26,8 @@ def test_every_ranked_metric_with_a_value_has_one_row_per_fold(scored):  # noqa:
     config, store = scored["config"], scored["store"]
     F = config.score.resample_folds
     folds = _folds(store)
-    metrics = fresh_metrics(config, store)
+    catalog = build_catalog(config)
+    metrics = catalog.fresh_metrics(store, catalog.fresh_manifest(store.read_manifest()))
     ranked = set(resample.resampled_metrics(config)) | {"nc", "clid", "clid_family"}
     finite = metrics[metrics["metric"].isin(ranked) & metrics["value"].notna()]
     counts = folds.groupby(["model_id", "dataset", "metric"]).size()
@@ -77,8 +78,8 @@ def test_rerun_recomputes_no_fold_or_health_row(scored):  # noqa: F811
     store = scored["store"]
     before = (_folds(store).sort_values(resample.RESAMPLES_KEY).reset_index(drop=True),
               store.read_frame(resample.HEALTH).sort_values(["model_id"]).reset_index(drop=True))
-    mtime = store.local_path(resample.RESAMPLES).stat().st_mtime_ns
+    version = store.table_version(resample.RESAMPLES)
     run_score(scored["config"])
-    assert store.local_path(resample.RESAMPLES).stat().st_mtime_ns == mtime
+    assert store.table_version(resample.RESAMPLES) == version
     after = _folds(store).sort_values(resample.RESAMPLES_KEY).reset_index(drop=True)
     pd.testing.assert_frame_equal(before[0], after)

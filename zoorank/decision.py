@@ -9,7 +9,7 @@ and :func:`~zoorank.metrics.agreement.rank_disagreement`. Inputs are the leaderb
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
 leaderboard's own order: the aggregate of the primary metric's ranks), ``flags`` and
-``disagreement``; a long table ``uncertainty.parquet`` (model_id, dataset, metric, rank, rank_low,
+``disagreement``; a long table ``uncertainty`` (model_id, dataset, metric, rank, rank_low,
 rank_high, p_best, in_top_set) for every resampled metric; and the ``decision`` settings (top set,
 consensus sentence, Kendall's W per dataset, width warning).
 """
@@ -40,7 +40,7 @@ from zoorank.metrics.uncertainty import (
     replicate_ranks,
 )
 
-UNCERTAINTY = "uncertainty.parquet"
+UNCERTAINTY = "uncertainty"
 UNCERTAINTY_COLUMNS = ["model_id", "dataset", "metric", "rank", "rank_low", "rank_high", "p_best",
                        "in_top_set"]
 DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement"]

@@ -1,15 +1,15 @@
 """Resampled metric rows (rank uncertainty) and embedding health: what SCORE stores, what RANK reads.
 
-Two store tables beside ``metrics.parquet``:
+Two store tables beside ``metrics``:
 
-* ``resamples.parquet`` — one row per (model_id, dataset, metric, fold): the metric computed on
+* ``resamples`` (a table) — one row per (model_id, dataset, metric, fold): the metric computed on
   fold ``fold`` of the images (:func:`zoorank.metrics.uncertainty.fold_assignment`, the same
   folds for every model). Per-model metrics are recomputed on each fold; ``nc`` takes the fold
   means of its stored per-sample table; ``clid`` / ``clid_family`` are z(CL) + z(ID) over the
   pool on each fold (the pool step included). Only the ranked metrics are resampled: the
   registry's primary-eligible ones (CLID's terms included), augmented metrics on the first
   augmented view only.
-* ``health.parquet`` — one row per (model_id, dataset): :func:`zoorank.metrics.health.embedding_health`
+* ``health`` (a table) — one row per (model_id, dataset): :func:`zoorank.metrics.health.embedding_health`
   of its clean embeddings.
 
 Freshness. A fold row's fingerprint hashes the fingerprint of the metric row it resamples (which
@@ -32,10 +32,10 @@ import pandas as pd
 from zoorank.config import RunConfig, ScoreOptions, fingerprint
 from zoorank.metrics import registry
 
-RESAMPLES = "resamples.parquet"
+RESAMPLES = "resamples"
 RESAMPLES_KEY = ["model_id", "dataset", "metric", "fold"]
 RESAMPLES_COLUMNS = ["model_id", "dataset", "metric", "fold", "value", "fingerprint"]
-HEALTH = "health.parquet"
+HEALTH = "health"
 HEALTH_KEY = ["model_id", "dataset"]
 HEALTH_STATS = ["n", "dim", "non_finite_fraction", "relative_spread", "effective_rank",
                 "duplicate_fraction"]
