@@ -34,20 +34,20 @@ def _stamp(root: Path, config_dict: dict, n: int) -> None:
     would record for it, so the stage's freshness check accepts the hand-written entries."""
     import numpy as np
 
-    from zoorank.embed import expected_fingerprints
+    from zoorank.catalog import build_catalog
     from zoorank.store import Store
 
     path = root / "images.npz"
     rng = np.random.default_rng(0)
     np.savez(path, images=rng.integers(0, 255, size=(n, 8, 8, 3), dtype=np.uint8))
     config_dict["datasets"][0]["path"] = str(path)
-    expected = expected_fingerprints(parse_config(config_dict))
+    expected = build_catalog(parse_config(config_dict)).entries
     store = Store(root)
     manifest = store.read_manifest()
     manifest["fingerprint"] = [next(iter(expected[(d, v, m)]))
                                for d, v, m in zip(manifest["dataset"], manifest["view"],
                                                   manifest["model_id"])]
-    store.write_parquet("manifest.parquet", manifest)
+    store.replace_table("manifest", manifest)
 
 
 def main() -> None:
