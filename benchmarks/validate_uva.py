@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import time
 from pathlib import Path
 
@@ -62,12 +61,12 @@ def summary(store: Path) -> str:
     from zoorank.store import Store
 
     s = Store(str(store))
-    board = s.read_frame("leaderboard.parquet")
-    agree = s.read_frame("agreement.parquet")
-    unc = s.read_frame("uncertainty.parquet")
-    import pyarrow.parquet as pq
+    board = s.read_frame("leaderboard")
+    agree = s.read_frame("agreement")
+    unc = s.read_frame("uncertainty")
+    from zoorank.rank import read_leaderboard_settings
 
-    settings = json.loads(pq.read_schema(store / "leaderboard.parquet").metadata[b"zoorank"])
+    settings = read_leaderboard_settings(s)
     d = settings["decision"]
     lines = []
     a = agree[(agree["family"] == "all")]
