@@ -4,9 +4,14 @@ Every function takes NumPy arrays or torch tensors (any float dtype, any device)
 through :func:`zoorank.metrics._checks.check_array`, and returns a Python float or a NumPy array.
 Nothing here reads files or starts Ray. Conventions and defaults follow ``specs/`` and are stated
 in each docstring.
+
+Importing this package imports every family module, so every metric is registered in
+:mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).
 """
 
+from zoorank.metrics import registry
 from zoorank.metrics._checks import DegenerateInputWarning
+from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.oracle import (
@@ -34,6 +39,8 @@ from zoorank.metrics.spectral import (
 )
 from zoorank.metrics.transferability import gbc, h_score, logme, nleep
 
+from zoorank.metrics import suite  # noqa: E402,I001  (registers nc; imports the families above)
+
 __all__ = [
     "DegenerateInputWarning",
     "alignment",
@@ -42,6 +49,7 @@ __all__ = [
     "cluster_learnability",
     "coding_rate",
     "coding_rate_reduction",
+    "duplicate_fraction",
     "embedding_norm",
     "esc",
     "feature_variance",
@@ -57,10 +65,13 @@ __all__ = [
     "mle_id",
     "neighborhood_consistency",
     "nleep",
+    "numerical_rank",
     "r_auroc",
     "rankme",
     "recall_at_1",
+    "registry",
     "sdl",
+    "suite",
     "twonn_id",
     "uniformity",
 ]
