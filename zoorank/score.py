@@ -53,8 +53,8 @@ METRICS_KEY = ["model_id", "dataset", "metric"]
 #: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
 #: that changes. Each metric's own maths is versioned in zoorank.metrics.registry.
 SCORE_VERSION = 1
-#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
-CLID_TERMS = ("cluster_learnability", "twonn_id")
+#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features): the registry's.
+CLID_TERMS = registry.REGISTRY["clid"].requires
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def plan_score(
                 )
             else:
                 plan.up_to_date += 1
-        if "nc" not in config.metrics:
+        if not registry.ensemble_metrics(config.metrics):
             continue
         plan.ensembles[dataset] = {}
         for group, ids in sorted(members.items()):
@@ -392,9 +392,10 @@ def _limit_threads(threads: int) -> None:
 # -- pool-level scores -------------------------------------------------------------------------------
 
 
-def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str]) -> dict[str, Any]:
-    """model_id → {metric: (value, fingerprint, n, dim)} for the CLID terms."""
-    sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(CLID_TERMS)
+def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str],
+                  needed: Iterable[str] = CLID_TERMS) -> dict[str, Any]:
+    """model_id → {metric: (value, fingerprint, n, dim)} for a pool metric's terms."""
+    sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(list(needed))
                   & metrics["model_id"].isin(model_ids)]
     terms: dict[str, dict[str, tuple]] = defaultdict(dict)
     for r in sub.itertuples(index=False):
@@ -406,47 +407,53 @@ def pool_rows(
     metric: str, dataset: str, model_ids: list[str], metrics: pd.DataFrame, seed: int,
     extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """CLID rows (z(CL) + z(ID) over the pool of ``model_ids`` with both terms finite).
+    """Rows of a pool metric (CLID: z(CL) + z(ID)) over the pool of ``model_ids`` whose terms
+    (the registry's ``requires``) are all finite; its registered ``combine`` computes the values.
 
     Every candidate gets a row: the pool members a finite value, the others NaN with the reason;
-    with fewer than 2 pool members every row is NaN with the reason. The fingerprint hashes the
-    candidates' CL and ID fingerprints, so any change in the pool recomputes it.
+    when the combination fails (CLID: fewer than 2 pool members) every row is NaN with the reason.
+    The fingerprint hashes the candidates' term fingerprints, so any change in the pool recomputes it.
     """
-    from zoorank.metrics.learnability import clid
-
-    terms = _finite_terms(metrics, dataset, model_ids)
+    entry = registry.info(metric)
+    needed = entry.requires
+    terms = _finite_terms(metrics, dataset, model_ids, needed)
     fp = pool_fingerprint(
         metric, dataset,
-        [(m, t, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in CLID_TERMS],
+        [(m, t, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in needed],
         extra,
     )
     pool = [m for m in model_ids
-            if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in CLID_TERMS)]
-    base = {"mode": "zscore", "terms": list(CLID_TERMS), "pool": pool, "pool_size": len(pool),
+            if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in needed)]
+    base = {**entry.kwargs(), "terms": list(needed), "pool": pool, "pool_size": len(pool),
             **(extra or {})}
     values: dict[str, float] = {}
-    if len(pool) >= 2:
-        cl = np.array([terms[m]["cluster_learnability"][0] for m in pool])
-        id_ = np.array([terms[m]["twonn_id"][0] for m in pool])
+    failure = None
+    if pool:
+        arrays = [np.array([terms[m][t][0] for m in pool]) for t in needed]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            values = dict(zip(pool, clid(cl, id_, mode="zscore")))
+            try:
+                values = dict(zip(pool, entry.combine(*arrays, **entry.kwargs())))
+            except ValueError as err:
+                failure = f"{metric} over {len(pool)} model(s): {err}"
         if caught:
             base["warnings"] = [str(w.message) for w in caught]
+    else:
+        failure = f"{metric} needs models with every term finite ({list(needed)}); got none"
     rows = []
     for m in model_ids:
         params = dict(base)
-        _, _, n, dim = terms.get(m, {}).get("cluster_learnability", (0, None, 0, 0))
+        _, _, n, dim = terms.get(m, {}).get(needed[0], (0, None, 0, 0))
         if m in values:
-            params["cl"] = terms[m]["cluster_learnability"][0]
-            params["id"] = terms[m]["twonn_id"][0]
+            params.update({t: terms[m][t][0] for t in needed})
             value = float(values[m])
         elif m not in pool:
             value = math.nan
-            params["error"] = "CL or ID is undefined for this model (see its rows)"
+            params["error"] = (f"a term of {metric} ({list(needed)}) is undefined for this model "
+                               "(see its rows)")
         else:
             value = math.nan
-            params["error"] = f"{metric} needs at least 2 models with both CL and ID, got {len(pool)}"
+            params["error"] = failure
         rows.append(metric_row(m, dataset, metric, value, params, n, dim, seed, fp))
     return rows
 
@@ -454,22 +461,24 @@ def pool_rows(
 def clid_pools(
     config: RunConfig, models: list[ModelInfo], plan: ScorePlan
 ) -> list[tuple[str, str, list[str], dict[str, Any] | None]]:
-    """(metric, dataset, members, extra) of every CLID pool: ``clid`` over each dataset's eligible
-    models and ``clid_family`` within each family (empty when ``clid`` is not configured)."""
-    if "clid" not in config.metrics:
-        return []
+    """(metric, dataset, members, extra) of every pool of every pool metric the config asks for (the
+    registry's): ``clid`` over each dataset's eligible models, ``clid_family`` within each family."""
     family_of = {m.model_id: m.family for m in models}
     pools: list[tuple[str, str, list[str], dict[str, Any] | None]] = []
-    for dataset, ids in plan.eligible.items():
-        if not ids:
-            continue
-        pools.append(("clid", dataset, ids, None))
-        families: dict[str, list[str]] = defaultdict(list)
-        for m in ids:
-            if family_of.get(m):
-                families[family_of[m]].append(m)
-        pools += [("clid_family", dataset, members, {"family": family})
-                  for family, members in sorted(families.items())]
+    for metric in registry.pool_metrics(config.metrics):
+        scope = registry.info(metric).scope
+        for dataset, ids in plan.eligible.items():
+            if not ids:
+                continue
+            if scope == "dataset":
+                pools.append((metric, dataset, ids, None))
+                continue
+            families: dict[str, list[str]] = defaultdict(list)
+            for m in ids:
+                if family_of.get(m):
+                    families[family_of[m]].append(m)
+            pools += [(metric, dataset, members, {"family": family})
+                      for family, members in sorted(families.items())]
     return pools
 
 

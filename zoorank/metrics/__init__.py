@@ -9,7 +9,10 @@ Importing this package imports every family module, so every metric is registere
 :mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).
 """
 
-from zoorank.metrics import registry
+from zoorank.metrics import (
+    registry,
+    suite,  # noqa: E402,I001  (registers nc; imports the families above)
+)
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
@@ -38,8 +41,6 @@ from zoorank.metrics.spectral import (
     rankme,
 )
 from zoorank.metrics.transferability import gbc, h_score, logme, nleep
-
-from zoorank.metrics import suite  # noqa: E402,I001  (registers nc; imports the families above)
 
 __all__ = [
     "DegenerateInputWarning",

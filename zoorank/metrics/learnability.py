@@ -20,7 +20,7 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import kmeans
-from zoorank.metrics.registry import option, register
+from zoorank.metrics.registry import fixed, option, register
 
 __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
 
@@ -280,11 +280,12 @@ def clid(
 
 register(
     "clid", +1, "pool", tune_floor=0.0, requires=("cluster_learnability", "twonn_id"),
-    description="CLID: z(CL) + z(ID) over the dataset's pool of models",
+    settings=fixed(mode="zscore"), description="CLID: z(CL) + z(ID) over the dataset's pool of models",
 )(clid)
 register(
-    "clid_family", +1, "pool", config_name="clid", primary=False,
-    requires=("cluster_learnability", "twonn_id"), description="CLID within each family",
+    "clid_family", +1, "pool", config_name="clid", primary=False, scope="family",
+    requires=("cluster_learnability", "twonn_id"), settings=fixed(mode="zscore"),
+    description="CLID within each family",
 )(clid)
 
 

@@ -25,6 +25,7 @@ from zoorank.metrics.neighbors import knn
 from zoorank.metrics.registry import register
 
 __all__ = [
+    "oracle_split",
     "knn_accuracy",
     "linear_probe_accuracy",
     "recall_at_1",
@@ -36,6 +37,29 @@ __all__ = [
 ]
 
 DEFAULT_CS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+
+def oracle_split(
+    sample_ids: Any, labels: Any, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(train ids, test ids, note): the label oracle's one split rule, stratified and seeded.
+
+    scikit-learn's ``train_test_split(test_size=test_fraction, random_state=seed,
+    stratify=labels)`` on ``sample_ids`` (ids or positions), both halves sorted. Falls back to an
+    unstratified split with the same seed when a class is too small to stratify (the note says
+    so). RANK's oracle, Tune's oracle and ``zoorank metrics --labels`` all call this.
+    """
+    from sklearn.model_selection import train_test_split
+
+    ids = np.asarray(sample_ids)
+    note = "stratified"
+    try:
+        tr, te = train_test_split(ids, test_size=test_fraction, random_state=seed,
+                                  stratify=np.asarray(labels))
+    except ValueError:
+        tr, te = train_test_split(ids, test_size=test_fraction, random_state=seed)
+        note = "unstratified (a class has too few samples to stratify)"
+    return np.sort(tr), np.sort(te), note
 
 
 def _train_test(
@@ -262,7 +286,8 @@ def r_auroc(uncertainty: Any, correct: Any) -> float:
     return float(roc_auc_score(wrong, u))
 
 
-register("r_auroc", +1, "labels", prefix=True, description='R-AUROC of a reliability column (r_auroc_<column>)')(r_auroc)
+register("r_auroc", +1, "labels", prefix=True,
+         description="R-AUROC of a reliability column (r_auroc_<column>)")(r_auroc)
 
 
 # --------------------------------------------------------------------------- loss-data framework
@@ -603,7 +628,8 @@ def sdl(
     return value
 
 
-register("sdl_eps", -1, "labels", prefix=True, description='surplus description length at ε (sdl_eps<ε>)')(sdl)
+register("sdl_eps", -1, "labels", prefix=True,
+         description="surplus description length at ε (sdl_eps<ε>)")(sdl)
 
 
 def esc(
@@ -640,4 +666,4 @@ def esc(
     return math.inf
 
 
-register("esc_eps", -1, "labels", prefix=True, description='ε sample complexity (esc_eps<ε>)')(esc)
+register("esc_eps", -1, "labels", prefix=True, description="ε sample complexity (esc_eps<ε>)")(esc)

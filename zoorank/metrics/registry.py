@@ -53,6 +53,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: separator of a view in a stored metric name (``lidar@heavy``); the only meaning of ``@``.
 VIEW_SEPARATOR = "@"
+#: separator of a label budget in a stored few-label score name (``logme:k5s0``; zoorank.budget).
+BUDGET_SEPARATOR = ":"
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class MetricInfo:
         representation), which SCORE records as NaN with the reason and Tune as the floor.
     compute : the function, called as ``compute(data, **settings)``; returns a float or
         ``(float, details)`` (None for pool, ensemble and label metrics, computed by their stage).
+    combine : a pool metric's function, called as ``combine(*terms, **settings)`` with one array per
+        ``requires`` metric over the pool's models (each finite); returns one value per model.
+    scope : a pool metric's pool: every model of a dataset (``dataset``) or of one ``family``.
     """
 
     name: str
@@ -94,6 +99,8 @@ class MetricInfo:
     notes: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     guard: Guard | None = field(default=None, compare=False, repr=False)
     compute: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    combine: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    scope: Literal["dataset", "family"] = "dataset"
     description: str = ""
     #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>_*`` too.
     prefix: bool = False
@@ -173,13 +180,15 @@ def register(
     guard: Guard | None = None,
     description: str = "",
     prefix: bool = False,
+    scope: Literal["dataset", "family"] = "dataset",
     compute: bool = True,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
 
     The function is called as ``fn(data, **settings(options, seed))`` by SCORE, Tune and
     ``zoorank metrics`` (``compute=False`` for a pool, ensemble or label metric whose stage computes
-    it: the function is then documentation). ``primary`` defaults to True for clean, augmented,
+    it: the function is then documentation; a pool metric's function is its ``combine``, called by
+    SCORE over each pool of ``scope``). ``primary`` defaults to True for clean, augmented,
     ensemble and pool metrics. Registering a name twice replaces the entry only if it is the same
     function (module reloads); otherwise ValueError.
     """
@@ -200,11 +209,12 @@ def register(
             primary=(inputs != "labels") if primary is None else primary,
             requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
             guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
+            combine=fn if compute and inputs == "pool" else None, scope=scope,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
         )
         old = REGISTRY.get(name)
-        if old is not None and getattr(old.compute, "__qualname__", None) != getattr(
-            entry.compute, "__qualname__", None
+        if old is not None and getattr(old.compute or old.combine, "__qualname__", None) != getattr(
+            entry.compute or entry.combine, "__qualname__", None
         ):
             raise ValueError(f"metric {name!r} is already registered")
         REGISTRY[name] = entry
@@ -266,9 +276,9 @@ def is_label_free(name: str) -> bool:
 
 
 def label_info(name: str) -> MetricInfo:
-    """The entry of a stored label metric (oracle or few-label; suffixes such as ``sdl_eps0.5``,
-    ``r_auroc_nc`` and a budget's ``:k5s0`` included); KeyError if none."""
-    base = name.partition(":")[0]
+    """The entry of a stored label metric (oracle or few-label; suffixes such as ``sdl_eps0.5``
+    and ``r_auroc_nc`` included, a budget cell's ``:k5s0`` not); KeyError if none."""
+    base = name
     for m in REGISTRY.values():
         if m.inputs == "labels" and (base == m.name or (m.prefix and base.startswith(m.name + "_"))):
             return m

@@ -31,7 +31,7 @@ from zoorank.metrics._checks import (
     to_numpy,
     warn_degenerate,
 )
-from zoorank.metrics.registry import fixed, option, register
+from zoorank.metrics.registry import option, register
 
 __all__ = ["alpha_req", "coding_rate", "coding_rate_reduction", "lidar", "rankme"]
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import ModelSpec, fingerprint
+from zoorank.metrics import registry
 from zoorank.metrics.agreement import agreement
 from zoorank.metrics.learnability import clid
 from zoorank.tune.config import TrialParams, TuneConfig
@@ -136,8 +137,7 @@ def results_frame(config: TuneConfig, setup: SearchSetup, grid: Any) -> pd.DataF
 
 def _report_keys(config: TuneConfig) -> set[str]:
     names = list(config.objective.metrics)
-    if "clid" in names:
-        names += ["cluster_learnability", "twonn_id"]
+    names += [t for n in config.objective.metrics for t in registry.info(n).requires]
     keys = set(names) | {f"projector_{n}" for n in names}
     return keys | {"degenerate", "train_loss"}
 
@@ -251,9 +251,8 @@ def oracle_data(
 
     The split is stratified and seeded (``oracle.test_fraction``, ``probe_seed``).
     """
-    from sklearn.model_selection import train_test_split
-
     from zoorank.data import clean_view, decode_image, load_samples
+    from zoorank.metrics.oracle import oracle_split
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)
@@ -266,19 +265,10 @@ def oracle_data(
     images = np.stack(
         [clean_view(decode_image(table.image[i], table.source[i]), setup.geometry) for i in keep]
     )
-    positions = np.arange(len(keep))
-    try:
-        train, test = train_test_split(
-            positions,
-            test_size=config.oracle.test_fraction,
-            random_state=config.probe_seed,
-            stratify=labels,
-        )
-    except ValueError:  # a class too small to stratify
-        train, test = train_test_split(
-            positions, test_size=config.oracle.test_fraction, random_state=config.probe_seed
-        )
-    return images, labels, np.sort(train), np.sort(test)
+    train, test, _ = oracle_split(
+        np.arange(len(keep)), labels, config.oracle.test_fraction, config.probe_seed
+    )
+    return images, labels, train, test
 
 
 def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> pd.DataFrame:
