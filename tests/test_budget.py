@@ -142,10 +142,10 @@ def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
     spec = OracleSpec(knn=True, transferability=["h_score"], labels_per_class=(5,),
                       label_budget_seeds=2)
     rows = oracle_suite(Z[:200], labels[:200], Z[200:400], labels[200:400], spec, seed=7)
-    cells = {r["metric"]: r for r in rows if "@" in r["metric"]}
+    cells = {r["metric"]: r for r in rows if ":" in r["metric"]}
     assert set(cells) == {"h_score:k5s7", "h_score:k5s8"}
     idx = budget.stratified_subset(labels[:200], 5, 8)
     from zoorank.metrics import h_score
 
     assert cells["h_score:k5s8"]["value"] == h_score(Z[:200][idx], labels[:200][idx])
-    assert [r["metric"] for r in rows if "@" not in r["metric"]] == ["knn_accuracy"]
+    assert [r["metric"] for r in rows if ":" not in r["metric"]] == ["knn_accuracy"]

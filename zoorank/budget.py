@@ -61,7 +61,9 @@ REFERENCE_ORACLES = ("knn_accuracy", "linear_probe_accuracy")
 BUDGET_COLUMNS = ["labels_per_class", "budget_seed"]
 #: label-free rows of ``agreement.parquet`` that are not a metric of their own.
 _NOT_A_METRIC = ("leaderboard_rank",)
-_NAME = re.compile(r"^(?P<score>[a-z_]+)" + re.escape(BUDGET_SEPARATOR) + r"k(?P<k>\d+)s(?P<seed>\d+)$")
+_NAME = re.compile(
+    r"^(?P<score>[a-z_]+)" + re.escape(BUDGET_SEPARATOR) + r"k(?P<k>\d+)s(?P<seed>\d+)$"
+)
 
 
 def _score_functions() -> dict[str, Any]:
