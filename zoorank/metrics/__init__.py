@@ -9,10 +9,12 @@ Importing this package imports every family module, so every metric is registere
 :mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).
 """
 
-from zoorank.metrics import (
-    registry,
-    suite,  # noqa: E402,I001  (registers nc; imports the families above)
-)
+# isort: off
+# Registration order is the order of `zoorank metrics`, of a config's default `metrics:` and of the
+# report's columns: spectral, geometry, learnability, reliability, collapse, suite (nc), then labels.
+from zoorank.metrics import registry, spectral, geometry, learnability, reliability, collapse, suite  # noqa: F401
+from zoorank.metrics import oracle, transferability  # noqa: F401
+# isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
@@ -70,9 +72,7 @@ __all__ = [
     "r_auroc",
     "rankme",
     "recall_at_1",
-    "registry",
     "sdl",
-    "suite",
     "twonn_id",
     "uniformity",
 ]

@@ -303,17 +303,14 @@ def label_free_suite(
     return rows
 
 
-# -- snapshots of the built-in metrics (after nc's registration above; the registry is live) ---
+# -- live views of the registry (kept for callers of the old constants) -----------------------------
 
-#: +1: higher is better; −1: lower is better (the built-in metrics; registry.directions() is live).
-METRIC_DIRECTIONS: dict[str, int] = registry.directions()
 
-#: Metrics ranked by their distance to an ideal value (direction −1 applies to |value − target|).
-METRIC_TARGETS: dict[str, float] = registry.targets()
-
-#: Config metric names (``RunConfig.metrics``) → per-model metrics the suite emits for them (the
-#: built-in ones). ``clid`` is a pool-level score of CL and ID, so it needs both per-model terms;
-#: ``nc`` is computed per seed ensemble by the SCORE stage, not per model.
-CONFIG_METRICS: dict[str, tuple[str, ...]] = {
-    name: tuple(registry.per_model([name])) for name in registry.config_names()
-}
+def __getattr__(name: str) -> Any:
+    if name == "METRIC_DIRECTIONS":  # +1: higher is better; −1: lower is better
+        return registry.directions()
+    if name == "METRIC_TARGETS":  # ranked by |value − target| (direction −1)
+        return registry.targets()
+    if name == "CONFIG_METRICS":  # config metric name → the per-model metrics the suite emits for it
+        return {n: tuple(registry.per_model([n])) for n in registry.config_names()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
