@@ -280,7 +280,8 @@ def clid(
 
 register(
     "clid", +1, "pool", tune_floor=0.0, requires=("cluster_learnability", "twonn_id"),
-    settings=fixed(mode="zscore"), description="CLID: z(CL) + z(ID) over the dataset's pool of models",
+    settings=fixed(mode="zscore"), solo={"mode": "raw_percent"},
+    description="CLID: z(CL) + z(ID) over the dataset's pool of models",
 )(clid)
 register(
     "clid_family", +1, "pool", config_name="clid", primary=False, scope="family",

@@ -49,6 +49,10 @@ INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels")
 PER_MODEL_INPUTS: tuple[str, ...] = ("clean", "augmented")
 Settings = Callable[[Mapping[str, Any], int], dict[str, Any]]
 Guard = Callable[[dict[str, Any]], "str | None"]
+
+
+class CollapsedError(ValueError):
+    """A metric's collapse guard tripped: its value would be meaningless (SCORE: NaN; Tune: floor)."""
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: separator of a view in a stored metric name (``lidar@heavy``); the only meaning of ``@``.
@@ -83,6 +87,8 @@ class MetricInfo:
     combine : a pool metric's function, called as ``combine(*terms, **settings)`` with one array per
         ``requires`` metric over the pool's models (each finite); returns one value per model.
     scope : a pool metric's pool: every model of a dataset (``dataset``) or of one ``family``.
+    solo : a pool metric's settings for a pool of one model (a Tune trial reports CLID as
+        ``100·CL + ID``, mode ``raw_percent``; the search z-scores over the finished trials).
     """
 
     name: str
@@ -101,6 +107,7 @@ class MetricInfo:
     compute: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     combine: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     scope: Literal["dataset", "family"] = "dataset"
+    solo: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     description: str = ""
     #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>_*`` too.
     prefix: bool = False
@@ -129,7 +136,7 @@ class MetricInfo:
         if self.guard is not None:
             reason = self.guard(details)
             if reason:
-                raise ValueError(reason)
+                raise CollapsedError(reason)
         return float(value), details
 
 
@@ -181,6 +188,7 @@ def register(
     description: str = "",
     prefix: bool = False,
     scope: Literal["dataset", "family"] = "dataset",
+    solo: Mapping[str, Any] | None = None,
     compute: bool = True,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
@@ -209,7 +217,7 @@ def register(
             primary=(inputs != "labels") if primary is None else primary,
             requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
             guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
-            combine=fn if compute and inputs == "pool" else None, scope=scope,
+            combine=fn if compute and inputs == "pool" else None, scope=scope, solo=solo,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
         )
         old = REGISTRY.get(name)
@@ -299,6 +307,14 @@ def expand(config_names_: Iterable[str]) -> list[str]:
                 continue
             out.extend(r for r in (*m.requires, m.name) if r not in out)
     return out
+
+
+def needs(name: str) -> set[str]:
+    """The inputs a label-free metric reads, through its requirements (``clid`` → ``{"clean"}``)."""
+    m = info(name)
+    if m.inputs == "pool":
+        return set().union(*(needs(r) for r in m.requires))
+    return {m.inputs}
 
 
 def with_inputs(config_names_: Iterable[str], *inputs: str) -> list[str]:
