@@ -317,3 +317,12 @@ def load_tune_config(path: str | Path, *, store: str | None = None) -> TuneConfi
     if store is not None:
         config = config.model_copy(update={"store": store})
     return config
+
+
+def gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
+    """GPUs of one trial: ``search.gpus_per_trial``, or with ``auto`` one when the cluster has GPUs
+    and the config does not ask for the CPU."""
+    value = config.search.gpus_per_trial
+    if value == "auto":
+        return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
+    return float(value)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,7 @@ import pandas as pd
 from zoorank.config import ModelSpec, fingerprint
 from zoorank.metrics import registry
 from zoorank.metrics.agreement import agreement
-from zoorank.metrics.learnability import clid
-from zoorank.tune.config import TrialParams, TuneConfig
+from zoorank.tune.config import TrialParams, TuneConfig, gpus_per_trial
 from zoorank.tune.trainers import BACKBONE_FILE
 
 if TYPE_CHECKING:
@@ -145,20 +145,24 @@ def _report_keys(config: TuneConfig) -> set[str]:
 def add_selection(config: TuneConfig, frame: pd.DataFrame) -> pd.DataFrame:
     """``score`` (what picks the winner) and ``selected`` (the label-free winner).
 
-    The score is the final objective value; for CLID it is the paper's z(CL) + z(ID) over the
-    trials that reported both (``clid_zscore``). Errored trials have no score.
+    The score is the final objective value; for a pool metric (CLID) it is the metric over the
+    pool of trials that reported every term (CLID: the paper's z(CL) + z(ID), ``clid_zscore``), by
+    the registry's ``combine``. Errored trials have no score.
     """
     frame = frame.copy()
     score = frame["final"].astype(float)
     prefix = "projector_" if config.objective.features == "projector" else ""
-    if config.objective.metric == "clid":
-        cl_col, id_col = f"final_{prefix}cluster_learnability", f"final_{prefix}twonn_id"
+    entry = registry.info(config.objective.metric)
+    if entry.inputs == "pool" and entry.combine is not None:
+        cols = [f"final_{prefix}{t}" for t in entry.requires]
         zs = pd.Series(np.nan, index=frame.index)
-        if cl_col in frame and id_col in frame:
-            ok = frame[cl_col].notna() & frame[id_col].notna()
-            if ok.sum() >= 2:
-                zs[ok] = clid(frame.loc[ok, cl_col].to_numpy(), frame.loc[ok, id_col].to_numpy())
-        frame["clid_zscore"] = zs
+        if all(c in frame for c in cols):
+            ok = np.logical_and.reduce([frame[c].notna().to_numpy() for c in cols])
+            if ok.sum() >= 1:
+                with contextlib.suppress(ValueError):  # CLID: fewer than 2 trials
+                    zs[ok] = entry.combine(*[frame.loc[ok, c].to_numpy() for c in cols],
+                                           **entry.kwargs())
+        frame[f"{entry.name}_zscore"] = zs
         score = zs if zs.notna().any() else score
     score = score.where(frame["status"] != "error")
     frame["score"] = score
@@ -276,13 +280,12 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
     import ray
 
     from zoorank.runtime import cluster_gpus
-    from zoorank.tune.search import _gpus_per_trial
 
     images, labels, train, test = oracle_data(config, setup)
     refs = {k: ray.put(v) for k, v in (("images", images), ("labels", labels))}
     task = ray.remote(_oracle_scores).options(
         num_cpus=config.search.cpus_per_trial,
-        num_gpus=_gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda" else 0,
+        num_gpus=gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda" else 0,
     )
     rows = [i for i, row in frame.iterrows() if row.checkpoint]
     # a few trials per task: each task pays for importing torch and the metric libraries once

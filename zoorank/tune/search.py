@@ -35,8 +35,16 @@ import pandas as pd
 from ray.tune import Callback
 
 from zoorank.errors import ConfigError
+from zoorank.metrics import registry
 from zoorank.store import Store
-from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
+from zoorank.tune import results as R
+from zoorank.tune.config import (
+    ObjectiveSpec,
+    TrialParams,
+    TuneConfig,
+    gpus_per_trial,
+    load_tune_config,
+)
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
@@ -164,8 +172,8 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
 
 def _metric_keys(objective) -> list[str]:
     names = list(objective.metrics)
-    if "clid" in names:
-        names += [m for m in ("cluster_learnability", "twonn_id") if m not in names]
+    # a pool metric (CLID) reports its terms too (the registry's requires)
+    names += [t for n in objective.metrics for t in registry.info(n).requires if t not in names]
     keys = []
     if objective.features in ("representation", "both"):
         keys += names
@@ -219,7 +227,7 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     ensure_ray(address)
     device = config.device
     if device == "auto":
-        device = "cuda" if _gpus_per_trial(config, cluster_gpus()) > 0 else "cpu"
+        device = "cuda" if gpus_per_trial(config, cluster_gpus()) > 0 else "cpu"
     return SearchSetup(
         base=config.trial_params().model_dump(),
         factory=bb.factory,
@@ -239,13 +247,6 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
         precision=config.precision,
         num_threads=config.search.num_threads,
     )
-
-
-def _gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
-    value = config.search.gpus_per_trial
-    if value == "auto":
-        return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
-    return float(value)
 
 
 def param_space(config: TuneConfig) -> dict[str, Any]:
@@ -292,7 +293,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
 
     store, storage, rel = experiment_location(config)
     s = config.search
-    gpus = _gpus_per_trial(config, cluster_gpus())
+    gpus = gpus_per_trial(config, cluster_gpus())
     trainable = tune.with_resources(
         tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
     )
@@ -393,8 +394,6 @@ def run_search(
     oracle columns when ``config.oracle`` is set. It is also written to
     ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``.
     """
-    from zoorank.tune import results as R
-
     store, _, rel = experiment_location(config)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)
