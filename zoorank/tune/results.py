@@ -32,7 +32,7 @@ from zoorank.tune.trainers import BACKBONE_FILE
 
 if TYPE_CHECKING:
     from zoorank.store import Store
-    from zoorank.tune.search import SearchSetup
+    from zoorank.tune.setup import SearchSetup
 
 __all__ = [
     "add_oracle",

@@ -27,10 +27,8 @@ import sys
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from ray.tune import Callback
 
@@ -39,13 +37,13 @@ from zoorank.metrics import registry
 from zoorank.store import Store
 from zoorank.tune import results as R
 from zoorank.tune.config import (
-    ObjectiveSpec,
     TrialParams,
     TuneConfig,
     gpus_per_trial,
     load_tune_config,
 )
-from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
+from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe
+from zoorank.tune.setup import SearchSetup
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
 # report of short trials that is the normal case here.
@@ -60,42 +58,6 @@ __all__ = [
     "run_tune",
     "train_trial",
 ]
-
-
-@dataclass(frozen=True)
-class SearchSetup:
-    """Everything a trial needs besides its hyperparameters (shared through the object store)."""
-
-    base: dict[str, Any]
-    factory: str
-    model_kwargs: dict[str, Any]
-    images: list[np.ndarray]
-    input_size: int
-    interpolation: str
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    recipe: str
-    epochs: int
-    probe: ProbeSet
-    objective: ObjectiveSpec
-    every: int
-    every_steps: int | None
-    device: str
-    precision: str
-    num_threads: int
-
-    @property
-    def geometry(self):
-        from zoorank.zoo import Geometry
-
-        return Geometry(self.input_size, self.interpolation, 1.0)
-
-    def n_reports(self, batch_size: int) -> int:
-        """Reports of a trial with this batch size (ASHA's ``max_t``)."""
-        n = len(self.images)
-        steps = self.epochs * (n // min(batch_size, n))
-        per_report = self.every_steps or self.every * (n // min(batch_size, n))
-        return math.ceil(steps / per_report)
 
 
 # ------------------------------------------------------------------------------------------------
