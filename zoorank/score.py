@@ -298,7 +298,8 @@ class ScoreWorker:
     """Scores one model (or one ensemble) at a time; reads its embeddings from the store."""
 
     def __init__(self, store_uri: str, options: dict, seed: int, metrics: list[str],
-                 threads: int):
+                 threads: int, entries: list[registry.MetricInfo] = ()):
+        registry.install(entries)  # metrics registered at run time on the driver
         self.store = Store(store_uri)
         self.options = ScoreOptions.model_validate(options)
         self.seed = seed
@@ -548,7 +549,7 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
                                         resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     actor_cls = ray.remote(num_cpus=config.score.num_cpus_per_actor, num_gpus=gpus)(ScoreWorker)
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
-            threads)
+            threads, registry.portable(per_model_metrics(config.metrics)))
 
     def new_actor():
         return actor_cls.remote(*args)

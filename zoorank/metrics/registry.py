@@ -109,7 +109,7 @@ class MetricInfo:
     scope: Literal["dataset", "family"] = "dataset"
     solo: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     description: str = ""
-    #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>_*`` too.
+    #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>*`` too.
     prefix: bool = False
 
     def oriented(self, value: float) -> float:
@@ -236,6 +236,26 @@ def unregister(name: str) -> None:
     REGISTRY.pop(name, None)
 
 
+def portable(names: Iterable[str]) -> list[MetricInfo]:
+    """The entries of ``names`` (and their requirements), to ship to a Ray worker whose process may
+    not have run the registration (a metric registered at run time, by a notebook or a test):
+    entries pickle with their functions (cloudpickle sends a function defined in a notebook or
+    inside a function by value). :func:`install` them there."""
+    out: dict[str, MetricInfo] = {}
+    for name in names:
+        m = info(name) if name in label_free() or VIEW_SEPARATOR in name else REGISTRY[name]
+        for r in (*m.requires, m.name):
+            out.setdefault(r, REGISTRY[r])
+    return list(out.values())
+
+
+def install(entries: Iterable[MetricInfo]) -> None:
+    """Register shipped entries that this process does not know yet (a worker's side of
+    :func:`portable`; built-in entries are already registered and are left as they are)."""
+    for m in entries:
+        REGISTRY.setdefault(m.name, m)
+
+
 # -- lookups ------------------------------------------------------------------------------------------
 
 
@@ -288,7 +308,7 @@ def label_info(name: str) -> MetricInfo:
     and ``r_auroc_nc`` included, a budget cell's ``:k5s0`` not); KeyError if none."""
     base = name
     for m in REGISTRY.values():
-        if m.inputs == "labels" and (base == m.name or (m.prefix and base.startswith(m.name + "_"))):
+        if m.inputs == "labels" and (base == m.name or (m.prefix and base.startswith(m.name))):
             return m
     raise KeyError(f"unknown label metric {name!r}")
 
