@@ -67,9 +67,10 @@ _NAME = re.compile(
 
 
 def _score_functions() -> dict[str, Any]:
-    from zoorank.metrics import transferability as t
+    """The registry's few-label scores (``zoorank.metrics.transferability`` registers them)."""
+    from zoorank.metrics import registry
 
-    return {"logme": t.logme, "h_score": t.h_score, "nleep": t.nleep, "gbc": t.gbc}
+    return registry.few_label_scores()
 
 
 def budget_metric_name(score: str, labels_per_class: int, seed: int) -> str:

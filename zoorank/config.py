@@ -204,12 +204,17 @@ class OracleSpec(Strict):
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
     #: few-label transferability scores and their label-budget curve (zoorank.budget): each score
     #: on seeded subsets of the train split with k labels per class, ranked against kNN / probe.
-    transferability: list[Literal["logme", "h_score", "nleep", "gbc"]] = []
+    #: (the registry's few-label scores: logme, h_score, nleep, gbc)
+    transferability: list[str] = []
     labels_per_class: tuple[int, ...] = (5, 10, 25, 50, 100)
     label_budget_seeds: int = Field(default=3, gt=0)
 
     @model_validator(mode="after")
     def _budget_needs_reference(self) -> OracleSpec:
+        known = registry.few_label_scores()
+        unknown = [t for t in self.transferability if t not in known]
+        if unknown:
+            raise ValueError(f"transferability: unknown score(s) {unknown}; known: {list(known)}")
         if self.transferability and not (self.knn or self.linear_probe):
             raise ValueError("transferability: the label-budget curve is measured against the "
                              "kNN or linear-probe oracle; set knn: true or linear_probe: true")

@@ -108,6 +108,11 @@ class MetricInfo:
     combine: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     scope: Literal["dataset", "family"] = "dataset"
     solo: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: the registered function itself (for every kind of input; ``compute``/``combine`` are the
+    #: per-model and pool views of it)
+    function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    #: a few-label transferability score ``fn(Z, y)`` of the label-budget curve (zoorank.budget)
+    few_label: bool = False
     description: str = ""
     #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>*`` too.
     prefix: bool = False
@@ -189,6 +194,7 @@ def register(
     prefix: bool = False,
     scope: Literal["dataset", "family"] = "dataset",
     solo: Mapping[str, Any] | None = None,
+    few_label: bool = False,
     compute: bool = True,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
@@ -218,6 +224,7 @@ def register(
             requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
             guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
             combine=fn if compute and inputs == "pool" else None, scope=scope, solo=solo,
+            function=fn, few_label=few_label,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
         )
         old = REGISTRY.get(name)
@@ -390,6 +397,11 @@ def targets() -> dict[str, float]:
 def tune_metrics() -> tuple[str, ...]:
     """Metrics a Tune trial can report: a Tune floor and higher is better, in registration order."""
     return tuple(n for n, m in label_free().items() if m.tune_floor is not None and m.direction > 0)
+
+
+def few_label_scores() -> dict[str, Callable[..., Any]]:
+    """The few-label transferability scores (``oracle.transferability``): name → ``fn(Z, y)``."""
+    return {n: m.function for n, m in REGISTRY.items() if m.few_label and m.function is not None}
 
 
 def tune_floors() -> dict[str, float]:

@@ -118,7 +118,7 @@ def logme(Z: Any, y: Any, max_iter: int = 1000, tol: float = 1e-8) -> float:
     return float(np.mean(evidence) / n)
 
 
-register("logme", +1, "labels")(logme)
+register("logme", +1, "labels", few_label=True)(logme)
 
 
 def _logme_one(z2: np.ndarray, outside: float, s2: np.ndarray, n: int, max_iter: int,
@@ -232,7 +232,7 @@ def h_score(Z: Any, y: Any, shrinkage: bool = True) -> float:
     return float(scale * np.sum(weighted.T * (inv @ weighted.T)))
 
 
-register("h_score", +1, "labels")(h_score)
+register("h_score", +1, "labels", few_label=True)(h_score)
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def nleep(
     return float(np.mean(np.log(np.maximum(likelihood, np.finfo(np.float64).tiny))))
 
 
-register("nleep", +1, "labels")(nleep)
+register("nleep", +1, "labels", few_label=True)(nleep)
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,4 +370,4 @@ def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
     return float(-coeff.sum())
 
 
-register("gbc", +1, "labels")(gbc)
+register("gbc", +1, "labels", few_label=True)(gbc)
