@@ -35,6 +35,7 @@ from ray.tune import Callback
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.store import Store
+from zoorank.store.layout import TUNE_DIR, tune_dir
 from zoorank.tune import results as R
 from zoorank.tune.config import (
     TrialParams,
@@ -236,8 +237,7 @@ def param_space(config: TuneConfig) -> dict[str, Any]:
 def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
     """(store, Tune storage_path, experiment path relative to the store)."""
     store = Store(config.store)
-    storage = str(store.local_path("tune")) if store.is_local else store.uri.rstrip("/") + "/tune"
-    return store, storage, f"tune/{config.experiment_name}"
+    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)
 
 
 def _batch_sizes(config: TuneConfig) -> list[int]:
@@ -356,6 +356,10 @@ def run_search(
     oracle columns when ``config.oracle`` is set. It is also written to
     ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``.
     """
+    if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
+        from zoorank.tune.user import run_user_search
+
+        return run_user_search(config, address=address, verbose=verbose)
     store, _, rel = experiment_location(config)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)
