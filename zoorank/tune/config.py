@@ -28,6 +28,8 @@ from zoorank.config import (
 )
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.store import Store
+from zoorank.store.layout import TUNE_DIR, tune_dir
 
 METHODS = ("simclr", "vicreg", "byol")
 #: label-free metrics a trial can report: the registry's metrics with a Tune floor (all higher is
@@ -344,3 +346,31 @@ def gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
     if value == "auto":
         return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
     return float(value)
+
+
+def param_space(config: TuneConfig) -> dict[str, Any]:
+    """The Tune search space of ``config.space`` for its algorithm."""
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    for name, spec in config.space.items():
+        kind = spec.kind
+        if kind == "grid" or (kind == "choice" and config.search.algorithm == "grid"):
+            values = spec.grid if kind == "grid" else spec.choice
+            if config.search.algorithm == "optuna":
+                space[name] = tune.choice(values)
+            else:
+                space[name] = tune.grid_search(values)
+        elif kind == "choice":
+            space[name] = tune.choice(spec.choice)
+        elif kind == "uniform":
+            space[name] = tune.uniform(*spec.uniform)
+        else:
+            space[name] = tune.loguniform(*spec.loguniform)
+    return space
+
+
+def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
+    """(store, Tune storage_path, experiment path relative to the store)."""
+    store = Store(config.store)
+    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)

@@ -34,14 +34,14 @@ from ray.tune import Callback
 
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
-from zoorank.store import Store
-from zoorank.store.layout import TUNE_DIR, tune_dir
 from zoorank.tune import results as R
-from zoorank.tune.config import (
+from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_space: public here before)
     TrialParams,
     TuneConfig,
+    experiment_location,
     gpus_per_trial,
     load_tune_config,
+    param_space,
 )
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe
 from zoorank.tune.setup import SearchSetup
@@ -210,34 +210,6 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
         precision=config.precision,
         num_threads=config.search.num_threads,
     )
-
-
-def param_space(config: TuneConfig) -> dict[str, Any]:
-    """The Tune search space of ``config.space`` for its algorithm."""
-    from ray import tune
-
-    space: dict[str, Any] = {}
-    for name, spec in config.space.items():
-        kind = spec.kind
-        if kind == "grid" or (kind == "choice" and config.search.algorithm == "grid"):
-            values = spec.grid if kind == "grid" else spec.choice
-            if config.search.algorithm == "optuna":
-                space[name] = tune.choice(values)
-            else:
-                space[name] = tune.grid_search(values)
-        elif kind == "choice":
-            space[name] = tune.choice(spec.choice)
-        elif kind == "uniform":
-            space[name] = tune.uniform(*spec.uniform)
-        else:
-            space[name] = tune.loguniform(*spec.loguniform)
-    return space
-
-
-def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
-    """(store, Tune storage_path, experiment path relative to the store)."""
-    store = Store(config.store)
-    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)
 
 
 def _batch_sizes(config: TuneConfig) -> list[int]:
