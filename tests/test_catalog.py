@@ -63,7 +63,7 @@ def _parquet_config(root, data, label_column: str, **oracle):
 
 
 def _oracle(root) -> pd.DataFrame:
-    frame = pd.read_parquet(root / "oracle.parquet")
+    frame = Store(str(root)).read_frame("oracle")
     return frame.set_index(["model_id", "metric"])["value"].sort_index()
 
 
@@ -96,9 +96,9 @@ def test_changing_label_column_recomputes_the_oracle_on_the_new_labels(store_roo
     pd.testing.assert_series_equal(after, _oracle(fresh_copy))
 
     # nothing stale is left: a third rank recomputes nothing
-    mtime = (store_root / "oracle.parquet").stat().st_mtime_ns
+    version = Store(str(store_root)).read_table_commit("oracle")[2]
     run_rank(changed, show=False)
-    assert (store_root / "oracle.parquet").stat().st_mtime_ns == mtime
+    assert Store(str(store_root)).read_table_commit("oracle")[2] == version
 
 
 @pytest.mark.parametrize("change", ["nc removed", "older nc_k"])
@@ -111,7 +111,7 @@ def test_reliability_tables_that_are_not_fresh_plot_nowhere_and_feed_no_r_auroc(
     run_report(parse_config(raw))
     page = (store_root / "report" / "index.html").read_text()
     assert "reliability-digits-rot.png" in page
-    oracle = pd.read_parquet(store_root / "oracle.parquet")
+    oracle = Store(str(store_root)).read_frame("oracle")
     assert set(oracle.query("model_id == 'rot-0'")["metric"]) >= {"r_auroc_nc"}
 
     if change == "nc removed":
@@ -127,20 +127,27 @@ def test_reliability_tables_that_are_not_fresh_plot_nowhere_and_feed_no_r_auroc(
     page = (store_root / "report" / "index.html").read_text()
     assert "reliability-" not in page and "nc-digits.png" not in page
     assert not list((store_root / "report").glob("reliability-*.png"))
-    oracle = pd.read_parquet(store_root / "oracle.parquet")
+    oracle = Store(str(store_root)).read_frame("oracle")
     assert not oracle["metric"].str.startswith("r_auroc").any()
     assert set(oracle.query("model_id == 'rot-0'")["metric"]) == {"knn_accuracy"}
     assert store_root.joinpath(reliability_path("digits", "rot")).is_file()  # gc's to delete
 
 
-def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_root):
+def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_root, monkeypatch):
     from zoorank.gc import run_gc
+
+    monkeypatch.setenv("ZOORANK_GC_GRACE_SECONDS", "0")  # the junk below was written just now
 
     config = parse_config(config_dict(str(store_root), oracle={"knn": True}, bootstrap=0))
     store = Store(str(store_root))
     run_rank(config, show=False)
-    kept = {name: pd.read_parquet(store_root / f"{name}.parquet")
-            for name in ("manifest", "metrics", "oracle")}
+    keys = {"manifest": ["dataset", "view", "model_id"], "metrics": ["model_id", "dataset", "metric"],
+            "oracle": ["model_id", "dataset", "metric"]}
+
+    def table(name):
+        return store.read_frame(name).sort_values(keys[name]).reset_index(drop=True)
+
+    kept = {name: table(name) for name in keys}
     # what the catalog does not have: a shard of a model gone, a stale entry with its shard,
     # rows of a metric and an oracle row of a model not configured, a reliability table of a
     # group gone, the sample table of a dataset gone, a decoded-view cache
@@ -151,11 +158,11 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
     store.update_manifest([stale_entry])
     store.write_shard("digits", "clean", "gone", 0, np.arange(3), np.zeros(3), np.ones((3, 4)))
     junk_rows = kept["metrics"].head(2).assign(metric="lidar")
-    store.write_parquet("metrics.parquet", pd.concat([kept["metrics"], junk_rows]))
+    store.write_parquet("metrics", pd.concat([kept["metrics"], junk_rows]))
     junk_oracle = kept["oracle"].head(1).assign(model_id="gone")
-    store.write_parquet("oracle.parquet", pd.concat([kept["oracle"], junk_oracle]))
+    store.write_parquet("oracle", pd.concat([kept["oracle"], junk_oracle]))
     store.write_parquet(reliability_path("digits", "gone-group"), pd.DataFrame({"nc": [1.0]}))
-    store.write_parquet(samples_path("old-dataset"), pd.DataFrame({"sample_id": [0]}))
+    store.replace_table(samples_path("old-dataset"), pd.DataFrame({"sample_id": [0]}))
     store.write_parquet("cache/views/digits-abc/part-0.parquet", pd.DataFrame({"x": [0]}))
 
     report = run_gc(config)
@@ -166,6 +173,6 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
         "cache/views/digits-abc"])
     assert (report.metric_rows, report.oracle_rows, report.manifest_rows) == (2, 1, 1)
     for name, frame in kept.items():  # every row the catalog has is kept, unchanged
-        pd.testing.assert_frame_equal(pd.read_parquet(store_root / f"{name}.parquet"), frame)
+        pd.testing.assert_frame_equal(table(name), frame)
     assert store.exists(reliability_path("digits", "rot"))
     assert run_gc(config).removed == []

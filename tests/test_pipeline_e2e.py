@@ -227,7 +227,7 @@ def test_every_artifact_the_stages_write_has_the_catalogs_fingerprint(run):
     for d in datasets:
         assert store.list_files("reliability", d, suffix=".parquet") == ["rotated.parquet"]
 
-    oracle = store.read_frame("oracle.parquet")
+    oracle = store.read_frame("oracle")
     want = catalog.oracle_fingerprints(manifest, metrics)
     assert {(r.model_id, r.dataset): r.fingerprint for r in oracle.itertuples(index=False)} == {
         k: fp for k, (fp, _) in want.items()}
