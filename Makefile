@@ -22,8 +22,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	RAY_DATA_DISABLE_PROGRESS_BARS=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
+# ruff, then the import contracts of pyproject.toml ([tool.importlinter]: layers, stages side by side,
+# no cycle, a pure metrics layer).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-logo
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done

@@ -32,22 +32,22 @@ def test_transferability_rows_score_the_subset_of_each_cell(digits):
     y = labels[:300]
     rows = budget.transferability_rows(Z, y, ["logme", "gbc"], (1, 5), seeds=2, base_seed=10)
     assert [r["metric"] for r in rows] == [
-        "logme@k1s10", "gbc@k1s10", "logme@k5s10", "gbc@k5s10",
-        "logme@k1s11", "gbc@k1s11", "logme@k5s11", "gbc@k5s11"]
+        "logme:k1s10", "gbc:k1s10", "logme:k5s10", "gbc:k5s10",
+        "logme:k1s11", "gbc:k1s11", "logme:k5s11", "gbc:k5s11"]
     by_name = {r["metric"]: r for r in rows}
     idx = budget.stratified_subset(y, 5, 11)
-    assert by_name["logme@k5s11"]["value"] == logme(Z[idx], y[idx])
-    assert by_name["logme@k5s11"]["n"] == 50
+    assert by_name["logme:k5s11"]["value"] == logme(Z[idx], y[idx])
+    assert by_name["logme:k5s11"]["n"] == 50
     # GBC cannot estimate a variance from one sample per class: NaN with the reason
-    assert math.isnan(by_name["gbc@k1s10"]["value"])
-    assert "at least 2 samples" in by_name["gbc@k1s10"]["params"]["error"]
+    assert math.isnan(by_name["gbc:k1s10"]["value"])
+    assert "at least 2 samples" in by_name["gbc:k1s10"]["params"]["error"]
 
 
 def _cells(values: dict[tuple[str, int, int], list[float]], models: list[str]) -> pd.DataFrame:
     rows = []
     for (score, k, seed), vals in values.items():
         for m, v in zip(models, vals):
-            rows.append({"model_id": m, "dataset": "d", "metric": f"{score}@k{k}s{seed}",
+            rows.append({"model_id": m, "dataset": "d", "metric": f"{score}:k{k}s{seed}",
                          "value": v, "params": json.dumps({})})
     rows.append({"model_id": models[0], "dataset": "d", "metric": "knn_accuracy", "value": 0.5,
                  "params": "{}"})
@@ -142,10 +142,10 @@ def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
     spec = OracleSpec(knn=True, transferability=["h_score"], labels_per_class=(5,),
                       label_budget_seeds=2)
     rows = oracle_suite(Z[:200], labels[:200], Z[200:400], labels[200:400], spec, seed=7)
-    cells = {r["metric"]: r for r in rows if "@" in r["metric"]}
-    assert set(cells) == {"h_score@k5s7", "h_score@k5s8"}
+    cells = {r["metric"]: r for r in rows if ":" in r["metric"]}
+    assert set(cells) == {"h_score:k5s7", "h_score:k5s8"}
     idx = budget.stratified_subset(labels[:200], 5, 8)
     from zoorank.metrics import h_score
 
-    assert cells["h_score@k5s8"]["value"] == h_score(Z[:200][idx], labels[:200][idx])
-    assert [r["metric"] for r in rows if "@" not in r["metric"]] == ["knn_accuracy"]
+    assert cells["h_score:k5s8"]["value"] == h_score(Z[:200][idx], labels[:200][idx])
+    assert [r["metric"] for r in rows if ":" not in r["metric"]] == ["knn_accuracy"]

@@ -42,7 +42,7 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     html = open(result["report"]).read()
     assert all(m["id"] in html for m in zoo)
     # the few-label oracle: every (score, k, seed) cell of every model, and the label-budget curve
-    cells = oracle[oracle["metric"].str.contains("@k")]
+    cells = oracle[oracle["metric"].str.contains(":k")]
     assert len(cells) == expected * 4 * 2 * 2  # 4 scores × k in (5, 10) × 2 seeds
     agree = store.read_frame("agreement")
     curve = agree[agree["labels_per_class"].notna() & (agree["budget_seed"] == "mean")]

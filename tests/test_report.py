@@ -200,7 +200,7 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
         # 5 labels/class: the reverse of the oracle's order; 10: the oracle's order exactly
         for k, seed, value in ((5, 0, -a), (5, 1, -a), (10, 0, a), (10, 1, a)):
             cells.append({**oracle[oracle["model_id"] == m].iloc[0].to_dict(),
-                          "metric": f"logme@k{k}s{seed}", "value": value})
+                          "metric": f"logme:k{k}s{seed}", "value": value})
     oracle = pd.concat([oracle, pd.DataFrame(cells)], ignore_index=True)
     store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,

@@ -8,7 +8,7 @@ For each dataset with a label oracle and each configured transferability score
    first k of one seeded permutation per class, so a larger budget adds labels to a smaller one);
 2. the score of every model on its features of that subset (:func:`transferability_rows`, run
    inside the oracle's per-model task and stored in ``oracle.parquet`` under the metric name
-   ``<score>@k<k>s<seed>``);
+   ``<score>:k<k>s<seed>``, e.g. ``logme:k5s0``: ``@`` is reserved for views);
 3. the Kendall τ-b of the resulting model ranking against the full oracle (kNN accuracy, linear
    probe accuracy) over all models (:func:`budget_agreement`), per seed (with the bootstrap
    interval of :func:`zoorank.metrics.agreement.agreement`) and as the mean over seeds (its
@@ -40,6 +40,7 @@ from zoorank.metrics.agreement import (
     kendall_tau_b_rows,
     rank_within,
 )
+from zoorank.metrics.registry import BUDGET_SEPARATOR
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -60,18 +61,21 @@ REFERENCE_ORACLES = ("knn_accuracy", "linear_probe_accuracy")
 BUDGET_COLUMNS = ["labels_per_class", "budget_seed"]
 #: label-free rows of ``agreement.parquet`` that are not a metric of their own.
 _NOT_A_METRIC = ("leaderboard_rank",)
-_NAME = re.compile(r"^(?P<score>[a-z_]+)@k(?P<k>\d+)s(?P<seed>\d+)$")
+_NAME = re.compile(
+    r"^(?P<score>[a-z_]+)" + re.escape(BUDGET_SEPARATOR) + r"k(?P<k>\d+)s(?P<seed>\d+)$"
+)
 
 
 def _score_functions() -> dict[str, Any]:
-    from zoorank.metrics import transferability as t
+    """The registry's few-label scores (``zoorank.metrics.transferability`` registers them)."""
+    from zoorank.metrics import registry
 
-    return {"logme": t.logme, "h_score": t.h_score, "nleep": t.nleep, "gbc": t.gbc}
+    return registry.few_label_scores()
 
 
 def budget_metric_name(score: str, labels_per_class: int, seed: int) -> str:
-    """``<score>@k<k>s<seed>``: the metric name of one budget cell in ``oracle.parquet``."""
-    return f"{score}@k{int(labels_per_class)}s{int(seed)}"
+    """``<score>:k<k>s<seed>``: the metric name of one budget cell in ``oracle.parquet``."""
+    return f"{score}{BUDGET_SEPARATOR}k{int(labels_per_class)}s{int(seed)}"
 
 
 def stratified_subset(labels: np.ndarray, labels_per_class: int, seed: int) -> np.ndarray:

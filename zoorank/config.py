@@ -29,8 +29,9 @@ from zoorank.metrics import registry
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
 
-#: label-free metrics a run can ask for (config names; zoorank.metrics.registry is the table).
-LABEL_FREE_METRICS = registry.CONFIG_NAMES
+#: label-free metrics a run can ask for (config names; zoorank.metrics.registry is the table, and
+#: validation reads it live, so a metric registered later is accepted too).
+LABEL_FREE_METRICS = registry.config_names()
 #: every label-free metric, in this order, unless a config lists its own.
 DEFAULT_METRICS = list(LABEL_FREE_METRICS)
 
@@ -160,20 +161,28 @@ class EmbedOptions(Strict):
     allow_cpu_torch: bool = False
 
 
+def _metric_option(name: str, **constraints: Any) -> Any:
+    """A ``score:`` field for a metric option: its default (and meaning) from the registry."""
+    opt = registry.OPTIONS[name]
+    return Field(default=opt.default, description=opt.doc, **constraints)
+
+
 class ScoreOptions(Strict):
+    """``score:``. The metric options (documented in zoorank.metrics.registry, declared beside
+    their metrics) take their defaults from the registry; this class adds their types and bounds."""
+
     #: cap on clean samples used per model (deterministic subset); None = all.
     max_samples: int | None = Field(default=None, gt=0)
-    lidar_delta: float = Field(default=1e-6, ge=0)
-    #: "absolute": Σ_w + δI; "relative": Σ_w + δ·tr(Σ_w)/p·I (spec C; see benchmarks/lidar_delta.py).
-    lidar_delta_mode: Literal["absolute", "relative"] = "absolute"
-    eps: float = Field(default=1e-7, gt=0)
-    alpha_fit_range: tuple[int, int] = (10, 100)
-    mle_k: int = Field(default=20, gt=1)
-    cl_chunk_size: int = Field(default=10_000, gt=1)
-    coding_rate_eps2: float = Field(default=0.5, gt=0)
-    nc_k: int = Field(default=100, gt=0)
-    nc_reference_size: int = Field(default=5000, gt=1)
-    nc_metric: Literal["cosine", "euclidean"] = "cosine"
+    lidar_delta: float = _metric_option("lidar_delta", ge=0)
+    lidar_delta_mode: Literal["absolute", "relative"] = _metric_option("lidar_delta_mode")
+    eps: float = _metric_option("eps", gt=0)
+    alpha_fit_range: tuple[int, int] = _metric_option("alpha_fit_range")
+    mle_k: int = _metric_option("mle_k", gt=1)
+    cl_chunk_size: int = _metric_option("cl_chunk_size", gt=1)
+    coding_rate_eps2: float = _metric_option("coding_rate_eps2", gt=0)
+    nc_k: int = _metric_option("nc_k", gt=0)
+    nc_reference_size: int = _metric_option("nc_reference_size", gt=1)
+    nc_metric: Literal["cosine", "euclidean"] = _metric_option("nc_metric")
     num_cpus_per_actor: float = Field(default=0.5, gt=0)
     #: rank uncertainty (zoorank.metrics.uncertainty): every ranked metric is computed again on
     #: this many disjoint folds of the images (0 = off: no rank intervals) ...
@@ -207,12 +216,17 @@ class OracleSpec(Strict):
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
     #: few-label transferability scores and their label-budget curve (zoorank.budget): each score
     #: on seeded subsets of the train split with k labels per class, ranked against kNN / probe.
-    transferability: list[Literal["logme", "h_score", "nleep", "gbc"]] = []
+    #: (the registry's few-label scores: logme, h_score, nleep, gbc)
+    transferability: list[str] = []
     labels_per_class: tuple[int, ...] = (5, 10, 25, 50, 100)
     label_budget_seeds: int = Field(default=3, gt=0)
 
     @model_validator(mode="after")
     def _budget_needs_reference(self) -> OracleSpec:
+        known = registry.few_label_scores()
+        unknown = [t for t in self.transferability if t not in known]
+        if unknown:
+            raise ValueError(f"transferability: unknown score(s) {unknown}; known: {list(known)}")
         if self.transferability and not (self.knn or self.linear_probe):
             raise ValueError("transferability: the label-budget curve is measured against the "
                              "kNN or linear-probe oracle; set knn: true or linear_probe: true")
@@ -257,9 +271,10 @@ class RunConfig(Strict):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: list[str]) -> list[str]:
-        unknown = [m for m in value if m not in LABEL_FREE_METRICS]
+        known = registry.config_names()
+        unknown = [m for m in value if m not in known]
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; known: {list(LABEL_FREE_METRICS)}")
+            raise ValueError(f"unknown metric(s) {unknown}; known: {list(known)}")
         return value
 
     @model_validator(mode="after")

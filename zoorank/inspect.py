@@ -107,7 +107,8 @@ def load_embeddings(path: str, views: int | None, labels_key: str | None):
 
 def score_matrix(Z: np.ndarray, labels: np.ndarray | None, q: int | None, seed: int = 0) -> dict:
     """Every label-free metric (and the oracle when labels are given) for one matrix."""
-    from zoorank.config import DEFAULT_METRICS, ScoreOptions
+    from zoorank.config import ScoreOptions
+    from zoorank.metrics import registry
     from zoorank.metrics.suite import label_free_suite
 
     views = None
@@ -117,11 +118,10 @@ def score_matrix(Z: np.ndarray, labels: np.ndarray | None, q: int | None, seed: 
         clean = views[:, 0, :]
         if labels is not None:
             labels = np.asarray(labels).reshape(-1, q)[:, 0]
-    needs_views = ("rankme_aug", "lidar", "alignment")
+    # every per-model metric of the registry (ensemble and pool metrics need several models)
     wanted = [
-        m for m in DEFAULT_METRICS
-        if m not in ("nc", "clid")  # need an ensemble / a pool of models
-        and (views is not None or m not in needs_views)
+        name for name, m in registry.label_free().items()
+        if m.compute is not None and (views is not None or m.inputs != "augmented")
     ]
     rows = label_free_suite(clean, views, wanted, ScoreOptions(), seed)
     result = {"n": int(clean.shape[0]), "dim": int(Z.shape[1]), "views": q or 1, "metrics": {}}
@@ -136,13 +136,10 @@ def score_matrix(Z: np.ndarray, labels: np.ndarray | None, q: int | None, seed: 
 
 
 def oracle_scores(Z: np.ndarray, y: np.ndarray, seed: int) -> dict:
-    from sklearn.model_selection import train_test_split
+    """kNN and linear-probe accuracy on the oracle's split (50/50, seeded), R@1 on all rows."""
+    from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, oracle_split, recall_at_1
 
-    from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, recall_at_1
-
-    _, counts = np.unique(y, return_counts=True)
-    stratify = y if counts.min() >= 2 else None
-    tr, te = train_test_split(np.arange(len(y)), test_size=0.5, random_state=seed, stratify=stratify)
+    tr, te, _ = oracle_split(np.arange(len(y)), y, 0.5, seed)
     return {
         "knn_accuracy": float(knn_accuracy(Z[tr], y[tr], Z[te], y[te])),
         "linear_probe_accuracy": float(linear_probe_accuracy(Z[tr], y[tr], Z[te], y[te], seed=seed)),

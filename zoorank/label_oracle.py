@@ -24,6 +24,8 @@ import pandas as pd
 
 from zoorank.catalog import ORACLE_VERSION, Catalog, build_catalog, reliability_path, samples_path
 from zoorank.config import OracleSpec, RunConfig
+from zoorank.metrics import registry
+from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
 from zoorank.store import METRICS_COLUMNS, Store
 from zoorank.store.layout import ORACLE
 
@@ -40,33 +42,9 @@ __all__ = ["ORACLE_VERSION"]  # re-exported from zoorank.catalog (the oracle row
 
 
 def oracle_direction(metric: str) -> int:
-    """+1 for accuracies, R@1 and R-AUROC; −1 for the loss-data costs (SDL, εSC, MDL)."""
-    if metric == "mdl" or metric.startswith(("sdl_eps", "esc_eps")):
-        return -1
-    if metric in ("knn_accuracy", "linear_probe_accuracy", "recall_at_1") or metric.startswith(
-        "r_auroc"
-    ):
-        return 1
-    raise KeyError(f"unknown oracle metric {metric!r}")
-
-
-def oracle_split(
-    sample_ids: np.ndarray, labels: np.ndarray, test_fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """(train sample_ids, test sample_ids, note): a stratified, seeded split (sorted ids).
-
-    Falls back to an unstratified split when a class is too small to stratify (the note says so).
-    """
-    from sklearn.model_selection import train_test_split
-
-    note = "stratified"
-    try:
-        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed,
-                                  stratify=labels)
-    except ValueError:
-        tr, te = train_test_split(sample_ids, test_size=test_fraction, random_state=seed)
-        note = "unstratified (a class has too few samples to stratify)"
-    return np.sort(tr), np.sort(te), note
+    """+1 for accuracies, R@1, R-AUROC and few-label scores; −1 for the loss-data costs (SDL, εSC,
+    MDL): the metric registry's direction (KeyError for an unknown oracle metric)."""
+    return registry.label_info(metric).direction
 
 
 def loss_data_sizes(n_train: int, points: int = 8) -> list[int]:

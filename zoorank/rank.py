@@ -12,7 +12,7 @@ writes (contract 2 plus the tables this stage adds):
   (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models).
-* with ``oracle.transferability``: few-label cells ``<score>@k<k>s<seed>`` in ``oracle``
+* with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
   and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
 * ``failed`` — model_id, dataset, view, stage, error for models that failed or are missing.

@@ -29,6 +29,7 @@ import math
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,7 @@ from zoorank.metrics.suite import (
     label_free_suite,
     metric_inputs,
     nc_settings,
+    per_model_metrics,
     select_samples,
 )
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
@@ -129,7 +131,8 @@ class ScoreWorker:
     """Scores one model (or one ensemble) at a time; reads its embeddings from the store."""
 
     def __init__(self, store_uri: str, options: dict, seed: int, metrics: list[str],
-                 threads: int):
+                 threads: int, entries: list[registry.MetricInfo] = ()):
+        registry.install(entries)  # metrics registered at run time on the driver
         self.store = Store(store_uri)
         self.options = ScoreOptions.model_validate(options)
         self.seed = seed
@@ -223,9 +226,10 @@ def _limit_threads(threads: int) -> None:
 # -- pool-level scores -------------------------------------------------------------------------------
 
 
-def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str]) -> dict[str, Any]:
-    """model_id → {metric: (value, fingerprint, n, dim)} for the CLID terms."""
-    sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(CLID_TERMS)
+def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str],
+                  needed: Iterable[str] = CLID_TERMS) -> dict[str, Any]:
+    """model_id → {metric: (value, fingerprint, n, dim)} for a pool metric's terms."""
+    sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(list(needed))
                   & metrics["model_id"].isin(model_ids)]
     terms: dict[str, dict[str, tuple]] = defaultdict(dict)
     for r in sub.itertuples(index=False):
@@ -237,47 +241,53 @@ def pool_rows(
     metric: str, dataset: str, model_ids: list[str], metrics: pd.DataFrame, seed: int,
     extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """CLID rows (z(CL) + z(ID) over the pool of ``model_ids`` with both terms finite).
+    """Rows of a pool metric (CLID: z(CL) + z(ID)) over the pool of ``model_ids`` whose terms
+    (the registry's ``requires``) are all finite; its registered ``combine`` computes the values.
 
     Every candidate gets a row: the pool members a finite value, the others NaN with the reason;
-    with fewer than 2 pool members every row is NaN with the reason. The fingerprint hashes the
-    candidates' CL and ID fingerprints, so any change in the pool recomputes it.
+    when the combination fails (CLID: fewer than 2 pool members) every row is NaN with the reason.
+    The fingerprint hashes the candidates' term fingerprints, so any change in the pool recomputes it.
     """
-    from zoorank.metrics.learnability import clid
-
-    terms = _finite_terms(metrics, dataset, model_ids)
+    entry = registry.info(metric)
+    needed = entry.requires
+    terms = _finite_terms(metrics, dataset, model_ids, needed)
     fp = pool_fingerprint(
         metric, dataset,
-        [(m, t, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in CLID_TERMS],
+        [(m, t, terms.get(m, {}).get(t, (None, None))[1]) for m in model_ids for t in needed],
         extra,
     )
     pool = [m for m in model_ids
-            if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in CLID_TERMS)]
-    base = {"mode": "zscore", "terms": list(CLID_TERMS), "pool": pool, "pool_size": len(pool),
+            if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in needed)]
+    base = {**entry.kwargs(), "terms": list(needed), "pool": pool, "pool_size": len(pool),
             **(extra or {})}
     values: dict[str, float] = {}
-    if len(pool) >= 2:
-        cl = np.array([terms[m]["cluster_learnability"][0] for m in pool])
-        id_ = np.array([terms[m]["twonn_id"][0] for m in pool])
+    failure = None
+    if pool:
+        arrays = [np.array([terms[m][t][0] for m in pool]) for t in needed]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            values = dict(zip(pool, clid(cl, id_, mode="zscore")))
+            try:
+                values = dict(zip(pool, entry.combine(*arrays, **entry.kwargs())))
+            except ValueError as err:
+                failure = f"{metric} over {len(pool)} model(s): {err}"
         if caught:
             base["warnings"] = [str(w.message) for w in caught]
+    else:
+        failure = f"{metric} needs models with every term finite ({list(needed)}); got none"
     rows = []
     for m in model_ids:
         params = dict(base)
-        _, _, n, dim = terms.get(m, {}).get("cluster_learnability", (0, None, 0, 0))
+        _, _, n, dim = terms.get(m, {}).get(needed[0], (0, None, 0, 0))
         if m in values:
-            params["cl"] = terms[m]["cluster_learnability"][0]
-            params["id"] = terms[m]["twonn_id"][0]
+            params.update({t: terms[m][t][0] for t in needed})
             value = float(values[m])
         elif m not in pool:
             value = math.nan
-            params["error"] = "CL or ID is undefined for this model (see its rows)"
+            params["error"] = (f"a term of {metric} ({list(needed)}) is undefined for this model "
+                               "(see its rows)")
         else:
             value = math.nan
-            params["error"] = f"{metric} needs at least 2 models with both CL and ID, got {len(pool)}"
+            params["error"] = failure
         rows.append(metric_row(m, dataset, metric, value, params, n, dim, seed, fp))
     return rows
 
@@ -498,9 +508,10 @@ def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float)
 
 
 def _score_task(store_uri: str, options: dict, seed: int, metrics: list[str], threads: int,
-                task: ModelTask | GroupTask) -> Any:
-    """Ray task body: score one model (or one ensemble) with a :class:`ScoreWorker`."""
-    worker = ScoreWorker(store_uri, options, seed, metrics, threads)
+                entries: list[registry.MetricInfo], task: ModelTask | GroupTask) -> Any:
+    """Ray task body: score one model (or one ensemble) with a :class:`ScoreWorker`
+    (``entries``: the registry entries of the metrics, for metrics registered at run time)."""
+    worker = ScoreWorker(store_uri, options, seed, metrics, threads, entries)
     return worker.score_group(task) if isinstance(task, GroupTask) else worker.score_model(task)
 
 
@@ -519,7 +530,7 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
     n_workers, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
                                          resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
-            threads)
+            threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(_score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                         options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
                         max_in_flight=n_workers, retries=1, label="score: models")

@@ -184,12 +184,13 @@ def test_any_exception_of_one_metric_is_recorded_and_the_others_go_on(embedding,
                                                                       error):
     from dataclasses import replace
 
-    from zoorank.metrics import suite
+    from zoorank.metrics import registry
 
-    def fails(Z, options, seed):
+    def fails(Z, **settings):
         raise error
 
-    monkeypatch.setitem(suite.SUITE, "twonn_id", replace(suite.SUITE["twonn_id"], compute=fails))
+    monkeypatch.setitem(registry.REGISTRY, "twonn_id",
+                        replace(registry.REGISTRY["twonn_id"], compute=fails))
     clean, views = embedding
     rows = {r["metric"]: r for r in label_free_suite(clean, views, ["rankme", "twonn_id",
                                                                     "uniformity"])}
@@ -206,7 +207,7 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
     from zoorank.tune.objective import FLOOR
 
     assert LABEL_FREE_METRICS == registry.CONFIG_NAMES
-    for name, entry in registry.REGISTRY.items():
+    for name, entry in registry.label_free().items():
         assert entry.direction in (-1, 1) and entry.inputs in ("clean", "augmented", "ensemble",
                                                                "pool")
         assert ranking_vector(name, np.array([1.0]))[1] == (-1 if entry.target else

@@ -14,7 +14,7 @@ def _iso(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 
 def _value(name: str, Z: np.ndarray, seed: int = 0) -> float:
-    return float(registry.REGISTRY[name].compute(Z, ScoreOptions(), seed)[0])
+    return registry.info(name).run(Z, ScoreOptions(), seed)[0]
 
 
 def test_rankme_norm_is_rankme_divided_by_the_width():

@@ -78,7 +78,7 @@ __all__ = [
 Key = tuple[str, str, str]
 
 #: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
-ORACLE_VERSION = 1
+ORACLE_VERSION = 2  # 2: few-label cells are named <score>:k<k>s<seed> (@ means a view only)
 #: the oracle needs at least this many labelled samples and two classes on a dataset.
 ORACLE_MIN_LABELLED = 10
 #: the reason a stale manifest row carries.

@@ -4,9 +4,19 @@ Every function takes NumPy arrays or torch tensors (any float dtype, any device)
 through :func:`zoorank.metrics._checks.check_array`, and returns a Python float or a NumPy array.
 Nothing here reads files or starts Ray. Conventions and defaults follow ``specs/`` and are stated
 in each docstring.
+
+Importing this package imports every family module, so every metric is registered in
+:mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).
 """
 
+# isort: off
+# Registration order is the order of `zoorank metrics`, of a config's default `metrics:` and of the
+# report's columns: spectral, geometry, learnability, reliability, collapse, suite (nc), then labels.
+from zoorank.metrics import registry, spectral, geometry, learnability, reliability, collapse, suite  # noqa: F401
+from zoorank.metrics import oracle, transferability  # noqa: F401
+# isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
+from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.oracle import (
@@ -42,6 +52,7 @@ __all__ = [
     "cluster_learnability",
     "coding_rate",
     "coding_rate_reduction",
+    "duplicate_fraction",
     "embedding_norm",
     "esc",
     "feature_variance",
@@ -57,6 +68,7 @@ __all__ = [
     "mle_id",
     "neighborhood_consistency",
     "nleep",
+    "numerical_rank",
     "r_auroc",
     "rankme",
     "recall_at_1",

@@ -20,12 +20,19 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import knn
+from zoorank.metrics.registry import fixed, option, register
 
 __all__ = ["twonn_id", "mle_id", "alignment", "uniformity"]
 
 # A relative slack for floor((1 - f) * n): (1 - 0.1) * 30 is 27.000000000000004 in floating point,
 # and other fractions land just below an integer; the estimator must keep the mathematical count.
 _FLOOR_SLACK = 1e-9
+
+#: Wang & Isola's (2020) exponents, also CLID's (spec A.5).
+ALIGNMENT_ALPHA = 2.0
+UNIFORMITY_T = 2.0
+
+option("mle_k", 20, "MLE intrinsic dimension: neighbours k")
 
 
 def _prepare_rows(Z: Any, name: str, normalize: bool, min_rows: int) -> np.ndarray:
@@ -135,6 +142,17 @@ def twonn_id(
     return slope
 
 
+@register(
+    "twonn_id", +1, "clean", tune_floor=0.0,
+    settings=fixed(discard_fraction=0.1, normalize=True, fit_intercept=False),
+    notes={"distance": "euclidean"},
+)
+def _twonn_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
+    """TwoNN intrinsic dimension on L2-normalised rows."""
+    d = twonn_id(Z, return_details=True, **settings)
+    return d["id"], {"n_used": d["n_used"], "n_duplicates_dropped": d["n_duplicates_dropped"]}
+
+
 def mle_id(
     Z: Any,
     k: int = 20,
@@ -207,6 +225,16 @@ def mle_id(
     return value
 
 
+@register(
+    "mle_id", +1, "clean", options=("mle_k",),
+    settings=lambda o, seed: {"k": o["mle_k"], "normalize": True, "aggregate": "mean"},
+)
+def _mle_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
+    """Levina-Bickel MLE intrinsic dimension."""
+    d = mle_id(Z, return_details=True, **settings)
+    return d["id"], {"n_used": d["n_used"], "n_degenerate_dropped": d["n_degenerate_dropped"]}
+
+
 def alignment(Z1: Any, Z2: Any, alpha: float = 2) -> float:
     """Alignment loss of positive pairs (Wang & Isola 2020): E ‖f̂(x) − f̂(x')‖₂^α.
 
@@ -233,6 +261,17 @@ def alignment(Z1: Any, Z2: Any, alpha: float = 2) -> float:
     if A.shape != B.shape:
         raise ValueError(f"Z1 and Z2 must have the same shape, got {A.shape} and {B.shape}")
     return float(np.mean(np.linalg.norm(A - B, axis=1) ** alpha))
+
+
+@register(
+    "alignment", -1, "augmented", settings=fixed(alpha=ALIGNMENT_ALPHA),
+    notes={"views": [0, 1], "normalize": True},
+)
+def _alignment_metric(E: Any, alpha: float) -> float:
+    """alignment of views 0 and 1 (Wang & Isola 2020)."""
+    if E.ndim != 3 or E.shape[1] < 2:
+        raise ValueError(f"alignment needs n×q views with q >= 2, got shape {tuple(E.shape)}")
+    return alignment(E[:, 0], E[:, 1], alpha=alpha)
 
 
 def uniformity(Z: Any, t: float = 2, block_size: int = 2048) -> float:
@@ -286,3 +325,9 @@ def uniformity(Z: Any, t: float = 2, block_size: int = 2048) -> float:
             run_sum += float(np.exp(vals - run_max).sum())
     n_pairs = n * (n - 1) / 2
     return float(run_max + math.log(run_sum) - math.log(n_pairs))
+
+
+register(
+    "uniformity", -1, "clean", settings=fixed(t=UNIFORMITY_T), notes={"normalize": True},
+    description="uniformity on the sphere (Wang & Isola 2020)",
+)(uniformity)

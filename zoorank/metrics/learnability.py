@@ -20,6 +20,7 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import kmeans
+from zoorank.metrics.registry import fixed, option, register
 
 __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
 
@@ -27,6 +28,8 @@ __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
 # triangle is mostly skipped) and at most 2**24 float32 entries (64 MiB).
 _BLOCK_ROWS = 1024
 _BLOCK_ELEMENTS = 1 << 24
+
+option("cl_chunk_size", 10_000, "cluster learnability: prequential stream chunk size")
 
 
 def _normalized_rows(Z: Any, name: str = "Z") -> np.ndarray:
@@ -212,6 +215,28 @@ def cluster_learnability(
     return out["accuracy"]
 
 
+def _collapsed(details: dict[str, Any]) -> str | None:
+    """One cluster makes CL trivially 1.0 (the paper's K = 1 extreme): for ranking, a collapsed
+    representation must not get the best learnability, so it is undefined (SCORE: NaN; Tune: floor)."""
+    if details["n_clusters"] > 1 and details["n_clusters_used"] == 1:
+        return (f"collapsed representation: all rows fell into one of {details['n_clusters']} "
+                "clusters, so cluster learnability is undefined (it would be a trivial 1.0)")
+    return None
+
+
+@register(
+    "cluster_learnability", +1, "clean", options=("cl_chunk_size",), tune_floor=0.0,
+    settings=lambda o, seed: {"k": 1, "chunk_size": o["cl_chunk_size"], "seed": seed},
+    notes={"n_clusters": "round(sqrt(n))", "normalize": True, "kmeans": "spherical"},
+    guard=_collapsed,
+)
+def _cl_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
+    """cluster learnability: 1-NN accuracy on k-means labels, K = round(√n)."""
+    n_clusters = int(round(np.sqrt(Z.shape[0])))
+    d = cluster_learnability(Z, n_clusters=n_clusters, return_details=True, **settings)
+    return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
+
+
 def clid(
     cl: Any,
     id_: Any,
@@ -251,6 +276,18 @@ def clid(
     if c.shape[0] < 2:
         raise ValueError(f"clid mode='zscore' needs at least 2 models, got {c.shape[0]}")
     return _zscore(c, "cl") + _zscore(d, "id_")
+
+
+register(
+    "clid", +1, "pool", tune_floor=0.0, requires=("cluster_learnability", "twonn_id"),
+    settings=fixed(mode="zscore"), solo={"mode": "raw_percent"},
+    description="CLID: z(CL) + z(ID) over the dataset's pool of models",
+)(clid)
+register(
+    "clid_family", +1, "pool", config_name="clid", primary=False, scope="family",
+    requires=("cluster_learnability", "twonn_id"), settings=fixed(mode="zscore"),
+    description="CLID within each family",
+)(clid)
 
 
 def _zscore(x: np.ndarray, name: str) -> np.ndarray:

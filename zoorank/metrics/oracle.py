@@ -22,8 +22,10 @@ import numpy as np
 
 from zoorank.metrics._checks import check_array, check_labels, to_numpy, warn_degenerate
 from zoorank.metrics.neighbors import knn
+from zoorank.metrics.registry import register
 
 __all__ = [
+    "oracle_split",
     "knn_accuracy",
     "linear_probe_accuracy",
     "recall_at_1",
@@ -35,6 +37,29 @@ __all__ = [
 ]
 
 DEFAULT_CS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+
+def oracle_split(
+    sample_ids: Any, labels: Any, test_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(train ids, test ids, note): the label oracle's one split rule, stratified and seeded.
+
+    scikit-learn's ``train_test_split(test_size=test_fraction, random_state=seed,
+    stratify=labels)`` on ``sample_ids`` (ids or positions), both halves sorted. Falls back to an
+    unstratified split with the same seed when a class is too small to stratify (the note says
+    so). RANK's oracle, Tune's oracle and ``zoorank metrics --labels`` all call this.
+    """
+    from sklearn.model_selection import train_test_split
+
+    ids = np.asarray(sample_ids)
+    note = "stratified"
+    try:
+        tr, te = train_test_split(ids, test_size=test_fraction, random_state=seed,
+                                  stratify=np.asarray(labels))
+    except ValueError:
+        tr, te = train_test_split(ids, test_size=test_fraction, random_state=seed)
+        note = "unstratified (a class has too few samples to stratify)"
+    return np.sort(tr), np.sort(te), note
 
 
 def _train_test(
@@ -101,6 +126,9 @@ def knn_accuracy(
         votes[rows, neighbour_codes[:, j]] += weights[:, j]
     pred = classes[np.argmax(votes, axis=1)]
     return float(np.mean(pred == yte))
+
+
+register("knn_accuracy", +1, "labels")(knn_accuracy)
 
 
 def linear_probe_accuracy(
@@ -186,6 +214,9 @@ def linear_probe_accuracy(
     return float(np.mean(model.predict(scaler.transform(Xte)) == yte))
 
 
+register("linear_probe_accuracy", +1, "labels")(linear_probe_accuracy)
+
+
 def recall_at_1(Z: Any, y: Any, return_correct: bool = False) -> float | tuple[float, np.ndarray]:
     """Recall@1 of the URL benchmark: does each point's cosine nearest neighbour share its class?
 
@@ -211,6 +242,9 @@ def recall_at_1(Z: Any, y: Any, return_correct: bool = False) -> float | tuple[f
     correct = (codes[idx[:, 0]] == codes).astype(np.int64)
     r1 = float(correct.mean())
     return (r1, correct) if return_correct else r1
+
+
+register("recall_at_1", +1, "labels")(recall_at_1)
 
 
 def r_auroc(uncertainty: Any, correct: Any) -> float:
@@ -250,6 +284,10 @@ def r_auroc(uncertainty: Any, correct: Any) -> float:
         )
         return 0.5
     return float(roc_auc_score(wrong, u))
+
+
+register("r_auroc", +1, "labels", prefix=True,
+         description="R-AUROC of a reliability column (r_auroc_<column>)")(r_auroc)
 
 
 # --------------------------------------------------------------------------- loss-data framework
@@ -547,6 +585,9 @@ def mdl(
     return _riemann(n, L, 0.0, edge, first_chunk_loss)
 
 
+register("mdl", -1, "labels")(mdl)
+
+
 def sdl(
     ns: Any,
     losses: Any,
@@ -587,6 +628,10 @@ def sdl(
     return value
 
 
+register("sdl_eps", -1, "labels", prefix=True,
+         description="surplus description length at ε (sdl_eps<ε>)")(sdl)
+
+
 def esc(
     ns: Any,
     losses: Any,
@@ -619,3 +664,6 @@ def esc(
         "(pass return_bound=True to get (max n, True) instead)"
     )
     return math.inf
+
+
+register("esc_eps", -1, "labels", prefix=True, description="ε sample complexity (esc_eps<ε>)")(esc)

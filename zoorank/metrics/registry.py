@@ -1,57 +1,94 @@
-"""The metric registry: one entry per label-free metric, next to the function that computes it.
+"""The metric registry: every metric zoorank knows, registered beside the function that computes it.
 
-Every part of zoorank that needs to know something about a label-free metric reads it here:
-config validation (which names ``metrics:`` and ``rank.primary_metric`` accept), SCORE (which view
-a metric reads, its settings, its implementation version), RANK (direction, ideal value), the Tune
-objective (the floor reported for a diverged trial) and the report. Adding a metric is one
-:class:`MetricInfo` entry plus its function.
+A metric is one function plus one registration next to it in its family module
+(``zoorank/metrics/<family>.py``)::
 
-Names. ``name`` is the metric's name in ``metrics.parquet``; ``config_name`` is the name a run
-config lists under ``metrics:`` (``collapse`` asks for ``numerical_rank`` and
-``duplicate_fraction``; ``clid`` asks for ``clid`` and ``clid_family`` and needs the per-model terms
-``cluster_learnability`` and ``twonn_id``). Augmented-view metrics of every augmented view after
-the first are stored as ``<name>@<view>`` (e.g. ``lidar@heavy``): :func:`split_view` and
-:func:`info` understand that form.
+    @register("uniformity", -1, "clean", settings=lambda o, seed: {"t": 2.0})
+    def uniformity(Z, t=2.0): ...
+
+Every part of zoorank that needs to know something about a metric reads it here: config validation
+(which names ``metrics:`` and ``rank.primary_metric`` accept; the defaults of ``score:`` options),
+SCORE (which view a metric reads, its settings, its implementation version, which pool and ensemble
+rows to write), RANK (direction, ideal value; oracle and few-label directions), the Tune objective
+(the floor reported for a diverged trial, the same computation and collapse guard as SCORE),
+``zoorank metrics`` and the report.
+
+Names. ``name`` is the metric's name in the metric tables; ``config_name`` is the name a run config
+lists under ``metrics:`` (``collapse`` asks for ``numerical_rank`` and ``duplicate_fraction``;
+``clid`` asks for ``clid`` and ``clid_family`` and needs the per-model terms in ``requires``).
+One separator, one meaning: ``@`` names a **view** — augmented-view metrics of every augmented view
+after the first are stored as ``<name>@<view>`` (``lidar@heavy``; :func:`split_view`). Few-label
+scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; ``zoorank.budget``).
+
+Settings. ``settings(options, seed)`` returns the keyword arguments the metric's function is called
+with — written once, recorded in every row's ``params`` and part of its fingerprint; ``notes`` are
+recorded too but not passed (fixed facts of the computation, e.g. ``n_clusters: round(sqrt(n))``).
+``options`` is a mapping of the ``score:`` options the registry declares (:func:`option`, each with
+its default; :func:`resolve_options` fills it from a ``ScoreOptions`` or any object or mapping).
 
 Versions. ``version`` is the implementation version of the metric: bump it when its maths or
 settings change, and every stored row of that metric becomes stale (and is recomputed) while the
 others stay valid. The package version is not part of any fingerprint.
 
 Inputs: ``clean`` (n × d clean embeddings), ``augmented`` (n × q × d views), ``ensemble`` (the
-clean embeddings of every member of a seed ensemble), ``pool`` (other metrics' rows over the
-pool of models of a dataset).
+clean embeddings of every member of a seed ensemble), ``pool`` (other metrics' rows over the pool
+of models of a dataset), ``labels`` (embeddings with labels: the label oracle and few-label scores).
+
+This module imports nothing of zoorank's: it is the bottom of the metrics layer.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar
 
-import numpy as np
+Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels"]
+INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels")
+#: inputs of a metric computed on one model's embeddings by the suite (SCORE, Tune, zoorank metrics).
+PER_MODEL_INPUTS: tuple[str, ...] = ("clean", "augmented")
+Settings = Callable[[Mapping[str, Any], int], dict[str, Any]]
+Guard = Callable[[dict[str, Any]], "str | None"]
 
-if TYPE_CHECKING:
-    from zoorank.config import ScoreOptions
 
-Inputs = Literal["clean", "augmented", "ensemble", "pool"]
-Computation = Callable[[np.ndarray, "ScoreOptions", int], tuple[float, dict[str, Any]]]
-Settings = Callable[["ScoreOptions", int], dict[str, Any]]
+class CollapsedError(ValueError):
+    """A metric's collapse guard tripped: its value would be meaningless (SCORE: NaN; Tune: floor)."""
+F = TypeVar("F", bound=Callable[..., Any])
 
-# Wang & Isola's (2020) exponents, also CLID's (spec A.5).
-ALIGNMENT_ALPHA = 2.0
-UNIFORMITY_T = 2.0
+#: separator of a view in a stored metric name (``lidar@heavy``); the only meaning of ``@``.
+VIEW_SEPARATOR = "@"
+#: separator of a label budget in a stored few-label score name (``logme:k5s0``; zoorank.budget).
+BUDGET_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``score:`` option a metric reads, with its default (``ScoreOptions`` takes it from here)."""
+
+    name: str
+    default: Any
+    doc: str = ""
 
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """Everything zoorank knows about one label-free metric.
+    """Everything zoorank knows about one metric.
 
     direction : +1 higher is better, −1 lower is better (of ``|value − target|`` when ``target``).
-    options : the ``score:`` fields the metric reads (documentation and the report).
+    inputs : what it reads (module docstring).
+    options : the ``score:`` options its settings read (declared with :func:`option`).
     tune_floor : value a diverged Tune trial reports (the metric's worst); None = not a Tune metric.
-    primary : whether ``rank.primary_metric`` may name it (diagnostics may not).
+    primary : whether ``rank.primary_metric`` may name it (diagnostics and label metrics may not).
     requires : per-model metrics a pool metric combines (computed whenever it is asked for).
+    guard : on the computation's details: a reason when the value is meaningless (a collapsed
+        representation), which SCORE records as NaN with the reason and Tune as the floor.
+    compute : the function, called as ``compute(data, **settings)``; returns a float or
+        ``(float, details)`` (None for pool, ensemble and label metrics, computed by their stage).
+    combine : a pool metric's function, called as ``combine(*terms, **settings)`` with one array per
+        ``requires`` metric over the pool's models (each finite); returns one value per model.
+    scope : a pool metric's pool: every model of a dataset (``dataset``) or of one ``family``.
+    solo : a pool metric's settings for a pool of one model (a Tune trial reports CLID as
+        ``100·CL + ID``, mode ``raw_percent``; the search z-scores over the finished trials).
     """
 
     name: str
@@ -65,8 +102,20 @@ class MetricInfo:
     primary: bool = True
     requires: tuple[str, ...] = ()
     settings: Settings = field(default=lambda o, seed: {}, compare=False, repr=False)
-    compute: Computation | None = field(default=None, compare=False, repr=False)
+    notes: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    guard: Guard | None = field(default=None, compare=False, repr=False)
+    compute: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    combine: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    scope: Literal["dataset", "family"] = "dataset"
+    solo: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: the registered function itself (for every kind of input; ``compute``/``combine`` are the
+    #: per-model and pool views of it)
+    function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    #: a few-label transferability score ``fn(Z, y)`` of the label-budget curve (zoorank.budget)
+    few_label: bool = False
     description: str = ""
+    #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>*`` too.
+    prefix: bool = False
 
     def oriented(self, value: float) -> float:
         """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
@@ -74,257 +123,172 @@ class MetricInfo:
             return -abs(value - self.target)
         return self.direction * value
 
+    def kwargs(self, options: Any = None, seed: int = 0) -> dict[str, Any]:
+        """The keyword arguments :attr:`compute` is called with (options resolved, defaults filled)."""
+        return dict(self.settings(resolve_options(options), seed))
 
-# -- computations (the functions live in their family modules; these bind the suite's settings) ---
+    def recorded_settings(self, options: Any = None, seed: int = 0) -> dict[str, Any]:
+        """What a row records as its settings (fingerprinted): the view, the kwargs and the notes."""
+        return {"view": self.inputs, **self.kwargs(options, seed), **dict(self.notes)}
 
-
-def _rankme(Z, o, seed):
-    from zoorank.metrics.spectral import rankme
-
-    return rankme(Z, eps=o.eps, center=False), {}
-
-
-def _rankme_aug(E, o, seed):
-    from zoorank.metrics.spectral import rankme
-
-    rows = E.reshape(-1, E.shape[-1])
-    return rankme(rows, eps=o.eps, center=False), {"rows": int(rows.shape[0])}
-
-
-#: ``rankme_proj``: every model's embeddings are projected to this many dimensions first.
-PROJECTION_DIM = 64
-
-
-def _rankme_norm(Z, o, seed):
-    from zoorank.metrics.spectral import rankme
-
-    value = rankme(Z, eps=o.eps, center=False)
-    return value / Z.shape[1], {"rankme": float(value), "width": int(Z.shape[1])}
+    def run(self, data: Any, options: Any = None, seed: int = 0) -> tuple[float, dict[str, Any]]:
+        """``(value, details)`` of the metric on ``data``; ValueError when the guard trips."""
+        if self.compute is None:
+            raise ValueError(f"{self.name} ({self.inputs}) is computed by its stage, not per model")
+        out = self.compute(data, **self.kwargs(options, seed))
+        value, details = out if isinstance(out, tuple) else (out, {})
+        details = dict(details)
+        if self.guard is not None:
+            reason = self.guard(details)
+            if reason:
+                raise CollapsedError(reason)
+        return float(value), details
 
 
-def _rankme_proj(Z, o, seed):
-    from zoorank.metrics.spectral import rankme
+# -- the tables (filled by the family modules' registrations at import) -----------------------------
 
-    X = np.asarray(Z, dtype=np.float64)
-    d = X.shape[1]
-    # one random orthonormal map per (width, seed), so every model of a width sees the same
-    # projection: orthonormal columns (d >= 64: a random 64-d subspace) or rows (d < 64: a
-    # rotation into 64 dims, which keeps the singular values)
-    rng = np.random.default_rng([int(seed), d, PROJECTION_DIM])
-    q, _ = np.linalg.qr(rng.standard_normal((max(d, PROJECTION_DIM), min(d, PROJECTION_DIM))))
-    R = q if d >= PROJECTION_DIM else q.T
-    return rankme(X @ R, eps=o.eps, center=False), {"width": int(d)}
-
-
-def _lidar(E, o, seed):
-    from zoorank.metrics.spectral import lidar
-
-    value, details = lidar(E, delta=o.lidar_delta, eps=o.eps, delta_mode=o.lidar_delta_mode,
-                           return_details=True)
-    return value, {"reduced": bool(details["reduced"]), "lda_dim": int(details["dim"])}
-
-
-def _alpha_req(Z, o, seed):
-    from zoorank.metrics.spectral import alpha_req
-
-    alpha, r2 = alpha_req(Z, fit_range=tuple(o.alpha_fit_range), return_r2=True)
-    return alpha, {"r2": float(r2)}
-
-
-def _twonn(Z, o, seed):
-    from zoorank.metrics.geometry import twonn_id
-
-    d = twonn_id(Z, discard_fraction=0.1, normalize=True, return_details=True)
-    return d["id"], {"n_used": d["n_used"], "n_duplicates_dropped": d["n_duplicates_dropped"]}
-
-
-def _mle(Z, o, seed):
-    from zoorank.metrics.geometry import mle_id
-
-    d = mle_id(Z, k=o.mle_k, normalize=True, return_details=True)
-    return d["id"], {"n_used": d["n_used"], "n_degenerate_dropped": d["n_degenerate_dropped"]}
-
-
-def _cl(Z, o, seed):
-    from zoorank.metrics.learnability import cluster_learnability
-
-    n_clusters = int(round(math.sqrt(Z.shape[0])))
-    d = cluster_learnability(
-        Z, n_clusters=n_clusters, k=1, chunk_size=o.cl_chunk_size, seed=seed, return_details=True
-    )
-    if d["n_clusters"] > 1 and d["n_clusters_used"] == 1:
-        # One cluster makes CL trivially 1.0 (the paper's K = 1 extreme): for ranking, a collapsed
-        # representation must not get the best learnability, so record it as undefined.
-        raise ValueError(
-            f"collapsed representation: all rows fell into one of {d['n_clusters']} clusters, "
-            "so cluster learnability is undefined (it would be a trivial 1.0)"
-        )
-    return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
-
-
-def _alignment(E, o, seed):
-    from zoorank.metrics.geometry import alignment
-
-    if E.ndim != 3 or E.shape[1] < 2:
-        raise ValueError(f"alignment needs n×q views with q >= 2, got shape {tuple(E.shape)}")
-    return alignment(E[:, 0], E[:, 1], alpha=ALIGNMENT_ALPHA), {}
-
-
-def _uniformity(Z, o, seed):
-    from zoorank.metrics.geometry import uniformity
-
-    return uniformity(Z, t=UNIFORMITY_T), {}
-
-
-def _coding_rate(Z, o, seed):
-    from zoorank.metrics.spectral import coding_rate
-
-    return coding_rate(Z, eps2=o.coding_rate_eps2), {}
-
-
-def _norm(Z, o, seed):
-    from zoorank.metrics.reliability import embedding_norm
-
-    norms = embedding_norm(Z)
-    stats = {"std": float(norms.std()), "min": float(norms.min()), "max": float(norms.max())}
-    return float(norms.mean()), stats
-
-
-def _numerical_rank(Z, o, seed):
-    from zoorank.metrics.suite import numerical_rank
-
-    return float(numerical_rank(Z)), {}
-
-
-def _duplicates(Z, o, seed):
-    from zoorank.metrics.suite import duplicate_fraction
-
-    return duplicate_fraction(Z), {}
-
-
-def _fixed(**settings: Any) -> Settings:
-    return lambda o, seed: dict(settings)
-
-
-# -- the table --------------------------------------------------------------------------------------
-
-REGISTRY: dict[str, MetricInfo] = {
-    m.name: m
-    for m in [
-        MetricInfo(
-            "rankme", "rankme", +1, "clean", options=("eps",), tune_floor=1.0,
-            settings=lambda o, s: {"eps": o.eps, "center": False}, compute=_rankme,
-            description="RankMe: exp entropy of the normalised singular values (Garrido 2023)",
-        ),
-        MetricInfo(
-            "rankme_norm", "rankme_norm", +1, "clean", options=("eps",),
-            settings=lambda o, s: {"eps": o.eps, "center": False, "divided_by": "width"},
-            compute=_rankme_norm,
-            description="RankMe / embedding width, in (0, 1]: comparable across widths "
-                        "(a model that spreads over more of its width scores higher)",
-        ),
-        MetricInfo(
-            "rankme_proj", "rankme_proj", +1, "clean", options=("eps",),
-            settings=lambda o, s: {"eps": o.eps, "center": False,
-                                   "projection": "random orthonormal", "dim": PROJECTION_DIM,
-                                   "seed": s},
-            compute=_rankme_proj,
-            description=f"RankMe after a seeded random orthonormal projection to {PROJECTION_DIM} "
-                        "dims (the same for every model of a width): at most 64 at any width",
-        ),
-        MetricInfo(
-            "rankme_aug", "rankme_aug", +1, "augmented", options=("eps",), tune_floor=1.0,
-            settings=lambda o, s: {"eps": o.eps, "center": False, "pooled": "n*q rows"},
-            compute=_rankme_aug, description="RankMe of the n·q augmented views pooled",
-        ),
-        MetricInfo(
-            "lidar", "lidar", +1, "augmented",
-            options=("lidar_delta", "lidar_delta_mode", "eps"), tune_floor=1.0,
-            settings=lambda o, s: {"delta": o.lidar_delta, "eps": o.eps,
-                                   "delta_mode": o.lidar_delta_mode},
-            compute=_lidar, description="LiDAR: smooth rank of the LDA matrix (Thilak 2024)",
-        ),
-        MetricInfo(
-            "alpha_req", "alpha_req", -1, "clean", options=("alpha_fit_range",), target=1.0,
-            settings=lambda o, s: {"fit_range": list(o.alpha_fit_range), "ranked_by": "-|alpha-1|"},
-            compute=_alpha_req,
-            description="alpha-ReQ: power-law decay of the spectrum, ranked by |alpha - 1|",
-        ),
-        MetricInfo(
-            "twonn_id", "twonn_id", +1, "clean", tune_floor=0.0,
-            settings=_fixed(normalize=True, distance="euclidean", discard_fraction=0.1,
-                            fit_intercept=False),
-            compute=_twonn, description="TwoNN intrinsic dimension on L2-normalised rows",
-        ),
-        MetricInfo(
-            "mle_id", "mle_id", +1, "clean", options=("mle_k",),
-            settings=lambda o, s: {"k": o.mle_k, "normalize": True, "aggregate": "mean"},
-            compute=_mle, description="Levina-Bickel MLE intrinsic dimension",
-        ),
-        MetricInfo(
-            "cluster_learnability", "cluster_learnability", +1, "clean",
-            options=("cl_chunk_size",), tune_floor=0.0,
-            settings=lambda o, s: {"n_clusters": "round(sqrt(n))", "k": 1,
-                                   "chunk_size": o.cl_chunk_size, "seed": s, "normalize": True,
-                                   "kmeans": "spherical"},
-            compute=_cl, description="cluster learnability: 1-NN accuracy on k-means labels",
-        ),
-        MetricInfo(
-            "clid", "clid", +1, "pool", tune_floor=0.0,
-            requires=("cluster_learnability", "twonn_id"),
-            description="CLID: z(CL) + z(ID) over the dataset's pool of models",
-        ),
-        MetricInfo(
-            "clid_family", "clid", +1, "pool", primary=False,
-            requires=("cluster_learnability", "twonn_id"),
-            description="CLID within each family",
-        ),
-        MetricInfo(
-            "alignment", "alignment", -1, "augmented",
-            settings=_fixed(alpha=ALIGNMENT_ALPHA, views=[0, 1], normalize=True),
-            compute=_alignment, description="alignment of views 0 and 1 (Wang & Isola 2020)",
-        ),
-        MetricInfo(
-            "uniformity", "uniformity", -1, "clean",
-            settings=_fixed(t=UNIFORMITY_T, normalize=True), compute=_uniformity,
-            description="uniformity on the sphere (Wang & Isola 2020)",
-        ),
-        MetricInfo(
-            "coding_rate", "coding_rate", +1, "clean", options=("coding_rate_eps2",),
-            settings=lambda o, s: {"eps2": o.coding_rate_eps2, "normalize": True},
-            compute=_coding_rate, description="MCR² coding rate",
-        ),
-        MetricInfo(
-            "nc", "nc", +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"),
-            description="mean neighbourhood consistency over a seed ensemble (Park 2024)",
-        ),
-        MetricInfo(
-            "embedding_norm_mean", "embedding_norm", +1, "clean", primary=False,
-            settings=_fixed(raw=True), compute=_norm, description="mean raw embedding norm",
-        ),
-        MetricInfo(
-            "numerical_rank", "collapse", +1, "clean", primary=False,
-            settings=_fixed(tol="max(sigma)*max(n,d)*eps(float32)"), compute=_numerical_rank,
-            description="numerical rank (collapse diagnostic)",
-        ),
-        MetricInfo(
-            "duplicate_fraction", "collapse", -1, "clean", primary=False,
-            settings=_fixed(exact=True), compute=_duplicates,
-            description="share of exactly repeated rows (collapse diagnostic)",
-        ),
-    ]
-}
-
-#: config names (``metrics:``) in the registry's order.
-CONFIG_NAMES: tuple[str, ...] = tuple(dict.fromkeys(m.config_name for m in REGISTRY.values()))
+REGISTRY: dict[str, MetricInfo] = {}
+OPTIONS: dict[str, Option] = {}
 
 #: the default primary metric when ``rank.primary_metric`` is not set: the first of these that the
-#: config computes (CLID's paper recommends CLID for a mixed zoo; LiDAR/RankMe otherwise).
+#: config computes (CLID's paper recommends CLID for a mixed zoo; LiDAR/RankMe otherwise); metrics
+#: registered later follow in registration order.
 PRIMARY_PREFERENCE: tuple[str, ...] = (
     "clid", "lidar", "rankme_aug", "rankme", "nc", "cluster_learnability", "twonn_id",
     "mle_id", "coding_rate", "uniformity", "alpha_req", "alignment",
 )
 
+
+def option(name: str, default: Any, doc: str = "") -> Option:
+    """Declare a ``score:`` option with its default (once; the same declaration again is a no-op)."""
+    new = Option(name, default, doc)
+    old = OPTIONS.get(name)
+    if old is not None and old.default != default:
+        raise ValueError(f"option {name!r} is declared twice with different defaults "
+                         f"({old.default!r}, {default!r})")
+    OPTIONS.setdefault(name, new)
+    return OPTIONS[name]
+
+
+def fixed(**settings: Any) -> Settings:
+    """Settings that read no option: the same keyword arguments for every run."""
+    return lambda o, seed: dict(settings)
+
+
+def register(
+    name: str,
+    direction: int,
+    inputs: Inputs,
+    *,
+    config_name: str | None = None,
+    version: int = 1,
+    options: Iterable[str] = (),
+    settings: Settings | None = None,
+    notes: Mapping[str, Any] | None = None,
+    target: float | None = None,
+    tune_floor: float | None = None,
+    primary: bool | None = None,
+    requires: Iterable[str] = (),
+    guard: Guard | None = None,
+    description: str = "",
+    prefix: bool = False,
+    scope: Literal["dataset", "family"] = "dataset",
+    solo: Mapping[str, Any] | None = None,
+    few_label: bool = False,
+    compute: bool = True,
+) -> Callable[[F], F]:
+    """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
+
+    The function is called as ``fn(data, **settings(options, seed))`` by SCORE, Tune and
+    ``zoorank metrics`` (``compute=False`` for a pool, ensemble or label metric whose stage computes
+    it: the function is then documentation; a pool metric's function is its ``combine``, called by
+    SCORE over each pool of ``scope``). ``primary`` defaults to True for clean, augmented,
+    ensemble and pool metrics. Registering a name twice replaces the entry only if it is the same
+    function (module reloads); otherwise ValueError.
+    """
+    if direction not in (1, -1):
+        raise ValueError(f"{name}: direction must be +1 or -1, got {direction}")
+    if inputs not in INPUTS:
+        raise ValueError(f"{name}: inputs must be one of {INPUTS}, got {inputs!r}")
+    if VIEW_SEPARATOR in name or ":" in name:
+        raise ValueError(f"{name!r}: a metric name may not contain '@' (views) or ':' (label budgets)")
+    unknown = [o for o in options if o not in OPTIONS]
+    if unknown:
+        raise ValueError(f"{name}: options {unknown} are not declared (registry.option)")
+
+    def decorate(fn: F) -> F:
+        entry = MetricInfo(
+            name=name, config_name=config_name or name, direction=direction, inputs=inputs,
+            version=version, options=tuple(options), target=target, tune_floor=tune_floor,
+            primary=(inputs != "labels") if primary is None else primary,
+            requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
+            guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
+            combine=fn if compute and inputs == "pool" else None, scope=scope, solo=solo,
+            function=fn, few_label=few_label,
+            description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
+        )
+        old = REGISTRY.get(name)
+        if old is not None and getattr(old.compute or old.combine, "__qualname__", None) != getattr(
+            entry.compute or entry.combine, "__qualname__", None
+        ):
+            raise ValueError(f"metric {name!r} is already registered")
+        REGISTRY[name] = entry
+        return fn
+
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a registration (tests that register a metric of their own)."""
+    REGISTRY.pop(name, None)
+
+
+def portable(names: Iterable[str]) -> list[MetricInfo]:
+    """The entries of ``names`` (and their requirements), to ship to a Ray worker whose process may
+    not have run the registration (a metric registered at run time, by a notebook or a test):
+    entries pickle with their functions (cloudpickle sends a function defined in a notebook or
+    inside a function by value). :func:`install` them there."""
+    out: dict[str, MetricInfo] = {}
+    for name in names:
+        m = info(name) if name in label_free() or VIEW_SEPARATOR in name else REGISTRY[name]
+        for r in (*m.requires, m.name):
+            out.setdefault(r, REGISTRY[r])
+    return list(out.values())
+
+
+def install(entries: Iterable[MetricInfo]) -> None:
+    """Register shipped entries that this process does not know yet (a worker's side of
+    :func:`portable`; built-in entries are already registered and are left as they are)."""
+    for m in entries:
+        REGISTRY.setdefault(m.name, m)
+
+
+# -- lookups ------------------------------------------------------------------------------------------
+
+
+def resolve_options(options: Any = None) -> dict[str, Any]:
+    """Every declared option's value: from a mapping or an object's attributes, else its default."""
+    out = {}
+    for name, opt in OPTIONS.items():
+        if isinstance(options, Mapping):
+            out[name] = options.get(name, opt.default)
+        else:
+            out[name] = getattr(options, name, opt.default)
+    return out
+
+
+def label_free() -> dict[str, MetricInfo]:
+    """The label-free metrics (every input but ``labels``), in registration order."""
+    return {n: m for n, m in REGISTRY.items() if m.inputs != "labels"}
+
+
+def config_names() -> tuple[str, ...]:
+    """Names a config's ``metrics:`` may list, in registration order."""
+    return tuple(dict.fromkeys(m.config_name for m in label_free().values()))
+
+
+#: ``rankme_proj``: every model's embeddings are projected to this many dimensions first.
+PROJECTION_DIM = 64
 
 #: metrics that grow with the embedding width (rank- and dimension-based): ranking models of
 #: different widths by one of them orders partly by width (issue 17); RANK warns when a zoo mixes
@@ -337,14 +301,14 @@ WIDTH_SENSITIVE: frozenset[str] = frozenset({
 
 def split_view(name: str) -> tuple[str, str | None]:
     """``"lidar@heavy"`` → ``("lidar", "heavy")``; a plain name → ``(name, None)``."""
-    base, _, view = name.partition("@")
+    base, _, view = name.partition(VIEW_SEPARATOR)
     return base, (view or None)
 
 
 def info(name: str) -> MetricInfo:
-    """The registry entry of a stored metric name (``<name>@<view>`` included); KeyError if none."""
+    """The entry of a stored label-free metric name (``<name>@<view>`` included); KeyError if none."""
     base, view = split_view(name)
-    entry = REGISTRY[base]
+    entry = label_free()[base]
     if view is not None and entry.inputs != "augmented":
         raise KeyError(f"{name!r}: only augmented-view metrics carry a view suffix")
     return entry
@@ -358,50 +322,106 @@ def is_label_free(name: str) -> bool:
     return True
 
 
-def expand(config_names: Iterable[str]) -> list[str]:
+def label_info(name: str) -> MetricInfo:
+    """The entry of a stored label metric (oracle or few-label; suffixes such as ``sdl_eps0.5``
+    and ``r_auroc_nc`` included, a budget cell's ``:k5s0`` not); KeyError if none."""
+    base = name
+    for m in REGISTRY.values():
+        if m.inputs == "labels" and (base == m.name or (m.prefix and base.startswith(m.name))):
+            return m
+    raise KeyError(f"unknown label metric {name!r}")
+
+
+def expand(config_names_: Iterable[str]) -> list[str]:
     """Stored metric names a config's ``metrics:`` asks for (requirements first), in order."""
-    names = list(config_names)
-    unknown = [n for n in names if n not in CONFIG_NAMES]
+    names = list(config_names_)
+    known = config_names()
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown metric(s) {unknown}; known: {list(CONFIG_NAMES)}")
+        raise ValueError(f"unknown metric(s) {unknown}; known: {list(known)}")
     out: list[str] = []
     for wanted in names:
-        for m in REGISTRY.values():
+        for m in label_free().values():
             if m.config_name != wanted:
                 continue
             out.extend(r for r in (*m.requires, m.name) if r not in out)
     return out
 
 
-def per_model(config_names: Iterable[str]) -> list[str]:
+def needs(name: str) -> set[str]:
+    """The inputs a label-free metric reads, through its requirements (``clid`` → ``{"clean"}``)."""
+    m = info(name)
+    if m.inputs == "pool":
+        return set().union(*(needs(r) for r in m.requires))
+    return {m.inputs}
+
+
+def with_inputs(config_names_: Iterable[str], *inputs: str) -> list[str]:
+    """The metrics among :func:`expand` whose inputs are one of ``inputs``."""
+    return [m for m in expand(config_names_) if REGISTRY[m].inputs in inputs]
+
+
+def per_model(config_names_: Iterable[str]) -> list[str]:
     """The per-model (clean or augmented) metrics among :func:`expand`."""
-    return [m for m in expand(config_names) if REGISTRY[m].inputs in ("clean", "augmented")]
+    return with_inputs(config_names_, *PER_MODEL_INPUTS)
 
 
-def primary_candidates(config_names: Iterable[str], augmented_views: Iterable[str] = ()) -> list[str]:
+def pool_metrics(config_names_: Iterable[str]) -> list[str]:
+    """The pool metrics a config asks for (``clid``, ``clid_family``)."""
+    return with_inputs(config_names_, "pool")
+
+
+def ensemble_metrics(config_names_: Iterable[str]) -> list[str]:
+    """The seed-ensemble metrics a config asks for (``nc``)."""
+    return with_inputs(config_names_, "ensemble")
+
+
+def primary_candidates(config_names_: Iterable[str], augmented_views: Iterable[str] = ()) -> list[str]:
     """Names ``rank.primary_metric`` may take for a config: its primary-eligible metrics, with
     ``<name>@<view>`` for augmented metrics of every augmented view after the first."""
     extra_views = list(augmented_views)[1:]
     out = []
-    for name in expand(config_names):
+    for name in expand(config_names_):
         m = REGISTRY[name]
         if not m.primary:
             continue
         out.append(name)
         if m.inputs == "augmented":
-            out += [f"{name}@{v}" for v in extra_views]
+            out += [f"{name}{VIEW_SEPARATOR}{v}" for v in extra_views]
     return out
 
 
-def default_primary(config_names: Iterable[str]) -> str | None:
-    """The first metric of :data:`PRIMARY_PREFERENCE` that the config computes."""
-    computed = set(expand(config_names))
-    return next((m for m in PRIMARY_PREFERENCE if m in computed), None)
+def default_primary(config_names_: Iterable[str]) -> str | None:
+    """The first metric of :data:`PRIMARY_PREFERENCE` (then registration order) the config computes."""
+    computed = expand(config_names_)
+    order = [*PRIMARY_PREFERENCE, *(n for n in computed if n not in PRIMARY_PREFERENCE)]
+    return next((m for m in order if m in computed and REGISTRY[m].primary), None)
 
 
 def directions() -> dict[str, int]:
-    return {name: m.direction for name, m in REGISTRY.items()}
+    return {name: m.direction for name, m in label_free().items()}
+
+
+def targets() -> dict[str, float]:
+    return {name: m.target for name, m in label_free().items() if m.target is not None}
+
+
+def tune_metrics() -> tuple[str, ...]:
+    """Metrics a Tune trial can report: a Tune floor and higher is better, in registration order."""
+    return tuple(n for n, m in label_free().items() if m.tune_floor is not None and m.direction > 0)
+
+
+def few_label_scores() -> dict[str, Callable[..., Any]]:
+    """The few-label transferability scores (``oracle.transferability``): name → ``fn(Z, y)``."""
+    return {n: m.function for n, m in REGISTRY.items() if m.few_label and m.function is not None}
 
 
 def tune_floors() -> dict[str, float]:
     return {name: m.tune_floor for name, m in REGISTRY.items() if m.tune_floor is not None}
+
+
+def __getattr__(name: str) -> Any:
+    # live views of the tables (a metric registered later is included)
+    if name == "CONFIG_NAMES":
+        return config_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

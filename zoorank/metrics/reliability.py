@@ -27,6 +27,7 @@ import numpy as np
 
 from zoorank.metrics._checks import check_array, l2_normalize, warn_degenerate
 from zoorank.metrics.neighbors import Metric, knn
+from zoorank.metrics.registry import fixed, register
 
 __all__ = [
     "neighborhood_consistency",
@@ -250,6 +251,17 @@ def embedding_norm(Z: Any) -> np.ndarray:
     for z in members:
         total += np.linalg.norm(z, axis=1)
     return total / len(members)
+
+
+@register(
+    "embedding_norm_mean", +1, "clean", config_name="embedding_norm", primary=False,
+    settings=fixed(), notes={"raw": True},
+)
+def _norm_metric(Z: Any) -> tuple[float, dict[str, Any]]:
+    """mean raw embedding norm (std, min, max in the details)."""
+    norms = embedding_norm(Z)
+    return float(norms.mean()), {"std": float(norms.std()), "min": float(norms.min()),
+                                 "max": float(norms.max())}
 
 
 def feature_variance(test: Sequence[Any], normalize: bool = True) -> np.ndarray:

@@ -31,6 +31,7 @@ from zoorank.metrics._checks import (
     to_numpy,
     warn_degenerate,
 )
+from zoorank.metrics.registry import PROJECTION_DIM, option, register
 
 __all__ = ["alpha_req", "coding_rate", "coding_rate_reduction", "lidar", "rankme"]
 
@@ -39,6 +40,13 @@ _COLLAPSE_RTOL = 1e-10
 # Float64 working set per block when accumulating scatter matrices (bytes).
 _BLOCK_BYTES = 1 << 26
 _EPS64 = np.finfo(np.float64).eps
+
+option("eps", 1e-7, "RankMe / LiDAR: the p_k smoothing of the effective rank")
+option("lidar_delta", 1e-6, "LiDAR: ridge δ of the within-class scatter")
+option("lidar_delta_mode", "absolute",
+       "LiDAR: 'absolute' Σ_w + δI, 'relative' Σ_w + δ·tr(Σ_w)/p·I (benchmarks/lidar_delta.py)")
+option("alpha_fit_range", (10, 100), "alpha-ReQ: ranks of the power-law fit [start, stop)")
+option("coding_rate_eps2", 0.5, "MCR²: distortion ε²")
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,6 +194,64 @@ def rankme(Z: Any, eps: float = 1e-7, center: bool = False) -> float:
         warn_degenerate(f"rankme: Z is collapsed ({what}); returning 1.0")
         return 1.0
     return _effective_rank(sigma, eps)
+
+
+register(
+    "rankme", +1, "clean", options=("eps",), tune_floor=1.0,
+    settings=lambda o, seed: {"eps": o["eps"], "center": False},
+    description="RankMe: exp entropy of the normalised singular values (Garrido 2023)",
+)(rankme)
+
+
+@register(
+    "rankme_aug", +1, "augmented", options=("eps",), tune_floor=1.0,
+    settings=lambda o, seed: {"eps": o["eps"], "center": False}, notes={"pooled": "n*q rows"},
+)
+def rankme_aug(E: Any, eps: float = 1e-7, center: bool = False) -> tuple[float, dict[str, Any]]:
+    """RankMe of the n·q augmented views pooled (n × q × d → n·q rows)."""
+    rows = E.reshape(-1, E.shape[-1])
+    return rankme(rows, eps=eps, center=center), {"rows": int(rows.shape[0])}
+
+
+@register(
+    "rankme_norm", +1, "clean", options=("eps",),
+    settings=lambda o, seed: {"eps": o["eps"], "center": False}, notes={"divided_by": "width"},
+    description="RankMe / embedding width, in (0, 1]: comparable across widths "
+                "(a model that spreads over more of its width scores higher)",
+)
+def rankme_norm(Z: Any, eps: float = 1e-7, center: bool = False) -> tuple[float, dict[str, Any]]:
+    """RankMe divided by the embedding width d, in (0, 1]; higher is better.
+
+    RankMe grows with d (a d-dimensional isotropic code scores about d), so a zoo that mixes
+    widths is ordered partly by width; dividing by d compares how much of its own width each
+    model uses.
+    """
+    value = rankme(Z, eps=eps, center=center)
+    width = int(np.shape(Z)[1])
+    return value / width, {"rankme": float(value), "width": width}
+
+
+@register(
+    "rankme_proj", +1, "clean", options=("eps",),
+    settings=lambda o, seed: {"eps": o["eps"], "center": False, "seed": seed},
+    notes={"projection": "random orthonormal", "dim": PROJECTION_DIM},
+    description=f"RankMe after a seeded random orthonormal projection to {PROJECTION_DIM} dims "
+                "(the same for every model of a width): at most 64 at any width",
+)
+def rankme_proj(Z: Any, eps: float = 1e-7, center: bool = False, seed: int = 0
+                ) -> tuple[float, dict[str, Any]]:
+    """RankMe after one seeded random orthonormal map to ``PROJECTION_DIM`` (64) dimensions.
+
+    The map depends only on (seed, width), so every model of a width sees the same projection:
+    orthonormal columns when d ≥ 64 (a random 64-d subspace), orthonormal rows when d < 64 (a
+    rotation into 64 dims, which keeps the singular values). Bounded by 64 at any width.
+    """
+    X = np.asarray(Z, dtype=np.float64)
+    d = X.shape[1]
+    rng = np.random.default_rng([int(seed), d, PROJECTION_DIM])
+    q, _ = np.linalg.qr(rng.standard_normal((max(d, PROJECTION_DIM), min(d, PROJECTION_DIM))))
+    R = q if d >= PROJECTION_DIM else q.T
+    return rankme(X @ R, eps=eps, center=center), {"width": int(d)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,6 +464,17 @@ def lidar(
     return (value, details) if return_details else value
 
 
+@register(
+    "lidar", +1, "augmented", options=("lidar_delta", "lidar_delta_mode", "eps"), tune_floor=1.0,
+    settings=lambda o, seed: {"delta": o["lidar_delta"], "eps": o["eps"],
+                              "delta_mode": o["lidar_delta_mode"]},
+)
+def _lidar_metric(E: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
+    """LiDAR: smooth rank of the LDA matrix (Thilak 2024)."""
+    value, details = lidar(E, return_details=True, **settings)
+    return value, {"reduced": bool(details["reduced"]), "lda_dim": int(details["dim"])}
+
+
 # --------------------------------------------------------------------------------------------
 # alpha-ReQ
 # --------------------------------------------------------------------------------------------
@@ -469,6 +546,17 @@ def alpha_req(
     return alpha, r2
 
 
+@register(
+    "alpha_req", -1, "clean", options=("alpha_fit_range",), target=1.0,
+    settings=lambda o, seed: {"fit_range": tuple(o["alpha_fit_range"])},
+    notes={"ranked_by": "-|alpha-1|"},
+)
+def _alpha_req_metric(Z: Any, fit_range: tuple[int, int]) -> tuple[float, dict[str, Any]]:
+    """alpha-ReQ: power-law decay of the spectrum, ranked by |alpha - 1|."""
+    alpha, r2 = alpha_req(Z, fit_range=fit_range, return_r2=True)
+    return alpha, {"r2": float(r2)}
+
+
 def _check_fit_range(fit_range: tuple[int, int]) -> tuple[int, int]:
     try:
         start, stop = (int(v) for v in fit_range)
@@ -528,6 +616,13 @@ def coding_rate(Z: Any, eps2: float = 0.5) -> float:
     """
     X, eps2 = _check_coding_input(Z, eps2)
     return _rate(X, eps2)
+
+
+register(
+    "coding_rate", +1, "clean", options=("coding_rate_eps2",),
+    settings=lambda o, seed: {"eps2": o["coding_rate_eps2"]}, notes={"normalize": True},
+    description="MCR² coding rate",
+)(coding_rate)
 
 
 def coding_rate_reduction(

@@ -34,27 +34,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.config import ScoreOptions
-from zoorank.metrics import registry
-from zoorank.metrics._checks import check_array
+from zoorank.metrics import geometry, registry
+from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.reliability import (
+    embedding_norm,
+    feature_variance,
+    mean_knn_distance,
+    neighborhood_consistency,
+)
 
-#: +1: higher is better; −1: lower is better (derived from the registry).
-METRIC_DIRECTIONS: dict[str, int] = registry.directions()
+__all__ = ["duplicate_fraction", "ensemble_reliability", "label_free_suite", "nc_settings",
+           "numerical_rank", "per_model_metrics", "select_samples"]
 
-#: Metrics ranked by their distance to an ideal value (direction −1 applies to |value − target|).
-METRIC_TARGETS: dict[str, float] = {
-    name: m.target for name, m in registry.REGISTRY.items() if m.target is not None
-}
-
-#: Config metric names (``RunConfig.metrics``) → per-model metrics the suite emits for them. ``clid``
-#: is a pool-level score of CL and ID, so it needs both per-model terms; ``nc`` is computed per seed
-#: ensemble by the SCORE stage, not per model.
-CONFIG_METRICS: dict[str, tuple[str, ...]] = {
-    name: tuple(registry.per_model([name])) for name in registry.CONFIG_NAMES
-}
-
-ALIGNMENT_ALPHA = registry.ALIGNMENT_ALPHA
-UNIFORMITY_T = registry.UNIFORMITY_T
+ALIGNMENT_ALPHA = geometry.ALIGNMENT_ALPHA
+UNIFORMITY_T = geometry.UNIFORMITY_T
 
 
 def ranking_value(metric: str, value: float) -> float:
@@ -62,71 +55,37 @@ def ranking_value(metric: str, value: float) -> float:
     return registry.info(metric).oriented(value)
 
 
-# -- collapse diagnostics ------------------------------------------------------------------------
-
-
-def numerical_rank(Z: Any) -> int:
-    """Number of singular values of Z above ``max(σ) · max(n, d) · eps(float32)``.
-
-    NumPy's ``matrix_rank`` tolerance at float32 precision (embeddings are stored as float32).
-    Singular values come from the eigenvalues of the smaller Gram matrix in float64, accurate far
-    below that tolerance. 0 for an all-zero Z, 1 for constant non-zero rows; higher = less collapsed.
-    Cost O(n · d · min(n, d)).
-    """
-    X = check_array(Z, "Z")
-    n, d = X.shape
-    G = X.T @ X if n >= d else X @ X.T
-    sigma = np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None))
-    top = float(sigma.max())
-    if top == 0.0:
-        return 0
-    return int(np.count_nonzero(sigma > top * max(n, d) * np.finfo(np.float32).eps))
-
-
-def duplicate_fraction(Z: Any) -> float:
-    """Share of rows that exactly repeat an earlier row: 1 − (distinct rows) / n.
-
-    0 for distinct rows, (n − 1)/n for a constant embedding; lower is better. Exact equality of the
-    float32 values (a collapsed model repeats rows bit for bit). Cost O(n · d + n log n).
-    """
-    X = np.ascontiguousarray(check_array(Z, "Z", dtype=np.float32))
-    X = X + np.float32(0.0)  # -0.0 and 0.0 compare equal but differ in bytes
-    rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
-    return float(1.0 - np.unique(rows).size / X.shape[0])
-
-
 # -- the suite (entries of zoorank.metrics.registry with a per-model computation) ----------------
 
 Inputs = Literal["clean", "augmented"]
-
-SUITE: dict[str, registry.MetricInfo] = {
-    name: m for name, m in registry.REGISTRY.items() if m.compute is not None
-}
 
 
 def per_model_metrics(metrics: Iterable[str]) -> list[str]:
     """Per-model metric names to compute for config metric names (or per-model names), in order."""
     out: list[str] = []
+    known = registry.config_names()
     for name in metrics:
-        if name in registry.CONFIG_NAMES:
+        if name in known:
             expanded = tuple(registry.per_model([name]))
-        elif name in SUITE:
+        elif name in registry.REGISTRY and registry.REGISTRY[name].compute is not None:
             expanded = (name,)
         else:
-            raise ValueError(f"unknown metric {name!r}; known: {list(registry.CONFIG_NAMES)}")
+            raise ValueError(f"unknown metric {name!r}; known: {list(known)}")
         out.extend(m for m in expanded if m not in out)
     return out
 
 
-def metric_settings(metric: str, options: ScoreOptions, seed: int) -> dict[str, Any]:
-    """The settings a per-model metric runs with (known before running: part of its fingerprint)."""
-    spec = SUITE[metric]
-    return {"view": spec.inputs, **spec.settings(options, seed)}
+def metric_settings(metric: str, options: Any, seed: int) -> dict[str, Any]:
+    """The settings a per-model metric runs with (known before running: part of its fingerprint).
+
+    ``options``: a ``ScoreOptions``, any object or mapping with the registry's option names, or None
+    (the registry's defaults)."""
+    return registry.info(metric).recorded_settings(options, seed)
 
 
 def metric_inputs(metric: str) -> Inputs:
     """``"clean"`` or ``"augmented"``: which embeddings the metric reads."""
-    return SUITE[metric].inputs
+    return registry.info(metric).inputs  # type: ignore[return-value]
 
 
 def _jsonable(value: Any) -> Any:
@@ -140,7 +99,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run_one(
-    spec: registry.MetricInfo, data: np.ndarray | None, options: ScoreOptions, seed: int
+    spec: registry.MetricInfo, data: Any, options: Any, seed: int
 ) -> tuple[float, dict[str, Any]]:
     params = metric_settings(spec.name, options, seed)
     start = time.perf_counter()
@@ -150,8 +109,7 @@ def _run_one(
             if data is None:
                 what = "augmented views (n×q)" if spec.inputs == "augmented" else "clean embeddings"
                 raise ValueError(f"{spec.name} needs {what}; none were given for this model")
-            value, details = spec.compute(data, options, seed)
-            value = float(value)
+            value, details = spec.run(data, options, seed)
             params.update(details)
             if not math.isfinite(value):
                 params["error"] = f"{spec.name} returned a non-finite value ({value})"
@@ -203,23 +161,32 @@ NC_K_FRACTION = 0.02
 #: the reference set takes at most this share of the samples; the rest are the test points.
 NC_REFERENCE_FRACTION = 0.5
 
+registry.option("nc_k", 100, "NC: neighbours k (capped at 2% of the reference set)")
+registry.option("nc_reference_size", 5000, "NC: reference set size (capped at half the samples)")
+registry.option("nc_metric", "cosine", "NC: 'cosine' or 'euclidean' neighbours")
 
-def nc_settings(options: ScoreOptions, seed: int) -> dict[str, Any]:
+
+def nc_settings(options: Any, seed: int) -> dict[str, Any]:
     """The settings of an ensemble's NC and baselines (known before running: fingerprinted)."""
+    o = registry.resolve_options(options)
     return {
-        "k": options.nc_k,
+        "k": o["nc_k"],
         "k_fraction_cap": NC_K_FRACTION,
-        "reference_size": options.nc_reference_size,
+        "reference_size": o["nc_reference_size"],
         "reference_fraction_cap": NC_REFERENCE_FRACTION,
         "reference_seed": seed,
-        "metric": options.nc_metric,
+        "metric": o["nc_metric"],
         "baselines": {"mean_knn_distance": {"k": 1}, "embedding_norm": {"raw": True},
-                      "feature_variance": {"normalize": options.nc_metric == "cosine"}},
+                      "feature_variance": {"normalize": o["nc_metric"] == "cosine"}},
     }
 
 
+@registry.register(
+    "nc", +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"), settings=nc_settings,
+    description="mean neighbourhood consistency over a seed ensemble (Park 2024)",
+)
 def ensemble_reliability(
-    members: list[Any], sample_ids: Any, options: ScoreOptions | None = None, seed: int = 0
+    members: list[Any], sample_ids: Any, options: Any = None, seed: int = 0
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Per-sample NC and its baselines for one seed ensemble (Park et al. 2024; spec PART C).
 
@@ -247,33 +214,26 @@ def ensemble_reliability(
     ValueError
         Fewer than 2 members, fewer than 4 samples, or degenerate input to NC.
     """
-    from zoorank.metrics.reliability import (
-        embedding_norm,
-        feature_variance,
-        mean_knn_distance,
-        neighborhood_consistency,
-    )
-
-    options = options or ScoreOptions()
+    o = registry.resolve_options(options)
     ids = np.asarray(sample_ids, dtype=np.int64)
     if len(members) < 2:
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")
     n = ids.shape[0]
-    ref_size = min(options.nc_reference_size, int(n * NC_REFERENCE_FRACTION))
+    ref_size = min(o["nc_reference_size"], int(n * NC_REFERENCE_FRACTION))
     if ref_size < 2 or n - ref_size < 1:
         raise ValueError(f"NC needs at least 4 samples (2 references, 2 test points), got {n}")
     is_ref = np.zeros(n, dtype=bool)
     is_ref[select_samples(ids, ref_size, seed)] = True
-    k = min(options.nc_k, max(1, round(NC_K_FRACTION * ref_size)))
-    metric = options.nc_metric
+    k = min(o["nc_k"], max(1, round(NC_K_FRACTION * ref_size)))
+    metric = o["nc_metric"]
     test = [np.asarray(m)[~is_ref] for m in members]
     ref = [np.asarray(m)[is_ref] for m in members]
     params: dict[str, Any] = {
         **nc_settings(options, seed),
         "k": int(k),
-        "k_requested": options.nc_k,
+        "k_requested": o["nc_k"],
         "reference_size": int(ref_size),
-        "reference_size_requested": options.nc_reference_size,
+        "reference_size_requested": o["nc_reference_size"],
         "n_test": int(n - ref_size),
         "members": len(members),
     }
@@ -300,7 +260,7 @@ def label_free_suite(
     clean: Any,
     views: Any,
     metrics: Iterable[str],
-    options: ScoreOptions | None = None,
+    options: Any = None,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Compute label-free metrics of one model.
@@ -313,7 +273,7 @@ def label_free_suite(
         Augmented embeddings grouped by clean sample (q ≥ 2 views each).
     metrics : config metric names (``RunConfig.metrics``) or per-model names; expanded with
         :func:`per_model_metrics` (pool-level ``clid`` adds its CL and ID terms, ``nc`` adds nothing).
-    options : ScoreOptions (defaults when None).
+    options : ScoreOptions, or any object or mapping of the registry's options (None: defaults).
     seed : run seed (cluster learnability's k-means and stream order).
 
     Returns
@@ -323,10 +283,9 @@ def label_free_suite(
     settings, result details, ``warnings`` and ``seconds``; ``n`` counts the samples the metric saw
     (clean rows, or clean samples of the augmented set), ``dim`` the embedding width.
     """
-    options = options or ScoreOptions()
     rows = []
     for name in per_model_metrics(metrics):
-        spec = SUITE[name]
+        spec = registry.REGISTRY[name]
         data = clean if spec.inputs == "clean" else views
         if data is not None:
             data = np.asarray(data) if not hasattr(data, "detach") else data
@@ -342,3 +301,16 @@ def label_free_suite(
             }
         )
     return rows
+
+
+# -- live views of the registry (kept for callers of the old constants) -----------------------------
+
+
+def __getattr__(name: str) -> Any:
+    if name == "METRIC_DIRECTIONS":  # +1: higher is better; −1: lower is better
+        return registry.directions()
+    if name == "METRIC_TARGETS":  # ranked by |value − target| (direction −1)
+        return registry.targets()
+    if name == "CONFIG_METRICS":  # config metric name → the per-model metrics the suite emits for it
+        return {n: tuple(registry.per_model([n])) for n in registry.config_names()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zoorank.metrics._checks import check_array, check_labels
+from zoorank.metrics.registry import register
 
 __all__ = ["gbc", "h_score", "logme", "nleep"]
 
@@ -115,6 +116,9 @@ def logme(Z: Any, y: Any, max_iter: int = 1000, tol: float = 1e-8) -> float:
     for c in range(n_classes):
         evidence[c] = _logme_one(proj[:, c] ** 2, outside[c], s2, n, max_iter, tol)
     return float(np.mean(evidence) / n)
+
+
+register("logme", +1, "labels", few_label=True)(logme)
 
 
 def _logme_one(z2: np.ndarray, outside: float, s2: np.ndarray, n: int, max_iter: int,
@@ -228,6 +232,9 @@ def h_score(Z: Any, y: Any, shrinkage: bool = True) -> float:
     return float(scale * np.sum(weighted.T * (inv @ weighted.T)))
 
 
+register("h_score", +1, "labels", few_label=True)(h_score)
+
+
 # --------------------------------------------------------------------------------------------
 # PCA shared by NLEEP and GBC
 # --------------------------------------------------------------------------------------------
@@ -309,6 +316,9 @@ def nleep(
     return float(np.mean(np.log(np.maximum(likelihood, np.finfo(np.float64).tiny))))
 
 
+register("nleep", +1, "labels", few_label=True)(nleep)
+
+
 # --------------------------------------------------------------------------------------------
 # GBC
 # --------------------------------------------------------------------------------------------
@@ -358,3 +368,6 @@ def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
     coeff = np.exp(-(mahal + 0.5 * logdet))
     np.fill_diagonal(coeff, 0.0)
     return float(-coeff.sum())
+
+
+register("gbc", +1, "labels", few_label=True)(gbc)

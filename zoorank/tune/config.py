@@ -28,13 +28,20 @@ from zoorank.config import (
 )
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.store import Store
+from zoorank.store.layout import TUNE_DIR, tune_dir
 
 METHODS = ("simclr", "vicreg", "byol")
 #: label-free metrics a trial can report: the registry's metrics with a Tune floor (all higher is
-#: better), in the registry's order.
-OBJECTIVE_METRICS = tuple(
-    name for name, m in registry.REGISTRY.items() if m.tune_floor is not None and m.direction > 0
-)
+#: better), in the registry's order (the built-in ones; validation reads registry.tune_metrics()).
+OBJECTIVE_METRICS = registry.tune_metrics()
+
+
+def _tune_metric(name: str) -> str:
+    known = registry.tune_metrics()
+    if name not in known:
+        raise ValueError(f"{name!r} is not a Tune objective metric; choose one of {list(known)}")
+    return name
 
 
 class TrialParams(Strict):
@@ -100,17 +107,27 @@ class ProbeSpec(Strict):
 
 class ObjectiveSpec(Strict):
     #: the metric ASHA prunes on and the winner is chosen by.
-    metric: Literal[OBJECTIVE_METRICS] = "lidar"  # type: ignore[valid-type]
+    metric: str = "lidar"
     #: further metrics reported at every step (for comparisons; each costs its own time).
-    report: list[Literal[OBJECTIVE_METRICS]] = Field(default_factory=list)  # type: ignore[valid-type]
+    report: list[str] = Field(default_factory=list)
     mode: Literal["max", "min"] = "max"
     #: features scored: backbone representation, projector output, or both (the objective then
     #: uses the representation; projector metrics are reported as ``projector_<metric>``).
     features: Literal["representation", "projector", "both"] = "representation"
-    lidar_delta: float = Field(default=1e-6, ge=0)
-    #: "absolute": Σ_w + δI; "relative": Σ_w + δ·tr(Σ_w)/p·I (as the score stage's option).
-    lidar_delta_mode: Literal["absolute", "relative"] = "absolute"
-    eps: float = Field(default=1e-7, gt=0)
+    #: the metric options the trial's metrics read (defaults: the registry's, as ``score:``).
+    lidar_delta: float = Field(default=registry.OPTIONS["lidar_delta"].default, ge=0)
+    lidar_delta_mode: Literal["absolute", "relative"] = registry.OPTIONS["lidar_delta_mode"].default
+    eps: float = Field(default=registry.OPTIONS["eps"].default, gt=0)
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        return _tune_metric(value)
+
+    @field_validator("report")
+    @classmethod
+    def _known_report(cls, value: list[str]) -> list[str]:
+        return [_tune_metric(v) for v in value]
 
     @property
     def metrics(self) -> list[str]:
@@ -320,3 +337,40 @@ def load_tune_config(path: str | Path, *, store: str | None = None) -> TuneConfi
     if store is not None:
         config = config.model_copy(update={"store": store})
     return config
+
+
+def gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
+    """GPUs of one trial: ``search.gpus_per_trial``, or with ``auto`` one when the cluster has GPUs
+    and the config does not ask for the CPU."""
+    value = config.search.gpus_per_trial
+    if value == "auto":
+        return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
+    return float(value)
+
+
+def param_space(config: TuneConfig) -> dict[str, Any]:
+    """The Tune search space of ``config.space`` for its algorithm."""
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    for name, spec in config.space.items():
+        kind = spec.kind
+        if kind == "grid" or (kind == "choice" and config.search.algorithm == "grid"):
+            values = spec.grid if kind == "grid" else spec.choice
+            if config.search.algorithm == "optuna":
+                space[name] = tune.choice(values)
+            else:
+                space[name] = tune.grid_search(values)
+        elif kind == "choice":
+            space[name] = tune.choice(spec.choice)
+        elif kind == "uniform":
+            space[name] = tune.uniform(*spec.uniform)
+        else:
+            space[name] = tune.loguniform(*spec.loguniform)
+    return space
+
+
+def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
+    """(store, Tune storage_path, experiment path relative to the store)."""
+    store = Store(config.store)
+    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)

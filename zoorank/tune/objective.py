@@ -15,10 +15,15 @@ Metric conventions (``specs/clid_lidar.md``; all: higher is better):
   L2-normalised (the paper's setting). ``clid`` per trial is their raw sum ``100·CL + ID``
   (``zoorank.metrics.learnability.clid`` mode ``raw_percent``): the paper's z-scored CLID needs the
   whole pool and is computed over the finished trials by the search.
+
+Every metric is computed by its registry entry (``zoorank.metrics.registry``) with the settings and
+collapse guard SCORE uses: a collapsed representation scores the floor (cluster learnability 0.0),
+as SCORE records it undefined (NaN), never the trivial 1.0.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -28,9 +33,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from zoorank.metrics import DegenerateInputWarning, registry
-from zoorank.metrics.geometry import twonn_id
-from zoorank.metrics.learnability import clid, cluster_learnability
-from zoorank.metrics.spectral import lidar, rankme
 
 if TYPE_CHECKING:
     from zoorank.data import GeometryLike, SampleTable
@@ -84,8 +86,9 @@ def build_probe_set(
     return ProbeSet(ids, np.stack(clean), np.stack(views), recipe, seed)
 
 
-#: metrics computed on the clean view (the others need only the augmented views)
-CLEAN_METRICS = ("rankme", "cluster_learnability", "twonn_id", "clid")
+def needs_clean(metric: str) -> bool:
+    """Whether a metric reads the clean view (directly or through a pool metric's terms)."""
+    return "clean" in registry.needs(metric)
 
 
 def score_features(
@@ -97,36 +100,50 @@ def score_features(
     seed: int = 0,
     delta_mode: str = "absolute",
 ) -> dict[str, float]:
-    """The label-free metrics of one model's probe features.
+    """The label-free metrics of one model's probe features, computed as SCORE computes them.
 
-    ``views`` (n, q, d) and ``clean`` (n, d; only needed by :data:`CLEAN_METRICS`). Non-finite
-    features give :data:`FLOOR` values.
+    ``views`` (n, q, d) and ``clean`` (n, d; needed by metrics that read the clean view). Each metric
+    is its registry entry run on the features (the same function, settings and collapse guard as
+    SCORE; options other than δ, ε and the δ mode take the registry's defaults). A pool metric
+    (CLID) reports its terms and its one-model value (the registry's ``solo`` settings). Non-finite
+    features, or a tripped collapse guard, give :data:`FLOOR` values (the guard with a
+    ``DegenerateInputWarning``, so the trial is marked degenerate).
     """
     if not (np.all(np.isfinite(views)) and (clean is None or np.all(np.isfinite(clean)))):
         return {m: FLOOR[m] for m in metrics}
+    options = {"lidar_delta": delta, "eps": eps, "lidar_delta_mode": delta_mode}
     out: dict[str, float] = {}
-    cl = id_ = None
+    collapsed: set[str] = set()
+
+    def per_model(name: str) -> float:
+        if name not in out:
+            entry = registry.info(name)
+            data = clean if entry.inputs == "clean" else views
+            try:
+                out[name] = entry.run(data, options, seed)[0]
+            except registry.CollapsedError as err:
+                warnings.warn(str(err), DegenerateInputWarning, stacklevel=2)
+                out[name] = FLOOR.get(name, math.nan)
+                collapsed.add(name)
+        return out[name]
+
     for m in metrics:
-        if m in CLEAN_METRICS and clean is None:
+        entry = registry.info(m)
+        if needs_clean(m) and clean is None:
             raise ValueError(f"{m} needs the clean-view features")
-        if m == "lidar":
-            out[m] = float(lidar(views, delta=delta, eps=eps, delta_mode=delta_mode))
-        elif m == "rankme":
-            out[m] = float(rankme(clean, eps=eps))
-        elif m == "rankme_aug":
-            out[m] = float(rankme(views.reshape(-1, views.shape[-1]), eps=eps))
-        elif m in ("cluster_learnability", "twonn_id", "clid"):
-            if cl is None:
-                cl = float(cluster_learnability(clean, seed=seed))
-                id_ = float(twonn_id(clean, normalize=True))
-            if m == "clid":
-                # CLID's z-scores need the pool: report its parts too, for the search to combine
-                out["cluster_learnability"], out["twonn_id"] = cl, id_
-                out[m] = float(clid([cl], [id_], mode="raw_percent")[0])
+        if entry.inputs == "pool":
+            if entry.solo is None or entry.combine is None:
+                raise ValueError(f"{m} is a pool metric with no one-model value")
+            # a pool metric's terms are reported too, for the search to combine over the trials
+            terms = [per_model(t) for t in entry.requires]
+            if collapsed & set(entry.requires) or not all(math.isfinite(v) for v in terms):
+                out[m] = FLOOR[m]
             else:
-                out[m] = cl if m == "cluster_learnability" else id_
+                out[m] = float(entry.combine(*[np.array([v]) for v in terms], **entry.solo)[0])
+        elif entry.inputs in registry.PER_MODEL_INPUTS:
+            per_model(m)
         else:
-            raise ValueError(f"unknown label-free metric {m!r}")
+            raise ValueError(f"{m} ({entry.inputs}) cannot be computed for one trial")
     return out
 
 
@@ -143,7 +160,7 @@ def evaluate_probe(
     t0 = time.perf_counter()
     n, q = probe.n, probe.q
     views = probe.views.reshape(n * q, *probe.views.shape[2:])
-    with_clean = any(m in CLEAN_METRICS for m in objective.metrics)
+    with_clean = any(needs_clean(m) for m in objective.metrics)
     images = np.concatenate([probe.clean, views]) if with_clean else views
     offset = n if with_clean else 0
     want_proj = objective.features in ("projector", "both")

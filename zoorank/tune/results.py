@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import TYPE_CHECKING, Any
@@ -24,14 +25,14 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import ModelSpec, fingerprint
+from zoorank.metrics import registry
 from zoorank.metrics.agreement import agreement
-from zoorank.metrics.learnability import clid
-from zoorank.tune.config import TrialParams, TuneConfig
+from zoorank.tune.config import TrialParams, TuneConfig, gpus_per_trial
 from zoorank.tune.trainers import BACKBONE_FILE
 
 if TYPE_CHECKING:
     from zoorank.store import Store
-    from zoorank.tune.search import SearchSetup
+    from zoorank.tune.setup import SearchSetup
 
 __all__ = [
     "add_oracle",
@@ -136,8 +137,7 @@ def results_frame(config: TuneConfig, setup: SearchSetup, grid: Any) -> pd.DataF
 
 def _report_keys(config: TuneConfig) -> set[str]:
     names = list(config.objective.metrics)
-    if "clid" in names:
-        names += ["cluster_learnability", "twonn_id"]
+    names += [t for n in config.objective.metrics for t in registry.info(n).requires]
     keys = set(names) | {f"projector_{n}" for n in names}
     return keys | {"degenerate", "train_loss"}
 
@@ -145,20 +145,24 @@ def _report_keys(config: TuneConfig) -> set[str]:
 def add_selection(config: TuneConfig, frame: pd.DataFrame) -> pd.DataFrame:
     """``score`` (what picks the winner) and ``selected`` (the label-free winner).
 
-    The score is the final objective value; for CLID it is the paper's z(CL) + z(ID) over the
-    trials that reported both (``clid_zscore``). Errored trials have no score.
+    The score is the final objective value; for a pool metric (CLID) it is the metric over the
+    pool of trials that reported every term (CLID: the paper's z(CL) + z(ID), ``clid_zscore``), by
+    the registry's ``combine``. Errored trials have no score.
     """
     frame = frame.copy()
     score = frame["final"].astype(float)
     prefix = "projector_" if config.objective.features == "projector" else ""
-    if config.objective.metric == "clid":
-        cl_col, id_col = f"final_{prefix}cluster_learnability", f"final_{prefix}twonn_id"
+    entry = registry.info(config.objective.metric)
+    if entry.inputs == "pool" and entry.combine is not None:
+        cols = [f"final_{prefix}{t}" for t in entry.requires]
         zs = pd.Series(np.nan, index=frame.index)
-        if cl_col in frame and id_col in frame:
-            ok = frame[cl_col].notna() & frame[id_col].notna()
-            if ok.sum() >= 2:
-                zs[ok] = clid(frame.loc[ok, cl_col].to_numpy(), frame.loc[ok, id_col].to_numpy())
-        frame["clid_zscore"] = zs
+        if all(c in frame for c in cols):
+            ok = np.logical_and.reduce([frame[c].notna().to_numpy() for c in cols])
+            if ok.sum() >= 1:
+                with contextlib.suppress(ValueError):  # CLID: fewer than 2 trials
+                    zs[ok] = entry.combine(*[frame.loc[ok, c].to_numpy() for c in cols],
+                                           **entry.kwargs())
+        frame[f"{entry.name}_zscore"] = zs
         score = zs if zs.notna().any() else score
     score = score.where(frame["status"] != "error")
     frame["score"] = score
@@ -248,9 +252,8 @@ def oracle_data(
 
     The split is stratified and seeded (``oracle.test_fraction``, ``probe_seed``).
     """
-    from sklearn.model_selection import train_test_split
-
     from zoorank.data import clean_view, decode_image, load_samples
+    from zoorank.metrics.oracle import oracle_split
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)
@@ -263,19 +266,10 @@ def oracle_data(
     images = np.stack(
         [clean_view(decode_image(table.image[i], table.source[i]), setup.geometry) for i in keep]
     )
-    positions = np.arange(len(keep))
-    try:
-        train, test = train_test_split(
-            positions,
-            test_size=config.oracle.test_fraction,
-            random_state=config.probe_seed,
-            stratify=labels,
-        )
-    except ValueError:  # a class too small to stratify
-        train, test = train_test_split(
-            positions, test_size=config.oracle.test_fraction, random_state=config.probe_seed
-        )
-    return images, labels, np.sort(train), np.sort(test)
+    train, test, _ = oracle_split(
+        np.arange(len(keep)), labels, config.oracle.test_fraction, config.probe_seed
+    )
+    return images, labels, train, test
 
 
 def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> pd.DataFrame:
@@ -292,12 +286,11 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
 
     from zoorank.runner import Task, run_tasks
     from zoorank.runtime import cluster_gpus
-    from zoorank.tune.search import _gpus_per_trial
 
     images, labels, train, test = oracle_data(config, setup)
     refs = {k: ray.put(v) for k, v in (("images", images), ("labels", labels))}
     options = {"num_cpus": config.search.cpus_per_trial,
-               "num_gpus": _gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda"
+               "num_gpus": gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda"
                else 0}
     rows = [i for i, row in frame.iterrows() if row.checkpoint]
 

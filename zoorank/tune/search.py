@@ -27,18 +27,24 @@ import sys
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from ray.tune import Callback
 
 from zoorank.errors import ConfigError
-from zoorank.store import Store
-from zoorank.store.layout import TUNE_DIR, tune_dir
-from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
-from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
+from zoorank.metrics import registry
+from zoorank.tune import results as R
+from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_space: public here before)
+    TrialParams,
+    TuneConfig,
+    experiment_location,
+    gpus_per_trial,
+    load_tune_config,
+    param_space,
+)
+from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe
+from zoorank.tune.setup import SearchSetup
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
 # report of short trials that is the normal case here.
@@ -53,42 +59,6 @@ __all__ = [
     "run_tune",
     "train_trial",
 ]
-
-
-@dataclass(frozen=True)
-class SearchSetup:
-    """Everything a trial needs besides its hyperparameters (shared through the object store)."""
-
-    base: dict[str, Any]
-    factory: str
-    model_kwargs: dict[str, Any]
-    images: list[np.ndarray]
-    input_size: int
-    interpolation: str
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    recipe: str
-    epochs: int
-    probe: ProbeSet
-    objective: ObjectiveSpec
-    every: int
-    every_steps: int | None
-    device: str
-    precision: str
-    num_threads: int
-
-    @property
-    def geometry(self):
-        from zoorank.zoo import Geometry
-
-        return Geometry(self.input_size, self.interpolation, 1.0)
-
-    def n_reports(self, batch_size: int) -> int:
-        """Reports of a trial with this batch size (ASHA's ``max_t``)."""
-        n = len(self.images)
-        steps = self.epochs * (n // min(batch_size, n))
-        per_report = self.every_steps or self.every * (n // min(batch_size, n))
-        return math.ceil(steps / per_report)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -165,8 +135,8 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
 
 def _metric_keys(objective) -> list[str]:
     names = list(objective.metrics)
-    if "clid" in names:
-        names += [m for m in ("cluster_learnability", "twonn_id") if m not in names]
+    # a pool metric (CLID) reports its terms too (the registry's requires)
+    names += [t for n in objective.metrics for t in registry.info(n).requires if t not in names]
     keys = []
     if objective.features in ("representation", "both"):
         keys += names
@@ -220,7 +190,7 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     ensure_ray(address)
     device = config.device
     if device == "auto":
-        device = "cuda" if _gpus_per_trial(config, cluster_gpus()) > 0 else "cpu"
+        device = "cuda" if gpus_per_trial(config, cluster_gpus()) > 0 else "cpu"
     return SearchSetup(
         base=config.trial_params().model_dump(),
         factory=bb.factory,
@@ -242,41 +212,6 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     )
 
 
-def _gpus_per_trial(config: TuneConfig, cluster_gpus: float) -> float:
-    value = config.search.gpus_per_trial
-    if value == "auto":
-        return 1.0 if cluster_gpus > 0 and config.device != "cpu" else 0.0
-    return float(value)
-
-
-def param_space(config: TuneConfig) -> dict[str, Any]:
-    """The Tune search space of ``config.space`` for its algorithm."""
-    from ray import tune
-
-    space: dict[str, Any] = {}
-    for name, spec in config.space.items():
-        kind = spec.kind
-        if kind == "grid" or (kind == "choice" and config.search.algorithm == "grid"):
-            values = spec.grid if kind == "grid" else spec.choice
-            if config.search.algorithm == "optuna":
-                space[name] = tune.choice(values)
-            else:
-                space[name] = tune.grid_search(values)
-        elif kind == "choice":
-            space[name] = tune.choice(spec.choice)
-        elif kind == "uniform":
-            space[name] = tune.uniform(*spec.uniform)
-        else:
-            space[name] = tune.loguniform(*spec.loguniform)
-    return space
-
-
-def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
-    """(store, Tune storage_path, experiment path relative to the store)."""
-    store = Store(config.store)
-    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)
-
-
 def _batch_sizes(config: TuneConfig) -> list[int]:
     spec = config.space.get("batch_size")
     return [int(v) for v in spec.values_to_check()] if spec else [config.batch_size]
@@ -292,7 +227,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
 
     store, storage, rel = experiment_location(config)
     s = config.search
-    gpus = _gpus_per_trial(config, cluster_gpus())
+    gpus = gpus_per_trial(config, cluster_gpus())
     trainable = tune.with_resources(
         tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
     )
@@ -393,8 +328,6 @@ def run_search(
     oracle columns when ``config.oracle`` is set. It is also written to
     ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``.
     """
-    from zoorank.tune import results as R
-
     if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
         from zoorank.tune.user import run_user_search
 

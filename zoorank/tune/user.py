@@ -63,7 +63,7 @@ def run_user_search(config: TuneConfig, address: str | None = None,
     from zoorank.integrations.ray_tune import search
     from zoorank.probe import build_probe_set
     from zoorank.runtime import ensure_ray
-    from zoorank.tune.search import experiment_location, param_space
+    from zoorank.tune.config import experiment_location, param_space
 
     trainer = config.trainer
     assert trainer is not None

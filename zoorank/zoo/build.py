@@ -6,10 +6,7 @@ import contextlib
 import difflib
 import importlib
 import io
-import json
-import os
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,7 +14,7 @@ from torch import nn
 
 from zoorank import uris
 from zoorank.config import ModelSpec
-from zoorank.errors import ConfigError
+from zoorank.zoo import specs
 from zoorank.zoo.checkpoints import CheckpointError, _load_state_into, _truncated
 
 if TYPE_CHECKING:
@@ -25,41 +22,6 @@ if TYPE_CHECKING:
 
 
 _INIT_SEED = 0
-
-
-def _torchscript_file(spec: ModelSpec, label: str = "") -> str:
-    path = spec.checkpoint or spec.name
-    path = path if uris.is_uri(path) else os.path.expanduser(path)
-    if not uris.is_file(path):
-        raise ConfigError(f"{label or spec.id}: torchscript file not found: {uris.redact(path)}")
-    return path
-
-
-@lru_cache(maxsize=256)
-def _timm_meta_model(name: str, kwargs_json: str) -> nn.Module:
-    import timm
-
-    kwargs = {"num_classes": 0, **_hub_kwargs(name, False), **json.loads(kwargs_json)}
-    with torch.device("meta"):
-        return timm.create_model(name, pretrained=False, **kwargs)
-
-
-def _hub_kwargs(name: str, pretrained: bool, hub_cache: str | None = None) -> dict[str, Any]:
-    """timm reads hub files (weights, an ``hf-hub:`` config) from the cache the model was
-    resolved against (else this process's)."""
-    if pretrained or name.startswith("hf-hub:"):
-        return {"cache_dir": _cache(hub_cache)}
-    return {}
-
-
-def _cache(hub_cache: str | None) -> str:
-    from zoorank.zoo.hub import hub_cache_dir
-
-    return hub_cache or str(hub_cache_dir())
-
-
-def _kwargs_json(spec: ModelSpec) -> str:
-    return json.dumps(spec.model_kwargs, sort_keys=True, default=str)
 
 
 # --------------------------------------------------------------------------- modules
@@ -159,7 +121,7 @@ def _seeded(seed: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -174,7 +136,7 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _python_factory(name: str) -> Any:
+def python_factory(name: str) -> Any:
     module_name, _, attr = name.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -189,12 +151,12 @@ def _python_factory(name: str) -> Any:
     return obj
 
 
-def _transformers_class(directory: str, hub_cache: str | None = None) -> tuple[Any, Any]:
+def transformers_class(directory: str, hub_cache: str | None = None) -> tuple[Any, Any]:
     import transformers
     from transformers import AutoConfig, AutoModel
 
     config = AutoConfig.from_pretrained(directory, local_files_only=True,
-                                        cache_dir=_cache(hub_cache))
+                                        cache_dir=specs.hub_cache(hub_cache))
     if getattr(config, "vision_config", None) is not None:
         vision = getattr(
             transformers, type(config).__name__.removesuffix("Config") + "VisionModel", None
@@ -209,20 +171,19 @@ def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, di
     if spec.source == "timm":
         import timm
 
-        kwargs = {"num_classes": 0, **_hub_kwargs(spec.name, spec.pretrained, hub_cache),
+        kwargs = {"num_classes": 0, **specs.hub_kwargs(spec.name, spec.pretrained, hub_cache),
                   **spec.model_kwargs}
         # pretrained: timm's own loader, from the local cache (HF_HUB_OFFLINE in deployments)
         return timm.create_model(spec.name, pretrained=spec.pretrained, **kwargs), {}
     if spec.source == "transformers":
-        from zoorank.zoo.preprocessing import _side
 
-        with _quiet_transformers():
-            cls, config = _transformers_class(spec.name, hub_cache)
+        with quiet_transformers():
+            cls, config = transformers_class(spec.name, hub_cache)
             model = cls.from_pretrained(spec.name, local_files_only=True,
-                                        cache_dir=_cache(hub_cache), **spec.model_kwargs)
+                                        cache_dir=specs.hub_cache(hub_cache), **spec.model_kwargs)
         forward_kwargs = {}
         vision_config = getattr(config, "vision_config", None) or config
-        image_size = _side(getattr(vision_config, "image_size", None))
+        image_size = specs.image_side(getattr(vision_config, "image_size", None))
         if spec.input_size and image_size and spec.input_size != image_size:
             import inspect
 
@@ -230,10 +191,10 @@ def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, di
                 forward_kwargs["interpolate_pos_encoding"] = True
         return model.float(), forward_kwargs
     if spec.source == "torchscript":
-        file = _torchscript_file(spec)
+        file = specs.torchscript_file(spec)
         source = io.BytesIO(uris.read_bytes(file)) if uris.is_uri(file) else file
         return torch.jit.load(source, map_location="cpu"), {}
-    factory = _python_factory(spec.name)
+    factory = python_factory(spec.name)
     model = factory(**spec.model_kwargs)
     if not isinstance(model, nn.Module):
         raise CheckpointError(

@@ -11,14 +11,8 @@ import torch
 from torch import nn
 
 from zoorank import uris
-from zoorank.zoo.build import (
-    _kwargs_json,
-    _python_factory,
-    _quiet_transformers,
-    _timm_meta_model,
-    _torchscript_file,
-    _transformers_class,
-)
+from zoorank.zoo import specs
+from zoorank.zoo.build import python_factory, quiet_transformers, transformers_class
 from zoorank.zoo.checkpoints import CheckpointError
 from zoorank.zoo.resolve import ResolvedModel
 
@@ -29,14 +23,14 @@ def _state_bytes(model: nn.Module) -> int:
 
 def _meta_model(source: str, name: str, kwargs_json: str) -> nn.Module:
     if source == "timm":
-        return _timm_meta_model(name, kwargs_json)
+        return specs.timm_meta_model(name, kwargs_json)
     if source == "transformers":
-        with _quiet_transformers():
-            cls, config = _transformers_class(name)
+        with quiet_transformers():
+            cls, config = transformers_class(name)
             with torch.device("meta"):
                 return cls.from_config(config)
     with torch.device("meta"):
-        return _python_factory(name)(**json.loads(kwargs_json))
+        return python_factory(name)(**json.loads(kwargs_json))
 
 
 @lru_cache(maxsize=256)
@@ -54,7 +48,7 @@ def count_parameters(resolved: ResolvedModel) -> int | None:
     if spec.source == "torchscript":
         return None
     try:
-        model = _meta_model(spec.source, spec.name, _kwargs_json(spec))
+        model = _meta_model(spec.source, spec.name, specs.kwargs_json(spec))
     except Exception:
         return None
     return sum(p.numel() for p in model.parameters())
@@ -73,9 +67,9 @@ def estimate_model_bytes(resolved: ResolvedModel) -> int:
     spec = resolved.spec
     if spec.source != "torchscript":
         with contextlib.suppress(Exception):
-            return _meta_bytes(spec.source, spec.name, _kwargs_json(spec))
+            return _meta_bytes(spec.source, spec.name, specs.kwargs_json(spec))
     if spec.source == "torchscript":
-        return _size(_torchscript_file(spec))
+        return _size(specs.torchscript_file(spec))
     if spec.checkpoint:
         return _size(spec.checkpoint)
     if spec.source == "transformers":

@@ -10,14 +10,13 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zoorank.config import ModelSpec
 from zoorank.errors import ConfigError
-from zoorank.zoo.build import _kwargs_json, _timm_meta_model
+from zoorank.zoo.specs import image_side, kwargs_json, timm_meta_model
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -123,7 +122,7 @@ def _timm_preprocessing(spec: ModelSpec, label: str) -> tuple[Geometry, Normaliz
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ConfigError(f"{label}: unknown timm architecture {spec.name!r}{hint}")
     try:
-        model = _timm_meta_model(spec.name, _kwargs_json(spec))
+        model = timm_meta_model(spec.name, kwargs_json(spec))
     except Exception as err:  # a bad model_kwargs entry, reported with the model's name
         raise ConfigError(f"{label}: timm.create_model({spec.name!r}) failed: {err}") from None
     cfg = resolve_data_config({}, model=model)
@@ -133,20 +132,6 @@ def _timm_preprocessing(spec: ModelSpec, label: str) -> tuple[Geometry, Normaliz
         input_size = img_size if isinstance(img_size, int) else int(img_size[-1])
     geometry = Geometry(int(input_size), str(cfg["interpolation"]), float(cfg["crop_pct"]))
     return geometry, Normalization(tuple(cfg["mean"]), tuple(cfg["std"]))
-
-
-def _side(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (list, tuple)):
-        return int(value[-1])
-    if isinstance(value, Mapping):
-        for key in ("shortest_edge", "height", "width"):
-            if key in value:
-                return int(value[key])
-    return None
 
 
 def _transformers_preprocessing(
@@ -165,7 +150,7 @@ def _transformers_preprocessing(
         )
     geometry, normalization = DEFAULT_GEOMETRY, DEFAULT_NORMALIZATION
     config = json.loads(config_file.read_text())
-    image_size = _side(
+    image_size = image_side(
         config.get("image_size") or config.get("vision_config", {}).get("image_size")
     )
     if image_size:
@@ -173,7 +158,7 @@ def _transformers_preprocessing(
     processor_file = directory / "preprocessor_config.json"
     if processor_file.is_file():
         proc = json.loads(processor_file.read_text())
-        size, crop = _side(proc.get("size")), _side(proc.get("crop_size"))
+        size, crop = image_side(proc.get("size")), image_side(proc.get("crop_size"))
         if proc.get("do_center_crop", crop is not None) and crop and size:
             geometry = Geometry(crop, geometry.interpolation, min(1.0, crop / size))
         elif size:

@@ -20,8 +20,8 @@ from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash, finge
 from zoorank.errors import ConfigError
 from zoorank.uris import DigestCache
 from zoorank.zoo import hub
-from zoorank.zoo.build import _torchscript_file
 from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preprocessing
+from zoorank.zoo.specs import torchscript_file
 from zoorank.zoo.zoofile import read_zoo_file
 
 _GLOB_CHARS = "*?["
@@ -216,7 +216,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     if spec.source == "transformers":
         directory = hub.transformers_directory(spec.name, label)
     elif spec.source == "torchscript":
-        _torchscript_file(spec, label)
+        torchscript_file(spec, label)
     elif spec.source == "python" and ":" not in spec.name:
         raise ConfigError(
             f"{label}: python models are named 'package.module:function', got {spec.name!r}"
@@ -276,7 +276,7 @@ def _weights_digest(
     spec: ModelSpec, label: str, digests: DigestCache, directory: Path | None
 ) -> str | None:
     if spec.source == "torchscript":
-        return digests.digest(_torchscript_file(spec, label))
+        return digests.digest(torchscript_file(spec, label))
     parts = []
     if spec.source == "transformers" and directory is not None:
         parts.append(_directory_digest(directory, digests))
