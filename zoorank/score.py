@@ -29,212 +29,40 @@ import math
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 import zoorank
-from zoorank.config import RunConfig, ScoreOptions, fingerprint
-from zoorank.freshness import fresh_manifest
+from zoorank.catalog import Catalog, build_catalog
+from zoorank.catalog.scoring import (  # noqa: F401  (re-exported: the stage's planning API)
+    CLID_TERMS,
+    METRICS_KEY,
+    SCORE_VERSION,
+    GroupTask,
+    ModelInfo,
+    ModelTask,
+    ScorePlan,
+    clid_pools,
+    existing_fingerprints,
+    group_fingerprint,
+    metric_fingerprint,
+    plan_score,
+    pool_fingerprint,
+    reliability_path,
+)
+from zoorank.config import RunConfig, ScoreOptions
 from zoorank.metrics import registry
 from zoorank.metrics.suite import (
     ensemble_reliability,
     label_free_suite,
     metric_inputs,
-    metric_settings,
     nc_settings,
-    per_model_metrics,
     select_samples,
 )
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
-
-METRICS_KEY = ["model_id", "dataset", "metric"]
-#: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
-#: that changes. Each metric's own maths is versioned in zoorank.metrics.registry.
-SCORE_VERSION = 1
-#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
-CLID_TERMS = ("cluster_learnability", "twonn_id")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the stage needs of a resolved model."""
-
-    model_id: str
-    group: str | None = None
-    family: str | None = None
-
-
-@dataclass(frozen=True)
-class ModelTask:
-    """Per-model metrics to compute for one (dataset, model)."""
-
-    dataset: str
-    model_id: str
-    clean_view: str | None  # None: no done clean embeddings
-    augmented_view: str | None  # the first augmented view (plain metric names)
-    metrics: tuple[str, ...]  # per-model names; ``<name>@<view>`` reads augmented view <view>
-    fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
-
-
-@dataclass(frozen=True)
-class GroupTask:
-    """NC and baselines of one seed ensemble on one dataset."""
-
-    dataset: str
-    group: str
-    members: tuple[str, ...]
-    clean_view: str
-    fingerprint: str
-
-
-@dataclass
-class ScorePlan:
-    model_tasks: list[ModelTask] = field(default_factory=list)
-    group_tasks: list[GroupTask] = field(default_factory=list)
-    #: dataset → models scored on it (done embeddings, not failed): the CLID pool candidates.
-    eligible: dict[str, list[str]] = field(default_factory=dict)
-    up_to_date: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (dataset, model_id)
-    missing: list[tuple[str, str]] = field(default_factory=list)
-    #: dataset → seed ensembles with ≥ 2 scorable members → their members (when ``nc`` is asked).
-    ensembles: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
-
-
-# -- planning (pure) ----------------------------------------------------------------------------
-
-
-def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
-    done, failed = {}, set()
-    for r in manifest.itertuples(index=False):
-        key = (r.dataset, r.view, r.model_id)
-        if r.status == "done":
-            done[key] = str(r.fingerprint)
-        elif r.status == "failed":
-            failed.add((r.dataset, r.model_id))
-    return done, failed
-
-
-def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
-    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task (a worker that
-    died or raised: ``"crashed": true`` in params) are left out, so a rerun retries them."""
-    if metrics.empty or "fingerprint" not in metrics:
-        return {}
-    crashed = metrics["params"].astype(str).str.contains('"crashed": true', regex=False)
-    metrics = metrics[~crashed.to_numpy()]
-    return {
-        (r.model_id, r.dataset, r.metric): r.fingerprint
-        for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)
-    }
-
-
-def metric_fingerprint(
-    metric: str, dataset: str, view: str | None, entry: str | None, options: ScoreOptions,
-    seed: int,
-) -> str:
-    """Fingerprint of one per-model metric row (before running it)."""
-    base, _ = registry.split_view(metric)
-    samples = options.max_samples if metric_inputs(base) == "clean" else None
-    return fingerprint(
-        "metric", metric, dataset, view, entry, metric_settings(base, options, seed), samples,
-        seed, SCORE_VERSION, registry.info(base).version,
-    )
-
-
-def group_fingerprint(
-    dataset: str, group: str, entries: Iterable[tuple[str, str]], options: ScoreOptions, seed: int
-) -> str:
-    return fingerprint(
-        "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
-        seed, SCORE_VERSION, registry.info("nc").version,
-    )
-
-
-def pool_fingerprint(
-    metric: str, dataset: str, term_fingerprints: Iterable[tuple[str, str, str | None]],
-    extra: dict[str, Any] | None = None,
-) -> str:
-    """Fingerprint of a pool metric's rows from its candidates' (model, term, term fingerprint)."""
-    return fingerprint(metric, dataset, sorted(term_fingerprints, key=lambda t: (t[0], t[1])),
-                       extra, registry.info(metric).version)
-
-
-def plan_score(
-    config: RunConfig,
-    models: list[ModelInfo],
-    manifest: pd.DataFrame,
-    metrics: pd.DataFrame,
-    reliability_exists: Any = lambda dataset, group: True,
-) -> ScorePlan:
-    """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
-    options, seed = config.score, config.seed
-    done, failed = _entry_fingerprints(manifest)
-    stored = existing_fingerprints(metrics)
-    clean = config.clean_view.name if config.clean_view else None
-    augmented_views = [v.name for v in config.augmented_views]
-    augmented = augmented_views[0] if augmented_views else None
-    base = per_model_metrics(config.metrics)
-    # every augmented view is scored: the first under the plain names, the others as <name>@<view>
-    wanted = [(m, clean if metric_inputs(m) == "clean" else augmented) for m in base]
-    wanted += [(f"{m}@{v}", v) for v in augmented_views[1:] for m in base
-               if metric_inputs(m) == "augmented"]
-    plan = ScorePlan()
-    for dataset in (d.name for d in config.datasets):
-        plan.eligible[dataset] = []
-        members: dict[str, list[str]] = defaultdict(list)
-        for model in models:
-            mid = model.model_id
-            if not _wants(model, dataset):
-                continue  # the model entry restricts it to other datasets
-            if (dataset, mid) in failed:
-                plan.failed.append((dataset, mid))
-                continue
-            clean_fp = done.get((dataset, clean, mid)) if clean else None
-            aug_fp = done.get((dataset, augmented, mid)) if augmented else None
-            if clean_fp is None and not any((dataset, v, mid) in done for v in augmented_views):
-                plan.missing.append((dataset, mid))
-                continue
-            plan.eligible[dataset].append(mid)
-            if model.group and clean_fp is not None:
-                members[model.group].append(mid)
-            todo, fps = [], []
-            for metric, view in wanted:
-                entry = done.get((dataset, view, mid)) if view else None
-                fp = metric_fingerprint(metric, dataset, view, entry, options, seed)
-                if stored.get((mid, dataset, metric)) != fp:
-                    todo.append(metric)
-                    fps.append((metric, fp))
-            if todo:
-                plan.model_tasks.append(
-                    ModelTask(dataset, mid, clean if clean_fp else None,
-                              augmented if aug_fp else None, tuple(todo), tuple(fps))
-                )
-            else:
-                plan.up_to_date += 1
-        if "nc" not in config.metrics:
-            continue
-        plan.ensembles[dataset] = {}
-        for group, ids in sorted(members.items()):
-            if len(ids) < 2:
-                continue
-            plan.ensembles[dataset][group] = tuple(ids)
-            fp = group_fingerprint(
-                dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
-            )
-            current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
-            if not (current and reliability_exists(dataset, group)):
-                plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
-    return plan
-
-
-def _wants(model: Any, dataset: str) -> bool:
-    """Whether ``model`` is ranked on ``dataset`` (a model entry's ``datasets:``; default all)."""
-    wants = getattr(model, "wants", None)
-    return True if wants is None else bool(wants(dataset))
-
+from zoorank.store.layout import reliability_dir
 
 # -- rows ------------------------------------------------------------------------------------------
 
@@ -453,28 +281,6 @@ def pool_rows(
     return rows
 
 
-def clid_pools(
-    config: RunConfig, models: list[ModelInfo], plan: ScorePlan
-) -> list[tuple[str, str, list[str], dict[str, Any] | None]]:
-    """(metric, dataset, members, extra) of every CLID pool: ``clid`` over each dataset's eligible
-    models and ``clid_family`` within each family (empty when ``clid`` is not configured)."""
-    if "clid" not in config.metrics:
-        return []
-    family_of = {m.model_id: m.family for m in models}
-    pools: list[tuple[str, str, list[str], dict[str, Any] | None]] = []
-    for dataset, ids in plan.eligible.items():
-        if not ids:
-            continue
-        pools.append(("clid", dataset, ids, None))
-        families: dict[str, list[str]] = defaultdict(list)
-        for m in ids:
-            if family_of.get(m):
-                families[family_of[m]].append(m)
-        pools += [("clid_family", dataset, members, {"family": family})
-                  for family, members in sorted(families.items())]
-    return pools
-
-
 def plan_pool_rows(
     config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
 ) -> list[dict[str, Any]]:
@@ -492,10 +298,6 @@ def plan_pool_rows(
 # -- the stage --------------------------------------------------------------------------------------
 
 
-def reliability_path(dataset: str, group: str) -> str:
-    return f"reliability/{dataset}/{group}.parquet"
-
-
 def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
     """Remove rows and tables of ``metrics`` (as read for the plan) that no longer describe the zoo.
 
@@ -510,9 +312,9 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
         nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
         stale = keys.isin(plan.failed) | (nc.to_numpy() & ~keys.isin(members))
         if stale.any():
-            store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+            store.delete_rows(METRICS, metrics[stale], METRICS_KEY)
     for dataset, groups in plan.ensembles.items():
-        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+        for file in store.list_files(reliability_dir(dataset), suffix=".parquet"):
             if file.removesuffix(".parquet") not in groups:
                 store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
 
@@ -588,21 +390,21 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
-    """The SCORE stage; returns the whole metrics table (``metrics.parquet``)."""
+def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
+              ) -> pd.DataFrame:
+    """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
+    returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
     console = Console(stderr=True)
     start = time.perf_counter()
     store = Store(config.store)
-    from zoorank.zoo import resolve_models
-
-    models = resolve_models(config)
+    catalog = build_catalog(config) if catalog is None else catalog
+    models = catalog.models
     metrics = store.read_metrics()
-    manifest = fresh_manifest(config, store, models)
-    plan = plan_score(
-        config, models, manifest, metrics,
-        lambda dataset, group: store.exists(reliability_path(dataset, group)),
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    plan = catalog.plan_score(
+        manifest, metrics, lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
     _drop_stale(store, plan, metrics)
     state = {(r.dataset, r.model_id): r.status for r in manifest.itertuples(index=False)}

@@ -174,16 +174,13 @@ def add_selection(config: TuneConfig, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _load_backbone(factory: str, model_kwargs: dict[str, Any], checkpoint: str):
-    import pyarrow.fs as pafs
     from safetensors.torch import load as load_safetensors
 
     from zoorank.tune.models import build_backbone
+    from zoorank.uris import resolve
 
     model = build_backbone(factory, model_kwargs)
-    if "://" in checkpoint:
-        fs, path = pafs.FileSystem.from_uri(checkpoint)
-    else:
-        fs, path = pafs.LocalFileSystem(), checkpoint
+    fs, path = resolve(checkpoint)
     with fs.open_input_stream(path) as f:
         state = load_safetensors(f.read())
     model.load_state_dict(state)

@@ -36,6 +36,7 @@ from ray.tune import Callback
 
 from zoorank.errors import ConfigError
 from zoorank.store import Store
+from zoorank.store.layout import TUNE_DIR, tune_dir
 from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
 
@@ -273,8 +274,7 @@ def param_space(config: TuneConfig) -> dict[str, Any]:
 def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
     """(store, Tune storage_path, experiment path relative to the store)."""
     store = Store(config.store)
-    storage = str(store.local_path("tune")) if store.is_local else store.uri.rstrip("/") + "/tune"
-    return store, storage, f"tune/{config.experiment_name}"
+    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)
 
 
 def _batch_sizes(config: TuneConfig) -> list[int]:
@@ -395,6 +395,10 @@ def run_search(
     """
     from zoorank.tune import results as R
 
+    if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
+        from zoorank.tune.user import run_user_search
+
+        return run_user_search(config, address=address, verbose=verbose)
     store, _, rel = experiment_location(config)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)
