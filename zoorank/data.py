@@ -35,6 +35,8 @@ from zoorank.sources import (  # noqa: F401  (re-exported)
     IMAGE_EXTENSIONS,
     UNREADABLE,
     SampleIndex,
+    select_subset,
+    to_uint8_images,
 )
 from zoorank.store.layout import samples_table
 
@@ -119,33 +121,6 @@ class SampleTable:
                 "source": pd.array(self.source, dtype="string"),
             }
         )
-
-
-def select_subset(sample_ids: np.ndarray, n: int | None, seed: int, salt: int = 0) -> np.ndarray:
-    """A seeded choice of ``n`` of ``sample_ids``, sorted (all of them when ``n`` is None or ≥ len)."""
-    sample_ids = np.sort(np.asarray(sample_ids, dtype=np.int64))
-    if n is None or n >= len(sample_ids):
-        return sample_ids
-    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
-    return np.sort(rng.choice(sample_ids, size=n, replace=False))
-
-
-def to_uint8_images(images: np.ndarray, what: str) -> np.ndarray:
-    """(N, H, W[, C]) integer or float images → uint8; floats in [0, 1] are scaled by 255."""
-    images = np.asarray(images)
-    if images.ndim not in (3, 4) or (images.ndim == 4 and images.shape[-1] not in (1, 3, 4)):
-        raise InputError(f"{what}: images must be (N, H, W) or (N, H, W, C) with C in 1/3/4, "
-                         f"got shape {images.shape}")
-    if images.dtype == np.uint8:
-        return images
-    if np.issubdtype(images.dtype, np.floating):
-        if not np.all(np.isfinite(images)):
-            raise InputError(f"{what}: images contain NaN or Inf")
-        scale = 255.0 if images.size and float(images.max()) <= 1.0 else 1.0
-        return np.clip(np.rint(images * scale), 0, 255).astype(np.uint8)
-    if np.issubdtype(images.dtype, np.integer) or images.dtype == np.bool_:
-        return np.clip(images, 0, 255).astype(np.uint8)
-    raise InputError(f"{what}: unsupported image dtype {images.dtype}")
 
 
 def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zoorank.catalog import Catalog, build_catalog
-from zoorank.config import RunConfig, fingerprint
+from zoorank.config import RunConfig
 from zoorank.console import output_console
 from zoorank.decision import UNCERTAINTY
 from zoorank.errors import ConfigError, NothingRankedError
@@ -52,7 +52,19 @@ from zoorank.label_oracle import (  # noqa: F401  (oracle_suite, _labelled_split
     oracle_suite,
     run_oracle,
 )
-from zoorank.metrics import registry
+from zoorank.leaderboard import (  # noqa: F401  (re-exported: public names of the stage)
+    FAILED_COLUMNS,
+    decision_lines,
+    leaderboard_headline,
+    leaderboard_table,
+    metrics_fingerprint,
+    print_leaderboard,
+    ranking_vector,
+    read_leaderboard,
+    read_leaderboard_settings,
+    read_rank_outputs,
+    write_if_changed,
+)
 from zoorank.metrics.agreement import (
     AGGREGATION_DIRECTIONS,
     aggregate_ranks,
@@ -63,8 +75,6 @@ from zoorank.metrics.agreement import (
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
 
-FAILED_COLUMNS = ["model_id", "dataset", "view", "stage", "error"]
-
 #: in-domain accuracies for CLID's joint rank, in order of preference.
 IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
 
@@ -72,24 +82,6 @@ MIN_MODELS_FOR_AGREEMENT = 3
 
 
 # -- pure helpers ----------------------------------------------------------------------------------
-
-
-def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """(values to rank, direction) for a label-free or oracle metric; None when it has no direction.
-
-    Label-free metrics take their direction from the registry (``<name>@<view>`` included); one
-    with an ideal value (α-ReQ's α = 1) is ranked by its distance to the target, lower is better.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if registry.is_label_free(metric):
-        entry = registry.info(metric)
-        if entry.target is not None:
-            return np.abs(values - entry.target), -1
-        return values, entry.direction
-    try:
-        return values, oracle_direction(metric)
-    except KeyError:
-        return None
 
 
 def wide_table(long: pd.DataFrame, model_ids: Sequence[str]) -> pd.DataFrame:
@@ -124,13 +116,6 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 # -- the stage -------------------------------------------------------------------------------------
 
 
-def write_if_changed(store: Store, relpath: str, data: bytes) -> None:
-    """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
-    if store.exists(relpath) and store.read_bytes(relpath) == data:
-        return
-    store.write_bytes(relpath, data)
-
-
 def _parquet_bytes(frame: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> bytes:
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if metadata is not None:
@@ -140,29 +125,6 @@ def _parquet_bytes(frame: pd.DataFrame, metadata: Mapping[str, Any] | None = Non
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
-
-
-def read_leaderboard(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any]]:
-    """One snapshot of the leaderboard table and the settings its commit carries (``zoorank``)."""
-    board, meta = store.read_table_metadata(LEADERBOARD, "zoorank")
-    return board, json.loads(meta or "{}")
-
-
-def read_rank_outputs(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any],
-                                             dict[str, pd.DataFrame]]:
-    """(leaderboard, settings, {agreement, failed}) as one RANK wrote them together: the tables
-    at the versions the leaderboard's commit names (the latest for an older leaderboard)."""
-    board, info, _ = store.read_table_commit(LEADERBOARD)
-    versions = json.loads(info.get("zoorank_tables") or "{}")
-    tables = {name: store.read_frame(name, FAILED_COLUMNS if name == FAILED else None,
-                                     version=versions.get(name))
-              for name in (AGREEMENT, FAILED)}
-    return board, json.loads(info.get("zoorank") or "{}"), tables
-
-
-def read_leaderboard_settings(store: Store) -> dict[str, Any]:
-    """The settings the leaderboard was built with (its commit's metadata key ``zoorank``)."""
-    return read_leaderboard(store)[1]
 
 
 def _budget_directions() -> dict[str, int]:
@@ -201,14 +163,6 @@ def _failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequenc
                 rows.append({"model_id": mid, "dataset": ds.name, "view": "", "stage": "embed",
                              "error": "no embeddings in the store (embed not run)"})
     return pd.DataFrame(rows, columns=FAILED_COLUMNS)
-
-
-def metrics_fingerprint(config: RunConfig, metrics: pd.DataFrame) -> str:
-    """Fingerprint of the fresh metric rows a leaderboard is built from, and the rank settings:
-    REPORT compares it with the store's current fresh rows to refuse a stale leaderboard."""
-    rows = sorted(zip(metrics["model_id"], metrics["dataset"], metrics["metric"],
-                      metrics["fingerprint"])) if not metrics.empty else []
-    return fingerprint(rows, config.rank, config.primary_metric)
 
 
 def missing_reasons(metrics: pd.DataFrame, model_ids: Sequence[str]) -> list[str]:
@@ -394,93 +348,6 @@ def _markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, 
         lines.append(_markdown_table(failed))
     lines.append("")
     return "\n".join(lines)
-
-
-def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
-    """The leaderboard's headline columns (rank and its interval, top set, model, flags, primary
-    metric per dataset, oracle)."""
-    cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "family",
-            "group", "flags", "aggregate"]
-    if "joint_rank" in board:
-        cols.append("joint_rank")
-    for ds, metric in (settings.get("primary_metric") or {}).items():
-        cols += [f"{ds}/{metric}", f"rank/{ds}"]
-    if settings.get("in_domain"):
-        cols.append(settings["in_domain"])
-    if "missing" in board and (board["missing"].astype(str) != "").any():
-        cols.append("missing")
-    return board[[c for c in cols if c in board]]
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        return "—" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
-
-
-def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10,
-                      plain: bool = False) -> Any:
-    """The leaderboard's top rows as a rich Table: rank, interval, p(best), top set, model,
-    primary value per dataset (at most 2), flags. ``plain``: no box, for logs."""
-    from rich import box
-    from rich.table import Table
-
-    d = settings.get("decision") or {}
-    primary = list((settings.get("primary_metric") or {}).items())[:2]
-    table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)}), "
-                        f"ordered by {settings.get('ordered_by')}",
-                  box=None if plain else box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-    table.add_column("rank", justify="right", no_wrap=True)
-    table.add_column("interval", justify="right", no_wrap=True)
-    table.add_column("p_best", justify="right", no_wrap=True)
-    table.add_column("top", justify="center", no_wrap=True)
-    table.add_column("model", justify="left", overflow="fold", ratio=3)
-    for ds, metric in primary:
-        name = metric if len(primary) == 1 else f"{ds}/{metric}"
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("flags", justify="left", overflow="fold", ratio=2)
-    for _, r in board.head(top).iterrows():
-        low, high = r.get("rank_low", math.nan), r.get("rank_high", math.nan)
-        interval = "—" if not (np.isfinite(low) and np.isfinite(high)) else (
-            f"{low:.0f}" if low == high else f"{low:.0f}-{high:.0f}")
-        table.add_row(_cell(r["rank"]), interval, _cell(r.get("p_best", math.nan)),
-                      "yes" if r.get("in_top_set", False) else "",
-                      str(r["model_id"]), *[_cell(r.get(f"{ds}/{m}", math.nan)) for ds, m in primary],
-                      str(r.get("flags", "") or ""))
-    if d.get("top_set") is not None and len(d["top_set"]) > top:
-        table.caption = f"top set: {len(d['top_set'])} models (the rest in leaderboard.md)"
-    return table
-
-
-def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
-    """The printed verdicts under the leaderboard: top set, flags, consensus, width warning."""
-    d = settings.get("decision") or {}
-    if not d:
-        return []
-    top = list(d.get("top_set") or [])
-    shown = ", ".join(top[:8]) + (f" (+{len(top) - 8} more)" if len(top) > 8 else "")
-    lines = [f"top set ({len(top)} of {len(board)} at {float(d.get('confidence', 0.95)):.0%} "
-             f"confidence): {shown or 'none'}"]
-    flagged = d.get("flagged") or []
-    if flagged:
-        lines.append(f"health flags on {len(flagged)} model(s): "
-                     + ", ".join(flagged[:6]) + (" ..." if len(flagged) > 6 else "")
-                     + " (see the flags column)")
-    if d.get("consensus_sentence"):
-        lines.append(str(d["consensus_sentence"]))
-    if d.get("width_warning"):
-        lines.append(str(d["width_warning"]))
-    return lines
-
-
-def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10) -> None:
-    """The leaderboard's top rows and the decision lines, fitted to the terminal (plain text
-    within :data:`PLAIN_WIDTH` columns when stdout is not a terminal)."""
-    console = output_console()
-    plain = not console.is_terminal
-    console.print(leaderboard_table(board, settings, top, plain=plain))
-    for line in decision_lines(board, settings):
-        console.print(line, markup=False, highlight=False)
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,

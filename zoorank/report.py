@@ -33,8 +33,7 @@ import pandas as pd
 from zoorank.catalog import Catalog, build_catalog, reliability_path
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.metrics.agreement import rank_agreement_matrix
-from zoorank.rank import (
+from zoorank.leaderboard import (
     AGREEMENT,
     FAILED,
     FAILED_COLUMNS,
@@ -47,6 +46,7 @@ from zoorank.rank import (
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.metrics.agreement import rank_agreement_matrix
 from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 

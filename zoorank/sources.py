@@ -304,11 +304,36 @@ def _index_image_folder(spec: DatasetSpec, digests: uris.DigestCache) -> dict[st
             "relpaths": tuple(rel), "content_digest": "listing:" + h.hexdigest()}
 
 
+def select_subset(sample_ids: np.ndarray, n: int | None, seed: int, salt: int = 0) -> np.ndarray:
+    """A seeded choice of ``n`` of ``sample_ids``, sorted (all of them when ``n`` is None or ≥ len)."""
+    sample_ids = np.sort(np.asarray(sample_ids, dtype=np.int64))
+    if n is None or n >= len(sample_ids):
+        return sample_ids
+    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+    return np.sort(rng.choice(sample_ids, size=n, replace=False))
+
+
+def to_uint8_images(images: np.ndarray, what: str) -> np.ndarray:
+    """(N, H, W[, C]) integer or float images → uint8; floats in [0, 1] are scaled by 255."""
+    images = np.asarray(images)
+    if images.ndim not in (3, 4) or (images.ndim == 4 and images.shape[-1] not in (1, 3, 4)):
+        raise InputError(f"{what}: images must be (N, H, W) or (N, H, W, C) with C in 1/3/4, "
+                         f"got shape {images.shape}")
+    if images.dtype == np.uint8:
+        return images
+    if np.issubdtype(images.dtype, np.floating):
+        if not np.all(np.isfinite(images)):
+            raise InputError(f"{what}: images contain NaN or Inf")
+        scale = 255.0 if images.size and float(images.max()) <= 1.0 else 1.0
+        return np.clip(np.rint(images * scale), 0, 255).astype(np.uint8)
+    if np.issubdtype(images.dtype, np.integer) or images.dtype == np.bool_:
+        return np.clip(images, 0, 255).astype(np.uint8)
+    raise InputError(f"{what}: unsupported image dtype {images.dtype}")
+
+
 def _index_digits(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any]:
     import sklearn
     from sklearn.datasets import load_digits
-
-    from zoorank.data import to_uint8_images
 
     d = load_digits()
     images = to_uint8_images(np.rint(d.images * (255.0 / 16.0)), "digits")  # 0..16 → 0..255
@@ -322,8 +347,6 @@ def _index_digits(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any
 
 
 def _index_numpy(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any]:
-    from zoorank.data import to_uint8_images
-
     where = uris.redact(spec.path)
     if not uris.is_file(spec.path):
         raise InputError(f"dataset {spec.name!r}: file {where} not found")
@@ -413,8 +436,6 @@ def index_samples(
     Parquet or ``.npz`` file again to digest it once its (URI, size, mtime) is known; with a store,
     the selected samples known to be undecodable come with the index (``undecodable``).
     """
-    from zoorank.data import select_subset
-
     parts = _INDEXERS[spec.source](spec, digests if digests is not None else uris.DigestCache())
     total = parts["total"]
     ids = select_subset(np.arange(total, dtype=np.int64), spec.limit, seed)
