@@ -24,6 +24,7 @@ from the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -64,6 +65,7 @@ from zoorank.metrics.suite import (
     per_model_metrics,
     select_samples,
 )
+from zoorank.runner import Task, run_tasks
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
 from zoorank.store.layout import reliability_dir
 
@@ -404,9 +406,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         resources = ray.cluster_resources()
         n_workers, gpus, threads = pool_size(len(tasks), o.num_cpus_per_actor,
                                              resources.get("CPU", 1.0), 0.0)
-        remote = ray.remote(num_cpus=o.num_cpus_per_actor, max_retries=0)(resample_model)
         args = (store.uri, o.model_dump(mode="json"), config.seed, threads)
-        queue, pending = list(reversed(tasks)), {}
         fold_buf: list[dict[str, Any]] = []
         health_buf: list[dict[str, Any]] = []
 
@@ -418,24 +418,24 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
             fold_buf.clear()
             health_buf.clear()
 
-        while queue or pending:
-            while queue and len(pending) < n_workers:
-                task = queue.pop()
-                pending[remote.remote(*args, task)] = task
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            task = pending.pop(ready[0])
-            try:
-                rows, row = ray.get(ready[0])
-            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError,
-                    ray.exceptions.WorkerCrashedError) as err:
-                errors.append(f"{task.dataset}/{task.model_id}: resampling failed: "
-                              f"{str(err).strip().splitlines()[0][:300] if str(err) else ''}")
-                continue
-            fold_buf.extend(rows)
-            if row is not None:
-                health_buf.append(row)
-            if len(fold_buf) >= 2000:
-                flush()
+        # the same runner and failure contract as every stage's Ray work: a task that raises or
+        # whose worker dies is recorded, the others go on, the next run retries it
+        results = run_tasks(resample_model, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
+                            options={"num_cpus": o.num_cpus_per_actor}, max_in_flight=n_workers,
+                            retries=1, label="score: resamples")
+        with contextlib.closing(results):
+            for outcome in results:
+                task = tasks[outcome.task.key]
+                if not outcome.ok:
+                    errors.append(f"{task.dataset}/{task.model_id}: resampling failed: "
+                                  f"{outcome.error}")
+                    continue
+                rows, row = outcome.value
+                fold_buf.extend(rows)
+                if row is not None:
+                    health_buf.append(row)
+                if len(fold_buf) >= 2000:
+                    flush()
         flush()
         stored = store.read_frame(resample.RESAMPLES, resample.RESAMPLES_COLUMNS)
     # driver: NC's fold means from its per-sample table, then CLID on each fold over its pool
@@ -519,11 +519,7 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
     """Run every task on :func:`zoorank.runner.run_tasks`, ``pool_size`` at once;
     ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
     when the task raised or its worker died)."""
-    import contextlib
-
     import ray
-
-    from zoorank.runner import Task, run_tasks
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
     resources = ray.cluster_resources()
