@@ -39,6 +39,7 @@ import hashlib
 import logging
 import os
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -307,7 +308,8 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
     caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
     for (dataset, geometry), entries in groups.items():
         plans = _group_plans(entries)
-        key = _cache_key(indexes[dataset], geometry, plans, config.seed)
+        # one cache per run: a concurrent run on the same store decodes and drops its own
+        key = f"{_cache_key(indexes[dataset], geometry, plans, config.seed)}-{uuid.uuid4().hex[:8]}"
         needed = np.unique(np.concatenate([p.samples for p in plans]))
         cache = viewcache.build(store, indexes[dataset], needed, plans,
                                 ViewGeometry(geometry.input_size, geometry.interpolation,
