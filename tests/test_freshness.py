@@ -19,11 +19,14 @@ from deltalake import DeltaTable
 from rank_fixtures import config_dict, write_store
 from scipy import stats
 
+from zoorank.catalog import build_catalog
 from zoorank.config import parse_config
-from zoorank.freshness import expected_metric_fingerprints, fresh_manifest, fresh_metrics
 from zoorank.rank import run_rank
 from zoorank.store import Store
-from zoorank.zoo import resolve_models
+
+
+def fresh_metrics(config, store):
+    return build_catalog(config).fresh_metrics(store)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -75,14 +78,14 @@ def test_a_metric_version_bump_invalidates_that_metric_only_and_a_release_nothin
     from zoorank.metrics import registry
 
     config = _config(store_root)
-    models = resolve_models(config)
-    manifest = fresh_manifest(config, Store(str(store_root)), models)
-    before = expected_metric_fingerprints(config, models, manifest)
+    catalog = build_catalog(config)
+    manifest = catalog.fresh_manifest(Store(str(store_root)).read_manifest())
+    before = catalog.metric_fingerprints(manifest)
     monkeypatch.setattr(zoorank, "__version__", "99.0.0")
-    assert expected_metric_fingerprints(config, models, manifest) == before
+    assert catalog.metric_fingerprints(manifest) == before
     monkeypatch.setitem(registry.REGISTRY, "uniformity",
                         replace(registry.REGISTRY["uniformity"], version=2))
-    after = expected_metric_fingerprints(config, models, manifest)
+    after = catalog.metric_fingerprints(manifest)
     changed = {k for k in before if before[k] != after[k]}
     assert changed and {metric for _, _, metric in changed} == {"uniformity"}
 
@@ -116,7 +119,7 @@ def test_a_missing_value_is_unranked_and_left_out_of_tau(store_root):
     store.write_parquet("metrics", metrics)
     config = _config(store_root, oracle={"knn": True},
                      rank={"primary_metric": "uniformity", "bootstrap": 0})
-    models = resolve_models(config)
+    models = build_catalog(config).models
     from rank_fixtures import embeddings
 
     from zoorank.rank import write_rank_outputs

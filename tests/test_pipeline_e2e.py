@@ -195,3 +195,46 @@ def test_the_html_report_names_every_model_and_its_images_exist(run):
     for src in page.images:
         assert (index.parent / src).is_file(), src
     assert any(src.startswith("reliability-") for src in page.images)
+
+
+def test_every_artifact_the_stages_write_has_the_catalogs_fingerprint(run):
+    """The catalog of the config equals what embed → score → rank wrote (nothing else, nothing
+    missing), fingerprint for fingerprint."""
+    from zoorank.catalog import build_catalog, samples_path
+    from zoorank.store import Store
+
+    config = run["config"]
+    store = Store(config.store)
+    catalog = build_catalog(config)
+    raw = store.read_manifest()
+    assert set(zip(raw["dataset"], raw["view"], raw["model_id"])) == set(catalog.entries)
+    assert (raw["status"] == "done").all()
+    for r in raw.itertuples(index=False):
+        assert r.fingerprint in catalog.entries[(r.dataset, r.view, r.model_id)]
+    manifest = catalog.fresh_manifest(raw)
+
+    metrics = store.read_metrics()
+    expected = catalog.metric_fingerprints(manifest)
+    stored = {(r.model_id, r.dataset, r.metric): r.fingerprint
+              for r in metrics.itertuples(index=False)}
+    assert stored == expected
+    assert {"clid", "clid_family", "nc", "lidar"} <= {k[2] for k in expected}
+
+    rel = catalog.fresh_reliability(manifest, metrics)
+    datasets = _datasets(run)
+    assert set(rel) == set(catalog.reliability_tables(manifest)) == {
+        (d, "rotated") for d in datasets}
+    for d in datasets:
+        assert store.list_files("reliability", d, suffix=".parquet") == ["rotated.parquet"]
+
+    oracle = store.read_frame("oracle")
+    want = catalog.oracle_fingerprints(manifest, metrics)
+    assert {(r.model_id, r.dataset): r.fingerprint for r in oracle.itertuples(index=False)} == {
+        k: fp for k, (fp, _) in want.items()}
+    assert want[("rot-0", "digits")][1] == "rotated"  # R-AUROC reads the fresh table
+    assert "r_auroc_nc" in set(oracle["metric"])
+
+    assert catalog.stale_samples(store) == []
+    for d in datasets:
+        assert set(store.read_frame(samples_path(d))["fingerprint"]) == {
+            catalog.labels_fingerprint(d)}

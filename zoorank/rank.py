@@ -20,7 +20,7 @@ writes (contract 2 plus the tables this stage adds):
 Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
 :mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
 module is orchestration (the pure helpers at the top pick settings and shape tables). Only rows
-that are fresh for the config are read (:mod:`zoorank.freshness`).
+that are fresh for the config are read (:mod:`zoorank.catalog`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.catalog import Catalog, build_catalog
 from zoorank.config import RunConfig, fingerprint
 from zoorank.errors import ConfigError, NothingRankedError
-from zoorank.freshness import fresh_manifest, fresh_metrics
 from zoorank.label_oracle import (  # noqa: F401  (oracle_suite, _labelled_split: public before)
     ORACLE,
     ORACLE_VERSION,
@@ -406,18 +406,18 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     Console(width=max(console.width, 140)).print(table)
 
 
-def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -> pd.DataFrame:
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
+             catalog: Catalog | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
     """
-    from zoorank.zoo import resolve_models
-
     store = Store(config.store)
-    models = resolve_models(config)
-    manifest = fresh_manifest(config, store, models)
-    metrics = fresh_metrics(config, store, models, manifest)
-    oracle, oracle_failures = run_oracle(config, store, models, address, manifest)
+    catalog = build_catalog(config) if catalog is None else catalog
+    models = catalog.models
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    oracle, oracle_failures = run_oracle(config, store, models, address, manifest, catalog)
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
                               manifest)
 
@@ -456,7 +456,7 @@ def write_rank_outputs(
     agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
                                     config.rank.bootstrap, config.seed)
     if manifest is None:
-        manifest = fresh_manifest(config, store, models)
+        manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
     wanted = {m.model_id: tuple(m.datasets) for m in models
               if getattr(m, "datasets", None) is not None}
     failed = _failed_models(config, manifest, model_ids, metrics, wanted)

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.catalog import Catalog, build_catalog, reliability_path
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.freshness import fresh_metrics
 from zoorank.metrics.agreement import rank_agreement_matrix
 from zoorank.rank import (
     AGREEMENT,
@@ -49,7 +49,7 @@ from zoorank.rank import (
     write_if_changed,
 )
 from zoorank.store import Store
-from zoorank.store.layout import REPORT_DIR, reliability_dir, reliability_file
+from zoorank.store.layout import REPORT_DIR
 
 MAX_ANNOTATED_MODELS = 25
 MAX_RANK_CHART_MODELS = 30
@@ -329,8 +329,10 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
     return store.read_frame(relpath, columns)
 
 
-def run_report(config: RunConfig) -> str:
-    """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI."""
+def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
+    """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI.
+
+    Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given)."""
     from rich.console import Console
 
     store = Store(config.store)
@@ -338,7 +340,10 @@ def run_report(config: RunConfig) -> str:
     board, settings, written = read_rank_outputs(store)
     if board is None:
         raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
-    metrics = fresh_metrics(config, store)
+    catalog = build_catalog(config) if catalog is None else catalog
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    fresh_rel = catalog.fresh_reliability(manifest, store.read_metrics())
     if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
         raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
@@ -425,9 +430,9 @@ def run_report(config: RunConfig) -> str:
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     rel_parts = []
     for ds in datasets:
-        rels = {file.removesuffix(".parquet"):
-                store.read_frame(reliability_file(ds, file.removesuffix(".parquet")))
-                for file in store.list_files(reliability_dir(ds), suffix=".parquet")}
+        rels = {group: store.read_frame(reliability_path(ds, group))
+                for d, group in sorted(fresh_rel)
+                if d == ds and store.exists(reliability_path(ds, group))}
         rels = _by_median_nc({g: r for g, r in rels.items() if not r.empty})
         with_nc = {g: r for g, r in rels.items() if "nc" in r}
         if len(with_nc) > 1:
@@ -462,6 +467,9 @@ def run_report(config: RunConfig) -> str:
             + "".join(sections) + "</body></html>\n")
     for name, data in images.items():
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
+    for name in store.list_files(REPORT_DIR, suffix=".png"):  # plots of an earlier report
+        if name not in images:
+            store.delete(f"{REPORT_DIR}/{name}")
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)

@@ -9,7 +9,7 @@ Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, dige
 tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
 several processes may write one store at once and readers see a consistent snapshot; no lease.
 
-Fingerprints (the freshness rule; :mod:`zoorank.freshness` applies it for every reader): each
+Fingerprints (the freshness rule; :mod:`zoorank.catalog` applies it for every reader): each
 manifest row and each ``metrics`` row carries the fingerprint of exactly what produced it —
 for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
 dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
@@ -58,6 +58,8 @@ MANIFEST_COLUMNS = [
     "seconds",
     "bad_images",
     "shards",
+    "precision",  # as resolved where the forward ran (embed.precision: auto)
+    "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
 ]
 METRICS_KEY = ["model_id", "dataset", "metric"]
 METRICS_COLUMNS = [
@@ -437,7 +439,8 @@ class Store:
                 row[c] = None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
             out.append(row)
         frame = pd.DataFrame(out, columns=MANIFEST_COLUMNS)
-        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards"):
+        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
+                  "precision", "versions"):
             frame[c] = frame[c].astype("string")
         for c in ("rows", "dim", "bad_images"):
             frame[c] = frame[c].astype("Int64")

@@ -395,6 +395,10 @@ def run_search(
     """
     from zoorank.tune import results as R
 
+    if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
+        from zoorank.tune.user import run_user_search
+
+        return run_user_search(config, address=address, verbose=verbose)
     store, _, rel = experiment_location(config)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)
