@@ -202,3 +202,22 @@ def test_a_plain_s3_uri_reaches_the_endpoint_of_the_environment(s3_server, s3_en
     assert uri == "s3://b/p/t" and options["AWS_ENDPOINT_URL"] == "http://h:9"
     assert (options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"]) == ("k", "s/1")
     assert options["AWS_ALLOW_HTTP"] == "true"
+
+
+def test_the_readme_store_example_runs_on_a_store(tmp_path):
+    """The pandas / DuckDB snippet of README's store section, run as written on a real store."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## The store"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    store = Store(tmp_path / "zoo")
+    store.upsert_rows(layout.METRICS, [{"model_id": "m", "dataset": "d", "metric": "rankme",
+                                        "value": 1.0, "fingerprint": "f"}], METRICS_KEY)
+    board = pd.DataFrame({"model_id": ["a", "b", "c", "d"], "rank": [2.0, 1.0, 4.0, 3.0]})
+    store.replace_table(layout.LEADERBOARD, board, {"zoorank": "{}"})
+    scope: dict = {}
+    exec(code.replace("runs/zoo", str(tmp_path / "zoo")), scope)  # noqa: S102
+    assert scope["metrics"]["value"].tolist() == [1.0]
+    assert scope["top"]["model_id"].tolist() == ["b", "a", "d"]

@@ -70,15 +70,27 @@ def _finish(proc: subprocess.Popen, tmp_path: Path, name: str, timeout: float = 
         raise AssertionError(f"{name} did not finish:\n{_log(tmp_path, name)}") from None
 
 
+def _untimed(params: object) -> str:
+    """A ``params`` JSON cell without its wall-clock timing (differs between equal runs)."""
+    if not isinstance(params, str):
+        return str(params)
+    data = json.loads(params)
+    if isinstance(data, dict):
+        data.pop("seconds", None)
+    return json.dumps(data, sort_keys=True)
+
+
 def _state(store: Store) -> dict[str, pd.DataFrame]:
     """What a run leaves, without what differs between two equal runs (timings, shard names)."""
     manifest = store.read_manifest().drop(columns=["seconds", "shards"])
     metrics = store.read_metrics().drop(columns=["zoorank_version"])
+    metrics["params"] = metrics["params"].map(_untimed)
     board = store.read_frame("leaderboard")
     return {
         "manifest": manifest.sort_values(["dataset", "view", "model_id"]).reset_index(drop=True),
         "metrics": metrics.sort_values(["model_id", "dataset", "metric"]).reset_index(drop=True),
         "oracle": store.read_frame("oracle").drop(columns=["zoorank_version"])
+        .assign(params=lambda f: f["params"].map(_untimed))
         .sort_values(["model_id", "dataset", "metric"]).reset_index(drop=True),
         "leaderboard": board.sort_values("model_id").reset_index(drop=True),
     }

@@ -42,6 +42,7 @@ import hashlib
 import logging
 import os
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -320,7 +321,8 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
     unread: list[dict[str, Any]] = []
     for (dataset, geometry), entries in groups.items():
         plans = _group_plans(entries)
-        key = _cache_key(indexes[dataset], geometry, plans, config.seed)
+        # one cache per run: a concurrent run on the same store decodes and drops its own
+        key = f"{_cache_key(indexes[dataset], geometry, plans, config.seed)}-{uuid.uuid4().hex[:8]}"
         needed = np.unique(np.concatenate([p.samples for p in plans]))
         try:
             cache = viewcache.build(store, indexes[dataset], needed, plans,

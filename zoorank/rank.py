@@ -25,7 +25,6 @@ that are fresh for the config are read (:mod:`zoorank.catalog`).
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -33,8 +32,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from zoorank.catalog import Catalog, build_catalog
 from zoorank.config import RunConfig
@@ -116,15 +113,6 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 # -- the stage -------------------------------------------------------------------------------------
 
 
-def _parquet_bytes(frame: pd.DataFrame, metadata: Mapping[str, Any] | None = None) -> bytes:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    if metadata is not None:
-        meta = dict(table.schema.metadata or {})
-        meta[b"zoorank"] = json.dumps(metadata, sort_keys=True).encode()
-        table = table.replace_schema_metadata(meta)
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return buf.getvalue()
 
 
 def _budget_directions() -> dict[str, int]:

@@ -142,7 +142,7 @@ def budget_section(agree: pd.DataFrame, images: dict[str, bytes]) -> str:
              "few-label score computed on seeded subsets of the oracle's train split with k labels "
              "per class, ranked against the full oracle (Kendall τ-b over all models); the "
              "label-free metrics need no label and are drawn as horizontal lines. Rows with "
-             "<code>labels_per_class</code> in <code>agreement.parquet</code>.</p>"]
+             "<code>labels_per_class</code> in the <code>agreement</code> table.</p>"]
     lines = crossover_lines(crossovers(agree))
     if lines:
         parts.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
@@ -604,7 +604,7 @@ def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
                         "τ-b between each label-free metric (oriented: higher = better) and each "
                         "oracle metric over all models, with its bootstrap 95% interval over "
                         "models. The full table (Spearman, Pearson, top-1 regret, top-k recall, "
-                        "per family) is <code>agreement.parquet</code>.</p>"
+                        "per family) is the <code>agreement</code> table.</p>"
                         + _table(_agreement_summary(agree), ["metric"]))
     for ds in datasets:
         ds_metrics = sorted(m for m in metrics.loc[metrics["dataset"] == ds, "metric"].unique()

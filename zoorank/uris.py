@@ -116,8 +116,11 @@ def delta_location(store_uri: str, path: str) -> tuple[str, dict[str, str]]:
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint:
             options["AWS_ENDPOINT_URL"] = endpoint
-            if endpoint.startswith("http://"):
+            if endpoint.startswith("http://"):  # a local or test endpoint (MinIO, moto)
                 options["AWS_ALLOW_HTTP"] = "true"
+                # no idle connection reuse: a dev server that drops kept-alive connections
+                # otherwise stalls a request until its timeout (seen with moto under load)
+                options["pool_max_idle_per_host"] = "0"
         region = p.query.get("region") or os.environ.get("AWS_REGION") or os.environ.get(
             "AWS_DEFAULT_REGION")
         if region:
