@@ -409,6 +409,8 @@ def write_rank_outputs(
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)
+    # one order whatever order the tasks finished in, so an unchanged table is not re-committed
+    failed = failed.sort_values(FAILED_COLUMNS, kind="stable").reset_index(drop=True)
     # the leaderboard's commit names the versions of the tables written with it, so a reader
     # (the report) sees one consistent set while another rank commits newer ones
     versions = {AGREEMENT: store.replace_table(AGREEMENT, agree),

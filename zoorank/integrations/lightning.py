@@ -28,7 +28,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoorank.integrations.ray_tune import FLOORS, in_tune_trial, report_to_tune
+from zoorank.integrations.ray_tune import in_tune_trial, report_to_tune
+from zoorank.metrics import registry
 from zoorank.probe import ProbeResult, ProbeSet, evaluate
 
 __all__ = ["ProbeCallback"]
@@ -92,8 +93,8 @@ class ProbeCallback(L.Callback):
         if tune:
             reported = dict(values)
             for name, value in result.metrics.items():
-                if math.isnan(value) and name in FLOORS:
-                    reported[name] = FLOORS[name]
+                if math.isnan(value) and name in registry.tune_floors():
+                    reported[name] = registry.tune_floors()[name]
             reported["epoch"] = float(epoch)
             train_loss = trainer.callback_metrics.get("train_loss")
             if train_loss is not None:

@@ -43,7 +43,6 @@ from zoorank.probe import ProbeSet, evaluate
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 #: value reported for a metric that is undefined on a trial's features (its worst).
-FLOORS = registry.tune_floors()
 
 __all__ = ["BACKBONE_FILE", "ProbeReporter", "SearchOutcome", "export_zoo", "in_tune_trial",
            "report_to_tune", "save_backbone", "search", "trainable"]
@@ -115,10 +114,10 @@ class ProbeReporter:
                           device=self.device, precision=self.precision)
         values = result.as_dict()
         for name, value in result.metrics.items():
-            if math.isnan(value) and name in FLOORS:
+            if math.isnan(value) and name in registry.tune_floors():
                 # ASHA compares numbers: an undefined value (NaN/Inf features, a collapsed CL)
                 # is reported as the metric's worst, as the TUNE stage reports a diverged trial
-                values[name] = FLOORS[name]
+                values[name] = registry.tune_floors()[name]
         values |= {k: float(v) for k, v in extra.items()}
         values["probe_seconds"] = result.seconds["total"]
         self.reports += 1

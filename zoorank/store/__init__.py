@@ -144,6 +144,20 @@ def _embeddings_from_table(table: pa.Table) -> Embeddings:
     return Embeddings(sample_id[order], view_index[order], emb[order])
 
 
+def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two frames hold the same rows, in any order (a table is a set of rows: a reader
+    may get them back in another order than they were written)."""
+    if len(a) != len(b):
+        return False
+    if a.empty:
+        return True
+    cols = list(a.columns)
+    key = [a[c].astype(str) for c in cols]
+    order_a = pd.DataFrame(dict(zip(cols, key))).sort_values(cols, kind="stable").index
+    order_b = pd.DataFrame({c: b[c].astype(str) for c in cols}).sort_values(cols, kind="stable").index
+    return a.loc[order_a].reset_index(drop=True).equals(b.loc[order_b].reset_index(drop=True))
+
+
 class Store:
     """A zoorank store on any ``pyarrow.fs`` filesystem."""
 
@@ -342,7 +356,7 @@ class Store:
         old, info, version = self.read_table_commit(name)
         if old is not None and all(info.get(k) == v for k, v in (metadata or {}).items()):
             new = tables._arrow(frame).to_pandas()
-            if list(old.columns) == list(new.columns) and old.equals(new.reset_index(drop=True)):
+            if list(old.columns) == list(new.columns) and _same_rows(old, new):
                 return int(version)
         tables.replace(loc, frame, metadata)
         return int(tables.version(loc))

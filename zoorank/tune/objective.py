@@ -39,11 +39,17 @@ if TYPE_CHECKING:
     from zoorank.tune.config import ObjectiveSpec
     from zoorank.tune.trainers import SSLTrainer
 
-__all__ = ["ProbeSet", "build_probe_set", "evaluate_probe", "score_features", "FLOOR"]
+__all__ = ["ProbeSet", "build_probe_set", "evaluate_probe", "score_features"]
 
-#: value reported for a diverged trial (non-finite features): each metric's lowest value (the
-#: spectral metrics' collapse sentinel is 1.0), from the metric registry.
-FLOOR = registry.tune_floors()
+
+
+def __getattr__(name: str):
+    """``FLOOR``: the value reported for a diverged trial (non-finite features), each metric's
+    lowest value (the spectral metrics' collapse sentinel is 1.0), read live from the metric
+    registry, so a metric registered later has its floor too."""
+    if name == "FLOOR":
+        return registry.tune_floors()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ def score_features(
     ``DegenerateInputWarning``, so the trial is marked degenerate).
     """
     if not (np.all(np.isfinite(views)) and (clean is None or np.all(np.isfinite(clean)))):
-        return {m: FLOOR[m] for m in metrics}
+        floor = registry.tune_floors()
+        return {m: floor[m] for m in metrics}
     options = {"lidar_delta": delta, "eps": eps, "lidar_delta_mode": delta_mode}
     out: dict[str, float] = {}
     collapsed: set[str] = set()
@@ -123,7 +130,7 @@ def score_features(
                 out[name] = entry.run(data, options, seed)[0]
             except registry.CollapsedError as err:
                 warnings.warn(str(err), DegenerateInputWarning, stacklevel=2)
-                out[name] = FLOOR.get(name, math.nan)
+                out[name] = registry.tune_floors().get(name, math.nan)
                 collapsed.add(name)
         return out[name]
 
@@ -137,7 +144,7 @@ def score_features(
             # a pool metric's terms are reported too, for the search to combine over the trials
             terms = [per_model(t) for t in entry.requires]
             if collapsed & set(entry.requires) or not all(math.isfinite(v) for v in terms):
-                out[m] = FLOOR[m]
+                out[m] = registry.tune_floors()[m]
             else:
                 out[m] = float(entry.combine(*[np.array([v]) for v in terms], **entry.solo)[0])
         elif entry.inputs in registry.PER_MODEL_INPUTS:

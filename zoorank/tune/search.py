@@ -43,7 +43,7 @@ from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_spa
     load_tune_config,
     param_space,
 )
-from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe
+from zoorank.tune.objective import build_probe_set, evaluate_probe
 from zoorank.tune.setup import SearchSetup
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
@@ -111,7 +111,8 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
         stats = trainer.train_steps(per_report)
         diverged = not math.isfinite(stats["train_loss"])
         if diverged:
-            scores = {k: FLOOR[k.removeprefix("projector_")] for k in _metric_keys(setup.objective)}
+            floor = registry.tune_floors()
+            scores = {k: floor[k.removeprefix("projector_")] for k in _metric_keys(setup.objective)}
             scores.update(degenerate=1.0, objective_seconds=0.0, probe_embed_seconds=0.0)
         else:
             scores = evaluate_probe(trainer, setup.probe, setup.objective)
