@@ -32,6 +32,11 @@ def _torchscript_file(spec: ModelSpec, label: str = "") -> str:
     path = path if uris.is_uri(path) else os.path.expanduser(path)
     if not uris.is_file(path):
         raise ConfigError(f"{label or spec.id}: torchscript file not found: {uris.redact(path)}")
+    if not spec.trust_checkpoint:
+        raise ConfigError(
+            f"{label or spec.id}: trust_checkpoint: source torchscript loads {uris.redact(path)} "
+            "with torch.jit.load, which runs code from the file; set trust_checkpoint: true only "
+            "for a file you trust")
     return path
 
 
@@ -193,7 +198,10 @@ def _transformers_class(directory: str, hub_cache: str | None = None) -> tuple[A
     import transformers
     from transformers import AutoConfig, AutoModel
 
-    config = AutoConfig.from_pretrained(directory, local_files_only=True,
+    from zoorank.zoo.hub import transformers_revision
+
+    name, revision = transformers_revision(directory)  # org/model@rev: that revision, offline
+    config = AutoConfig.from_pretrained(name, revision=revision, local_files_only=True,
                                         cache_dir=_cache(hub_cache))
     if getattr(config, "vision_config", None) is not None:
         vision = getattr(
@@ -218,7 +226,10 @@ def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, di
 
         with _quiet_transformers():
             cls, config = _transformers_class(spec.name, hub_cache)
-            model = cls.from_pretrained(spec.name, local_files_only=True,
+            from zoorank.zoo.hub import transformers_revision
+
+            name, revision = transformers_revision(spec.name)
+            model = cls.from_pretrained(name, revision=revision, local_files_only=True,
                                         cache_dir=_cache(hub_cache), **spec.model_kwargs)
         forward_kwargs = {}
         vision_config = getattr(config, "vision_config", None) or config

@@ -20,7 +20,7 @@ from torch import nn
 from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
-from zoorank.zoo.safe_pickle import UnsafeGlobal, restricted_pickle_module
+from zoorank.zoo.safe_pickle import Refused, UnsafeGlobal, restricted_pickle_module
 
 #: state-dict containers looked for, in order, when the top level is not a tensor dict.
 AUTO_STATE_DICT_KEYS = ("state_dict", "model", "module")
@@ -100,6 +100,11 @@ def _restricted_load(path: str, weights_only_error: Exception, met: set[str] | N
         raise CheckpointError(
             f"{path}: unsafe pickle refused (it needs the global {err.name}); set "
             "trust_checkpoint: true only for a file you trust (loading it runs code from the file)"
+        ) from None
+    except Refused as err:
+        raise CheckpointError(
+            f"{path}: unsafe pickle refused ({err}); set trust_checkpoint: true only for a file "
+            "you trust (loading it runs code from the file)"
         ) from None
     except Exception:
         _, detail = _weights_only_refusal(weights_only_error)
