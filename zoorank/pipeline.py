@@ -44,11 +44,18 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     return board
 
 
-def run_report(config: RunConfig, address: str | None = None):
+def run_report(config: RunConfig, address: str | None = None, check: bool = True):
+    """REPORT; the page is written even when nothing could be ranked, then (``check``)
+    NothingRankedError (exit 3) is raised, as ``zoorank run`` does."""
+    from zoorank.rank import LEADERBOARD, check_ranked
     from zoorank.report import run_report as _run
+    from zoorank.store import Store
 
     with _writing(config, "report"):
-        return _run(config)
+        out = _run(config)
+    if check:
+        check_ranked(Store(config.store).read_frame(f"{LEADERBOARD}.parquet"))
+    return out
 
 
 def run_all(config: RunConfig, address: str | None = None):
@@ -63,7 +70,7 @@ def run_all(config: RunConfig, address: str | None = None):
         run_embed(config, address=address)
         run_score(config, address=address)
         board = run_rank(config, address=address, show=False, check=False)  # the report prints
-        out = run_report(config)
+        out = run_report(config, check=False)
     check_ranked(board)
     return out
 
