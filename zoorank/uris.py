@@ -29,11 +29,6 @@ if TYPE_CHECKING:
 
 GLOB_CHARS = "*?["
 DIGESTS = "cache/digests.parquet"
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/@]*@)")
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&](?:access_key|secret_key|session_token|secret|token|password|key|sig|signature"
-    r"|x-amz-[a-z\-]+)=)[^&]*"
-)
 
 
 def is_uri(path: str | os.PathLike[str]) -> bool:
@@ -42,15 +37,14 @@ def is_uri(path: str | os.PathLike[str]) -> bool:
 
 
 def redact(uri: str | os.PathLike[str] | None) -> str:
-    """``uri`` without credentials: user-info (``s3://KEY:SECRET@bucket``) and secret query values.
+    """``uri`` (or any text) without credentials: see :func:`zoorank.redact.redact`.
 
-    >>> redact("s3://AKIA:s3cr3t@bucket/store?region=eu&secret_key=abc")
+    >>> redact("s3://AKIA:s3/cr+t=@bucket/store?region=eu&secret_key=abc")
     's3://***@bucket/store?region=eu&secret_key=***'
     """
-    if uri is None:
-        return ""
-    text = _USERINFO.sub(r"\1***@", str(uri))
-    return _SECRET_QUERY.sub(r"\1***", text)
+    from zoorank.redact import redact as _redact
+
+    return _redact(uri)
 
 
 def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:

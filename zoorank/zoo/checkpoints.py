@@ -20,6 +20,7 @@ from torch import nn
 from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
+from zoorank.redact import redact
 from zoorank.zoo.safe_pickle import Refused, UnsafeGlobal, restricted_pickle_module
 
 #: state-dict containers looked for, in order, when the top level is not a tensor dict.
@@ -43,7 +44,13 @@ PREFIX_PRESETS: dict[str, tuple[str, ...]] = {
 
 
 class CheckpointError(InputError):
-    """A model cannot be built or its checkpoint cannot be loaded; the message says why."""
+    """A model cannot be built or its checkpoint cannot be loaded; the message says why.
+
+    The message is redacted (zoorank.redact): it names checkpoint URIs, and it flows into the
+    manifest, ``failed`` rows, the leaderboard and the report."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(redact(message))
 
 
 # --------------------------------------------------------------------------- checkpoints
