@@ -35,6 +35,7 @@ import pandas as pd
 from ray.tune import Callback
 
 from zoorank.errors import ConfigError
+from zoorank.redact import redact
 from zoorank.store import Store
 from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
@@ -273,7 +274,9 @@ def param_space(config: TuneConfig) -> dict[str, Any]:
 def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
     """(store, Tune storage_path, experiment path relative to the store)."""
     store = Store(config.store)
-    storage = str(store.local_path("tune")) if store.is_local else store.uri.rstrip("/") + "/tune"
+    # an object store is handed to Tune as (its filesystem, a path on it): the URI, with its
+    # query and any credentials, never reaches Tune's files, logs or warnings
+    storage = str(store.local_path("tune")) if store.is_local else store.path("tune")
     return store, storage, f"tune/{config.experiment_name}"
 
 
@@ -297,12 +300,14 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
     )
     experiment_path = f"{storage}/{config.experiment_name}"
-    if s.resume and tune.Tuner.can_restore(experiment_path):
+    fs = None if store.is_local else store.fs
+    if s.resume and tune.Tuner.can_restore(experiment_path, storage_filesystem=fs):
         try:
-            return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True)
+            return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True,
+                                      storage_filesystem=fs)
         except Exception as err:  # a state written half-way (killed while saving): start afresh
             warnings.warn(
-                f"cannot resume {experiment_path} ({type(err).__name__}: {err}); "
+                f"cannot resume {redact(experiment_path)} ({type(err).__name__}: {redact(err)}); "
                 "starting the search afresh",
                 stacklevel=2,
             )
@@ -345,6 +350,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         run_config=tune.RunConfig(
             name=config.experiment_name,
             storage_path=storage,
+            storage_filesystem=fs,
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None if config.export_epochs else 1
             ),
