@@ -166,7 +166,8 @@ def redact_table(table: Any) -> Any:
         for name in frame.columns:
             col = frame[name]
             if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
-                values = col.map(lambda v: redact(v) if isinstance(v, str) else v)
+                values = pd.Series([redact(v) if isinstance(v, str) else v for v in col],
+                                   index=col.index, dtype=col.dtype, name=name)
                 if not values.equals(col):
                     changed[name] = values
         return frame.assign(**changed) if changed else frame

@@ -55,7 +55,7 @@ def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
     try:
         return pafs.FileSystem.from_uri(text)
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        raise InputError(f"{redact(text)}: cannot open ({type(err).__name__}: {err})") from None
+        raise InputError(redact(f"{text}: cannot open ({type(err).__name__}: {err})")) from None
 
 
 def join(uri: str, path: str) -> str:
@@ -115,7 +115,7 @@ def glob_files(pattern: str) -> list[str]:
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError as err:
-        raise InputError(f"{redact(pattern)}: cannot list ({err})") from None
+        raise InputError(redact(f"{pattern}: cannot list ({err})")) from None
     regex = re.compile(_glob_regex(path))
     return sorted(join(pattern, i.path) for i in infos
                   if i.type == pafs.FileType.File and regex.fullmatch(i.path))
@@ -140,7 +140,7 @@ def open_input(uri: str | os.PathLike[str]) -> BinaryIO:
     try:
         return fs.open_input_file(path)
     except (FileNotFoundError, OSError) as err:
-        raise InputError(f"{redact(str(uri))}: cannot read ({err})") from None
+        raise InputError(redact(f"{uri}: cannot read ({err})")) from None
 
 
 def read_bytes(uri: str | os.PathLike[str]) -> bytes:
