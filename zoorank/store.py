@@ -122,7 +122,10 @@ class Store:
         if filesystem is not None:
             self.fs, self.root = filesystem, uri.rstrip("/")
         elif "://" in uri:
+            from zoorank.uris import with_retries
+
             self.fs, self.root = pafs.FileSystem.from_uri(uri)
+            self.fs = with_retries(self.fs)  # transient object-store faults are retried
             self.root = self.root.rstrip("/")
         else:
             self.fs, self.root = pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from zoorank.store import Store
 
 GLOB_CHARS = "*?["
+#: attempts per object-store request (pyarrow's default is 3: at a 10% fault rate one request in
+#: a thousand would still fail); backoff is the AWS standard strategy's.
+S3_MAX_ATTEMPTS = int(os.environ.get("ZOORANK_S3_MAX_ATTEMPTS", "10"))
+#: seconds before an S3 request that got no answer is abandoned (and retried).
+S3_REQUEST_TIMEOUT_S = float(os.environ.get("ZOORANK_S3_REQUEST_TIMEOUT", "20"))
+S3_CONNECT_TIMEOUT_S = 10.0
 DIGESTS = "cache/digests.parquet"
 
 
@@ -53,9 +59,31 @@ def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
     if not is_uri(text):
         return pafs.LocalFileSystem(), str(Path(text).expanduser().resolve())
     try:
-        return pafs.FileSystem.from_uri(text)
+        fs, path = pafs.FileSystem.from_uri(text)
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise InputError(redact(f"{text}: cannot open ({type(err).__name__}: {err})")) from None
+    return with_retries(fs), path
+
+
+def with_retries(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """``fs`` retrying transient object-store failures (500s, throttling, resets, timeouts).
+
+    S3: the AWS standard retry strategy (exponential backoff with jitter) with
+    :data:`S3_MAX_ATTEMPTS` attempts per request and a :data:`S3_REQUEST_TIMEOUT_S` request
+    timeout, so a stalled request is retried rather than waited on; the other options (endpoint,
+    credentials, region) are kept. Other filesystems are returned as they are. A filesystem
+    pickled to a Ray worker loses its retry strategy (pyarrow does not pickle it): workers build
+    theirs from the URI through :func:`resolve` (``Store`` pickles as its URI).
+    """
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    options = dict(fs.__reduce__()[1][0])
+    if options.get("request_timeout", -1) is None or options.get("request_timeout", -1) < 0:
+        options["request_timeout"] = S3_REQUEST_TIMEOUT_S
+    if options.get("connect_timeout", -1) is None or options.get("connect_timeout", -1) < 0:
+        options["connect_timeout"] = S3_CONNECT_TIMEOUT_S
+    return pafs.S3FileSystem(**options,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(S3_MAX_ATTEMPTS))
 
 
 def join(uri: str, path: str) -> str:
@@ -105,6 +133,8 @@ def glob_files(pattern: str) -> list[str]:
         return sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
                       if os.path.isfile(p))
     fs, path = resolve(pattern)
+    if not any(c in path for c in GLOB_CHARS):  # the "?" was a query's: one file, or none
+        return [pattern] if is_file(pattern) else []
     parts = path.split("/")
     fixed = []
     for part in parts:
