@@ -39,6 +39,7 @@ from zoorank.redact import redact
 from zoorank.store import Store
 from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
+from zoorank.uris import without_credentials
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
 # report of short trials that is the normal case here.
@@ -300,7 +301,9 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
     )
     experiment_path = f"{storage}/{config.experiment_name}"
-    fs = None if store.is_local else store.fs
+    # Tune pickles its filesystem into its experiment files: it gets the environment's (or the
+    # instance role's) credentials, never ones carried by the store URI
+    fs = None if store.is_local else without_credentials(store.fs)
     if s.resume and tune.Tuner.can_restore(experiment_path, storage_filesystem=fs):
         try:
             return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True,
