@@ -144,7 +144,10 @@ def glob_files(pattern: str) -> list[str]:
                       if os.path.isfile(p))
     fs, path = resolve(pattern)
     if not any(c in path for c in GLOB_CHARS):  # the "?" was a query's: one file, or none
-        return [pattern] if is_file(pattern) else []
+        try:
+            return [pattern] if stat(pattern) is not None else []
+        except OSError as err:  # unreadable, not missing: say why
+            raise InputError(redact(f"{pattern}: cannot read ({err})")) from None
     parts = path.split("/")
     fixed = []
     for part in parts:

@@ -286,6 +286,25 @@ def _batch_sizes(config: TuneConfig) -> list[int]:
     return [int(v) for v in spec.values_to_check()] if spec else [config.batch_size]
 
 
+#: credentials Ray Tune copies into each trial actor's ``runtime_env`` ``env_vars``, which Ray's
+#: runtime-env agent then logs in full at INFO level (``runtime_env_agent.log``).
+_CREDENTIAL_ENV_VARS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
+                        "AWS_SESSION_TOKEN"}
+
+
+def _keep_credentials_out_of_runtime_envs() -> None:
+    """Stop Tune propagating AWS credentials through ``runtime_env`` (it would log them). Trial
+    actors of a local Ray inherit the driver's environment from the raylet; on a cluster, workers
+    take credentials from their own environment or instance role, as every other stage does."""
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:  # another Ray layout: nothing to do
+        return
+    names = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if isinstance(names, (set, frozenset)):
+        class_cache.ENV_VARS_TO_PROPAGATE = set(names) - _CREDENTIAL_ENV_VARS
+
+
 def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
     """A new Tuner for the config, or the restored one of an interrupted run of it."""
     from ray import tune
@@ -294,6 +313,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
 
     from zoorank.runtime import cluster_gpus
 
+    _keep_credentials_out_of_runtime_envs()
     store, storage, rel = experiment_location(config)
     s = config.search
     gpus = _gpus_per_trial(config, cluster_gpus())
