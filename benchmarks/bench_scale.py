@@ -16,7 +16,7 @@
    timed on one model in this process and extrapolated.
 3. **Kill and resume**: ``python -m zoorank run`` as a subprocess, SIGKILLed (with the Ray it
    started) once the manifest lists half the models as embedded, rerun, SIGKILLed again once
-   ``metrics.parquet`` holds half the models, rerun to the end, rerun once more (nothing to do).
+   ``metrics`` holds half the models, rerun to the end, rerun once more (nothing to do).
    Reports the entries and models redone (shard mtimes and manifest seconds; metric rows), the
    runs' wall and CPU seconds against fresh uninterrupted ``zoorank run`` s (one before, one after),
    and whether the final store equals the fresh one (rows per entry, embeddings bit for bit, metric
@@ -636,8 +636,8 @@ def predict(args, big: dict, eb: dict, costs: dict) -> None:
     # driver; as many calls as rows in this run's agreement table, at the default bootstrap
     calls = costs.get("agreement_rows")
     if calls is None:
-        path = CACHE / "runs" / f"inproc-{n_b}" / "store" / "agreement.parquet"
-        calls = len(pd.read_parquet(path)) if path.is_file() else 0
+        path = CACHE / "runs" / f"inproc-{n_b}" / "store" / "agreement"
+        calls = len(Store(path.parent).read_frame("agreement")) if path.is_dir() else 0
     tau_s, tau_peak = agreement_cost(m, args.predict_bootstrap)
     rank_s += calls * tau_s
     report_s = big["stages"]["report"]["seconds"] / n_b * m
@@ -928,7 +928,7 @@ def main(argv=None) -> None:
         saved = {"big": {k: v for k, v in runs[1].items() if k not in ("embed_rows", "pipelines")},
                  "embed": breakdowns[1], "costs": costs, "batch_size": args.batch_size,
                  "views": args.views,
-                 "agreement_rows": len(Store(runs[1]["store"]).read_frame("agreement.parquet"))}
+                 "agreement_rows": len(Store(runs[1]["store"]).read_frame("agreement"))}
         (CACHE / f"results-{args.models}.json").write_text(json.dumps(saved, indent=1, default=float))
         predict(args, runs[1], breakdowns[1], costs)
 

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
 
     store = Store(args.store)
-    board = store.read_frame("leaderboard.parquet")
+    board = store.read_frame("leaderboard")
     manifest = store.read_manifest()
     done = manifest[(manifest["dataset"] == args.dataset) & (manifest["status"] == "done")]
     view = args.view or next(v for v in done["view"].unique() if v != "clean")

@@ -11,7 +11,7 @@ It writes a markdown report with the exact command, the date, the machine, the w
 the zoo, Kendall τ [95% bootstrap CI] of every label-free metric against kNN and linear-probe
 accuracy (all models and per SSL family, and for the final checkpoints only), top-1 regret and top-k
 recall, and a side-by-side table with the τ the papers report (``../shared/specs/``). Every figure
-comes from the store (``agreement.parquet``, ``leaderboard.parquet``) or from
+comes from the store (``agreement``, ``leaderboard``) or from
 ``zoorank.metrics.agreement.agreement`` on it. It adds per-configuration means, the oracles' seed
 noise, a LiDAR cross-check (a separate NumPy implementation on the stored embeddings) and a
 linear-probe check (the probe refitted at fixed C and with reseeded C selection). The hypotheses
@@ -646,7 +646,7 @@ def lidar_crosscheck(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
     if col not in board or board[col].isna().all():
         return ""
     store = Store(info["store"])
-    metrics = store.read_frame("metrics.parquet")
+    metrics = store.read_frame("metrics")
     view = next(v["name"] for v in info["run_config"]["views"] if v["name"] != "clean")
     parts = []
     for model in (board.loc[board[col].idxmax(), "model_id"], board.loc[board[col].idxmin(), "model_id"]):
@@ -708,8 +708,8 @@ def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> 
     from zoorank.store import Store
 
     store = Store(info["store"])
-    agree = store.read_frame("agreement.parquet")
-    board = store.read_frame("leaderboard.parquet")
+    agree = store.read_frame("agreement")
+    board = store.read_frame("leaderboard")
     ds = info["evaluate"]["name"]
     agree = agree[agree["dataset"] == ds]
     rank_opts = info["run_config"]["rank"]
@@ -722,7 +722,7 @@ def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> 
         "# Validation: label-free ranking vs labels on a real SSL zoo",
         "",
         "Produced by `benchmarks/validate_ranking.py` (issue 6). Every number below is read from the"
-        " run's store (`agreement.parquet`, `leaderboard.parquet`) or computed from it with"
+        " run's store (`agreement`, `leaderboard`) or computed from it with"
         " `zoorank.metrics.agreement.agreement`; nothing was edited by hand. The hypotheses and"
         " the reading in the discussion are text in the script (`HYPOTHESES`, `READING`), written"
         " after inspecting the recorded CIFAR-10 run; they change no number.",

@@ -7,7 +7,7 @@ and REPORT on that store, and writes a markdown report: the command, date, machi
 time; mean Kendall τ [95% bootstrap CI over models] of each score at each k against kNN and
 linear-probe accuracy, the per-seed τ, the best label-free metric's τ (the zero-label reference)
 and the crossover (smallest k whose mean τ beats it). Every figure is read from the store's
-``agreement.parquet`` and ``oracle.parquet``. Prints, never asserts.
+``agreement`` and ``oracle``. Prints, never asserts.
 
     .venv/bin/python benchmarks/validate_ranking.py                    # the zoo (~25-35 min CPU)
     .venv/bin/python benchmarks/validate_ranking_budget.py             # + the budget (~5-10 min)
@@ -79,7 +79,7 @@ def _cell(row: pd.Series | None) -> str:
 
 def _spread(store) -> str:
     """The oracle's accuracy range over the zoo (identifies the zoo against validate_ranking.md)."""
-    board = store.read_frame("leaderboard.parquet")
+    board = store.read_frame("leaderboard")
     parts = []
     for o_name, label in ORACLE_NAMES.items():
         cols = [c for c in board.columns if c.endswith(f"/{o_name}")]
@@ -102,8 +102,8 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
     from zoorank.store import Store
 
     store = Store(info["store"])
-    agree = store.read_frame("agreement.parquet")
-    oracle = store.read_frame("oracle.parquet")
+    agree = store.read_frame("agreement")
+    oracle = store.read_frame("oracle")
     label_free, curve = split_agreement(agree)
     label_free = label_free[(label_free["family"] == "all")
                             & (label_free["metric"] != "leaderboard_rank")]
@@ -119,7 +119,7 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
         "",
         "Produced by `benchmarks/validate_ranking_budget.py` (issue 12) on the store of a "
         "`benchmarks/validate_ranking.py` run. Every number is read from that store "
-        "(`agreement.parquet` rows with `labels_per_class`, `oracle.parquet` cells "
+        "(`agreement` rows with `labels_per_class`, `oracle` cells "
         "`<score>@k<k>s<seed>`); nothing was edited by hand.",
         "",
         "## Run",
@@ -207,7 +207,7 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
             error=[bool(json.loads(p).get("error")) for p in cells["params"]])
         lines += ["", "## Cost and failures of the few-label cells", "",
                   "Seconds per cell (one score on one model's subset, inside the oracle's Ray "
-                  "task at 0.5 CPU), from `params.seconds` in `oracle.parquet`.", ""]
+                  "task at 0.5 CPU), from `params.seconds` in `oracle`.", ""]
         rows = []
         for score, g in secs.groupby("score", sort=False):
             rows.append([f"`{score}`", str(len(g)), f"{g['seconds'].median():.3f}",

@@ -82,27 +82,32 @@ def _metric_row(model_id: str, metric: str, value: float, params: dict, n: int, 
 def entry_fingerprints(config) -> dict[tuple[str, str, str], str]:
     """What EMBED would record for each (dataset, view, model) of ``config`` (a store written by
     hand must carry them, or every reader treats its rows as stale)."""
-    from zoorank.embed import expected_fingerprints
+    from zoorank.catalog import build_catalog
 
-    return {key: fps[0] for key, fps in expected_fingerprints(config).items()}
+    return {key: fps[0] for key, fps in build_catalog(config).entries.items()}
 
 
 def stamp_fingerprints(config, store: Store) -> None:
-    """Give a hand-written store's manifest and metric rows the fingerprints EMBED and SCORE would
-    give them under ``config`` (rows of other models/metrics are left as they are)."""
-    from zoorank.freshness import expected_metric_fingerprints
-    from zoorank.zoo import resolve_models
+    """Give a hand-written store's manifest, metric rows and sample tables the fingerprints the
+    catalog of ``config`` expects (rows of other models/metrics are left as they are)."""
+    from zoorank.catalog import build_catalog, samples_path
 
-    fps = entry_fingerprints(config)
+    catalog = build_catalog(config)
+    fps = {key: fp[0] for key, fp in catalog.entries.items()}
     manifest = store.read_manifest()
     keys = zip(manifest["dataset"], manifest["view"], manifest["model_id"])
     manifest["fingerprint"] = [fps.get(k, fp) for k, fp in zip(keys, manifest["fingerprint"])]
-    store.write_parquet("manifest.parquet", manifest)
-    expected = expected_metric_fingerprints(config, resolve_models(config), manifest)
+    store.write_parquet("manifest", manifest)
+    for dataset in catalog.indexes:
+        if store.table_exists(samples_path(dataset)):
+            samples = store.read_frame(samples_path(dataset))
+            samples["fingerprint"] = catalog.labels_fingerprint(dataset)
+            store.replace_table(samples_path(dataset), samples)
+    expected = catalog.metric_fingerprints(catalog.fresh_manifest(manifest))
     metrics = store.read_metrics()
     keys = zip(metrics["model_id"], metrics["dataset"], metrics["metric"])
     metrics["fingerprint"] = [expected.get(k, fp) for k, fp in zip(keys, metrics["fingerprint"])]
-    store.write_parquet("metrics.parquet", metrics)
+    store.write_parquet("metrics", metrics)
 
 
 def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
@@ -123,7 +128,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
     for i, dataset in enumerate(datasets):
         ids, y, models = embeddings(n, offset=i * n)
         first = first or models
-        store.write_parquet(f"datasets/{dataset}/samples.parquet", pd.DataFrame({
+        store.write_parquet(f"datasets/{dataset}/samples", pd.DataFrame({
             "sample_id": ids, "label": y.astype(np.int64), "label_name": [str(v) for v in y],
             "source": ["sklearn_digits"] * n}))
         for model_id, Z in models.items():
@@ -153,7 +158,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
             rows.append(_metric_row(model_id, "nc", float(np.mean(nc)), {"group": "rot"},
                                     n - 100, 24, dataset))
     store.update_manifest(manifest)
-    store.write_parquet("metrics.parquet", pd.DataFrame(rows, columns=METRICS_COLUMNS))
+    store.write_parquet("metrics", pd.DataFrame(rows, columns=METRICS_COLUMNS))
     from zoorank.config import parse_config
 
     stamp_fingerprints(parse_config(config_dict(root, datasets=datasets)), store)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 import yaml
+from deltalake import DeltaTable
 
 from zoorank.cli import main
 
@@ -23,7 +23,7 @@ def test_a_run_where_every_model_fails_exits_3_and_still_reports_why(tmp_path, r
     path.write_text(yaml.safe_dump(config))
     assert main(["run", str(path)]) == 3
     assert "nothing could be ranked" in capsys.readouterr().err
-    failed = pd.read_parquet(tmp_path / "store" / "failed.parquet")
+    failed = DeltaTable(str(tmp_path / "store" / "failed")).to_pandas()
     assert set(failed["model_id"]) == {"net-0", "net-1"}
     assert failed["error"].str.contains("no_such_module").all()
     assert "no_such_module" in (tmp_path / "store" / "report" / "index.html").read_text()

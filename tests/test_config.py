@@ -115,3 +115,15 @@ def test_cli_version_is_the_installed_distributions():
     proc = subprocess.run([sys.executable, "-m", "zoorank", "--version"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == f"zoorank {version('zoorank')}"
+
+
+
+@pytest.mark.parametrize("field, first, second", [("datasets", "cifar", "CIFAR"),
+                                                  ("models", "r18", "R18")])
+def test_names_that_differ_only_in_case_are_a_config_error_naming_both(field, first, second):
+    data = {"datasets": [{"name": "cifar", "source": "sklearn_digits"}],
+            "models": [{"id": "r18", "source": "timm", "name": "resnet18"}]}
+    data[field].append({"datasets": {"name": second, "source": "sklearn_digits"},
+                        "models": {"id": second, "source": "timm", "name": "resnet18"}}[field])
+    with pytest.raises(ConfigError, match=f"{field}.*'{first}' and '{second}' differ only in case"):
+        parse_config(data)

@@ -228,7 +228,7 @@ def test_samples_round_trip_through_the_store(shared_data, tmp_path):
     store = Store(tmp_path / "store")
     write_samples(store, "c", table)
     df = read_samples(store, "c")
-    assert (tmp_path / "store" / "datasets" / "c" / "samples.parquet").is_file()
+    assert (tmp_path / "store" / "datasets" / "c" / "samples" / "_delta_log").is_dir()
     assert df["sample_id"].tolist() == table.sample_id.tolist()
     assert df["label"].tolist() == table.frame()["label"].tolist()
     assert df["source"].iloc[0] == f"test.parquet#row={table.sample_id[0]}"

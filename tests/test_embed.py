@@ -11,6 +11,7 @@ test_data.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -379,6 +381,161 @@ def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, 
         np.testing.assert_allclose(got.embedding, ref.embedding, rtol=1e-5, atol=1e-5)
     assert not list(Path(data["store"]).rglob(".tmp-*"))
 
+
+
+# -- issue 15: one task runner, one failure contract ---------------------------------------------
+def _killer_zoo(store: Path, marker: Path) -> dict:
+    """Four python models in one chunk; ``killer``'s forward SIGKILLs its worker while ``marker``
+    exists."""
+    models = [{"id": f"cnn-{w}", "source": "python", "name": "zoo_factories:small_cnn",
+               "model_kwargs": {"width": w}, "input_size": 16} for w in (4, 6, 8)]
+    models.append({"id": "killer", "source": "python", "name": "zoo_factories:kills_its_worker",
+                   "model_kwargs": {"marker": str(marker)}, "input_size": 16})
+    return {"store": str(store), "seed": 0,
+            "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 48}],
+            "models": models, "metrics": ["rankme", "twonn_id"],
+            "embed": {"batch_size": 16, "models_per_actor": 4}}
+
+
+def _entry_files(store: Path, model_id: str) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns
+            for p in store.glob(f"embeddings/*/*/{model_id}/part-*.parquet")}
+
+
+@pytest.mark.timeout(300)
+def test_a_model_that_kills_its_worker_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
+    """One chunk of four models whose fourth SIGKILLs its worker: ``zoorank run`` exits 0, the
+    three others are done, the fourth failed with a reason naming a dead worker; the rerun retries
+    only the fourth (here it no longer kills) and touches nothing that was done."""
+    from zoorank.cli import main
+
+    marker = tmp_path / "kill"
+    marker.write_text("")
+    data = _killer_zoo(tmp_path / "store", marker)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    store = Store(data["store"])
+    good = ["cnn-4", "cnn-6", "cnn-8"]
+
+    assert main(["run", str(cfg)]) == 0
+    manifest = store.read_manifest().set_index("model_id")
+    assert (manifest.loc[good, "status"] == "done").all()
+    assert manifest.loc["killer", "status"] == "failed"
+    assert "worker died" in manifest.loc["killer", "error"]
+    metrics = store.read_metrics()
+    assert set(metrics["model_id"]) == set(good)
+    files = {m: _entry_files(Path(data["store"]), m) for m in good}
+    assert all(files.values())
+
+    marker.unlink()
+    assert main(["run", str(cfg)]) == 0
+    again = store.read_manifest().set_index("model_id")
+    assert (again["status"] == "done").all()
+    pd.testing.assert_frame_equal(again.loc[good].drop(columns="error"),  # rows untouched
+                                  manifest.loc[good].drop(columns="error"), check_dtype=False)
+    assert again.loc[good, "error"].isna().all()
+    assert {m: _entry_files(Path(data["store"]), m) for m in good} == files  # shards untouched
+    assert again.loc["killer", "rows"] == 48
+    rankme = store.read_metrics().set_index(["model_id", "metric"])["value"]
+    for m in good:  # the done models' metric rows are the first run's
+        assert rankme.loc[(m, "rankme")] == metrics.set_index(["model_id", "metric"]).loc[
+            (m, "rankme"), "value"]
+
+
+_NODE_LOSS_DRIVER = """
+import json, os, sys, threading, time
+from ray.cluster_utils import Cluster
+from loopback_cluster import _node_ports
+import ray
+
+cfg, where, tmp = sys.argv[1:4]
+common = {"object_store_memory": 150 * 1024**2}
+for d in ("ray", "w0", "w1"):  # Ray's default temp dir, where it notes the cluster, is $RAY_TMPDIR/ray
+    os.makedirs(os.path.join(tmp, d), exist_ok=True)
+cluster = Cluster(initialize_head=True, head_node_args={
+    **common, **_node_ports(), "num_cpus": 1, "num_gpus": 0,
+    "temp_dir": os.path.join(tmp, "ray"), "include_dashboard": False})
+for i in range(2):  # two GPU workers (declared GPUs; torch is CPU)
+    cluster.add_node(**common, **_node_ports(), num_cpus=1, num_gpus=1,
+                     temp_dir=os.path.join(tmp, f"w{i}"))
+cluster.wait_for_nodes(timeout=240)
+ray.init(address=cluster.address)
+removed = {}
+
+def remove_a_node_mid_embed():
+    while not os.listdir(where):
+        time.sleep(0.05)
+    node_id = os.listdir(where)[0]
+    for node in list(cluster.worker_nodes):
+        if node.node_id == node_id:
+            cluster.remove_node(node, allow_graceful=False)
+            removed["node"] = node_id
+
+threading.Thread(target=remove_a_node_mid_embed, daemon=True).start()
+from zoorank.cli import main
+rc = main(["run", cfg])
+print("RESULT " + json.dumps({"rc": rc, "removed": removed.get("node")}), flush=True)
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_worker_node_lost_mid_embed_loses_no_model(tmp_path):
+    """A loopback cluster of a head and two GPU worker nodes, two chunks of two models; the node
+    that embeds ``slow`` is removed (its raylet and workers killed) while ``slow``'s forward runs.
+    The lost chunk's models run again one per task on the other node: ``zoorank run`` exits 0
+    with every model done, and a rerun finds nothing to redo."""
+    import shutil
+    import tempfile
+
+    from loopback_cluster import base_env
+
+    where = tmp_path / "nodes"
+    where.mkdir()
+    models = [{"id": f"cnn-{w}", "source": "python", "name": "zoo_factories:small_cnn",
+               "model_kwargs": {"width": w}, "input_size": 16} for w in (4, 6, 8)]
+    models.insert(1, {"id": "slow", "source": "python", "name": "zoo_factories:signals_its_node",
+                      "model_kwargs": {"where": str(where), "seconds": 2.0}, "input_size": 16})
+    data = {"store": str(tmp_path / "store"), "seed": 0,
+            "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 48}],
+            "models": models, "metrics": ["rankme"],
+            "embed": {"batch_size": 16, "models_per_actor": 2, "device": "cuda",
+                      "allow_cpu_torch": True, "precision": "fp32",
+                      "num_cpus_per_actor": 0.25},
+            "score": {"num_cpus_per_actor": 0.25}}
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    script = tmp_path / "driver.py"
+    script.write_text(_NODE_LOSS_DRIVER)
+    ray_tmp = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # Ray's socket paths must stay short
+    env = base_env({"RAY_TMPDIR": ray_tmp, "ZOORANK_PROGRESS": "0",
+                    "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"})
+    try:
+        out = subprocess.run([sys.executable, str(script), str(cfg), str(where), ray_tmp],
+                             env=env, capture_output=True, text=True, timeout=540,
+                             start_new_session=True)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    log = out.stdout[-5000:] + out.stderr[-3000:]
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, log
+    result = json.loads(line[7:])
+    assert result["rc"] == 0 and result["removed"], log
+    # ``slow`` ran on the removed node, then again (split from its chunk) on the other one
+    assert result["removed"] in os.listdir(where) and len(os.listdir(where)) == 2, log
+    store = Store(data["store"])
+    manifest = store.read_manifest()
+    assert set(manifest["status"]) == {"done"}, manifest
+    assert set(manifest["model_id"]) == {m["id"] for m in models}
+    assert (manifest["rows"] == 48).all()
+    assert set(store.read_metrics()["model_id"]) == {m["id"] for m in models}
+    files = {m["id"]: _entry_files(Path(data["store"]), m["id"]) for m in models}
+
+    rows = run_embed(load_config(cfg))  # the rerun (on this session's Ray): nothing to redo
+    assert set(rows["status"]) == {"done"} and rows.attrs["pipelines"] == []
+    assert {m["id"]: _entry_files(Path(data["store"]), m["id"]) for m in models} == files
 
 
 # -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------

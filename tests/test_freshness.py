@@ -15,14 +15,18 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 from rank_fixtures import config_dict, write_store
 from scipy import stats
 
+from zoorank.catalog import build_catalog
 from zoorank.config import parse_config
-from zoorank.freshness import expected_metric_fingerprints, fresh_manifest, fresh_metrics
 from zoorank.rank import run_rank
 from zoorank.store import Store
-from zoorank.zoo import resolve_models
+
+
+def fresh_metrics(config, store):
+    return build_catalog(config).fresh_metrics(store)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -74,14 +78,14 @@ def test_a_metric_version_bump_invalidates_that_metric_only_and_a_release_nothin
     from zoorank.metrics import registry
 
     config = _config(store_root)
-    models = resolve_models(config)
-    manifest = fresh_manifest(config, Store(str(store_root)), models)
-    before = expected_metric_fingerprints(config, models, manifest)
+    catalog = build_catalog(config)
+    manifest = catalog.fresh_manifest(Store(str(store_root)).read_manifest())
+    before = catalog.metric_fingerprints(manifest)
     monkeypatch.setattr(zoorank, "__version__", "99.0.0")
-    assert expected_metric_fingerprints(config, models, manifest) == before
+    assert catalog.metric_fingerprints(manifest) == before
     monkeypatch.setitem(registry.REGISTRY, "uniformity",
                         replace(registry.REGISTRY["uniformity"], version=2))
-    after = expected_metric_fingerprints(config, models, manifest)
+    after = catalog.metric_fingerprints(manifest)
     changed = {k for k in before if before[k] != after[k]}
     assert changed and {metric for _, _, metric in changed} == {"uniformity"}
 
@@ -95,10 +99,10 @@ def test_an_entry_that_is_not_done_under_this_config_is_missing(store_root, stat
         manifest.loc[row, "status"] = "pending"
     else:
         manifest.loc[row, "fingerprint"] = "made-by-another-config"
-    store.write_parquet("manifest.parquet", manifest)
+    store.write_parquet("manifest", manifest)
     board = run_rank(_config(store_root), show=False).set_index("model_id")
     assert "proj-a" not in board.index or math.isnan(board.loc["proj-a", "rank"])
-    failed = pd.read_parquet(store_root / "failed.parquet")
+    failed = DeltaTable(str(store_root / "failed")).to_pandas()
     reason = failed[failed.model_id == "proj-a"]["error"].iloc[0]
     assert status in reason
     assert not store.read_metrics().query("model_id == 'proj-a'").empty  # nothing was deleted
@@ -112,10 +116,10 @@ def test_a_missing_value_is_unranked_and_left_out_of_tau(store_root):
     broken = (metrics["model_id"] == "noise") & (metrics["metric"] == "uniformity")
     metrics.loc[broken, "value"] = np.nan
     metrics.loc[broken, "params"] = json.dumps({"error": "FloatingPointError: overflow"})
-    store.write_parquet("metrics.parquet", metrics)
+    store.write_parquet("metrics", metrics)
     config = _config(store_root, oracle={"knn": True},
                      rank={"primary_metric": "uniformity", "bootstrap": 0})
-    models = resolve_models(config)
+    models = build_catalog(config).models
     from rank_fixtures import embeddings
 
     from zoorank.rank import write_rank_outputs
@@ -131,7 +135,7 @@ def test_a_missing_value_is_unranked_and_left_out_of_tau(store_root):
     assert math.isnan(board.loc["noise", "rank"])
     assert board["rank"].notna().sum() == len(board) - 1
     assert "FloatingPointError" in board.loc["noise", "missing"]
-    agree = pd.read_parquet(store_root / "agreement.parquet")
+    agree = DeltaTable(str(store_root / "agreement")).to_pandas()
     row = agree[(agree.metric == "uniformity") & (agree.family == "all")].iloc[0]
     keep = board.index[board["digits/uniformity"].notna()]
     expected = stats.kendalltau(-board.loc[keep, "digits/uniformity"],
@@ -159,12 +163,17 @@ def test_every_model_failing_exits_3_and_a_primary_typo_exits_2(store_root, caps
     assert "rank.primary_metric" in err and "rankmee" in err
 
 
-def test_gc_removes_stale_rows_and_orphans_and_keeps_what_is_fresh(store_root):
+def test_gc_removes_stale_rows_and_orphans_and_keeps_what_is_fresh(store_root, monkeypatch):
     from zoorank.gc import run_gc
 
     store = Store(str(store_root))
     store.write_shard("digits", "clean", "old-model", 0, np.arange(3), np.zeros(3),
                       np.ones((3, 4)))
+    config = _config(store_root, metrics=["rankme", "uniformity"])
+    run_rank(config, show=False)
+    # files just written may belong to a concurrent writer: gc leaves them for the grace period
+    assert run_gc(config, dry_run=True).shard_dirs == 0
+    monkeypatch.setenv("ZOORANK_GC_GRACE_SECONDS", "0")
     config = _config(store_root, metrics=["rankme", "uniformity"])
     board = run_rank(config, show=False)
     before = store.read_metrics()

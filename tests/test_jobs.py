@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from deltalake import DeltaTable
 from loopback_cluster import free_ports, wait_http
 
 from zoorank.store import Store
@@ -93,7 +94,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
             env=env, capture_output=True, text=True, timeout=120,
         )
         assert status.stdout.strip().splitlines()[-1] == "SUCCEEDED", status.stdout + status.stderr
-        leaderboard = pd.read_parquet(store / "leaderboard.parquet")
+        leaderboard = DeltaTable(str(store / "leaderboard")).to_pandas()
         assert set(leaderboard["model_id"]) == {m["id"] for m in TINY_CONFIG["models"]}
         assert (store / "report" / "index.html").is_file()
     finally:
@@ -115,8 +116,8 @@ def test_store_on_s3_gives_the_same_leaderboard_as_local_disk(tmp_path, s3_serve
     remote = parse_config({**TINY_CONFIG, "store": s3_server("zoorank-s3-test/run")})
     run_all(local)
     run_all(remote)
-    a = Store(local.store).read_frame("leaderboard.parquet")
-    b = Store(remote.store).read_frame("leaderboard.parquet")
+    a = Store(local.store).read_frame("leaderboard")
+    b = Store(remote.store).read_frame("leaderboard")
     assert len(a) == 3
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
     assert Store(remote.store).exists("report/index.html")

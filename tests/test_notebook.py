@@ -27,7 +27,7 @@ def test_explore_notebook_reproduces_the_leaderboard_and_draws_a_plot(tmp_path, 
                                       dataset_weights={"digits-b": 2.0}))
     store = Store(config.store)
     board = write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
-                               store.read_frame("oracle.parquet"))
+                               store.read_frame("oracle"))
     monkeypatch.setenv("ZOORANK_STORE", str(root))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(NOTEBOOK, as_version=4)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 from scipy import stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -86,7 +87,7 @@ def run(tmp_path_factory, ray_session):
     first = _snapshot(store)
     run_all(config)
     second = _snapshot(store)
-    board = pd.read_parquet(store / "leaderboard.parquet")
+    board = DeltaTable(str(store / "leaderboard")).to_pandas()
     return {"config": config, "store": store, "board": board, "index": index,
             "first": first, "second": second}
 
@@ -97,7 +98,7 @@ def _datasets(run) -> list[str]:
 
 def test_every_model_is_on_the_leaderboard(run):
     assert sorted(run["board"]["model_id"]) == sorted(m.id for m in run["config"].models)
-    failed = pd.read_parquet(run["store"] / "failed.parquet")
+    failed = DeltaTable(str(run["store"] / "failed")).to_pandas()
     assert failed.empty, failed
 
 
@@ -136,7 +137,7 @@ def test_agreement_numbers_equal_scipy_on_the_same_vectors(run):
     from zoorank.rank import ranking_vector
 
     board = run["board"]
-    agree = pd.read_parquet(run["store"] / "agreement.parquet")
+    agree = DeltaTable(str(run["store"] / "agreement")).to_pandas()
     rows = agree[(agree.family == "all") & (agree.n_metric_nan == 0)
                  & (agree.metric != "leaderboard_rank")]
     checked = 0
@@ -195,3 +196,46 @@ def test_the_html_report_names_every_model_and_its_images_exist(run):
     for src in page.images:
         assert (index.parent / src).is_file(), src
     assert any(src.startswith("reliability-") for src in page.images)
+
+
+def test_every_artifact_the_stages_write_has_the_catalogs_fingerprint(run):
+    """The catalog of the config equals what embed → score → rank wrote (nothing else, nothing
+    missing), fingerprint for fingerprint."""
+    from zoorank.catalog import build_catalog, samples_path
+    from zoorank.store import Store
+
+    config = run["config"]
+    store = Store(config.store)
+    catalog = build_catalog(config)
+    raw = store.read_manifest()
+    assert set(zip(raw["dataset"], raw["view"], raw["model_id"])) == set(catalog.entries)
+    assert (raw["status"] == "done").all()
+    for r in raw.itertuples(index=False):
+        assert r.fingerprint in catalog.entries[(r.dataset, r.view, r.model_id)]
+    manifest = catalog.fresh_manifest(raw)
+
+    metrics = store.read_metrics()
+    expected = catalog.metric_fingerprints(manifest)
+    stored = {(r.model_id, r.dataset, r.metric): r.fingerprint
+              for r in metrics.itertuples(index=False)}
+    assert stored == expected
+    assert {"clid", "clid_family", "nc", "lidar"} <= {k[2] for k in expected}
+
+    rel = catalog.fresh_reliability(manifest, metrics)
+    datasets = _datasets(run)
+    assert set(rel) == set(catalog.reliability_tables(manifest)) == {
+        (d, "rotated") for d in datasets}
+    for d in datasets:
+        assert store.list_files("reliability", d, suffix=".parquet") == ["rotated.parquet"]
+
+    oracle = store.read_frame("oracle.parquet")
+    want = catalog.oracle_fingerprints(manifest, metrics)
+    assert {(r.model_id, r.dataset): r.fingerprint for r in oracle.itertuples(index=False)} == {
+        k: fp for k, (fp, _) in want.items()}
+    assert want[("rot-0", "digits")][1] == "rotated"  # R-AUROC reads the fresh table
+    assert "r_auroc_nc" in set(oracle["metric"])
+
+    assert catalog.stale_samples(store) == []
+    for d in datasets:
+        assert set(store.read_frame(samples_path(d))["fingerprint"]) == {
+            catalog.labels_fingerprint(d)}

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 from scipy import stats
 
 from zoorank.metrics.agreement import (
@@ -226,7 +227,7 @@ def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(r
     from zoorank.store import METRICS_COLUMNS
 
     root, _, models, _ = ranked_store
-    oracle = pd.read_parquet(root / "oracle.parquet")
+    oracle = DeltaTable(str(root / "oracle")).to_pandas()
     assert list(oracle.columns) == METRICS_COLUMNS
     tr, te, y = _split()
     for model_id in ("proj-a", "lowrank"):
@@ -262,7 +263,7 @@ def test_r_auroc_of_a_constant_nc_is_one_half(ranked_store):
 @pytest.mark.timeout(300)
 def test_sdl_equals_mdl_minus_n_eps_when_the_curve_stays_above_eps(ranked_store):
     root, _, _, _ = ranked_store
-    oracle = pd.read_parquet(root / "oracle.parquet")
+    oracle = DeltaTable(str(root / "oracle")).to_pandas()
     checked = 0
     for _, rows in oracle.groupby("model_id"):
         v = rows.set_index("metric")["value"]
@@ -287,7 +288,7 @@ def test_leaderboard_ranks_follow_the_primary_metric_and_collapse_ranks_last(ran
     # one dataset: the rank product of one rank is that rank
     np.testing.assert_allclose(board["rank"], stats.rankdata(-rankme))
     assert board.iloc[-1]["model_id"] == "collapsed"
-    on_disk = pd.read_parquet(root / "leaderboard.parquet")
+    on_disk = DeltaTable(str(root / "leaderboard")).to_pandas()
     pd.testing.assert_frame_equal(on_disk, board)
     csv = pd.read_csv(root / "leaderboard.csv")
     assert list(csv["model_id"]) == list(board["model_id"])
@@ -296,7 +297,7 @@ def test_leaderboard_ranks_follow_the_primary_metric_and_collapse_ranks_last(ran
 @pytest.mark.timeout(300)
 def test_agreement_table_equals_scipy_on_the_leaderboard_vectors(ranked_store):
     root, _, _, board = ranked_store
-    agree = pd.read_parquet(root / "agreement.parquet")
+    agree = DeltaTable(str(root / "agreement")).to_pandas()
     row = agree[(agree.metric == "rankme") & (agree.oracle_metric == "knn_accuracy")
                 & (agree.family == "all")].iloc[0]
     x, y = board["digits/rankme"], board["digits/knn_accuracy"]
@@ -317,7 +318,7 @@ def test_agreement_table_equals_scipy_on_the_leaderboard_vectors(ranked_store):
 @pytest.mark.timeout(300)
 def test_failed_models_are_listed_with_their_reason(ranked_store):
     root, _, _, _ = ranked_store
-    failed = pd.read_parquet(root / "failed.parquet")
+    failed = DeltaTable(str(root / "failed")).to_pandas()
     assert failed.set_index("model_id").loc["broken", "error"].startswith("CheckpointError")
     # a crashed oracle task is that model's failure, with the reason; the run goes on
     ghost = failed[failed.model_id == "ghost"].set_index("stage")
@@ -332,10 +333,15 @@ def test_a_rerun_of_rank_is_a_no_op(ranked_store):
     from zoorank.rank import run_rank
 
     root, config, _, board = ranked_store
-    names = ["oracle.parquet", "leaderboard.parquet", "leaderboard.csv", "leaderboard.md",
-             "agreement.parquet", "failed.parquet"]
-    before = {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names}
+    from zoorank.store import Store
+
+    store = Store(root)
+    tables = ["oracle", "leaderboard", "agreement", "failed"]  # Delta tables: no new commit
+    names = ["leaderboard.csv", "leaderboard.md"]
+    before = ({n: store.table_version(n) for n in tables},
+              {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names})
     again = run_rank(config)
     pd.testing.assert_frame_equal(again, board)
-    after = {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names}
+    after = ({n: store.table_version(n) for n in tables},
+             {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names})
     assert after == before

@@ -62,7 +62,7 @@ def report(tmp_path_factory):
     config = parse_config(config_dict(str(root), oracle={"knn": True}))
     store = Store(config.store)
     oracle = _oracle_rows(models)
-    store.write_parquet("oracle.parquet", oracle)
+    store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle)
     index = run_report(config)
     return root, config, index
@@ -125,8 +125,9 @@ def test_report_without_a_leaderboard_says_to_run_rank_first(tmp_path):
 def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(report, tmp_path):
     import shutil
 
-    from rank_fixtures import config_dict
+    from rank_fixtures import config_dict, stamp_fingerprints
 
+    from zoorank.rank import run_rank
     from zoorank.report import MAX_RELIABILITY_HISTOGRAMS, run_report
 
     root, _, _ = report
@@ -134,11 +135,31 @@ def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(repor
     shutil.copytree(root, copy)
     store = Store(str(copy))
     rng = np.random.default_rng(0)
-    for i in range(11):  # 11 more ensembles whose NC medians are spread over (0, 1)
+    raw = config_dict(str(copy))  # no oracle: the extra members have no shards to read
+    manifest, rows = [], []
+    for i in range(11):  # 11 more seed ensembles whose NC medians are spread over (0, 1)
         nc = np.clip(rng.normal(0.05 + 0.08 * i, 0.02, 60), 0.0, 1.0)
         store.write_parquet(f"reliability/digits/extra-{i:02d}.parquet",
                             pd.DataFrame({"sample_id": np.arange(60), "nc": nc}))
-    run_report(parse_config(config_dict(str(copy), oracle={"knn": True})))
+        for member in ("a", "b"):  # members: done clean embeddings and their NC rows
+            model_id = f"extra-{i:02d}-{member}"
+            raw["models"].append({"id": model_id, "source": "python", "name": "fixtures:unused",
+                                  "group": f"extra-{i:02d}"})
+            manifest.append({"dataset": "digits", "view": "clean", "model_id": model_id,
+                             "fingerprint": "-", "status": "done", "error": None, "rows": 60,
+                             "dim": 4, "seconds": 0.1, "bad_images": 0})
+            rows.append({"model_id": model_id, "dataset": "digits", "metric": "nc",
+                         "value": float(np.mean(nc)), "params": "{}", "n": 60, "dim": 4,
+                         "seed": 0, "zoorank_version": "test", "fingerprint": "-"})
+    store.write_parquet("reliability/digits/orphan.parquet",  # of no ensemble: never drawn
+                        pd.DataFrame({"sample_id": np.arange(60), "nc": np.full(60, 0.99)}))
+    store.update_manifest(manifest)
+    store.write_parquet("metrics.parquet", pd.concat([store.read_metrics(), pd.DataFrame(rows)]))
+    config = parse_config(raw)
+    stamp_fingerprints(config, store)
+    run_rank(config, show=False)
+    run_report(config)
+    (copy / "reliability" / "digits" / "orphan.parquet").unlink()
 
     medians = {f.stem: float(pd.read_parquet(f)["nc"].median())
                for f in (copy / "reliability" / "digits").glob("*.parquet")}
@@ -172,7 +193,7 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
         "knn": True, "transferability": ["logme"], "labels_per_class": [5, 10],
         "label_budget_seeds": 2}))
     store = Store(config.store)
-    oracle = store.read_frame("oracle.parquet")
+    oracle = store.read_frame("oracle")
     acc = oracle.set_index("model_id")["value"]
     cells = []
     for m, a in acc.items():
@@ -181,10 +202,10 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
             cells.append({**oracle[oracle["model_id"] == m].iloc[0].to_dict(),
                           "metric": f"logme@k{k}s{seed}", "value": value})
     oracle = pd.concat([oracle, pd.DataFrame(cells)], ignore_index=True)
-    store.write_parquet("oracle.parquet", oracle)
+    store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
                        show=False)
-    agree = store.read_frame("agreement.parquet")
+    agree = store.read_frame("agreement")
     curve = agree[agree["labels_per_class"].notna() & (agree["budget_seed"] == "mean")]
     taus = dict(zip(curve["labels_per_class"], curve["kendall_tau"]))
     assert taus[10.0] == pytest.approx(1.0)

@@ -206,17 +206,16 @@ def test_clid_is_sum_of_pool_zscores(scored):
 @pytest.mark.timeout(180)
 def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored):
     store, config = scored["store"], scored["config"]
-    metrics_file = store.local_path(METRICS)
     rel_file = store.local_path(reliability_path("digits", "rot"))
-    stamps = (os.stat(metrics_file).st_mtime_ns, os.stat(rel_file).st_mtime_ns)
+    stamps = (store.table_version(METRICS), os.stat(rel_file).st_mtime_ns)
     before = store.read_metrics()
     again = run_score(config)
-    assert (os.stat(metrics_file).st_mtime_ns, os.stat(rel_file).st_mtime_ns) == stamps
+    assert (store.table_version(METRICS), os.stat(rel_file).st_mtime_ns) == stamps
     pd.testing.assert_frame_equal(again, before)
 
     # proj-b changes (another constructor argument: new embedding fingerprints) and is
     # re-embedded to the same arrays: its rows and the pool scores change, nothing else.
-    saved = {f: store.read_bytes(f) for f in ("manifest.parquet", METRICS)}
+    saved = {f: store.read_frame(f) for f in ("manifest", METRICS)}
     raw = config.model_dump(mode="json")
     for m in raw["models"]:
         if m["id"] == "proj-b":
@@ -243,7 +242,7 @@ def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored)
     assert np.allclose(after.loc[list(expected), "value"], old.loc[list(expected), "value"],
                        equal_nan=True)
     for f, data in saved.items():  # the other tests of this module use the original config
-        store.write_bytes(f, data)
+        store.write_parquet(f, data)
 
 
 @pytest.mark.timeout(180)

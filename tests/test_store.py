@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import duckdb
 import numpy as np
@@ -10,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from zoorank.store import MANIFEST_COLUMNS, Store
+from zoorank.store import MANIFEST_COLUMNS, METRICS_KEY, Store, layout
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -61,8 +65,9 @@ def test_missing_embeddings_raise_a_clear_error(store):
 
 def test_local_shards_are_plain_parquet_for_pandas_and_duckdb(tmp_path):
     store = Store(tmp_path)
-    store.write_shard("d", "clean", "m", 0, np.arange(3), np.zeros(3), np.eye(3))
-    path = tmp_path / "embeddings/d/clean/m/part-000000.parquet"
+    name = store.write_shard("d", "clean", "m", 0, np.arange(3), np.zeros(3), np.eye(3))
+    assert name.startswith("part-000000-") and name.endswith(".parquet")
+    path = tmp_path / "embeddings/d/clean/m" / name
     schema = pq.read_schema(path)
     assert str(schema.field("embedding").type) == "fixed_size_list<element: float>[3]"
     assert str(schema.field("sample_id").type) == "int64"
@@ -71,3 +76,129 @@ def test_local_shards_are_plain_parquet_for_pandas_and_duckdb(tmp_path):
     n = duckdb.sql(f"select count(*) from read_parquet('{tmp_path}/embeddings/*/*/*/*.parquet')")
     assert n.fetchall()[0][0] == 3
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_shards_are_never_overwritten_and_readers_read_only_referenced_files(store):
+    a = store.write_shard("d", "clean", "m", 0, np.arange(2), np.zeros(2), np.ones((2, 2)))
+    b = store.write_shard("d", "clean", "m", 0, np.arange(2), np.zeros(2), 2 * np.ones((2, 2)))
+    assert a != b  # the same part number twice: two files, neither rewritten
+    row = dict(dataset="d", view="clean", model_id="m", fingerprint="f", status="done", rows=2)
+    store.update_manifest([{**row, "shards": [a]}])
+    assert store.read_embeddings("d", "clean", "m").embedding.tolist() == [[1, 1], [1, 1]]
+    store.update_manifest([{**row, "shards": [b]}])  # same inputs: the first result stays
+    assert json.loads(store.read_manifest()["shards"].iloc[0]) == [a]
+    store.update_manifest([{**row, "status": "broken", "shards": [b]}])  # names other shards
+    assert store.done_entries() == {("d", "clean", "m"): "f"}
+    store.update_manifest([{**row, "status": "broken", "shards": [a]}])  # compare-and-swap
+    assert store.done_entries() == {} and store.shard_names("d", "clean", "m") == []
+    store.update_manifest([{**row, "shards": [b]}])  # the re-embed's commit swaps the reference
+    assert store.read_embeddings("d", "clean", "m").embedding.tolist() == [[2, 2], [2, 2]]
+    assert json.loads(store.read_manifest()["shards"].iloc[0]) == [b]
+
+
+def test_a_metric_row_of_the_same_fingerprint_is_replaced_only_when_its_value_is_missing(store):
+    row = {"model_id": "m", "dataset": "d", "metric": "x", "fingerprint": "f", "value": None}
+    store.upsert_rows("metrics", [row], METRICS_KEY)
+    store.upsert_rows("metrics", [{**row, "value": 1.0}], METRICS_KEY)  # a crash retried
+    store.upsert_rows("metrics", [{**row, "value": 2.0}], METRICS_KEY)  # a late duplicate
+    assert store.read_metrics()["value"].tolist() == [1.0]
+    store.upsert_rows("metrics", [{**row, "fingerprint": "g", "value": 3.0}], METRICS_KEY)
+    assert store.read_metrics()["value"].tolist() == [3.0]
+
+
+def test_a_pending_row_never_replaces_a_done_row_of_the_same_fingerprint(store):
+    row = dict(dataset="d", view="clean", model_id="m", fingerprint="f", rows=2, shards=["x"])
+    store.update_manifest([{**row, "status": "done"}])
+    store.update_manifest([{**row, "status": "pending", "rows": None, "shards": None}])
+    assert store.done_entries() == {("d", "clean", "m"): "f"}
+    store.update_manifest([{**row, "fingerprint": "g", "status": "pending"}])  # a new fingerprint
+    assert store.read_manifest()["status"].tolist() == ["pending"]
+
+
+def test_tables_are_delta_tables_that_pandas_and_duckdb_read(tmp_path):
+    from deltalake import DeltaTable
+
+    store = Store(tmp_path / "store")
+    rows = [{"model_id": f"m{i}", "dataset": "d", "metric": "rankme", "value": float(i),
+             "fingerprint": "a"} for i in range(3)]
+    store.upsert_rows(layout.METRICS, rows, METRICS_KEY)
+    store.upsert_rows(layout.METRICS, [{**rows[0], "value": 9.0, "fingerprint": "b"}], METRICS_KEY)
+    path = tmp_path / "store" / "metrics"
+    assert (path / "_delta_log").is_dir() and not (tmp_path / "store" / "metrics.parquet").exists()
+    frame = DeltaTable(str(path)).to_pandas().sort_values("model_id")
+    assert frame["value"].tolist() == [9.0, 1.0, 2.0]
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB scans it by name)
+    got = duckdb.sql("select model_id, value from dataset order by model_id").fetchall()
+    assert got == [("m0", 9.0), ("m1", 1.0), ("m2", 2.0)]
+    assert store.table_version(layout.METRICS) == 1  # two commits: versions 0 and 1
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from zoorank.store import Store, METRICS_KEY
+    store, who, n = Store(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    for i in range(n):
+        store.upsert_rows("metrics", [{"model_id": f"{who}-{i}", "dataset": "d", "metric": "x",
+                                       "value": float(i), "fingerprint": "f"}], METRICS_KEY)
+        store.update_manifest([{"dataset": "d", "view": "clean", "model_id": f"{who}-{i}",
+                                "fingerprint": "f", "status": "done", "rows": i}])
+""")
+
+
+@pytest.mark.timeout(300)
+def test_concurrent_writers_lose_no_row(store):
+    """Three processes commit one row at a time into the same two tables: every row lands once."""
+    n = 6
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, store.uri, who, str(n)],
+                              stderr=subprocess.PIPE, text=True) for who in ("a", "b", "c")]
+    for p in procs:
+        assert p.wait(timeout=240) == 0, p.stderr.read()[-2000:]
+    metrics = store.read_metrics()
+    expected = sorted(f"{w}-{i}" for w in "abc" for i in range(n))
+    assert sorted(metrics["model_id"]) == expected
+    assert sorted(store.read_manifest()["model_id"]) == expected
+
+
+def test_long_rows_replace_every_row_of_their_key(store):
+    """Oracle-style upserts on (model_id, dataset): a new set of metrics replaces the old set."""
+    old = [{"model_id": "m", "dataset": "d", "metric": k, "value": 1.0, "fingerprint": "a"}
+           for k in ("knn", "probe")]
+    other = [{"model_id": "n", "dataset": "d", "metric": "knn", "value": 5.0, "fingerprint": "a"}]
+    store.upsert_rows(layout.ORACLE, old + other, ["model_id", "dataset"])
+    new = [{"model_id": "m", "dataset": "d", "metric": k, "value": 2.0, "fingerprint": "b"}
+           for k in ("knn", "recall")]
+    store.upsert_rows(layout.ORACLE, new, ["model_id", "dataset"])
+    got = store.read_frame(layout.ORACLE).sort_values(["model_id", "metric"])
+    assert list(zip(got["model_id"], got["metric"], got["value"])) == [
+        ("m", "knn", 2.0), ("m", "recall", 2.0), ("n", "knn", 5.0)]
+
+
+def test_s3_commits_are_conditional_puts_that_never_overwrite_a_commit(s3_server):
+    """delta-rs 1.x commits on S3 with If-None-Match (no lock service); moto's server honours it.
+
+    A foreign commit file is put at the next version first: the store's commit must not replace
+    it, and lands at the version after."""
+    store = Store(s3_server("condput/store"))
+    row = {"model_id": "m", "dataset": "d", "metric": "x", "value": 1.0, "fingerprint": "a"}
+    store.upsert_rows(layout.METRICS, [row], METRICS_KEY)
+    key = "store/metrics/_delta_log/00000000000000000001.json"
+    marker = json.dumps({"commitInfo": {"operation": "FOREIGN", "timestamp": 0}}) + "\n"
+    s3_server.client.put_object(Bucket="condput", Key=key, Body=marker.encode())
+    store.upsert_rows(layout.METRICS, [{**row, "model_id": "n"}], METRICS_KEY)
+    body = s3_server.client.get_object(Bucket="condput", Key=key)["Body"].read().decode()
+    assert "FOREIGN" in body
+    assert store.table_version(layout.METRICS) == 2
+    assert sorted(store.read_metrics()["model_id"]) == ["m", "n"]
+
+
+def test_a_plain_s3_uri_reaches_the_endpoint_of_the_environment(s3_server, s3_env):
+    from zoorank.uris import delta_location
+
+    store = Store(s3_server.bucket("envstore") + "/run")
+    store.update_manifest([{"dataset": "d", "view": "clean", "model_id": "m", "fingerprint": "f",
+                            "status": "done", "rows": 1}])
+    assert store.done_entries() == {("d", "clean", "m"): "f"}
+    uri, options = delta_location("s3://k:s%2F1@b/p?endpoint_override=h:9&scheme=http", "b/p/t")
+    assert uri == "s3://b/p/t" and options["AWS_ENDPOINT_URL"] == "http://h:9"
+    assert (options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"]) == ("k", "s/1")
+    assert options["AWS_ALLOW_HTTP"] == "true"

@@ -2,7 +2,7 @@
 
 Exit status: 0 success (failed models are recorded and reported); 2 a config or input error with a
 one-line message naming the field or file, or a store held by another zoorank process; 3 nothing
-could be ranked (every model failed or is missing: see the report and ``failed.parquet``); 1
+could be ranked (every model failed or is missing: see the report and the ``failed`` table); 1
 anything else (traceback only with ``--debug``).
 """
 
@@ -39,6 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="the whole pipeline: embed → score → rank → report")
     _add_common(p)
+    p.add_argument("--watch", action="store_true",
+                   help="keep ranking: re-list the checkpoint globs and rank what is new")
+    p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                   help="--watch: seconds between polls (default: %(default)s)")
+    p.add_argument("--until", metavar="TIME|COUNT",
+                   help="--watch: stop at a time (HH:MM, ISO, or 30m / 2h from now) or once "
+                        "COUNT models are ranked (default: until Ctrl-C / SIGTERM)")
+    p.add_argument("--settle", type=float, default=30.0, metavar="SECONDS",
+                   help="--watch: a checkpoint younger than this, or whose size changed since "
+                        "the last poll, is not read yet (default: %(default)s)")
     for stage in STAGES:
         p = sub.add_parser(stage, help=f"the {stage.upper()} stage only")
         _add_common(p)
@@ -104,7 +114,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = load_config(args.config, store=args.store)
     from zoorank import pipeline
 
-    if args.command == "run":
+    if args.command == "run" and args.watch:
+        pipeline.watch(config, address=args.address, interval=args.interval, until=args.until,
+                       settle=args.settle)
+    elif args.command == "run":
         pipeline.run_all(config, address=args.address)
     elif args.command == "gc":
         pipeline.run_gc(config, address=args.address, dry_run=args.dry_run)
@@ -114,8 +127,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _terminate_cleanly() -> None:
-    """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so the store's lease and
-    partial outputs are released by their ``finally`` blocks."""
+    """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so partial outputs
+    are released by their ``finally`` blocks."""
     import signal
     import threading
 

@@ -255,6 +255,11 @@ class RunConfig(Strict):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{what}: duplicate names {dupes}")
+            clash = case_clash(names)
+            if clash:
+                raise ValueError(f"{what}: names {clash[0]!r} and {clash[1]!r} differ only in case; "
+                                 "they would share one directory of the store on a "
+                                 "case-insensitive file system")
         return self
 
     @property
@@ -269,6 +274,17 @@ class RunConfig(Strict):
     @property
     def augmented_views(self) -> list[ViewSpec]:
         return [v for v in self.views if not v.is_clean]
+
+
+def case_clash(names: list[str]) -> tuple[str, str] | None:
+    """Two distinct names equal up to case (``casefold``), or None: stores on case-insensitive file
+    systems (macOS, Windows, some object-store gateways) would give both one directory."""
+    seen: dict[str, str] = {}
+    for n in names:
+        other = seen.setdefault(n.casefold(), n)
+        if other != n:
+            return other, n
+    return None
 
 
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:

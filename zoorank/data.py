@@ -6,7 +6,10 @@ Conventions:
   file in the sorted list of relative paths of an image folder, the index in scikit-learn's digits or
   in a ``.npz`` array (sources, indexing and streaming reads: :mod:`zoorank.sources`). ``limit``
   keeps a seeded, sorted subset of those ids.
-- Images are decoded with Pillow to RGB (grayscale is replicated to three channels).
+- Images are decoded with Pillow to RGB (grayscale is replicated to three channels), upright (EXIF
+  orientation applied), first frame of an animation, 16-bit and float images mapped to 8 bits by
+  their range, transparency composited onto white; memory per image is bounded by a pixel cap and
+  a JPEG's DCT reduction (:func:`decode_image`).
 - The clean view is timm's eval transform: resize the shorter side to
   ``floor(input_size / crop_pct)``, then center-crop ``input_size`` (PIL resampling, as timm).
 - Augmented views draw from an independent ``numpy.random.Generator`` per
@@ -25,10 +28,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
-from PIL import Image, ImageEnhance, ImageFilter
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import IMAGE_EXTENSIONS, SampleIndex  # noqa: F401  (re-exported)
+from zoorank.sources import (  # noqa: F401  (re-exported)
+    IMAGE_EXTENSIONS,
+    UNREADABLE,
+    SampleIndex,
+)
+from zoorank.store.layout import samples_table
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec, ViewSpec
@@ -168,17 +176,19 @@ def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
 
 
 def samples_path(dataset: str) -> str:
-    return f"datasets/{dataset}/samples.parquet"
+    """The dataset's samples/labels table (a Delta table; :mod:`zoorank.store.layout`)."""
+    return samples_table(dataset)
 
 
 def write_samples(store: Store, dataset: str, table: SampleTable | SampleIndex) -> None:
-    """Keep ``datasets/<dataset>/samples.parquet`` (sample_id, label, label_name, source)."""
-    store.write_parquet(samples_path(dataset), table.frame())
+    """Keep the ``datasets/<dataset>/samples`` table (sample_id, label, label_name, source);
+    committed only when its rows change."""
+    store.replace_table(samples_path(dataset), table.frame())
 
 
 def read_samples(store: Store, dataset: str) -> pd.DataFrame:
     """The sample list EMBED wrote for ``dataset`` (labels by sample_id for SCORE and the oracle)."""
-    if not store.exists(samples_path(dataset)):
+    if not store.table_exists(samples_path(dataset)):
         raise InputError(f"no sample list for dataset {dataset!r} in {store.name}; run embed first")
     df = store.read_frame(samples_path(dataset))
     df["sample_id"] = df["sample_id"].astype("int64")
@@ -187,13 +197,75 @@ def read_samples(store: Store, dataset: str) -> pd.DataFrame:
 
 
 # -- decoding --------------------------------------------------------------------------------------
+#: the most pixels one image may hold once decoded (after a JPEG's DCT reduction): 48 Mpx is
+#: 144 MB as RGB. Larger images are undecodable with that reason, whatever Pillow's own bomb limit.
+MAX_DECODE_PIXELS = 48_000_000
+#: background that transparent pixels (RGBA, LA, palette with transparency) are composited onto.
+ALPHA_BACKGROUND = (255, 255, 255)
+#: modes whose values are not 8-bit: mapped to 0..255 by their range (:func:`_to_8bit`).
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+def _to_8bit(img: Image.Image) -> Image.Image:
+    """A 16/32-bit integer or float image → ``L`` by its real range.
+
+    ``I;16*`` spans 0..65535: value / 257 (the 8-bit copy of 16-bit data). ``I`` (32-bit) is taken as
+    8-bit when its values are within 0..255, as 16-bit within 0..65535, else min–max scaled. ``F``
+    within [0, 1] is scaled by 255, else min–max scaled. Pillow's ``convert`` clips instead, which
+    turns a 16-bit photo almost white.
+    """
+    arr = np.asarray(img)
+    if img.mode.startswith("I;16"):
+        out = np.rint(arr.astype(np.float64) / 257.0)
+    else:
+        a = arr.astype(np.float64)
+        finite = a[np.isfinite(a)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+        if img.mode == "F" and lo >= 0.0 and hi <= 1.0:
+            out = np.rint(a * 255.0)
+        elif img.mode == "I" and lo >= 0 and hi <= 255:
+            out = a
+        elif img.mode == "I" and lo >= 0 and hi <= 65535:
+            out = np.rint(a / 257.0)
+        else:
+            out = np.rint((a - lo) * (255.0 / (hi - lo))) if hi > lo else np.zeros_like(a)
+        out = np.nan_to_num(out, nan=0.0)
+    return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "L")
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """Any Pillow mode → RGB: wide modes by their range, transparency composited onto
+    :data:`ALPHA_BACKGROUND`, CMYK/YCbCr/L/1/P by Pillow's conversions."""
+    if img.mode == "RGB":
+        return img
+    if img.mode in _WIDE_MODES:
+        return _to_8bit(img).convert("RGB")
+    if img.mode == "P" and "transparency" in img.info or img.mode in ("PA", "LA", "La", "RGBa"):
+        img = img.convert("RGBA")
+    if img.mode == "RGBA":
+        bg = Image.new("RGB", img.size, ALPHA_BACKGROUND)
+        bg.paste(img, mask=img.getchannel("A"))
+        return bg
+    return img.convert("RGB")
+
+
 def decode_image(source: Any, name: str | None = None) -> Image.Image:
-    """Encoded bytes, a file path or a uint8 array → an RGB ``PIL.Image``.
+    """Encoded bytes, a file path or a uint8 array → an upright RGB ``PIL.Image`` of its first frame.
+
+    Memory stays bounded per image: the header's size is checked before any pixel is decoded
+    (Pillow's bomb check, then :data:`MAX_DECODE_PIXELS`); a JPEG over the cap is decoded at 1/2,
+    1/4 or 1/8 scale (Pillow's ``draft``) instead. Smaller images decode at full size whatever the
+    model, so every caller (EMBED, the Tune probe, tests) gets the same pixels. The
+    EXIF orientation is applied (``ImageOps.exif_transpose``); 16-bit and float images are mapped to
+    8 bits by their range; transparency is composited onto :data:`ALPHA_BACKGROUND`; an animation
+    gives its first frame.
 
     Raises :class:`BadImageError` (an InputError) naming ``name`` (or the path) when the source cannot
-    be decoded.
+    be decoded, with the reason.
     """
     what = name or (str(source) if isinstance(source, str | Path) else "image bytes")
+    if source is None or (isinstance(source, bytes | bytearray | memoryview) and not len(source)):
+        raise BadImageError(f"cannot decode {what}: no image bytes (null or empty)")
     try:
         if isinstance(source, np.ndarray):
             arr = source
@@ -209,11 +281,25 @@ def decode_image(source: Any, name: str | None = None) -> Image.Image:
                 img = Image.open(source)
             else:
                 raise BadImageError(f"{what}: unsupported image source {type(source).__name__}")
+            w, h = img.size
+            if img.format == "JPEG" and w * h > MAX_DECODE_PIXELS:
+                # a JPEG over the cap decodes at 1/2, 1/4 or 1/8 scale (DCT reduction, Pillow's
+                # draft): a 12000² photo decodes as 6000² and never holds 432 MB of pixels.
+                s = next((k for k in (2, 4) if (w // k) * (h // k) <= MAX_DECODE_PIXELS), 8)
+                img.draft(img.mode, (max(1, w // s), max(1, h // s)))
+            w, h = img.size
+            if w * h > MAX_DECODE_PIXELS:
+                raise BadImageError(
+                    f"cannot decode {what}: {w}×{h} = {w * h / 1e6:.0f} Mpx is more than the "
+                    f"{MAX_DECODE_PIXELS / 1e6:.0f} Mpx zoorank decodes per image")
+            img.seek(0)  # an animation's first frame
             img.load()  # decode now, so truncated or corrupt data fails here
-        return img if img.mode == "RGB" else img.convert("RGB")
+            img = ImageOps.exif_transpose(img)
+        return _to_rgb(img)
     except BadImageError:
         raise
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, TypeError) as err:
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, TypeError,
+            EOFError) as err:
         raise BadImageError(f"cannot decode {what}: {type(err).__name__}: {err}") from None
 
 
@@ -226,6 +312,8 @@ def _resample(geometry: GeometryLike) -> Image.Resampling:
                           f"known: {sorted(_INTERPOLATION)}") from None
 
 
+#: aspect ratios beyond this resample only the center crop's box (:func:`clean_view`).
+EXTREME_ASPECT = 4
 def clean_view(img: Image.Image, geometry: GeometryLike) -> np.ndarray:
     """timm's eval transform: shorter side → floor(input_size / crop_pct), center crop → uint8 HWC."""
     size = int(geometry.input_size)
@@ -236,10 +324,16 @@ def clean_view(img: Image.Image, geometry: GeometryLike) -> np.ndarray:
         new_w, new_h = scale, int(scale * h / w)
     else:
         new_w, new_h = int(scale * w / h), scale
-    if (new_w, new_h) != (w, h):
-        img = img.resize((new_w, new_h), _resample(geometry))
     top = int(round((new_h - size) / 2.0))
     left = int(round((new_w - size) / 2.0))
+    if new_w * new_h > EXTREME_ASPECT * scale * scale:
+        # a 1×20000 strip would resize to 256 × 5,120,000 px (3.9 GB) before the crop: resample the
+        # crop's box of the source only (the same pixels up to the filter's support at its edges).
+        sx, sy = w / new_w, h / new_h
+        box = (left * sx, top * sy, (left + size) * sx, (top + size) * sy)
+        return np.array(img.resize((size, size), _resample(geometry), box=box), dtype=np.uint8)
+    if (new_w, new_h) != (w, h):
+        img = img.resize((new_w, new_h), _resample(geometry))
     out = np.array(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
     return out
 
@@ -430,7 +524,9 @@ def decode_views(
 
     Returns rows (sample_id, view, view_index, image uint8 HWC, bad, error). A sample that cannot
     be decoded gives one row per view it belongs to, flagged ``bad`` with the message in ``error``
-    and a black image, so the embedding actors can count it.
+    and a black image, so the embedding actors can count it. A sample whose bytes could not be read
+    (``name`` starting with :data:`zoorank.sources.UNREADABLE`) is flagged the same way with that
+    ``error``, so the view cache can tell it from an undecodable image.
     """
     size = geometry.input_size
     black = np.zeros((size, size, 3), dtype=np.uint8)
@@ -439,6 +535,9 @@ def decode_views(
         sid = int(sid)
         members = [p for p in plans if p.covers(sid)]
         if not members:
+            continue
+        if payload is None and str(name).startswith(UNREADABLE):  # a read failure, not an image's
+            rows += [(sid, p.name, 0, black, True, str(name)) for p in members]
             continue
         try:
             img = decode_image(payload, name=str(name))

@@ -22,6 +22,7 @@ import yaml
 
 from zoorank.config import DatasetSpec, RunConfig, parse_config
 from zoorank.errors import InputError
+from zoorank.store.layout import AGREEMENT
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def agreement_table(store_uri: str) -> pd.DataFrame:
     """Kendall τ (with its bootstrap CI) of each label-free metric against each oracle metric."""
     from zoorank.store import Store
 
-    agree = Store(store_uri).read_frame("agreement.parquet")
+    agree = Store(store_uri).read_frame(AGREEMENT)
     if agree.empty:
         return agree
     agree = agree[agree["family"] == "all"]
@@ -198,7 +199,7 @@ def _print_crossovers(store_uri: str) -> None:
     from zoorank.budget import crossover_lines, crossovers
     from zoorank.store import Store
 
-    for line in crossover_lines(crossovers(Store(store_uri).read_frame("agreement.parquet"))):
+    for line in crossover_lines(crossovers(Store(store_uri).read_frame(AGREEMENT))):
         print(line)
 
 

@@ -5,9 +5,12 @@ Per group::
 
     Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
               (compact uint8 Parquet in the store, zoorank.viewcache)
-    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), all submitted together; each loads
-               its chunk once, streams the cache, runs every model on every batch ("one read, many
-               models") and writes each entry as a few large part files (zoorank.embedder)
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.runner (as many at
+               once as there are GPUs or CPU workers); each loads its chunk once, streams the
+               cache, runs every model on every batch ("one read, many models") and writes each
+               entry as a few large part files (zoorank.embedder). A task whose worker dies (OOM
+               kill, segfault, lost node) is split: its models run again one per task, so only the
+               culprit is recorded ``failed`` (``crashed: worker died ...``); the run goes on.
 
 With C chunks and G GPUs, min(C, G) chunks run at once and the rest start as GPUs free up (no pool
 start-up waits on another); with C < G a chunk is split into slices over the cache so every GPU
@@ -47,9 +50,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank import uris, viewcache
+from zoorank import viewcache
+from zoorank.catalog import Catalog, build_catalog, samples_path
 from zoorank.config import EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import ViewGeometry, ViewPlan, check_views, write_samples
+from zoorank.data import ViewGeometry, ViewPlan, check_views
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
     EMBED_VERSION,
@@ -66,9 +70,9 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
     verify_rows,
 )
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import SampleIndex, index_samples
-from zoorank.store import Store
-from zoorank.zoo import Geometry, ResolvedModel, resolve_models
+from zoorank.sources import SampleIndex, UnreadableError
+from zoorank.store import Store, parse_shards
+from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +109,14 @@ def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
     return roots
 
 
-def _shard_rows(store: Store, entry_key: tuple[str, str, str]) -> int:
-    """Rows held by an entry's shards (Parquet footers only)."""
+def _shard_rows(store: Store, entry_key: tuple[str, str, str], shards: list[str]) -> int:
+    """Rows held by the shards a manifest row references (Parquet footers only)."""
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*entry_key)
     return sum(
         pq.read_metadata(store.path(f"{base}/{name}"), filesystem=store.fs).num_rows
-        for name in store.shard_names(*entry_key)
+        for name in shards
     )
 
 
@@ -128,18 +132,21 @@ def complete_entries(
         row = previous.get(e.key)
         if (row is not None and row.get("status") == "done"
                 and row.get("fingerprint") == e.fingerprint and not pd.isna(row.get("rows"))):
-            candidates.append((e.key, int(row["rows"])))
+            shards = parse_shards(row.get("shards"))
+            if shards is None:  # a row from before manifests listed shards: every file there
+                shards = store.list_files(Store.embedding_dir(*e.key), suffix=".parquet")
+            candidates.append((e.key, int(row["rows"]), shards))
 
-    def check(item: tuple[tuple[str, str, str], int]) -> bool:
+    def check(item: tuple[tuple[str, str, str], int, list[str]]) -> bool:
         try:
-            return _shard_rows(store, item[0]) == item[1]
-        except OSError:
+            return _shard_rows(store, item[0], item[2]) == item[1]
+        except (OSError, ValueError):  # missing, truncated or corrupt (ArrowInvalid): re-embed
             return False
 
     # footers are small reads; on object stores their latency dominates, so read them in parallel
     with ThreadPoolExecutor(max_workers=16) as pool:
         flags = list(pool.map(check, candidates))
-    return {key for (key, _), ok in zip(candidates, flags) if ok}
+    return {key for (key, _, _), ok in zip(candidates, flags) if ok}
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -195,33 +202,40 @@ def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
     log.info("embed: %g GPU(s) in the cluster", have)
 
 
-def _pending_row(entry: Entry) -> dict[str, Any]:
-    return {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
-            "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
-            "dim": None, "seconds": 0.0, "bad_images": 0}
+def _pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row marking ``entry`` in progress; ``broken`` (naming the shards it replaces) when the
+    manifest says done with this fingerprint but those shards are unreadable or short."""
+    row = {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
+           "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
+           "dim": None, "seconds": 0.0, "bad_images": 0}
+    if (previous is not None and previous.get("status") == "done"
+            and previous.get("fingerprint") == entry.fingerprint):
+        row.update(status="broken", shards=previous.get("shards"),
+                   error="its shards are missing, short or unreadable; re-embedding")
+    return row
 
 
 @dataclass
 class _Chunk:
-    """One model chunk of a group in flight: its entries, slice tasks and their reports."""
+    """One model chunk of a group in flight: its entries, its number of slice tasks, their reports."""
 
     group: tuple[str, Geometry]
     index: int
     entries: list[Entry]
-    refs: list[Any]
+    slices: int
     submitted: float
     reports: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _read_entry_rows(store: Store, key: tuple[str, str, str]
+def _read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
                      ) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(sample_id, view_index, dim) of an entry's shards on disk (id columns only)."""
+    """(sample_id, view_index, dim) of the given shards of an entry (id columns only)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*key)
     sids, vis, dim = [], [], None
-    for name in store.shard_names(*key):
+    for name in shards:
         path = store.path(f"{base}/{name}")
         t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
         sids.append(t.column("sample_id").to_numpy())
@@ -245,10 +259,11 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
     error = next((r["error"] for r in records if r["error"]), None)
     if not records:
         error = "no output (no task reported this entry)"
+    shards = sorted({name for r in records for name in r.get("shards", ())})
     if error is None:
         try:
-            sid, vi, dim = _read_entry_rows(store, entry.key)
-        except OSError as err:
+            sid, vi, dim = _read_entry_rows(store, entry.key, shards)
+        except (OSError, ValueError) as err:  # ArrowInvalid (a corrupt shard) is a ValueError
             sid = vi = None
             error = f"cannot read its shards: {err}"
         if error is None:
@@ -256,10 +271,13 @@ def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad
             if error is None and dim is None and len(expected):
                 error = "no embeddings produced"
             row.update(rows=int(len(sid)), dim=dim)
+    # what the workers used, as they resolved it (readers use this, never their own GPU)
+    row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
+    row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
     if error is not None:
         row.update(status="failed", error=error, rows=0)
     else:
-        row["status"] = "done"
+        row.update(status="done", shards=shards)
     return row
 
 
@@ -287,20 +305,30 @@ _Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
 
 
 def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry]) -> tuple[_Groups, _Caches]:
-    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it)."""
+                   todo: list[Entry]) -> tuple[_Groups, _Caches, list[dict[str, Any]]]:
+    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
+
+    A group with samples whose bytes could not be read (after retries) is left out: its entries
+    come back as failed manifest rows with the reason (the next run retries them), never as
+    entries with fewer samples.
+    """
     specs = {s.name: s for s in config.datasets}
     groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
     for e in todo:
         groups[(e.dataset, e.model.geometry)].append(e)
     caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
+    unread: list[dict[str, Any]] = []
     for (dataset, geometry), entries in groups.items():
         plans = _group_plans(entries)
         key = _cache_key(indexes[dataset], geometry, plans, config.seed)
         needed = np.unique(np.concatenate([p.samples for p in plans]))
-        cache = viewcache.build(store, indexes[dataset], needed, plans,
-                                ViewGeometry(geometry.input_size, geometry.interpolation,
-                                             geometry.crop_pct), config.seed, key)
+        try:
+            cache = viewcache.build(store, indexes[dataset], needed, plans,
+                                    ViewGeometry(geometry.input_size, geometry.interpolation,
+                                                 geometry.crop_pct), config.seed, key)
+        except UnreadableError as err:
+            unread += [{**_pending_row(e), "status": "failed", "error": str(err)} for e in entries]
+            continue
         caches[(dataset, geometry)] = (key, cache)
         if cache["bad"] and specs[dataset].on_bad_image == "fail":
             viewcache.drop(store, dataset, key)
@@ -309,21 +337,51 @@ def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInd
                  geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],
                  ", reused" if cache["reused"] else "")
 
-    return groups, caches
+    return {k: v for k, v in groups.items() if k in caches}, caches, unread
+
+
+def _with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel],
+                      indexes: dict[str, SampleIndex], todo: list[Entry], groups: _Groups,
+                      precision: str) -> tuple[list[Entry], _Groups]:
+    """``todo`` and ``groups`` re-fingerprinted when this run's decode found undecodable samples
+    not known when they were planned (the set is part of each entry's dataset selection)."""
+    import dataclasses
+
+    from zoorank.sources import known_undecodable
+
+    changed = False
+    for spec in config.datasets:
+        index = indexes[spec.name]
+        now = np.intersect1d(known_undecodable(store, spec.name, index.content_digest),
+                             index.sample_id)
+        if not np.array_equal(now, index.undecodable):
+            indexes[spec.name] = dataclasses.replace(index, undecodable=now)
+            changed = True
+    if not changed:
+        return todo, groups
+    fresh = {e.key: e for e in plan_entries(config, models, indexes, precision)}
+    return ([fresh[e.key] for e in todo],
+            {g: [fresh[e.key] for e in entries] for g, entries in groups.items()})
 
 
 def _embed_chunks(
     store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
     display: Display,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Submit every chunk's slice tasks at once; yield (manifest rows, stats) per chunk as it
-    finishes, after verifying its entries on disk. A group's view cache goes with its last chunk."""
-    import ray
+    """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
+    stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
+    with its last chunk.
+
+    A slice whose worker died is split into one task per model over the same cache parts, so only
+    the model that killed it is recorded (``crashed: worker died ...``); a slice that raised records
+    its models as failed with the reason.
+    """
+    import contextlib
 
     from zoorank.embedder import embed_slice
+    from zoorank.runner import Task, crash_reason, run_tasks
 
-    task = ray.remote(embed_slice)
-    chunks: dict[Any, _Chunk] = {}
+    chunks: list[_Chunk] = []
     left: dict[tuple[str, Geometry], int] = {}
     plan = []  # (group, chunk index, entries, models, wanted, slices of the cache parts)
     for gkey, entries in groups.items():
@@ -344,27 +402,40 @@ def _embed_chunks(
     if res.num_gpus == 0:  # CPU: the tasks that run at once share the cores
         tasks_total = sum(len(p[-1]) for p in plan)
         threads = max(1, int(res.total_cpus // max(1, min(res.num_workers, tasks_total))))
-    for gkey, ci, centries, models, wanted, slices in plan:
+
+    def slice_task(chunk: int, gkey: tuple[str, Geometry], part_names: list[str], si: int,
+                   models: list[ResolvedModel], wanted: dict[str, list[str]]) -> Task:
         ckey = caches[gkey][0]
-        refs = [
-            task.options(num_cpus=res.num_cpus, num_gpus=res.num_gpus).remote(
-                store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
-                wanted, si, device=res.device, precision=res.precision, num_threads=threads,
-                allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
-            for si, part_names in enumerate(slices)
-        ]
-        chunk = _Chunk(gkey, ci, centries, refs, time.time())
-        for r in refs:
-            chunks[r] = chunk
-    pending = list(chunks)
-    try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            chunk = chunks[ready[0]]
-            report = ray.get(ready[0])
-            chunk.reports.append(report)
-            display.advance_images(report["images"])
-            if len(chunk.reports) < len(chunk.refs):
+        args = (store.uri, gkey[0], viewcache.cache_dir(gkey[0], ckey), part_names, models,
+                wanted, si)
+        kwargs = dict(device=res.device, precision=res.precision, num_threads=threads,
+                      batch_size=config.embed.batch_size,
+                      allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
+        split = None
+        if len(models) > 1:  # a dead worker: the chunk's models again, one per task
+            def split() -> list[Task]:
+                return [slice_task(chunk, gkey, part_names, si, [m],
+                                   {m.model_id: wanted[m.model_id]}) for m in models]
+        return Task((chunk, si), args, kwargs, split=split)
+
+    tasks = []
+    for gkey, ci, centries, models, wanted, slices in plan:
+        chunks.append(_Chunk(gkey, ci, centries, len(slices), time.time()))
+        tasks += [slice_task(len(chunks) - 1, gkey, part_names, si, models, wanted)
+                  for si, part_names in enumerate(slices)]
+    finished = [0] * len(chunks)
+    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, retries=1,
+                        options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
+    with contextlib.closing(results):
+        for outcome in results:
+            chunk_index = outcome.task.key[0]
+            chunk = chunks[chunk_index]
+            for leaf in outcome.leaves():
+                report = leaf.value if leaf.ok else _lost_report(leaf.task, crash_reason(leaf))
+                chunk.reports.append(report)
+                display.advance_images(report["images"])
+            finished[chunk_index] += 1
+            if finished[chunk_index] < chunk.slices:
                 continue
             bad = caches[chunk.group][1]["bad"]
             rows = [_verified_row(store, e,
@@ -377,9 +448,15 @@ def _embed_chunks(
             left[chunk.group] -= 1
             if left[chunk.group] == 0:
                 viewcache.drop(store, chunk.group[0], caches[chunk.group][0])
-    finally:
-        for r in pending:
-            ray.cancel(r, force=True)
+
+
+def _lost_report(task: Any, error: str) -> dict[str, Any]:
+    """The report of a slice task that raised or whose worker died: every entry it held failed."""
+    now = time.time()
+    wanted: dict[str, list[str]] = task.args[5]
+    return {"records": [{"view": v, "model_id": m, "rows": 0, "dim": -1, "seconds": 0.0,
+                         "error": error} for m, views in wanted.items() for v in views],
+            "images": 0, "load_seconds": 0.0, "called": now, "done": now, "node_id": ""}
 
 
 def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
@@ -393,7 +470,7 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
         "geometry": chunk.group[1],
         "chunk": chunk.index,
         "models": len({e.model.model_id for e in chunk.entries}),
-        "actors": len(chunk.refs),
+        "actors": chunk.slices,
         "images": images,
         "seconds": last_done - chunk.submitted,
         # until a task starts its first batch: scheduling, worker start-up and the model loads
@@ -410,30 +487,8 @@ def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
     }
 
 
-def expected_fingerprints(
-    config: RunConfig, models: list[ResolvedModel] | None = None
-) -> dict[tuple[str, str, str], tuple[str, ...]]:
-    """(dataset, view, model_id) → the fingerprints EMBED may give that entry under ``config``.
-
-    What readers compare the manifest with (zoorank.freshness): an entry whose stored fingerprint
-    is not among these was made by another config, model, dataset or implementation and is stale.
-    One fingerprint per entry, except when ``embed.device`` and ``embed.precision`` are both
-    ``auto``: then the cluster that embeds decides the precision, and each of fp32/bf16/fp16 is
-    accepted (the precision is still in the fingerprint, so one store never mixes two for an entry).
-    """
-    store = Store(config.store)
-    digests = uris.DigestCache(store)
-    models = resolve_models(config, digests) if models is None else models
-    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
-    precision = planned_precision(config.embed)
-    out: dict[tuple[str, str, str], tuple[str, ...]] = defaultdict(tuple)
-    for p in [precision] if precision else ["fp32", "bf16", "fp16"]:
-        for e in plan_entries(config, models, indexes, p):
-            out[e.key] += (e.fingerprint,)
-    return dict(out)
-
-
-def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
+def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
+              ) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
@@ -444,10 +499,10 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
     """
     check_views(config.views)
     store = Store(config.store)
-    digests = uris.DigestCache(store)
-    models = resolve_models(config, digests)
-    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
-    digests.save()
+    catalog = build_catalog(config) if catalog is None else catalog
+    models, indexes = catalog.models, catalog.indexes
+    if catalog.digests is not None:
+        catalog.digests.save()
     precision = planned_precision(config.embed)
     res = None
     if precision is None:  # `auto` on both: the cluster decides the device, hence the precision
@@ -456,14 +511,14 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
         ensure_ray(address)
         res = _resources(config.embed)
         precision = res.precision
-    entries = plan_entries(config, models, indexes, precision)
+    entries = catalog.plan_entries(precision)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
-    for spec in config.datasets:
-        write_samples(store, spec.name, indexes[spec.name])
+    for name in catalog.stale_samples(store):
+        store.replace_table(samples_path(name), catalog.samples_frame(name))
 
     results: dict[tuple[str, str, str], dict[str, Any]] = {
         k: {**previous[k], "status": "done"} for k in skipped
@@ -481,19 +536,22 @@ def run_embed(config: RunConfig, address: str | None = None) -> pd.DataFrame:
             with Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
-                groups, caches = _decode_groups(store, config, indexes, todo)
-                # crash-safe order: pending (new fingerprint) first, then clear, then compute
-                store.update_manifest([_pending_row(e) for e in todo])
-                for e in todo:
-                    store.clear_embeddings(*e.key)
+                groups, caches, unread = _decode_groups(store, config, indexes, todo)
+                todo, groups = _with_undecodable(store, config, models, indexes, todo, groups,
+                                                 precision)
+                # pending (new fingerprint) first; shards are immutable and uniquely named, and
+                # one manifest commit per chunk swaps each entry's reference to its new files
+                store.update_manifest([_pending_row(e, previous.get(e.key)) for e in todo])
+                if unread:  # unreadable samples: these entries fail with the reason
+                    store.update_manifest(unread)
+                    results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unread})
+                    display.entries_done(len(unread))
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
                     _wait_for_gpus(res, config.embed)
                 for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
                     for r in rows:
-                        if r["status"] != "done":
-                            store.clear_embeddings(r["dataset"], r["view"], r["model_id"])
                         results[(r["dataset"], r["view"], r["model_id"])] = r
                     store.update_manifest(rows)
                     display.entries_done(len(rows))

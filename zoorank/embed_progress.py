@@ -107,3 +107,31 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
         console.print(f"{len(failed)} of {len(rows)} embeddings failed (recorded in the manifest)")
     for (dataset, view), n in bad.groupby(["dataset", "view"])["bad_images"].max().items():
         console.print(escape(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)"))
+    mixed = mixed_versions(rows)
+    if mixed:
+        console.print(f"[yellow]warning[/yellow]: {escape(mixed)}")
+
+
+def mixed_versions(rows: pd.DataFrame) -> str | None:
+    """A sentence naming the libraries whose versions differ between done entries, or None.
+
+    Embeddings of one store made with different torch/timm/transformers/Pillow versions may not be
+    comparable; the manifest's ``versions`` column records them per entry.
+    """
+    import json
+
+    if "versions" not in rows:
+        return None
+    seen: dict[str, set[str]] = {}
+    for text in rows.loc[rows["status"] == "done", "versions"].dropna():
+        try:
+            for lib, version in json.loads(text).items():
+                seen.setdefault(lib, set()).add(version)
+        except (TypeError, ValueError):
+            continue
+    differ = {lib: sorted(v) for lib, v in seen.items() if len(v) > 1}
+    if not differ:
+        return None
+    return ("entries of this store were embedded with different library versions ("
+            + "; ".join(f"{lib} {' / '.join(v)}" for lib, v in sorted(differ.items()))
+            + "); re-embed them with one environment for comparable results")

@@ -53,11 +53,53 @@ def torch_device(device: str, allow_cpu_torch: bool) -> str:
                        "(set embed.allow_cpu_torch: true only for tests with fake GPU resources)")
 
 
+def resolve_precision(precision: str, device: str) -> str:
+    """The precision a forward runs in, decided here, on the worker that runs it.
+
+    ``auto`` is fp32 on CPU, bf16 on a GPU that supports it, else fp16. The driver never decides
+    it (a cluster's head may have no GPU, or another one): the entry's fingerprint holds the
+    configured value and the manifest records the resolved one (column ``precision``).
+    """
+    if precision != "auto":
+        return precision
+    if device != "cuda":
+        return "fp32"
+    import torch
+
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def library_versions() -> str:
+    """JSON of the versions of the libraries an embedding depends on (torch, timm, transformers,
+    Pillow, numpy), as recorded with each manifest entry; "" for one that is not installed."""
+    import json
+    from importlib import metadata
+
+    out = {}
+    for dist in ("torch", "timm", "transformers", "Pillow", "numpy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = ""
+    return json.dumps(out, sort_keys=True)
+
+
+def _is_cpu_oom(err: BaseException) -> bool:
+    text = str(err)
+    return isinstance(err, MemoryError) or (
+        isinstance(err, RuntimeError) and ("DefaultCPUAllocator" in text
+                                           or "can't allocate memory" in text))
+
+
 class ChunkEmbedder:
-    """Holds a chunk of models and embeds batches of shared uint8 views with each of them."""
+    """Holds a chunk of models and embeds batches of shared uint8 views with each of them.
+
+    Every forward takes at most ``batch_size`` views (``embed.batch_size``), whatever the size of
+    the cache parts it reads.
+    """
 
     def __init__(self, models: Sequence[Any], device: str = "cpu", precision: str = "fp32",
-                 num_threads: int = 1) -> None:
+                 num_threads: int = 1, batch_size: int = 64) -> None:
         import torch
 
         from zoorank.zoo import load_model
@@ -66,7 +108,9 @@ class ChunkEmbedder:
         torch.set_num_threads(max(1, int(num_threads)))
         self.torch = torch
         self.device = torch.device(device)
-        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.batch_size = max(1, int(batch_size))
+        self.precision = resolve_precision(precision, self.device.type)
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         self.models: dict[str, Any] = {}
         self.norms: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
@@ -91,8 +135,16 @@ class ChunkEmbedder:
             x = x.contiguous(memory_format=torch.channels_last)
         return x
 
+    def _forward_batches(self, net: Any, x: Any) -> Any:
+        """``net`` over ``x`` in forwards of at most :attr:`batch_size` rows."""
+        b = self.batch_size
+        if len(x) <= b:
+            return self._forward(net, x)
+        return self.torch.cat([self._forward(net, x[i:i + b]) for i in range(0, len(x), b)])
+
     def _forward(self, net: Any, x: Any) -> Any:
-        """Forward with autocast where asked; a CUDA OOM retries the batch in halves."""
+        """Forward with autocast where asked; a CUDA OOM retries the batch in halves; running out
+        of CPU memory is an error that says which batch size failed."""
         torch = self.torch
         try:
             if self.autocast_dtype is not None:
@@ -105,6 +157,14 @@ class ChunkEmbedder:
             torch.cuda.empty_cache()
             h = len(x) // 2
             return torch.cat([self._forward(net, x[:h]), self._forward(net, x[h:])])
+        except (RuntimeError, MemoryError) as err:
+            if not _is_cpu_oom(err):
+                raise
+            raise MemoryError(
+                f"out of CPU memory in a forward of {len(x)} views of "
+                f"{tuple(x.shape[1:])} ({_short(err)}); lower embed.batch_size (now "
+                f"{self.batch_size}) or embed.models_per_actor, or give the workers more memory"
+            ) from None
 
     def embed(self, batch: dict[str, np.ndarray], wanted: dict[str, set[str]]
               ) -> dict[tuple[str, str], tuple[np.ndarray, float]]:
@@ -139,7 +199,7 @@ class ChunkEmbedder:
                     cache[key] = self._normalized(part, self.norms[model_id])
                 t0 = time.perf_counter()
                 try:
-                    feats = self._forward(self.models[model_id], cache[key])
+                    feats = self._forward_batches(self.models[model_id], cache[key])
                     check_features(feats, model_id)
                     feats = feats.cpu().numpy()
                 except Exception as err:
@@ -165,6 +225,8 @@ class EntryWriter:
             defaultdict(list))
         self.sizes: dict[tuple[str, str], int] = defaultdict(int)
         self.parts: dict[tuple[str, str], int] = defaultdict(int)
+        #: the immutable shard files written per (view, model), reported to the driver.
+        self.files: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     def add(self, key: tuple[str, str], sample_id: np.ndarray, view_index: np.ndarray,
             embedding: np.ndarray) -> None:
@@ -189,8 +251,8 @@ class EntryWriter:
         name = f"{self.slice_index:04d}-{self.parts[key]:04d}"
         self.parts[key] += 1
         view, model_id = key
-        self.store.write_shard(self.dataset, view, model_id, name, sid[order], vi[order],
-                               emb[order])
+        self.files[key].append(self.store.write_shard(
+            self.dataset, view, model_id, name, sid[order], vi[order], emb[order]))
 
     def close(self) -> None:
         for key in list(self.buffers):
@@ -210,12 +272,16 @@ def embed_slice(
     num_threads: int = 1,
     allow_cpu_torch: bool = False,
     import_paths: Sequence[str] = (),
+    batch_size: int = 64,
 ) -> dict[str, Any]:
     """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
 
-    Returns ``{"records": [{view, model_id, rows, dim, seconds, error}], "images", "load_seconds",
-    "called", "done", "node_id"}`` (wall-clock times, comparable across workers). Row counts are
-    the task's own account; the driver verifies what is on disk before anything is marked done.
+    Returns ``{"records": [{view, model_id, rows, dim, seconds, error, shards, precision,
+    versions}],
+    "images", "load_seconds", "called", "done", "node_id"}`` (wall-clock times, comparable across
+    workers; ``precision`` as resolved on this worker, ``versions`` :func:`library_versions`). Row
+    counts are the task's own account; the driver verifies what is on disk before anything is
+    marked done. ``batch_size`` bounds every forward.
     """
     import sys
     from concurrent.futures import ThreadPoolExecutor
@@ -226,7 +292,8 @@ def embed_slice(
     if os.environ.get(ENV_SLOW_SLICE):
         time.sleep(float(os.environ[ENV_SLOW_SLICE]))
     store = Store(store_uri)
-    embedder = ChunkEmbedder(models, torch_device(device, allow_cpu_torch), precision, num_threads)
+    embedder = ChunkEmbedder(models, torch_device(device, allow_cpu_torch), precision, num_threads,
+                             batch_size)
     want = {k: set(v) for k, v in wanted.items()}
     writer = EntryWriter(store, dataset, slice_index)
     rows: dict[tuple[str, str], int] = defaultdict(int)
@@ -258,12 +325,15 @@ def embed_slice(
             writer.drop((v, model_id))
     writer.close()
     records = []
+    versions = library_versions()
     for model_id, views in wanted.items():
         for v in views:
             key = (v, model_id)
             records.append({"view": v, "model_id": model_id, "rows": rows.get(key, 0),
                             "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
-                            "error": embedder.errors.get(model_id, "")})
+                            "error": embedder.errors.get(model_id, ""),
+                            "shards": writer.files.get(key, []),
+                            "precision": embedder.precision, "versions": versions})
     return {"records": records, "images": images, "load_seconds": embedder.load_seconds,
             "called": called, "done": time.time(), "node_id": _node_id()}
 

@@ -1,102 +1,29 @@
-"""Planning the EMBED stage (pure): entries, fingerprints, chunks, slices, devices, verification.
+"""Planning the EMBED stage's work (pure): chunks, slices, devices, verification.
 
-Fingerprint of an entry: :data:`EMBED_VERSION`, the model's fingerprint, its preprocessing, the
-dataset's content digest and sample selection, the view recipe, the seed (augmented views), and the
-precision the forward runs in. ``EMBED_VERSION`` is bumped whenever the stage's maths or
-preprocessing change; a release that does not change them keeps a store valid.
+What the stage should produce (entries and their fingerprints) is :mod:`zoorank.catalog.entries`,
+re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import view_subset
-from zoorank.sources import SampleIndex
+from zoorank.catalog.entries import (  # noqa: F401  (re-exported: the stage's planning API)
+    EMBED_VERSION,
+    Entry,
+    dataset_selection,
+    entry_fingerprint,
+    plan_entries,
+    planned_precision,
+)
+from zoorank.config import EmbedOptions
 from zoorank.zoo import ResolvedModel, estimate_model_bytes
 
-#: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
-EMBED_VERSION = 2
 #: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
 SLICE_MIN_ROWS = 4096
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One (dataset, view, model) output: its fingerprint and the rows it must hold."""
-
-    dataset: str
-    view: ViewSpec
-    model: ResolvedModel
-    fingerprint: str
-    samples: np.ndarray  # sample_ids the view covers
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.dataset, self.view.name, self.model.model_id)
-
-    @property
-    def expected_rows(self) -> int:
-        return len(self.samples) * self.view.per_sample
-
-
-def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
-    """What of a dataset an embedding depends on: its content and the exact sample selection.
-
-    The path is not in it: the same bytes at another path or URI give the same embeddings.
-    """
-    digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
-    return {
-        "source": spec.source,
-        "content": index.content_digest,
-        "image_column": spec.image_column if spec.source == "parquet" else None,
-        "samples": len(index),
-        "sample_ids": digest.hexdigest()[:16],
-    }
-
-
-def entry_fingerprint(
-    model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int,
-    precision: str = "fp32",
-) -> str:
-    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision).
-
-    The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
-    ``limit`` subset is already in ``selection``).
-    """
-    return fingerprint(
-        {"embed_version": EMBED_VERSION, "precision": precision},
-        model.fingerprint,
-        {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
-        selection,
-        {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
-        None if view.is_clean and view.samples is None else seed,
-    )
-
-
-def plan_entries(
-    config: RunConfig, models: list[ResolvedModel], indexes: dict[str, SampleIndex],
-    precision: str = "fp32",
-) -> list[Entry]:
-    """Every (dataset, view, model) of the config, with fingerprints and covered samples."""
-    entries = []
-    for spec in config.datasets:
-        index = indexes[spec.name]
-        selection = dataset_selection(spec, index)
-        for view in config.views:
-            samples = view_subset(index.sample_id, view, config.seed)
-            for m in models:
-                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
-                    continue
-                fp = entry_fingerprint(m, selection, view, config.seed, precision)
-                entries.append(Entry(spec.name, view, m, fp, samples))
-    return entries
 
 
 def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list[list[ResolvedModel]]:
@@ -152,29 +79,6 @@ def choose_device(option: str, gpus_now: float, gpus_possible: float) -> str:
     if option != "auto":
         return option
     return "cuda" if gpus_now > 0 or gpus_possible > 0 else "cpu"
-
-
-def planned_precision(options: EmbedOptions, device: str | None = None) -> str | None:
-    """The precision the forward runs in, or None while it depends on a device not yet known.
-
-    ``auto`` is fp32 on CPU and bf16 on CUDA (fp16 on a GPU without bf16).
-    """
-    device = device or (options.device if options.device != "auto" else None)
-    if options.precision != "auto":
-        return options.precision
-    if device is None:
-        return None
-    if device != "cuda":
-        return "fp32"
-    try:
-        import torch
-
-        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-            return "fp16"
-    except Exception:  # a driver without torch's CUDA: the workers' GPUs decide nothing here
-        pass
-    return "bf16"
-
 
 
 def chunk_entries(group: list[Entry], options: EmbedOptions) -> list[list[Entry]]:

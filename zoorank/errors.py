@@ -16,7 +16,7 @@ class InputError(ZoorankError):
 class NothingRankedError(ZoorankError):
     """The run finished but no model could be ranked (every model failed or is missing).
 
-    The CLI exits with :data:`EXIT_NOTHING_RANKED`; what failed is in the manifest, ``failed.parquet``
+    The CLI exits with :data:`EXIT_NOTHING_RANKED`; what failed is in the manifest, the ``failed`` table
     and the report.
     """
 

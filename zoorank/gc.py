@@ -1,16 +1,24 @@
-"""``zoorank gc CONFIG``: delete what the current config no longer describes.
+"""``zoorank gc CONFIG``: delete what the store has and the config's catalog does not.
 
 Removed (each counted, with the bytes freed):
 
-* rows of ``metrics.parquet`` that are not fresh for the config (metrics no longer configured,
+* rows of the ``metrics`` table that are not fresh for the config (metrics no longer configured,
   models or datasets no longer in it, other settings or implementation versions:
-  :mod:`zoorank.freshness`);
-* rows of ``oracle.parquet`` of models or datasets no longer in the config;
+  :mod:`zoorank.catalog`);
+* rows of the ``oracle`` table whose fingerprint is not the catalog's (models or datasets no longer
+  in the config, other labels, oracle settings or embeddings);
 * manifest rows of entries the config does not have, or whose embeddings are stale or pending,
   with their shards;
-* shard directories no manifest row points at (orphans of an interrupted or older run);
-* reliability tables of seed ensembles that no longer exist;
+* shard directories no manifest row points at (orphans of an interrupted or older run), and
+  shard files a kept entry's manifest row does not list (earlier or concurrent attempts);
+* reliability tables that are not fresh (seed ensembles that no longer exist, an ensemble metric
+  no longer configured or computed under other settings);
+* sample and label tables of datasets no longer in the config;
 * decoded-view caches (``cache/views/``) an interrupted embed left behind.
+
+Files written less than :data:`GC_GRACE_SECONDS` ago stay: without a lease another process may be
+writing them right now. Table rows are deleted by key and fingerprint in one commit each, so a row
+another writer refreshed meanwhile stays.
 
 ``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
 gc skips exactly what it skipped before.
@@ -18,15 +26,28 @@ gc skips exactly what it skipped before.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+import numpy as np
 import pyarrow.fs as pafs
 
+from zoorank.catalog import Catalog, build_catalog, reliability_path, samples_path, select_fresh
 from zoorank.config import RunConfig
-from zoorank.freshness import expected_metric_fingerprints, fresh_manifest, select_fresh
-from zoorank.store import MANIFEST, METRICS, Store
+from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store, parse_shards
+from zoorank.store.layout import (
+    DATASETS_DIR,
+    EMBEDDINGS_DIR,
+    ORACLE,
+    RELIABILITY_DIR,
+    VIEW_CACHE_DIR,
+    reliability_dir,
+)
+
+#: files younger than this are never removed: without a lease, another process may be writing
+#: them right now (an embed's new shards or view cache); ``ZOORANK_GC_GRACE_SECONDS`` overrides.
+GC_GRACE_SECONDS = 900.0
 
 
 @dataclass
@@ -35,7 +56,9 @@ class GcReport:
     oracle_rows: int = 0
     manifest_rows: int = 0
     shard_dirs: int = 0
+    shard_files: int = 0
     reliability_tables: int = 0
+    sample_tables: int = 0
     view_caches: int = 0
     bytes_freed: int = 0
     removed: list[str] = field(default_factory=list)
@@ -43,7 +66,9 @@ class GcReport:
     def summary(self) -> str:
         return (f"{self.metric_rows} metric row(s), {self.oracle_rows} oracle row(s), "
                 f"{self.manifest_rows} manifest row(s), {self.shard_dirs} embedding "
-                f"director(y/ies), {self.reliability_tables} reliability table(s), "
+                f"director(y/ies), {self.shard_files} unreferenced shard(s), "
+                f"{self.reliability_tables} reliability table(s), "
+                f"{self.sample_tables} sample table(s), "
                 f"{self.view_caches} decoded-view cache(s); "
                 f"{self.bytes_freed / 1e6:.2f} MB")
 
@@ -59,86 +84,101 @@ def _tree_bytes(store: Store, relpath: str) -> int:
     return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
 
 
-def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None) -> GcReport:
-    """Delete stale rows and orphaned files of ``config``'s store; returns what was (or would be)
+def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
+           catalog: Catalog | None = None) -> GcReport:
+    """Delete what ``config``'s store has and its catalog does not; returns what was (or would be)
     removed."""
     from rich.console import Console
 
-    from zoorank.score import plan_score, reliability_path
-
-    if models is None:
-        from zoorank.zoo import resolve_models
-
-        models = resolve_models(config)
+    grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
+    catalog = build_catalog(config, models) if catalog is None else catalog
     store = Store(config.store)
     report = GcReport()
     raw_manifest = store.read_manifest()
-    manifest = fresh_manifest(config, store, models, raw_manifest)
+    manifest = catalog.fresh_manifest(raw_manifest)
+    raw_metrics = store.read_metrics()
+    fresh_rel = catalog.fresh_reliability(manifest, raw_metrics)
+    oracle_expected = catalog.oracle_fingerprints(manifest, raw_metrics)
 
-    # metrics: keep the fresh rows only
-    metrics = store.read_metrics()
-    if not metrics.empty:
-        fresh = select_fresh(metrics, expected_metric_fingerprints(config, models, manifest))
-        report.metric_rows = len(metrics) - len(fresh)
+    # metrics: keep the fresh rows only, deleted by key and fingerprint (a row another writer
+    # just refreshed stays)
+    if not raw_metrics.empty:
+        fresh = select_fresh(raw_metrics, catalog.metric_fingerprints(manifest))
+        report.metric_rows = len(raw_metrics) - len(fresh)
         if report.metric_rows and not dry_run:
-            before = _tree_bytes(store, METRICS)
-            store.write_parquet(METRICS, fresh)
-            report.bytes_freed += max(0, before - _tree_bytes(store, METRICS))
+            key = [*METRICS_KEY, "fingerprint"]
+            gone = raw_metrics.merge(fresh[key].drop_duplicates(), on=key, how="left",
+                                     indicator=True)
+            store.delete_rows(METRICS, gone[gone["_merge"] == "left_only"], key)
 
-    # oracle: rows of models or datasets the config has
-    model_ids = {m.model_id for m in models}
-    datasets = {d.name for d in config.datasets}
-    if store.exists("oracle.parquet"):
-        oracle = store.read_frame("oracle.parquet")
-        keep = oracle["model_id"].isin(model_ids) & oracle["dataset"].isin(datasets)
+    # oracle and few-label rows: keep the rows with the catalog's fingerprint
+    oracle = store.read_frame(ORACLE)
+    if not oracle.empty:
+        keep = np.array([oracle_expected.get((m, d), (None,))[0] == fp for m, d, fp in
+                         zip(oracle["model_id"], oracle["dataset"], oracle["fingerprint"])], bool)
         report.oracle_rows = int((~keep).sum())
         if report.oracle_rows and not dry_run:
-            store.write_parquet("oracle.parquet", oracle[keep.to_numpy()].reset_index(drop=True))
+            store.delete_rows(ORACLE, oracle[~keep], ["model_id", "dataset", "fingerprint"])
 
     # manifest rows the config does not describe (absent, stale, pending) and their shards
-    kept = manifest[manifest["status"].isin(["done", "failed"])]
-    keep_keys = set(zip(kept["dataset"], kept["view"], kept["model_id"]))
+    kept = manifest[manifest["status"].isin(["done", "failed"])] if not manifest.empty else manifest
+    keep_keys = set(zip(kept["dataset"], kept["view"], kept["model_id"])) if len(kept) else set()
     keep_rows = [k in keep_keys for k in zip(raw_manifest["dataset"], raw_manifest["view"],
                                             raw_manifest["model_id"])]
     report.manifest_rows = keep_rows.count(False)
-    on_disk = {(d, v, m) for d in store.list_dirs("embeddings")
-               for v in store.list_dirs("embeddings", d)
-               for m in store.list_dirs("embeddings", d, v)}
+    on_disk = {(d, v, m) for d in store.list_dirs(EMBEDDINGS_DIR)
+               for v in store.list_dirs(EMBEDDINGS_DIR, d)
+               for m in store.list_dirs(EMBEDDINGS_DIR, d, v)}
     for key in sorted(on_disk - keep_keys):
-        report.shard_dirs += 1
         rel = Store.embedding_dir(*key)
-        report.bytes_freed += _tree_bytes(store, rel)
-        report.removed.append(rel)
-        if not dry_run:
-            store.delete(rel)
+        if store.modified_within(rel, grace):
+            continue
+        report.shard_dirs += 1
+        _remove(store, rel, report, dry_run)
+    # shards of kept entries that their manifest row does not reference (earlier attempts)
+    for row in kept.itertuples(index=False):
+        key = (row.dataset, row.view, row.model_id)
+        if key not in on_disk or parse_shards(row.shards) is None:
+            continue
+        referenced = set(parse_shards(row.shards))
+        for name in store.list_files(Store.embedding_dir(*key), suffix=".parquet"):
+            rel = f"{Store.embedding_dir(*key)}/{name}"
+            if name not in referenced and not store.modified_within(rel, grace):
+                report.shard_files += 1
+                _remove(store, rel, report, dry_run)
     if report.manifest_rows and not dry_run:
-        store.write_parquet(MANIFEST, raw_manifest[keep_rows].reset_index(drop=True))
+        gone = [not k for k in keep_rows]
+        store.delete_rows(MANIFEST, raw_manifest[gone], [*MANIFEST_KEY, "fingerprint"])
 
-    # reliability tables of ensembles that no longer exist
-    plan = plan_score(config, list(models), manifest, pd.DataFrame(columns=["model_id"]))
-    groups = {(d, g) for d, gs in plan.ensembles.items() for g in gs}
-    for dataset in store.list_dirs("reliability"):
-        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+    # reliability tables that are not fresh (ensembles gone, ensemble metric dropped, settings)
+    for dataset in store.list_dirs(RELIABILITY_DIR):
+        for file in store.list_files(reliability_dir(dataset), suffix=".parquet"):
             group = file.removesuffix(".parquet")
-            if (dataset, group) in groups:
-                continue
-            rel = reliability_path(dataset, group)
-            report.reliability_tables += 1
-            report.bytes_freed += _tree_bytes(store, rel)
-            report.removed.append(rel)
-            if not dry_run:
-                store.delete(rel)
+            if (dataset, group) not in fresh_rel:
+                report.reliability_tables += 1
+                _remove(store, reliability_path(dataset, group), report, dry_run)
 
-    # decoded-view caches left by an interrupted embed (a finished group deletes its own; gc
-    # holds the store's lease, so no embed is using one now)
-    for name in store.list_dirs("cache", "views"):
-        rel = f"cache/views/{name}"
+    # sample and label tables of datasets the config no longer has
+    for dataset in store.list_dirs(DATASETS_DIR):
+        if dataset not in catalog.indexes and store.table_exists(samples_path(dataset)):
+            report.sample_tables += 1
+            _remove(store, samples_path(dataset), report, dry_run)
+
+    # decoded-view caches left by an interrupted embed (a finished group deletes its own)
+    for name in store.list_dirs(VIEW_CACHE_DIR):
+        rel = f"{VIEW_CACHE_DIR}/{name}"
+        if store.modified_within(rel, grace):
+            continue
         report.view_caches += 1
-        report.bytes_freed += _tree_bytes(store, rel)
-        report.removed.append(rel)
-        if not dry_run:
-            store.delete(rel)
+        _remove(store, rel, report, dry_run)
 
     verb = "would free" if dry_run else "freed"
     Console().print(f"gc {store.name}: {verb} {report.summary()}")
     return report
+
+
+def _remove(store: Store, relpath: str, report: GcReport, dry_run: bool) -> None:
+    report.bytes_freed += _tree_bytes(store, relpath)
+    report.removed.append(relpath)
+    if not dry_run:
+        store.delete(relpath)

@@ -1,18 +1,17 @@
 """The label oracle of the RANK stage: seeded splits, the oracle suite per model, Ray tasks.
 
-``oracle.parquet`` holds the label oracle in the long format of ``metrics.parquet`` (model_id,
+``oracle`` holds the label oracle in the long format of ``metrics`` (model_id,
 dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``knn_accuracy``,
 ``linear_probe_accuracy``, ``recall_at_1``, ``r_auroc_nc`` / ``r_auroc_<baseline>``,
 ``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl`` and the few-label cells of :mod:`zoorank.budget`. Rows are
-keyed by a fingerprint of the model's fresh clean embeddings, the oracle settings, the train/test
-split, the group's reliability table and :data:`ORACLE_VERSION`: a rerun skips models whose rows
-exist with the same fingerprint. The maths is :mod:`zoorank.metrics.oracle`.
+keyed by the catalog's fingerprint (:meth:`zoorank.catalog.Catalog.oracle_fingerprints`: the
+model's fresh clean embeddings, the oracle settings, the labels, the group's fresh reliability
+table and :data:`ORACLE_VERSION`): a rerun skips models whose rows exist with the same
+fingerprint. The maths is :mod:`zoorank.metrics.oracle`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import math
 import time
@@ -22,13 +21,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
-from zoorank.config import OracleSpec, RunConfig, fingerprint
-from zoorank.freshness import fresh_entries, fresh_manifest
+from zoorank.catalog import ORACLE_VERSION, Catalog, build_catalog, reliability_path, samples_path
+from zoorank.config import OracleSpec, RunConfig
 from zoorank.store import METRICS_COLUMNS, Store
-
-ORACLE = "oracle.parquet"
+from zoorank.store.layout import ORACLE
 
 #: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
 #: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
@@ -39,8 +36,7 @@ UNCERTAINTY_SIGNS: dict[str, int] = {
     "feature_variance": +1,
 }
 
-#: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
-ORACLE_VERSION = 1
+__all__ = ["ORACLE_VERSION"]  # re-exported from zoorank.catalog (the oracle rows' fingerprints)
 
 
 def oracle_direction(metric: str) -> int:
@@ -258,62 +254,59 @@ def _labelled_split(store: Store, dataset: str, spec: OracleSpec, seed: int):
     return tr, by_id.loc[tr].to_numpy(), te, by_id.loc[te].to_numpy(), note
 
 
+def sync_samples(catalog: Catalog, store: Store) -> list[str]:
+    """Rewrite the sample and label tables that are not the catalog's (another ``label_column``,
+    other labels or samples); returns those datasets."""
+    stale = catalog.stale_samples(store)
+    for name in stale:
+        store.replace_table(samples_path(name), catalog.samples_frame(name))
+    return stale
+
+
 def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
                address: str | None = None, manifest: pd.DataFrame | None = None,
+               catalog: Catalog | None = None,
                ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Label oracle over the labelled datasets as parallel Ray tasks; (current rows, failures).
 
-    Only fresh clean embeddings are used (``manifest``: a :func:`zoorank.freshness.fresh_manifest`).
+    The catalog's oracle rows minus the stored ones run; only fresh clean embeddings, fresh labels
+    (the sample table is rewritten first when stale) and fresh reliability tables are used.
+    ``manifest``: a fresh manifest (:meth:`zoorank.catalog.Catalog.fresh_manifest`).
     """
-    spec = config.oracle
-    clean_view = config.clean_view
-    if spec is None or clean_view is None or not any(
-        (spec.knn, spec.linear_probe, spec.recall_at_1, spec.r_auroc, spec.loss_data_curve)
-    ):
+    catalog = build_catalog(config, models) if catalog is None else catalog
+    if not catalog.oracle_wanted():
         return pd.DataFrame(columns=METRICS_COLUMNS), []
+    spec, clean_view = config.oracle, config.clean_view
     from zoorank import __version__ as version
 
     if manifest is None:
-        from zoorank.zoo import resolve_models
-
-        manifest = fresh_manifest(config, store, resolve_models(config))
-    done = fresh_entries(manifest)
+        manifest = catalog.fresh_manifest(store.read_manifest())
+    expected = catalog.oracle_fingerprints(manifest, store.read_metrics())
     existing = store.read_frame(ORACLE, METRICS_COLUMNS)
     have = {(r.model_id, r.dataset): r.fingerprint
             for r in existing.drop_duplicates(["model_id", "dataset"], keep="last")
             .itertuples(index=False)} if not existing.empty else {}
-    current: dict[tuple[str, str], str] = {}
+    todo = {k: v for k, v in expected.items() if have.get(k) != v[0]}
+    if todo:
+        sync_samples(catalog, store)
     work: list[tuple[str, str, str, tuple]] = []
     for ds in config.datasets:
-        if not any(k[0] == ds.name and k[1] == clean_view.name for k in done):
-            continue  # nothing embedded on this dataset (every model failed, or embed not run)
+        if not any(k[1] == ds.name for k in todo):
+            continue
         split = _labelled_split(store, ds.name, spec, config.seed)
         if split is None:
             continue
         tr, ytr, te, yte, note = split
-        split_digest = fingerprint(tr.tolist(), ytr.tolist(), te.tolist(), yte.tolist())
-        rel_cache: dict[str, tuple[pd.DataFrame | None, str]] = {}
+        rel_cache: dict[str, pd.DataFrame | None] = {}
         for m in models:
-            key = (ds.name, clean_view.name, m.model_id)
-            if key not in done:
+            if (m.model_id, ds.name) not in todo:
                 continue
-            group = getattr(m, "group", None)
+            fp, group = todo[(m.model_id, ds.name)]
             if group not in rel_cache:
-                rel_path = f"reliability/{ds.name}/{group}.parquet"
-                if spec.r_auroc and group and store.exists(rel_path):
-                    raw = store.read_bytes(rel_path)
-                    rel = pq.read_table(io.BytesIO(raw)).to_pandas()
-                    rel_cache[group] = (rel, hashlib.sha256(raw).hexdigest()[:16])
-                else:
-                    rel_cache[group] = (None, "")
-            rel, rel_digest = rel_cache[group]
-            fp = fingerprint("oracle", done[key], spec, config.seed, split_digest, rel_digest,
-                             ORACLE_VERSION)
-            current[(m.model_id, ds.name)] = fp
-            if have.get((m.model_id, ds.name)) == fp:
-                continue
+                rel_cache[group] = (store.read_frame(reliability_path(ds.name, group))
+                                    if group else None)
             args = (store.root if store.is_local else store.uri, ds.name, clean_view.name,
-                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel)
+                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel_cache[group])
             work.append((m.model_id, ds.name, fp, (note, args)))
     failures: list[dict[str, Any]] = []
     if work:
@@ -321,19 +314,23 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
     table = store.read_frame(ORACLE, METRICS_COLUMNS)
     if table.empty:
         return table, failures
-    fp_now = table.apply(lambda r: current.get((r["model_id"], r["dataset"])), axis=1)
-    return table[(fp_now == table["fingerprint"]).to_numpy()].reset_index(drop=True), failures
+    fp_now = [expected.get((m, d), (None,))[0] for m, d in zip(table["model_id"], table["dataset"])]
+    return table[(np.asarray(fp_now, dtype=object) == table["fingerprint"].to_numpy(object))
+                 ].reset_index(drop=True), failures
 
 
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                       address: str | None) -> list[dict[str, Any]]:
-    import ray
-    from rich.progress import Progress
+    """Run the oracle tasks on :func:`zoorank.runner.run_tasks`; upsert each model's rows as they
+    arrive; (model, dataset) failures with the reason (a task that raised, or whose worker died)."""
+    import contextlib
 
+    import ray
+
+    from zoorank.runner import Task, run_tasks
     from zoorank.runtime import ensure_ray
 
     ensure_ray(address)
-    task = ray.remote(num_cpus=0.5, max_retries=0)(_oracle_task)
     shared: dict[int, Any] = {}
 
     def by_ref(value: Any) -> Any:
@@ -345,26 +342,19 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
             return shared[id(value)]
         return value
 
-    pending = {}
-    for model_id, dataset, fp, (note, args) in work:
-        ref = task.remote(*[by_ref(a) for a in args])
-        pending[ref] = (model_id, dataset, args[2], fp, note)
+    tasks = [Task((model_id, dataset, args[2], fp, note), tuple(by_ref(a) for a in args))
+             for model_id, dataset, fp, (note, args) in work]
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
+                        max_in_flight=max(1, int(cpus / 0.5)), retries=1,
+                        label="oracle (models × datasets)")
     failures: list[dict[str, Any]] = []
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("oracle (models × datasets)", total=len(pending))
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            ref = ready[0]
-            model_id, dataset, view, fp, note = pending.pop(ref)
-            try:
-                rows = ray.get(ref)
-            except Exception as err:  # a task crash is this model's failure, not the run's
-                # the task's own exception, without Ray's wrapper (pid, address, traceback)
-                cause = getattr(err, "cause", None) or err
+    with contextlib.closing(results):
+        for outcome in results:
+            model_id, dataset, view, fp, note = outcome.task.key
+            if not outcome.ok:  # this model's failure, not the run's
                 failures.append({"model_id": model_id, "dataset": dataset, "view": view,
-                                 "stage": "oracle",
-                                 "error": f"{type(cause).__name__}: {cause}"[:500]})
-                progress.advance(bar)
+                                 "stage": "oracle", "error": outcome.error})
                 continue
             out = [{
                 "model_id": model_id, "dataset": dataset, "metric": r["metric"],
@@ -372,8 +362,7 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                 "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
                 "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
                 "zoorank_version": version, "fingerprint": fp,
-            } for r in rows]
+            } for r in outcome.value]
             # Replace every earlier oracle row of this (model, dataset), not only matching metrics.
             store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
-            progress.advance(bar)
     return failures

@@ -1,26 +1,26 @@
 """RANK stage: label oracle, per-dataset ranks, transfer-rank aggregation, agreement, leaderboard.
 
-Reads ``metrics.parquet`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
+Reads ``metrics`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
 writes (contract 2 plus the tables this stage adds):
 
-* ``oracle.parquet`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it).
-* ``leaderboard.parquet`` / ``.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
+* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it).
+* ``leaderboard`` (table) / ``leaderboard.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
   ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
-  ranked metric). The Parquet schema metadata key ``zoorank`` holds the settings as JSON
+  ranked metric). The metadata key ``zoorank`` of its commit holds the settings as JSON
   (aggregation, primary metric per dataset, in-domain accuracy).
-* ``agreement.parquet`` — every label-free metric (and the leaderboard rank) against every oracle
+* ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models).
-* with ``oracle.transferability``: few-label cells ``<score>@k<k>s<seed>`` in ``oracle.parquet``
-  and the label-budget rows of :mod:`zoorank.budget` in ``agreement.parquet`` (columns
+* with ``oracle.transferability``: few-label cells ``<score>@k<k>s<seed>`` in ``oracle``
+  and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
-* ``failed.parquet`` — model_id, dataset, view, stage, error for models that failed or are missing.
+* ``failed`` — model_id, dataset, view, stage, error for models that failed or are missing.
 
 Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
 :mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
 module is orchestration (the pure helpers at the top pick settings and shape tables). Only rows
-that are fresh for the config are read (:mod:`zoorank.freshness`).
+that are fresh for the config are read (:mod:`zoorank.catalog`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from zoorank.catalog import Catalog, build_catalog
 from zoorank.config import RunConfig, fingerprint
 from zoorank.errors import ConfigError, NothingRankedError
-from zoorank.freshness import fresh_manifest, fresh_metrics
 from zoorank.label_oracle import (  # noqa: F401  (oracle_suite, _labelled_split: public before)
     ORACLE,
     ORACLE_VERSION,
@@ -59,10 +59,8 @@ from zoorank.metrics.agreement import (
     rank_within,
 )
 from zoorank.store import Store
+from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
 
-LEADERBOARD = "leaderboard"
-AGREEMENT = "agreement.parquet"
-FAILED = "failed.parquet"
 FAILED_COLUMNS = ["model_id", "dataset", "view", "stage", "error"]
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
@@ -142,10 +140,27 @@ def _parquet_bytes(frame: pd.DataFrame, metadata: Mapping[str, Any] | None = Non
     return buf.getvalue()
 
 
+def read_leaderboard(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+    """One snapshot of the leaderboard table and the settings its commit carries (``zoorank``)."""
+    board, meta = store.read_table_metadata(LEADERBOARD, "zoorank")
+    return board, json.loads(meta or "{}")
+
+
+def read_rank_outputs(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any],
+                                             dict[str, pd.DataFrame]]:
+    """(leaderboard, settings, {agreement, failed}) as one RANK wrote them together: the tables
+    at the versions the leaderboard's commit names (the latest for an older leaderboard)."""
+    board, info, _ = store.read_table_commit(LEADERBOARD)
+    versions = json.loads(info.get("zoorank_tables") or "{}")
+    tables = {name: store.read_frame(name, FAILED_COLUMNS if name == FAILED else None,
+                                     version=versions.get(name))
+              for name in (AGREEMENT, FAILED)}
+    return board, json.loads(info.get("zoorank") or "{}"), tables
+
+
 def read_leaderboard_settings(store: Store) -> dict[str, Any]:
-    """The settings the leaderboard was built with (Parquet schema metadata key ``zoorank``)."""
-    meta = pq.read_schema(store.path(f"{LEADERBOARD}.parquet"), filesystem=store.fs).metadata
-    return json.loads((meta or {}).get(b"zoorank", b"{}"))
+    """The settings the leaderboard was built with (its commit's metadata key ``zoorank``)."""
+    return read_leaderboard(store)[1]
 
 
 def _budget_directions() -> dict[str, int]:
@@ -405,18 +420,18 @@ def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     Console(width=max(console.width, 140)).print(table)
 
 
-def run_rank(config: RunConfig, address: str | None = None, show: bool = True) -> pd.DataFrame:
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
+             catalog: Catalog | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
     """
-    from zoorank.zoo import resolve_models
-
     store = Store(config.store)
-    models = resolve_models(config)
-    manifest = fresh_manifest(config, store, models)
-    metrics = fresh_metrics(config, store, models, manifest)
-    oracle, oracle_failures = run_oracle(config, store, models, address, manifest)
+    catalog = build_catalog(config) if catalog is None else catalog
+    models = catalog.models
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    oracle, oracle_failures = run_oracle(config, store, models, address, manifest, catalog)
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
                               manifest)
 
@@ -441,7 +456,7 @@ def write_rank_outputs(
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
-    Writes ``leaderboard.parquet/.csv/.md``, ``agreement.parquet`` and ``failed.parquet`` (only
+    Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
     when their bytes change), prints the top rows and returns the leaderboard.
     """
     from zoorank import budget
@@ -455,18 +470,21 @@ def write_rank_outputs(
     agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
                                     config.rank.bootstrap, config.seed)
     if manifest is None:
-        manifest = fresh_manifest(config, store, models)
+        manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
     wanted = {m.model_id: tuple(m.datasets) for m in models
               if getattr(m, "datasets", None) is not None}
     failed = _failed_models(config, manifest, model_ids, metrics, wanted)
     if oracle_failures:
         failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
                            ignore_index=True)
-    write_if_changed(store, f"{LEADERBOARD}.parquet", _parquet_bytes(board, settings))
-    write_if_changed(store, f"{LEADERBOARD}.csv", board.to_csv(index=False).encode())
-    write_if_changed(store, f"{LEADERBOARD}.md", _markdown(board, failed, settings).encode())
-    write_if_changed(store, AGREEMENT, _parquet_bytes(agree))
-    write_if_changed(store, FAILED, _parquet_bytes(failed))
+    # the leaderboard's commit names the versions of the tables written with it, so a reader
+    # (the report) sees one consistent set while another rank commits newer ones
+    versions = {AGREEMENT: store.replace_table(AGREEMENT, agree),
+                FAILED: store.replace_table(FAILED, failed)}
+    store.replace_table(LEADERBOARD, board, {"zoorank": json.dumps(settings, sort_keys=True),
+                                             "zoorank_tables": json.dumps(versions)})
+    write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
+    write_if_changed(store, LEADERBOARD_MD, _markdown(board, failed, settings).encode())
     if show and len(board):
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(agree)):
@@ -475,5 +493,5 @@ def write_rank_outputs(
         from rich.console import Console
 
         Console().print(f"[yellow]{len(failed)} failed or missing (model, dataset) entries: "
-                        f"see {store.name}/{LEADERBOARD}.md")
+                        f"see {store.name}/{LEADERBOARD_MD}")
     return board

@@ -1,7 +1,7 @@
 """REPORT stage: a static, self-contained ``report/index.html`` with its PNG plots beside it.
 
-Reads what RANK wrote (``leaderboard.parquet``, ``agreement.parquet``, ``failed.parquet``,
-``oracle.parquet``) plus ``metrics.parquet`` and ``reliability/<dataset>/<group>.parquet``, and
+Reads what RANK wrote (the ``leaderboard``, ``agreement`` and ``failed`` tables,
+``oracle``) plus ``metrics`` and ``reliability/<dataset>/<group>.parquet``, and
 writes through :class:`~zoorank.store.Store` (so an object store works too):
 
 * the leaderboard (headline columns, the full table folded), the agreement of every label-free
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.catalog import Catalog, build_catalog, reliability_path
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.freshness import fresh_metrics
 from zoorank.metrics.agreement import rank_agreement_matrix
 from zoorank.rank import (
     AGREEMENT,
@@ -45,12 +45,12 @@ from zoorank.rank import (
     metrics_fingerprint,
     print_leaderboard,
     ranking_vector,
-    read_leaderboard_settings,
+    read_rank_outputs,
     write_if_changed,
 )
 from zoorank.store import Store
+from zoorank.store.layout import REPORT_DIR
 
-REPORT_DIR = "report"
 MAX_ANNOTATED_MODELS = 25
 MAX_RANK_CHART_MODELS = 30
 #: seed ensembles drawn in a dataset's NC box plot (the best and worst halves beyond it).
@@ -329,24 +329,29 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
     return store.read_frame(relpath, columns)
 
 
-def run_report(config: RunConfig) -> str:
-    """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI."""
+def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
+    """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI.
+
+    Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given)."""
     from rich.console import Console
 
     store = Store(config.store)
-    if not store.exists(f"{LEADERBOARD}.parquet"):
-        raise InputError(f"{store.name}: no leaderboard.parquet; run `zoorank rank CONFIG` first")
-    board = store.read_frame(f"{LEADERBOARD}.parquet")
-    settings = read_leaderboard_settings(store)
-    metrics = fresh_metrics(config, store)
+    # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
+    board, settings, written = read_rank_outputs(store)
+    if board is None:
+        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
+    catalog = build_catalog(config) if catalog is None else catalog
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    fresh_rel = catalog.fresh_reliability(manifest, store.read_metrics())
     if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
-        raise InputError(f"{store.name}/leaderboard.parquet was not built from this config's "
+        raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
                          "run `zoorank rank CONFIG` first")
-    agree_all = _read(store, AGREEMENT)
+    agree_all = written[AGREEMENT]
     agree = agree_all[agree_all["labels_per_class"].isna()] if "labels_per_class" in agree_all \
         else agree_all
-    failed = _read(store, FAILED, FAILED_COLUMNS)
+    failed = written[FAILED]
     oracle = _read(store, ORACLE)
     datasets = [d.name for d in config.datasets]
     model_ids = set(board["model_id"])
@@ -425,8 +430,9 @@ def run_report(config: RunConfig) -> str:
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     rel_parts = []
     for ds in datasets:
-        rels = {file.removesuffix(".parquet"): store.read_frame(f"reliability/{ds}/{file}")
-                for file in store.list_files("reliability", ds, suffix=".parquet")}
+        rels = {group: store.read_frame(reliability_path(ds, group))
+                for d, group in sorted(fresh_rel)
+                if d == ds and store.exists(reliability_path(ds, group))}
         rels = _by_median_nc({g: r for g, r in rels.items() if not r.empty})
         with_nc = {g: r for g, r in rels.items() if "nc" in r}
         if len(with_nc) > 1:
@@ -461,6 +467,9 @@ def run_report(config: RunConfig) -> str:
             + "".join(sections) + "</body></html>\n")
     for name, data in images.items():
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
+    for name in store.list_files(REPORT_DIR, suffix=".png"):  # plots of an earlier report
+        if name not in images:
+            store.delete(f"{REPORT_DIR}/{name}")
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)

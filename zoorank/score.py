@@ -7,9 +7,11 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    different; for every seed ensemble (models sharing a ``group``, ≥ 2 done members) its NC unless
    up to date. A metric row's fingerprint hashes the manifest fingerprints of the embeddings it
    reads, its settings, ``max_samples``, the run seed and the zoorank version.
-2. Run: a pool of Ray actors (``num_cpus=score.num_cpus_per_actor``; one per core on CPU, one per
-   GPU when the cluster has GPUs; either way each actor's BLAS/faiss threads share out the cores),
-   each reading one model's shards (or one ensemble's) at a time from the store; the
+2. Run: Ray tasks on :func:`zoorank.runner.run_tasks` (``num_cpus=score.num_cpus_per_actor``;
+   one per core at once on CPU, one per GPU when the cluster has GPUs; either way each task's
+   BLAS/faiss threads share out the cores), each reading one model's shards (or one ensemble's)
+   from the store; a task that raises or whose worker dies leaves NaN rows marked ``crashed``
+   with the reason (a rerun retries them); the
    driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
@@ -27,212 +29,40 @@ import math
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 import zoorank
-from zoorank.config import RunConfig, ScoreOptions, fingerprint
-from zoorank.freshness import fresh_manifest
+from zoorank.catalog import Catalog, build_catalog
+from zoorank.catalog.scoring import (  # noqa: F401  (re-exported: the stage's planning API)
+    CLID_TERMS,
+    METRICS_KEY,
+    SCORE_VERSION,
+    GroupTask,
+    ModelInfo,
+    ModelTask,
+    ScorePlan,
+    clid_pools,
+    existing_fingerprints,
+    group_fingerprint,
+    metric_fingerprint,
+    plan_score,
+    pool_fingerprint,
+    reliability_path,
+)
+from zoorank.config import RunConfig, ScoreOptions
 from zoorank.metrics import registry
 from zoorank.metrics.suite import (
     ensemble_reliability,
     label_free_suite,
     metric_inputs,
-    metric_settings,
     nc_settings,
-    per_model_metrics,
     select_samples,
 )
 from zoorank.store import METRICS, METRICS_COLUMNS, Store
-
-METRICS_KEY = ["model_id", "dataset", "metric"]
-#: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
-#: that changes. Each metric's own maths is versioned in zoorank.metrics.registry.
-SCORE_VERSION = 1
-#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
-CLID_TERMS = ("cluster_learnability", "twonn_id")
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the stage needs of a resolved model."""
-
-    model_id: str
-    group: str | None = None
-    family: str | None = None
-
-
-@dataclass(frozen=True)
-class ModelTask:
-    """Per-model metrics to compute for one (dataset, model)."""
-
-    dataset: str
-    model_id: str
-    clean_view: str | None  # None: no done clean embeddings
-    augmented_view: str | None  # the first augmented view (plain metric names)
-    metrics: tuple[str, ...]  # per-model names; ``<name>@<view>`` reads augmented view <view>
-    fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
-
-
-@dataclass(frozen=True)
-class GroupTask:
-    """NC and baselines of one seed ensemble on one dataset."""
-
-    dataset: str
-    group: str
-    members: tuple[str, ...]
-    clean_view: str
-    fingerprint: str
-
-
-@dataclass
-class ScorePlan:
-    model_tasks: list[ModelTask] = field(default_factory=list)
-    group_tasks: list[GroupTask] = field(default_factory=list)
-    #: dataset → models scored on it (done embeddings, not failed): the CLID pool candidates.
-    eligible: dict[str, list[str]] = field(default_factory=dict)
-    up_to_date: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (dataset, model_id)
-    missing: list[tuple[str, str]] = field(default_factory=list)
-    #: dataset → seed ensembles with ≥ 2 scorable members → their members (when ``nc`` is asked).
-    ensembles: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
-
-
-# -- planning (pure) ----------------------------------------------------------------------------
-
-
-def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
-    done, failed = {}, set()
-    for r in manifest.itertuples(index=False):
-        key = (r.dataset, r.view, r.model_id)
-        if r.status == "done":
-            done[key] = str(r.fingerprint)
-        elif r.status == "failed":
-            failed.add((r.dataset, r.model_id))
-    return done, failed
-
-
-def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
-    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task (a worker that
-    died or raised: ``"crashed": true`` in params) are left out, so a rerun retries them."""
-    if metrics.empty or "fingerprint" not in metrics:
-        return {}
-    crashed = metrics["params"].astype(str).str.contains('"crashed": true', regex=False)
-    metrics = metrics[~crashed.to_numpy()]
-    return {
-        (r.model_id, r.dataset, r.metric): r.fingerprint
-        for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)
-    }
-
-
-def metric_fingerprint(
-    metric: str, dataset: str, view: str | None, entry: str | None, options: ScoreOptions,
-    seed: int,
-) -> str:
-    """Fingerprint of one per-model metric row (before running it)."""
-    base, _ = registry.split_view(metric)
-    samples = options.max_samples if metric_inputs(base) == "clean" else None
-    return fingerprint(
-        "metric", metric, dataset, view, entry, metric_settings(base, options, seed), samples,
-        seed, SCORE_VERSION, registry.info(base).version,
-    )
-
-
-def group_fingerprint(
-    dataset: str, group: str, entries: Iterable[tuple[str, str]], options: ScoreOptions, seed: int
-) -> str:
-    return fingerprint(
-        "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
-        seed, SCORE_VERSION, registry.info("nc").version,
-    )
-
-
-def pool_fingerprint(
-    metric: str, dataset: str, term_fingerprints: Iterable[tuple[str, str, str | None]],
-    extra: dict[str, Any] | None = None,
-) -> str:
-    """Fingerprint of a pool metric's rows from its candidates' (model, term, term fingerprint)."""
-    return fingerprint(metric, dataset, sorted(term_fingerprints, key=lambda t: (t[0], t[1])),
-                       extra, registry.info(metric).version)
-
-
-def plan_score(
-    config: RunConfig,
-    models: list[ModelInfo],
-    manifest: pd.DataFrame,
-    metrics: pd.DataFrame,
-    reliability_exists: Any = lambda dataset, group: True,
-) -> ScorePlan:
-    """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
-    options, seed = config.score, config.seed
-    done, failed = _entry_fingerprints(manifest)
-    stored = existing_fingerprints(metrics)
-    clean = config.clean_view.name if config.clean_view else None
-    augmented_views = [v.name for v in config.augmented_views]
-    augmented = augmented_views[0] if augmented_views else None
-    base = per_model_metrics(config.metrics)
-    # every augmented view is scored: the first under the plain names, the others as <name>@<view>
-    wanted = [(m, clean if metric_inputs(m) == "clean" else augmented) for m in base]
-    wanted += [(f"{m}@{v}", v) for v in augmented_views[1:] for m in base
-               if metric_inputs(m) == "augmented"]
-    plan = ScorePlan()
-    for dataset in (d.name for d in config.datasets):
-        plan.eligible[dataset] = []
-        members: dict[str, list[str]] = defaultdict(list)
-        for model in models:
-            mid = model.model_id
-            if not _wants(model, dataset):
-                continue  # the model entry restricts it to other datasets
-            if (dataset, mid) in failed:
-                plan.failed.append((dataset, mid))
-                continue
-            clean_fp = done.get((dataset, clean, mid)) if clean else None
-            aug_fp = done.get((dataset, augmented, mid)) if augmented else None
-            if clean_fp is None and not any((dataset, v, mid) in done for v in augmented_views):
-                plan.missing.append((dataset, mid))
-                continue
-            plan.eligible[dataset].append(mid)
-            if model.group and clean_fp is not None:
-                members[model.group].append(mid)
-            todo, fps = [], []
-            for metric, view in wanted:
-                entry = done.get((dataset, view, mid)) if view else None
-                fp = metric_fingerprint(metric, dataset, view, entry, options, seed)
-                if stored.get((mid, dataset, metric)) != fp:
-                    todo.append(metric)
-                    fps.append((metric, fp))
-            if todo:
-                plan.model_tasks.append(
-                    ModelTask(dataset, mid, clean if clean_fp else None,
-                              augmented if aug_fp else None, tuple(todo), tuple(fps))
-                )
-            else:
-                plan.up_to_date += 1
-        if "nc" not in config.metrics:
-            continue
-        plan.ensembles[dataset] = {}
-        for group, ids in sorted(members.items()):
-            if len(ids) < 2:
-                continue
-            plan.ensembles[dataset][group] = tuple(ids)
-            fp = group_fingerprint(
-                dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
-            )
-            current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
-            if not (current and reliability_exists(dataset, group)):
-                plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
-    return plan
-
-
-def _wants(model: Any, dataset: str) -> bool:
-    """Whether ``model`` is ranked on ``dataset`` (a model entry's ``datasets:``; default all)."""
-    wants = getattr(model, "wants", None)
-    return True if wants is None else bool(wants(dataset))
-
+from zoorank.store.layout import reliability_dir
 
 # -- rows ------------------------------------------------------------------------------------------
 
@@ -291,7 +121,7 @@ def load_augmented(
     return store.read_embeddings(dataset, view, model_id).grouped()
 
 
-# -- the actor ------------------------------------------------------------------------------------
+# -- the worker -----------------------------------------------------------------------------------
 
 
 class ScoreWorker:
@@ -451,28 +281,6 @@ def pool_rows(
     return rows
 
 
-def clid_pools(
-    config: RunConfig, models: list[ModelInfo], plan: ScorePlan
-) -> list[tuple[str, str, list[str], dict[str, Any] | None]]:
-    """(metric, dataset, members, extra) of every CLID pool: ``clid`` over each dataset's eligible
-    models and ``clid_family`` within each family (empty when ``clid`` is not configured)."""
-    if "clid" not in config.metrics:
-        return []
-    family_of = {m.model_id: m.family for m in models}
-    pools: list[tuple[str, str, list[str], dict[str, Any] | None]] = []
-    for dataset, ids in plan.eligible.items():
-        if not ids:
-            continue
-        pools.append(("clid", dataset, ids, None))
-        families: dict[str, list[str]] = defaultdict(list)
-        for m in ids:
-            if family_of.get(m):
-                families[family_of[m]].append(m)
-        pools += [("clid_family", dataset, members, {"family": family})
-                  for family, members in sorted(families.items())]
-    return pools
-
-
 def plan_pool_rows(
     config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
 ) -> list[dict[str, Any]]:
@@ -490,10 +298,6 @@ def plan_pool_rows(
 # -- the stage --------------------------------------------------------------------------------------
 
 
-def reliability_path(dataset: str, group: str) -> str:
-    return f"reliability/{dataset}/{group}.parquet"
-
-
 def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
     """Remove rows and tables of ``metrics`` (as read for the plan) that no longer describe the zoo.
 
@@ -508,9 +312,9 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
         nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
         stale = keys.isin(plan.failed) | (nc.to_numpy() & ~keys.isin(members))
         if stale.any():
-            store.write_parquet(METRICS, metrics[~stale].reset_index(drop=True))
+            store.delete_rows(METRICS, metrics[stale], METRICS_KEY)
     for dataset, groups in plan.ensembles.items():
-        for file in store.list_files("reliability", dataset, suffix=".parquet"):
+        for file in store.list_files(reliability_dir(dataset), suffix=".parquet"):
             if file.removesuffix(".parquet") not in groups:
                 store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
 
@@ -528,53 +332,41 @@ def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float)
     return actors, 0.0, max(1, int(cpus // actors))
 
 
+def _score_task(store_uri: str, options: dict, seed: int, metrics: list[str], threads: int,
+                task: ModelTask | GroupTask) -> Any:
+    """Ray task body: score one model (or one ensemble) with a :class:`ScoreWorker`."""
+    worker = ScoreWorker(store_uri, options, seed, metrics, threads)
+    return worker.score_group(task) if isinstance(task, GroupTask) else worker.score_model(task)
+
+
 def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
-    """Run every task on a pool of actors; ``on_done(task, result, error)`` as results arrive
-    (``result`` None and ``error`` the reason when the task raised or its worker died)."""
+    """Run every task on :func:`zoorank.runner.run_tasks`, ``pool_size`` at once;
+    ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
+    when the task raised or its worker died)."""
+    import contextlib
+
     import ray
+
+    from zoorank.runner import Task, run_tasks
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
     resources = ray.cluster_resources()
-    n_actors, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
-                                        resources.get("CPU", 1.0), resources.get("GPU", 0.0))
-    actor_cls = ray.remote(num_cpus=config.score.num_cpus_per_actor, num_gpus=gpus)(ScoreWorker)
+    n_workers, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
+                                         resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
             threads)
-
-    def new_actor():
-        return actor_cls.remote(*args)
-
-    idle = [new_actor() for _ in range(n_actors)]
-    queue = list(reversed(tasks))
-    pending: dict[Any, tuple[Any, Any]] = {}
+    results = run_tasks(_score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
+                        options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
+                        max_in_flight=n_workers, retries=1, label="score: models")
     errors: list[str] = []
-    while queue or pending:
-        while queue and idle:
-            task, actor = queue.pop(), idle.pop()
-            method = actor.score_group if isinstance(task, GroupTask) else actor.score_model
-            pending[method.remote(task)] = (task, actor)
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        task, actor = pending.pop(ready[0])
-        name = _task_name(task)
-        try:
-            result = ray.get(ready[0])
-        except ray.exceptions.RayActorError as err:
-            message = f"worker died: {str(err).strip().splitlines()[0] if str(err) else ''}"
-            errors.append(f"{name}: {message}")
-            idle.append(new_actor())
-            on_done(task, None, message)
-            continue
-        except ray.exceptions.RayTaskError as err:
-            cause = err.cause or err
-            message = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0][:300]}"
-            errors.append(f"{name}: {message}")
-            idle.append(actor)
-            on_done(task, None, message)
-            continue
-        idle.append(actor)
-        on_done(task, result, None)
-    for actor in idle:
-        ray.kill(actor)
+    with contextlib.closing(results):
+        for outcome in results:
+            task = tasks[outcome.task.key]
+            if outcome.ok:
+                on_done(task, outcome.value, None)
+                continue
+            errors.append(f"{_task_name(task)}: {outcome.error}")
+            on_done(task, None, outcome.error)
     return errors
 
 
@@ -598,22 +390,21 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
-    """The SCORE stage; returns the whole metrics table (``metrics.parquet``)."""
+def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
+              ) -> pd.DataFrame:
+    """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
+    returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     console = Console(stderr=True)
     start = time.perf_counter()
     store = Store(config.store)
-    from zoorank.zoo import resolve_models
-
-    models = resolve_models(config)
+    catalog = build_catalog(config) if catalog is None else catalog
+    models = catalog.models
     metrics = store.read_metrics()
-    manifest = fresh_manifest(config, store, models)
-    plan = plan_score(
-        config, models, manifest, metrics,
-        lambda dataset, group: store.exists(reliability_path(dataset, group)),
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    plan = catalog.plan_score(
+        manifest, metrics, lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
     _drop_stale(store, plan, metrics)
     state = {(r.dataset, r.model_id): r.status for r in manifest.itertuples(index=False)}
@@ -631,24 +422,19 @@ def run_score(config: RunConfig, address: str | None = None) -> pd.DataFrame:
 
         ensure_ray(address)
         work_start = time.perf_counter()
-        total = len(plan.model_tasks) + len(plan.group_tasks)
-        with Progress("[progress.description]{task.description}", BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
-            bar = progress.add_task("score: models", total=total)
 
-            def on_done(task, result, error):
-                if result is None:
-                    rows = crashed_rows(task, error, config.seed)
-                elif isinstance(task, GroupTask):
-                    rows, frame = result
-                    if frame is not None:
-                        store.write_parquet(reliability_path(task.dataset, task.group), frame)
-                else:
-                    rows = result
-                store.upsert_rows(METRICS, rows, key=METRICS_KEY)
-                progress.advance(bar)
+        def on_done(task, result, error):
+            if result is None:
+                rows = crashed_rows(task, error, config.seed)
+            elif isinstance(task, GroupTask):
+                rows, frame = result
+                if frame is not None:
+                    store.write_parquet(reliability_path(task.dataset, task.group), frame)
+            else:
+                rows = result
+            store.upsert_rows(METRICS, rows, key=METRICS_KEY)
 
-            errors = _execute(store, config, plan, on_done)
+        errors = _execute(store, config, plan, on_done)
         work_s = time.perf_counter() - work_start
 
     pool = plan_pool_rows(config, models, plan, store.read_metrics())

@@ -23,10 +23,13 @@ Conventions:
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import functools
 import hashlib
 import io
 import json
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +42,7 @@ from zoorank.errors import InputError
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec
+    from zoorank.store import Store
 
 IMAGE_EXTENSIONS = (
     ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
@@ -47,6 +51,52 @@ IMAGE_EXTENSIONS = (
 READ_BLOCK_ROWS = 128
 #: needed samples per read task (a Parquet row group larger than this is read by several tasks).
 READ_TASK_ROWS = 1024
+#: tries of one read (a file, or a Parquet row-group slice) before it counts as unreadable, and the
+#: first back-off in seconds (doubled after each failed try).
+READ_TRIES = 4
+READ_BACKOFF_S = 0.2
+#: prefix of the ``name`` of a sample whose bytes could not be read (not an undecodable image).
+UNREADABLE = "unreadable: "
+
+
+class UnreadableError(InputError):
+    """Bytes of a dataset that could not be read after :data:`READ_TRIES` tries (names the file)."""
+
+
+def _retrying(what: str, fn: Any, tries: int = READ_TRIES, backoff: float = READ_BACKOFF_S) -> Any:
+    """``fn()``, retried with exponential back-off on ``OSError`` (a flaky disk or object store).
+
+    A read that still fails raises :class:`UnreadableError` with the last reason: an unreadable
+    sample is never taken for an undecodable image, which would drop it silently.
+    """
+    for attempt in range(tries):
+        try:
+            return fn()
+        except (OSError, InputError) as err:
+            if attempt + 1 == tries:
+                raise UnreadableError(f"{what}: cannot read after {tries} tries: "
+                                      f"{uris.redact(str(err))}") from None
+            time.sleep(backoff * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+#: test hook: ``GLOB`` makes every read of a matching image-folder file fail with an OSError;
+#: ``GLOB:N`` only its first N tries in each process (a transient fault).
+ENV_FAIL_READS = "ZOORANK_TEST_FAIL_READS"
+_injected: dict[str, int] = {}
+
+
+def _read_file(uri: str) -> bytes:
+    rule = os.environ.get(ENV_FAIL_READS)
+    if rule:
+        pattern, _, times = rule.partition(":")
+        if fnmatch.fnmatch(uri, pattern):
+            _injected[uri] = _injected.get(uri, 0) + 1
+            if not times or _injected[uri] <= int(times):
+                raise OSError(f"injected read failure ({ENV_FAIL_READS})")
+    fs, path = uris.resolve(uri)
+    with fs.open_input_file(path) as f:
+        return f.read()
 
 
 @dataclass(frozen=True)
@@ -72,6 +122,9 @@ class SampleIndex:
     relpaths: tuple[str, ...] | None = None
     arrays: np.ndarray | None = field(default=None, repr=False)
     names: tuple[str, ...] | None = None  # memory sources: a readable name per sample
+    #: selected sample_ids a previous decode of this content found undecodable (sorted; part of
+    #: the dataset's identity in every embedding fingerprint, see :func:`record_undecodable`)
+    undecodable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     def __len__(self) -> int:
         return len(self.sample_id)
@@ -129,6 +182,39 @@ def _label_names_beside(uri: str) -> tuple[str, ...] | None:
     return None
 
 
+def class_labels(values: Any, what: str, names: tuple[str, ...] | None = None
+                 ) -> tuple[pd.Series, tuple[str, ...] | None]:
+    """Labels as class indices (nullable Int64) and the class names, from a column's values.
+
+    Integers (and booleans) are class indices; floats must be whole numbers (``3.0``; NaN is a
+    missing label). Strings are class names, mapped to their index in ``names`` (a ``classes.json``
+    or ``label_names`` beside the data) when every name is there, else to the index in their
+    sorted set, as folder names are. Anything else is an :class:`InputError` naming ``what``.
+    """
+    arr = np.asarray(values, dtype=object) if isinstance(values, list) else np.asarray(values)
+    present = [v for v in arr.tolist() if v is not None and not (isinstance(v, float) and
+                                                                 np.isnan(v))]
+    if present and all(isinstance(v, str) for v in present):
+        known = names if names is not None and set(present) <= set(names) else \
+            tuple(sorted(set(present)))
+        index = {c: i for i, c in enumerate(known)}
+        codes = [index[v] if isinstance(v, str) else pd.NA for v in arr.tolist()]
+        return pd.Series(pd.array(codes, dtype="Int64"), name="label"), known
+    if any(isinstance(v, bool | np.bool_) for v in present):
+        present = [int(v) for v in present]
+    if not all(isinstance(v, int | float | np.integer | np.floating) for v in present):
+        kinds = sorted({type(v).__name__ for v in present})
+        raise InputError(f"{what} holds {', '.join(kinds)} values; labels must be integers "
+                         "(class indices) or strings (class names)")
+    if any(float(v) != int(v) for v in present if np.isfinite(v)) or \
+            any(not np.isfinite(v) for v in present):
+        raise InputError(f"{what} holds fractional or infinite values; labels must be whole "
+                         "numbers (class indices) or strings (class names)")
+    codes = [pd.NA if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
+             for v in arr.tolist()]
+    return pd.Series(pd.array(codes, dtype="Int64"), name="label"), names
+
+
 # -- indexing (driver: footers, listings, label columns) ------------------------------------------
 def _index_parquet(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any]:
     import pyarrow as pa
@@ -150,18 +236,22 @@ def _index_parquet(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, An
             if not (pa.types.is_binary(itype) or pa.types.is_large_binary(itype)):
                 raise InputError(f"dataset {spec.name!r}: column {spec.image_column!r} of {where} "
                                  f"holds {itype}, not encoded image bytes")
-            label = None
+            label = names = None
             if spec.label_column:  # one column: no image bytes are read
                 col = pq.ParquetFile(f).read(columns=[spec.label_column]).column(0)
-                label = pd.Series(pd.array(col.to_pylist(), dtype="Int64"), name="label")
+                label, names = class_labels(
+                    col.to_pylist(), f"dataset {spec.name!r}: label column "
+                    f"{spec.label_column!r} of {where}", _label_names_beside(spec.path))
     except (OSError, pa.ArrowInvalid) as err:
         raise InputError(f"dataset {spec.name!r}: cannot read Parquet file {where}: {err}") \
             from None
+    if meta.num_rows == 0:
+        raise InputError(f"dataset {spec.name!r}: Parquet file {where} has no rows")
     rows = np.asarray([meta.row_group(i).num_rows for i in range(meta.num_row_groups)], np.int64)
     starts = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
     return {
         "kind": "parquet", "total": int(meta.num_rows), "label": label,
-        "label_names": _label_names_beside(spec.path) if spec.label_column else None,
+        "label_names": names,
         "row_groups": np.stack([starts, rows], axis=1) if len(rows) else np.zeros((0, 2), np.int64),
         "content_digest": digests.digest(spec.path), "image_column": spec.image_column,
     }
@@ -237,29 +327,40 @@ def _index_numpy(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any]
     where = uris.redact(spec.path)
     if not uris.is_file(spec.path):
         raise InputError(f"dataset {spec.name!r}: file {where} not found")
+    labels = names = None
     try:
         # allow_pickle=False: a data file must never execute code.
-        with uris.open_input(spec.path) as f, np.load(f, allow_pickle=False) as npz:
-            if not hasattr(npz, "files") or "images" not in npz.files:
-                raise InputError(f"dataset {spec.name!r}: {where} has no 'images' array")
-            images = npz["images"]
-            labels = npz["labels"] if "labels" in npz.files else None
-            names = npz["label_names"] if "label_names" in npz.files else None
-    except (OSError, ValueError) as err:
+        with uris.open_input(spec.path) as f:
+            loaded = np.load(f, allow_pickle=False)
+            if isinstance(loaded, np.ndarray):  # a `.npy`: the images array alone, no labels
+                images = loaded
+            else:
+                with loaded as npz:
+                    if "images" not in npz.files:
+                        raise InputError(f"dataset {spec.name!r}: {where} has no 'images' array "
+                                         f"(arrays: {npz.files})")
+                    images = npz["images"]
+                    labels = npz["labels"] if "labels" in npz.files else None
+                    names = npz["label_names"] if "label_names" in npz.files else None
+    except (OSError, ValueError, EOFError) as err:
         raise InputError(f"dataset {spec.name!r}: cannot read {where}: {err}") from None
     images = to_uint8_images(images, f"dataset {spec.name!r} ({where})")
     n = len(images)
+    if n == 0:
+        raise InputError(f"dataset {spec.name!r}: {where} holds no images")
+    names = None if names is None else tuple(str(x) for x in np.asarray(names).reshape(-1))
     label = None
     if labels is not None:
-        labels = np.asarray(labels).reshape(-1)
-        if len(labels) != n:
-            raise InputError(f"dataset {spec.name!r}: {where}: {len(labels)} labels for {n} images")
-        label = pd.Series(pd.array(labels.astype(np.int64), dtype="Int64"), name="label")
+        labels = np.asarray(labels)
+        if labels.ndim != 1 or len(labels) != n:
+            raise InputError(f"dataset {spec.name!r}: array 'labels' of {where} has shape "
+                             f"{labels.shape}; one label per image ({n},) is needed")
+        label, names = class_labels(labels.tolist(), f"dataset {spec.name!r}: array 'labels' "
+                                    f"of {where}", names)
     base = _basename(spec.path)
     return {"kind": "memory", "total": n, "arrays": images, "label": label,
             "names": tuple(f"{base}[{i}]" for i in range(n)),
-            "label_names": None if names is None else tuple(str(x) for x in names),
-            "content_digest": digests.digest(spec.path)}
+            "label_names": names, "content_digest": digests.digest(spec.path)}
 
 
 _INDEXERS = {
@@ -270,13 +371,47 @@ _INDEXERS = {
 }
 
 
+def undecodable_path(dataset: str) -> str:
+    return f"datasets/{dataset}/undecodable.json"
+
+
+def known_undecodable(store: Store | None, dataset: str, content_digest: str) -> np.ndarray:
+    """Sorted sample_ids of this content that a decode found undecodable (empty when none known).
+
+    Kept in ``datasets/<dataset>/undecodable.json`` as ``{content_digest: [sample_id, ...]}``.
+    """
+    if store is None or not store.exists(undecodable_path(dataset)):
+        return np.zeros(0, np.int64)
+    try:
+        known = store.read_json(undecodable_path(dataset))
+    except (OSError, ValueError):
+        return np.zeros(0, np.int64)
+    ids = known.get(content_digest, []) if isinstance(known, dict) else []
+    return np.unique(np.asarray(ids, dtype=np.int64))
+
+
+def record_undecodable(store: Store, dataset: str, content_digest: str, ids: Any) -> bool:
+    """Add ``ids`` to the undecodable samples known for this content; True when that set grew.
+
+    Decoding is deterministic for given bytes, so the set only grows as more samples of a
+    content are decoded; a content whose digest changed starts afresh (older digests are dropped).
+    """
+    before = known_undecodable(store, dataset, content_digest)
+    after = np.union1d(before, np.asarray(list(ids), dtype=np.int64))
+    if len(after) == len(before):
+        return False
+    store.write_json(undecodable_path(dataset), {content_digest: [int(x) for x in after]})
+    return True
+
+
 def index_samples(
     spec: DatasetSpec, seed: int, digests: uris.DigestCache | None = None
 ) -> SampleIndex:
     """The dataset's stable sample list (ids, names, labels, content digest); no image bytes.
 
     ``limit`` keeps a seeded sorted subset of the ids. ``digests`` (one per store) avoids reading a
-    Parquet or ``.npz`` file again to digest it once its (URI, size, mtime) is known.
+    Parquet or ``.npz`` file again to digest it once its (URI, size, mtime) is known; with a store,
+    the selected samples known to be undecodable come with the index (``undecodable``).
     """
     from zoorank.data import select_subset
 
@@ -296,6 +431,9 @@ def index_samples(
         label=label, label_names=parts.get("label_names") if label is not None else None,
         row_groups=parts.get("row_groups"), relpaths=parts.get("relpaths"),
         arrays=parts.get("arrays"), names=parts.get("names"),
+        undecodable=np.intersect1d(known_undecodable(
+            digests.store if digests is not None else None, spec.name, parts["content_digest"]),
+            ids),
     )
 
 
@@ -340,48 +478,39 @@ def read_unit(index: SampleIndex, unit: tuple[str, Any],
     kind, arg = unit
     label = f"dataset {index.dataset!r}: "
     if kind == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         group, start, ids = arg
         ids = np.asarray(ids, dtype=np.int64)
-        row = start
-        ids_out: list[int] = []
-        payloads: list[Any] = []
-        with uris.open_input(index.uri) as f:
-            for batch in pq.ParquetFile(f).iter_batches(
-                batch_size=max(block_rows, 256), row_groups=[group], columns=[index.image_column]
-            ):
-                col = batch.column(0)
-                if pa.types.is_struct(col.type):
-                    col = col.field("bytes")
-                n = len(col)
-                lo, hi = np.searchsorted(ids, [row, row + n])
-                if hi > lo:
-                    ids_out += ids[lo:hi].tolist()
-                    payloads += col.take(pa.array(ids[lo:hi] - row)).to_pylist()
-                while len(ids_out) >= block_rows:
-                    part, ids_out = ids_out[:block_rows], ids_out[block_rows:]
-                    got, payloads = payloads[:block_rows], payloads[block_rows:]
-                    yield _block(part, got, [f"{label}{_basename(index.uri)}#row={s} "
-                                             f"(sample_id {s})" for s in part])
-                row += n
-                if len(ids) == 0 or row > ids[-1]:
-                    break
-        if ids_out:
-            yield _block(ids_out, payloads, [f"{label}{_basename(index.uri)}#row={s} "
-                                             f"(sample_id {s})" for s in ids_out])
+        sent = 0  # ids already yielded: a retried read resumes after them
+        for attempt in range(READ_TRIES):
+            try:
+                for block in _parquet_blocks(index, group, start, ids[sent:], block_rows, label):
+                    sent += len(block["sample_id"])
+                    yield block
+                return
+            except (OSError, InputError) as err:  # pyarrow's IOError on a flaky read
+                if attempt + 1 < READ_TRIES:
+                    time.sleep(READ_BACKOFF_S * 2 ** attempt)
+                    continue
+                why = (f"{UNREADABLE}{label}{_basename(index.uri)} row group {group}: cannot "
+                       f"read after {READ_TRIES} tries: {uris.redact(str(err))}")
+                left = [int(x) for x in ids[sent:]]
+                for a in range(0, len(left), block_rows):  # flagged, never dropped
+                    yield _block(left[a:a + block_rows], [None] * len(left[a:a + block_rows]),
+                                 [why] * len(left[a:a + block_rows]))
     elif kind == "files":
         for a in range(0, len(arg), block_rows):
             part = arg[a:a + block_rows]
-            payloads = []
-            for _, rel in part:
+            payloads, names = [], []
+            for s, rel in part:
+                name = f"{label}{rel} (sample_id {s})"
+                uri = _child(index.uri, rel)
                 try:
-                    payloads.append(uris.read_bytes(_child(index.uri, rel)))
-                except InputError:
-                    payloads.append(b"")  # counted as an undecodable image, named below
-            yield _block([s for s, _ in part], payloads,
-                         [f"{label}{rel} (sample_id {s})" for s, rel in part])
+                    payloads.append(_retrying(name, functools.partial(_read_file, uri)))
+                except UnreadableError as err:  # flagged, never counted as an undecodable image
+                    payloads.append(None)
+                    name = f"{UNREADABLE}{err}"
+                names.append(name)
+            yield _block([s for s, _ in part], payloads, names)
     elif kind == "arrays":  # (ids, uint8 arrays, names) carried by the task itself
         ids, arrays, names = arg
         for a in range(0, len(ids), block_rows):
@@ -394,6 +523,42 @@ def read_unit(index: SampleIndex, unit: tuple[str, Any],
             ids = [int(s) for s in arg[a:a + block_rows]]
             yield _block(ids, [index.arrays[s] for s in ids],
                          [f"{label}{index.names[s]} (sample_id {s})" for s in ids])
+
+
+def _parquet_blocks(index: SampleIndex, group: int, start: int, ids: np.ndarray, block_rows: int,
+                    label: str) -> Iterator[dict[str, np.ndarray]]:
+    """The blocks (sample_id, payload, name) of one Parquet row group's ``ids`` (sorted)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = start
+    ids_out: list[int] = []
+    payloads: list[Any] = []
+    if len(ids) == 0:
+        return
+    base = _basename(index.uri)
+    fs, path = uris.resolve(index.uri)
+    with fs.open_input_file(path) as f:
+        for batch in pq.ParquetFile(f).iter_batches(
+            batch_size=max(block_rows, 256), row_groups=[group], columns=[index.image_column]
+        ):
+            col = batch.column(0)
+            if pa.types.is_struct(col.type):
+                col = col.field("bytes")
+            n = len(col)
+            lo, hi = np.searchsorted(ids, [row, row + n])
+            if hi > lo:
+                ids_out += ids[lo:hi].tolist()
+                payloads += col.take(pa.array(ids[lo:hi] - row)).to_pylist()
+            while len(ids_out) >= block_rows:
+                part, ids_out = ids_out[:block_rows], ids_out[block_rows:]
+                got, payloads = payloads[:block_rows], payloads[block_rows:]
+                yield _block(part, got, [f"{label}{base}#row={s} (sample_id {s})" for s in part])
+            row += n
+            if row > ids[-1]:
+                break
+    if ids_out:
+        yield _block(ids_out, payloads, [f"{label}{base}#row={s} (sample_id {s})" for s in ids_out])
 
 
 def read_encoded(index: SampleIndex, needed: np.ndarray) -> Any:

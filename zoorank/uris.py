@@ -5,8 +5,12 @@ Credentials come from the environment or the instance role (for S3: ``AWS_ACCESS
 still works, but :func:`redact` removes them from everything zoorank prints or writes.
 
 Content digests (checkpoints, dataset files) cost a full read, so :class:`DigestCache` computes one
-once per (URI, size, modification time) and keeps it in the store (``cache/digests.parquet``); a
-changed file has a new size or time and is read again.
+once per (URI, size, modification time) and keeps it in the store's digest table
+(``cache/digests``); a changed file has a new size or time and is read again.
+
+This module is the one place URIs are parsed (:func:`parse`), turned into filesystems
+(:func:`resolve`) or Delta Lake locations (:func:`delta_location`), and redacted (:func:`redact`).
+It imports nothing from the store (the store stands on it).
 """
 
 from __future__ import annotations
@@ -18,14 +22,12 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import Any, BinaryIO
+from urllib.parse import parse_qsl, unquote
 
 import pyarrow.fs as pafs
 
 from zoorank.errors import InputError
-
-if TYPE_CHECKING:
-    from zoorank.store import Store
 
 GLOB_CHARS = "*?["
 #: attempts per object-store request (pyarrow's default is 3: at a 10% fault rate one request in
@@ -34,7 +36,6 @@ S3_MAX_ATTEMPTS = int(os.environ.get("ZOORANK_S3_MAX_ATTEMPTS", "10"))
 #: seconds before an S3 request that got no answer is abandoned (and retried).
 S3_REQUEST_TIMEOUT_S = float(os.environ.get("ZOORANK_S3_REQUEST_TIMEOUT", "20"))
 S3_CONNECT_TIMEOUT_S = 10.0
-DIGESTS = "cache/digests.parquet"
 
 
 def is_uri(path: str | os.PathLike[str]) -> bool:
@@ -51,6 +52,77 @@ def redact(uri: str | os.PathLike[str] | None) -> str:
     from zoorank.redact import redact as _redact
 
     return _redact(uri)
+
+
+@dataclass(frozen=True)
+class ParsedURI:
+    """The parts of ``scheme://[user[:password]@]bucket/key?query`` (local paths: scheme "")."""
+
+    scheme: str
+    user: str
+    password: str
+    path: str  # bucket/key for object stores, the absolute path for local ones
+    query: dict[str, str]
+
+
+def parse(uri: str | os.PathLike[str]) -> ParsedURI:
+    """Split a store or input URI; the only URI parser in zoorank."""
+    text = str(uri)
+    if not is_uri(text):
+        return ParsedURI("", "", "", str(Path(text).expanduser().resolve()), {})
+    scheme, rest = text.split("://", 1)
+    rest, _, query = rest.partition("?")
+    user = password = ""
+    head, sep, tail = rest.partition("/")
+    if "@" in head:
+        info, head = head.rsplit("@", 1)
+        user, _, password = info.partition(":")
+        user, password = unquote(user), unquote(password)
+    return ParsedURI(scheme.lower(), user, password, head + sep + tail, dict(parse_qsl(query)))
+
+
+def child(uri: str, relpath: str) -> str:
+    """``uri`` with ``relpath`` appended to its path; credentials and query are kept.
+
+    >>> child("s3://k:s@bucket/store?scheme=http", "tune")
+    's3://k:s@bucket/store/tune?scheme=http'
+    """
+    if not is_uri(uri):
+        return str(Path(uri) / relpath)
+    head, sep, query = str(uri).partition("?")
+    return f"{head.rstrip('/')}/{relpath.strip('/')}" + (f"?{query}" if sep else "")
+
+
+def delta_location(store_uri: str, path: str) -> tuple[str, dict[str, str]]:
+    """(URI, storage options) for delta-rs of ``path`` on ``store_uri``'s object store.
+
+    Options come from the URI the way pyarrow reads it (``user:password@`` credentials,
+    ``endpoint_override``, ``scheme=http``, ``region``) and from the environment
+    (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` ..., read by delta-rs itself).
+    """
+    p = parse(store_uri)
+    scheme = {"gcs": "gs"}.get(p.scheme, p.scheme)
+    options: dict[str, str] = {}
+    if scheme == "s3":
+        if p.user:
+            options["AWS_ACCESS_KEY_ID"] = p.user
+        if p.password:
+            options["AWS_SECRET_ACCESS_KEY"] = p.password
+        endpoint = p.query.get("endpoint_override")
+        if endpoint:
+            if "://" not in endpoint:
+                endpoint = f"{p.query.get('scheme', 'https')}://{endpoint}"
+        else:
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            options["AWS_ENDPOINT_URL"] = endpoint
+            if endpoint.startswith("http://"):
+                options["AWS_ALLOW_HTTP"] = "true"
+        region = p.query.get("region") or os.environ.get("AWS_REGION") or os.environ.get(
+            "AWS_DEFAULT_REGION")
+        if region:
+            options["AWS_REGION"] = region
+    return f"{scheme}://{path}", options
 
 
 def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
@@ -201,20 +273,20 @@ def content_digest(uri: str | os.PathLike[str], chunk: int = 1 << 22) -> str:
 
 
 class DigestCache:
-    """Content digests keyed by (URI, size, mtime), kept in ``<store>/cache/digests.parquet``.
+    """Content digests keyed by (URI, size, mtime), kept in the store's ``cache/digests`` table.
 
     ``digest(uri)`` reads a file in full only the first time a (URI, size, mtime) is seen by any run
-    on this store; :meth:`save` writes new entries back (the driver calls it; one writer at a time).
+    on this store; :meth:`save` writes new entries back (one MERGE commit).
     Without a store the cache lives for the process only.
     """
 
-    def __init__(self, store: Store | None = None) -> None:
+    def __init__(self, store: Any = None) -> None:  # a zoorank.store.Store
         self.store = store
         self._lock = threading.Lock()
         self._known: dict[tuple[str, int, int], str] = {}
         self._dirty = False
-        if store is not None and store.exists(DIGESTS):
-            frame = store.read_frame(DIGESTS)
+        if store is not None:
+            frame = store.read_frame(store.DIGESTS)
             for r in frame.itertuples(index=False):
                 self._known[(str(r.uri), int(r.size), int(r.mtime_ns))] = str(r.digest)
 
@@ -241,4 +313,4 @@ class DigestCache:
             rows = [{"uri": u, "size": s, "mtime_ns": t, "digest": d}
                     for (u, s, t), d in sorted(self._known.items())]
             self._dirty = False
-        self.store.write_parquet(DIGESTS, pd.DataFrame(rows))
+        self.store.upsert_rows(self.store.DIGESTS, pd.DataFrame(rows), ["uri", "size", "mtime_ns"])

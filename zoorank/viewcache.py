@@ -26,13 +26,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zoorank.data import decode_views
+from zoorank.errors import InputError
+from zoorank.sources import UNREADABLE, UnreadableError, record_undecodable
+from zoorank.store.layout import VIEW_CACHE_DIR
 
 if TYPE_CHECKING:
     from zoorank.data import ViewGeometry, ViewPlan
     from zoorank.sources import SampleIndex
     from zoorank.store import Store
 
-VIEW_CACHE = "cache/views"
+VIEW_CACHE = VIEW_CACHE_DIR
 #: samples per decode task batch (each gives 1 + Σ q rows of views).
 DECODE_BATCH = 32
 DECODE_NUM_CPUS = 0.25
@@ -101,10 +104,33 @@ def write_part(batch: dict[str, np.ndarray], store_uri: str, directory: str, siz
     for v in sorted(set(batch["view"].tolist())):
         m = (batch["view"] == v) & batch["bad"]
         bad[v] = sorted({int(s) for s in batch["sample_id"][m]})
-    first_error = next(iter(batch["error"][batch["bad"]]), "")
+    errors = [str(e) for e in batch["error"][batch["bad"]]]
+    unread = [e for e in errors if e.startswith(UNREADABLE)]
+    first_error = next((e for e in errors if not e.startswith(UNREADABLE)), "")
     return {"name": np.asarray([name], dtype=object), "rows": np.asarray([len(table)]),
             "bad": np.asarray([json.dumps(bad)], dtype=object),
-            "first_error": np.asarray([str(first_error)], dtype=object)}
+            "first_error": np.asarray([str(first_error)], dtype=object),
+            "unreadable": np.asarray([len(set(unread))]),
+            "first_unreadable": np.asarray([unread[0] if unread else ""], dtype=object)}
+
+
+def check_decoded(dataset: str, found: dict[str, Any], plans: list[ViewPlan]) -> None:
+    """Refuse a cache that would give entries with dropped or no samples.
+
+    Raises :class:`zoorank.sources.UnreadableError` when bytes of a sample could not be read
+    (a flaky store: the next run retries; such a sample is never counted as undecodable), and
+    :class:`InputError` naming the dataset (and view) when none of a view's samples could be
+    decoded (the entry would hold 0 rows).
+    """
+    if found.get("unreadable"):
+        raise UnreadableError(f"dataset {dataset!r}: {found['unreadable']} sample(s) could not be "
+                              f"read; first: {found['first_unreadable'][len(UNREADABLE):]}")
+    for p in plans:
+        n_bad = len(found["bad"].get(p.name, ()))
+        if len(p.samples) and n_bad >= len(p.samples):
+            where = "" if p.is_clean else f" (view {p.name!r})"
+            raise InputError(f"dataset {dataset!r}{where}: none of its {len(p.samples)} image(s) "
+                             f"could be decoded; first: {found['first_error']}")
 
 
 def build(
@@ -126,6 +152,7 @@ def build(
     directory = cache_dir(index.dataset, key)
     if store.exists(f"{directory}/index.json"):
         found = store.read_json(f"{directory}/index.json")
+        check_decoded(index.dataset, found, plans)
         return {**found, "reused": True, "seconds": 0.0}
     store.delete(directory)  # an incomplete cache from a killed run
     t0 = time.perf_counter()
@@ -136,7 +163,7 @@ def build(
     ds = ds.map_batches(write_part, fn_kwargs={"store_uri": store.uri, "directory": directory,
                                                "size": int(geometry.input_size)},
                         batch_size=PART_ROWS, batch_format="numpy", num_cpus=DECODE_NUM_CPUS)
-    parts, rows, first_error = [], 0, ""
+    parts, rows, first_error, unreadable, first_unreadable = [], 0, "", 0, ""
     bad: dict[str, set[int]] = defaultdict(set)
     for rec in ds.iter_rows():  # one small record per part
         parts.append(str(rec["name"]))
@@ -144,8 +171,18 @@ def build(
         for v, ids in json.loads(rec["bad"]).items():
             bad[v].update(ids)
         first_error = first_error or str(rec["first_error"])
+        unreadable += int(rec["unreadable"])
+        first_unreadable = first_unreadable or str(rec["first_unreadable"])
     found = {"parts": sorted(parts), "rows": rows, "first_error": first_error,
-             "bad": {v: sorted(ids) for v, ids in bad.items() if ids}}
+             "bad": {v: sorted(ids) for v, ids in bad.items() if ids},
+             "unreadable": unreadable, "first_unreadable": first_unreadable}
+    try:
+        check_decoded(index.dataset, found, plans)
+    except InputError:
+        store.delete(directory)  # never reused: the next run reads again
+        raise
+    record_undecodable(store, index.dataset, index.content_digest,
+                       sorted({i for ids in found["bad"].values() for i in ids}))
     store.write_json(f"{directory}/index.json", found)
     return {**found, "reused": False, "seconds": time.perf_counter() - t0}
 

@@ -51,7 +51,7 @@ def test_zoo_prints_ids_weights_fingerprints_preprocessing_and_parameters(tmp_pa
     assert "crop 32 (crop_pct 1)" in describe_preprocessing(first)
     assert "[timm + config (input_size, crop_pct 1.0" in describe_preprocessing(first)
     assert "resize 168 bilinear, crop 160 (crop_pct 0.95)" in describe_preprocessing(second)
-    assert not (tmp_path / "store" / "manifest.parquet").exists()  # nothing ran
+    assert not (tmp_path / "store" / "manifest").exists()  # nothing ran
 
 
 def test_inspect_shows_tensors_entry_prefixes_and_blocking_metadata(tmp_path):

@@ -150,5 +150,5 @@ def test_a_mixed_dataset_zoo_ranks_each_model_on_its_own_datasets(run):
     # pixels is ranked on cifar only: no value (and no rank) on digits, aggregated over cifar
     assert math.isnan(board.loc["pixels", "digits/rankme"])
     assert board.loc["pixels", "rank/cifar"] == board.loc["pixels", "aggregate"]
-    failed = Store(config.store).read_frame("failed.parquet")
+    failed = Store(config.store).read_frame("failed")
     assert set(failed["model_id"]) == {"evil"}

@@ -188,6 +188,22 @@ class ParamSpace(Strict):
         return list(value)
 
 
+class TrainerSpec(Strict):
+    """Your own training function instead of the built-in methods (``zoorank.tune.user``).
+
+    ``name``: ``"package.module:function"``, called as ``function(config, report)`` in each trial
+    (``config`` = ``params`` + one point of ``space`` + ``epochs`` and ``seed``; ``report(model,
+    **extra)`` scores ``model`` on the probe set and reports to Tune). ``model``: the zoo entry that
+    rebuilds the reported module (``source``/``name``/``model_kwargs``) for ``zoo.yaml``.
+    """
+
+    source: Literal["python"] = "python"
+    name: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    model: dict[str, Any] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    space: dict[str, ParamSpace] = Field(default_factory=dict)
+
+
 class TuneConfig(TrialParams):
     store: str = "./zoorank-store"
     #: seeds the probe set (drawn once per search); trial training seeds are the ``seed`` param.
@@ -204,6 +220,8 @@ class TuneConfig(TrialParams):
     space: dict[str, ParamSpace] = Field(default_factory=dict)
     search: SearchSpec = Field(default_factory=SearchSpec)
     oracle: OracleSpec | None = None
+    #: your own training function (``source: python``) instead of ``method``; None = built-in.
+    trainer: TrainerSpec | None = None
     #: also list every reported (per-epoch) checkpoint in zoo.yaml, not only each trial's last.
     export_epochs: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -174,16 +174,13 @@ def add_selection(config: TuneConfig, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _load_backbone(factory: str, model_kwargs: dict[str, Any], checkpoint: str):
-    import pyarrow.fs as pafs
     from safetensors.torch import load as load_safetensors
 
     from zoorank.tune.models import build_backbone
+    from zoorank.uris import resolve
 
     model = build_backbone(factory, model_kwargs)
-    if "://" in checkpoint:
-        fs, path = pafs.FileSystem.from_uri(checkpoint)
-    else:
-        fs, path = pafs.LocalFileSystem(), checkpoint
+    fs, path = resolve(checkpoint)
     with fs.open_input_stream(path) as f:
         state = load_safetensors(f.read())
     model.load_state_dict(state)
@@ -282,47 +279,55 @@ def oracle_data(
 
 
 def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> pd.DataFrame:
-    """Score every trial's final backbone with labels (Ray tasks, one per trial)."""
+    """Score every trial's final backbone with labels (Ray tasks of a few trials each, on
+    :func:`zoorank.runner.run_tasks`).
+
+    A task that raises, or whose worker dies, leaves its trials' oracle columns NaN with the
+    reason in ``oracle_error``; a dead worker's trials are first retried one per task, so one bad
+    checkpoint does not take its neighbours with it.
+    """
+    import contextlib
+
     import ray
 
+    from zoorank.runner import Task, run_tasks
     from zoorank.runtime import cluster_gpus
     from zoorank.tune.search import _gpus_per_trial
 
     images, labels, train, test = oracle_data(config, setup)
     refs = {k: ray.put(v) for k, v in (("images", images), ("labels", labels))}
-    task = ray.remote(_oracle_scores).options(
-        num_cpus=config.search.cpus_per_trial,
-        num_gpus=_gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda" else 0,
-    )
+    options = {"num_cpus": config.search.cpus_per_trial,
+               "num_gpus": _gpus_per_trial(config, cluster_gpus()) if setup.device == "cuda"
+               else 0}
     rows = [i for i, row in frame.iterrows() if row.checkpoint]
+
+    def oracle_task(trials: list[Any]) -> Task:
+        args = (setup, [frame.loc[i, "checkpoint"] for i in trials], refs["images"],
+                refs["labels"], train, test, config.oracle, config.probe_seed)
+        split = (lambda: [oracle_task([i]) for i in trials]) if len(trials) > 1 else None
+        return Task(tuple(trials), args, split=split)
+
     # a few trials per task: each task pays for importing torch and the metric libraries once
-    chunks = [
-        rows[i : i + ORACLE_TRIALS_PER_TASK] for i in range(0, len(rows), ORACLE_TRIALS_PER_TASK)
-    ]
-    pending = [
-        (
-            chunk,
-            task.remote(
-                setup,
-                [frame.loc[i, "checkpoint"] for i in chunk],
-                refs["images"],
-                refs["labels"],
-                train,
-                test,
-                config.oracle,
-                config.probe_seed,
-            ),
-        )
-        for chunk in chunks
-    ]
+    tasks = [oracle_task(rows[i : i + ORACLE_TRIALS_PER_TASK])
+             for i in range(0, len(rows), ORACLE_TRIALS_PER_TASK)]
     frame = frame.copy()
     for col, wanted in zip(ORACLE_COLUMNS, (config.oracle.knn, config.oracle.linear_probe)):
         if wanted:
             frame[col] = np.nan
-    for chunk, ref in pending:
-        for i, scores in zip(chunk, ray.get(ref)):
-            for col, value in scores.items():
-                frame.loc[i, col] = value
+    errors: dict[Any, str] = {}
+    results = run_tasks(_oracle_scores, tasks, options=options, retries=1,
+                        label="tune: oracle of the trials")
+    with contextlib.closing(results):
+        for outcome in results:
+            for leaf in outcome.leaves():
+                if not leaf.ok:
+                    errors.update({i: str(leaf.error) for i in leaf.task.key})
+                    continue
+                for i, scores in zip(leaf.task.key, leaf.value):
+                    for col, value in scores.items():
+                        frame.loc[i, col] = value
+    if errors:
+        frame["oracle_error"] = pd.Series(errors, dtype=object).reindex(frame.index)
     return frame
 
 

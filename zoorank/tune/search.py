@@ -37,6 +37,7 @@ from ray.tune import Callback
 from zoorank.errors import ConfigError
 from zoorank.redact import redact
 from zoorank.store import Store
+from zoorank.store.layout import TUNE_DIR, tune_dir
 from zoorank.tune.config import ObjectiveSpec, TrialParams, TuneConfig, load_tune_config
 from zoorank.tune.objective import FLOOR, ProbeSet, build_probe_set, evaluate_probe
 from zoorank.uris import without_credentials
@@ -277,8 +278,7 @@ def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
     store = Store(config.store)
     # an object store is handed to Tune as (its filesystem, a path on it): the URI, with its
     # query and any credentials, never reaches Tune's files, logs or warnings
-    storage = str(store.local_path("tune")) if store.is_local else store.path("tune")
-    return store, storage, f"tune/{config.experiment_name}"
+    return store, store.path(TUNE_DIR), tune_dir(config.experiment_name)
 
 
 def _batch_sizes(config: TuneConfig) -> list[int]:
@@ -424,6 +424,10 @@ def run_search(
     """
     from zoorank.tune import results as R
 
+    if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
+        from zoorank.tune.user import run_user_search
+
+        return run_user_search(config, address=address, verbose=verbose)
     store, _, rel = experiment_location(config)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoorank import uris
-from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, fingerprint
+from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash, fingerprint
 from zoorank.errors import ConfigError
 from zoorank.uris import DigestCache
 from zoorank.zoo import hub
@@ -98,6 +98,11 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> lis
                 "give the entries distinct ids"
             )
         seen[model.model_id] = label
+    clash = case_clash(list(seen))  # ids from globs and from_tune, after expansion
+    if clash:
+        raise ConfigError(f"{seen[clash[1]]}: model id {clash[1]!r} differs only in case from "
+                          f"{clash[0]!r} ({seen[clash[0]]}); they would share one store directory "
+                          "on a case-insensitive file system")
     if own:
         digests.save()
     return [model for _, model in resolved]
@@ -170,7 +175,8 @@ def _expand(
             for name in names
         ]
     checkpoint = spec.checkpoint
-    if checkpoint and any(c in checkpoint for c in _GLOB_CHARS):
+    # the path decides (a URI's query, e.g. ?endpoint_override=..., holds a "?" too)
+    if checkpoint and any(c in _plain_path(checkpoint) for c in _GLOB_CHARS):
         matches = uris.glob_files(checkpoint)
         if not matches:
             raise ConfigError(

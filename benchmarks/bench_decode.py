@@ -1,0 +1,128 @@
+"""Decode memory (issue 16): the peak RSS of a decode task on each image of the hostile corpus.
+
+Each case runs in a fresh child process (``multiprocessing`` spawn) that imports zoorank, records
+its resident memory, then does what an EMBED decode task does with one sample — decode it and make
+its clean view and two SimCLR views (``zoorank.data.decode_views``) — and reports its peak RSS
+(``ru_maxrss``) and the growth over the import baseline. The "before" column runs the decode of
+zoorank ≤ issue 16 on the same bytes (``Image.open → load → convert("RGB")``, then resize the whole
+image so its shorter side is ``floor(size / crop_pct)`` and crop): a 1×20000 strip becomes a
+256 × 5,120,000 image. The children run under an address-space limit (``--limit-gb``, default 6), so
+a case that would take more fails with MemoryError instead of the machine; its figure is then
+"> limit". The corpus is generated (``tests/hostile_corpus.py``); nothing asserts, it prints.
+
+    .venv/bin/python benchmarks/bench_decode.py              # 224 px, before and after
+    .venv/bin/python benchmarks/bench_decode.py --no-before  # after only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import resource
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+GOAL_BYTES = 1024**3
+
+
+def _rss_now() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _naive(data: bytes, size: int, crop_pct: float):
+    """The decode of zoorank ≤ issue 16: full decode, convert, resize everything, crop."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    img = img.convert("RGB")
+    scale = int(math.floor(size / crop_pct))
+    w, h = img.size
+    new_w, new_h = (scale, int(scale * h / w)) if w <= h else (int(scale * w / h), scale)
+    img = img.resize((new_w, new_h), Image.Resampling.BICUBIC)
+    top, left = int(round((new_h - size) / 2)), int(round((new_w - size) / 2))
+    return np.array(img.crop((left, top, left + size, top + size)))
+
+
+def _child(data: bytes, mode: str, size: int, crop_pct: float, limit: int, out) -> None:
+    import numpy as np
+
+    from zoorank.data import ViewGeometry, ViewPlan, decode_views
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    base = _rss_now()
+    status = "ok"
+    try:
+        if mode == "before":
+            _naive(data, size, crop_pct)
+        else:
+            g = ViewGeometry(size, "bicubic", crop_pct)
+            plans = [ViewPlan("clean", "clean", 1, np.array([0]), is_clean=True),
+                     ViewPlan("simclr", "simclr", 2, np.array([0]))]
+            rows = decode_views({"sample_id": np.array([0]),
+                                 "payload": np.array([data], dtype=object),
+                                 "name": np.array(["x"], dtype=object)}, g, plans, seed=0)
+            status = "skipped" if rows["bad"].any() else "ok"
+    except MemoryError:
+        status = "MemoryError"
+    except Exception as err:  # the naive decode's own failures (bombs, truncated files)
+        status = type(err).__name__
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out.put((status, peak, peak - base))
+
+
+def measure(data: bytes, mode: str, size: int, crop_pct: float, limit: int) -> tuple[str, int, int]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(data, mode, size, crop_pct, limit, q))
+    p.start()
+    p.join(600)
+    if p.exitcode != 0:
+        return (f"exit {p.exitcode}", -1, -1)
+    return q.get()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--crop-pct", type=float, default=0.875)
+    ap.add_argument("--limit-gb", type=float, default=6.0)
+    ap.add_argument("--no-before", action="store_true")
+    args = ap.parse_args()
+    from hostile_corpus import image_cases
+
+    limit = int(args.limit_gb * 1024**3)
+    modes = ["after"] if args.no_before else ["before", "after"]
+    print(f"decode task peak RSS, {args.size}px crop_pct {args.crop_pct}, one child per case "
+          f"(address space ≤ {args.limit_gb:g} GB)")
+    print(f"{'case':22s} {'bytes':>10s} " + " ".join(f"{m + ' status':>14s} {m + ' peak MB':>14s} "
+                                                       f"{m + ' +MB':>10s}" for m in modes))
+    worst = {m: 0 for m in modes}
+    for case in image_cases(big=True):
+        cells = []
+        for m in modes:
+            status, peak, grew = measure(case.data, m, args.size, args.crop_pct, limit)
+            if status == "MemoryError":
+                peak = grew = limit  # at least the limit
+            worst[m] = max(worst[m], peak)
+            shown = f"> {limit / 2**20:.0f}" if status == "MemoryError" else f"{peak / 2**20:.0f}"
+            cells.append(f"{status:>14s} {shown:>14s} {grew / 2**20:>10.0f}")
+        print(f"{case.name:22s} {len(case.data):>10d} " + " ".join(cells))
+    for m in modes:
+        print(f"decode peak RSS  {m:6s}  worst case {worst[m] / 2**20:.0f} MB  goal "
+              f"{GOAL_BYTES / 2**20:.0f} MB  {worst[m] / GOAL_BYTES:.2f}× goal")
+
+
+if __name__ == "__main__":
+    main()

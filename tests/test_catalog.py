@@ -1,0 +1,171 @@
+"""The catalog: what the config should have in its store, with fingerprints, and every stage on it.
+
+Stores are the hand-written digits store of ``rank_fixtures`` (quality known by construction); that
+the catalog equals what the stages write on a real run is checked on the end-to-end run
+(``tests/test_pipeline_e2e.py``).
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from rank_fixtures import config_dict, embeddings, stamp_fingerprints, write_store
+
+from zoorank.catalog import build_catalog, reliability_path, samples_path
+from zoorank.config import parse_config
+from zoorank.rank import run_rank
+from zoorank.store import Store
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    root = tmp_path_factory.mktemp("catalog-template")
+    write_store(str(root))
+    return root
+
+
+@pytest.fixture
+def store_root(template, tmp_path):
+    root = tmp_path / "store"
+    shutil.copytree(template, root)
+    return root
+
+
+def _parquet_dataset(path) -> None:
+    """The fixture's 300 digits as a Parquet dataset: PNG bytes, the true labels in ``label``, a
+    seeded permutation of them in ``shuffled``."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    _, y, _ = embeddings()
+    images = load_digits().images[: len(y)]
+    png = []
+    for img in images:
+        buf = io.BytesIO()
+        Image.fromarray(np.uint8(img * 15)).save(buf, format="PNG")
+        png.append(buf.getvalue())
+    shuffled = np.random.default_rng(5).permutation(y)
+    pd.DataFrame({"image": png, "label": y, "shuffled": shuffled}).to_parquet(path)
+
+
+def _parquet_config(root, data, label_column: str, **oracle):
+    raw = config_dict(str(root), oracle={"knn": True, "linear_probe": True, **oracle},
+                      bootstrap=0)
+    raw["datasets"] = [{"name": "digits", "source": "parquet", "path": str(data),
+                        "image_column": "image", "label_column": label_column}]
+    return parse_config(raw)
+
+
+def _oracle(root) -> pd.DataFrame:
+    frame = pd.read_parquet(root / "oracle.parquet")
+    return frame.set_index(["model_id", "metric"])["value"].sort_index()
+
+
+def test_changing_label_column_recomputes_the_oracle_on_the_new_labels(store_root, tmp_path):
+    data = tmp_path / "digits.parquet"
+    _parquet_dataset(data)
+    config = _parquet_config(store_root, data, "label")
+    store = Store(str(store_root))
+    stamp_fingerprints(config, store)  # the store's embeddings are those of this dataset
+    fresh_copy = tmp_path / "fresh"
+    shutil.copytree(store_root, fresh_copy)
+
+    run_rank(config, show=False)
+    before = _oracle(store_root)
+    assert before.loc[("proj-a", "knn_accuracy")] > 0.8  # true labels: a good projection
+
+    changed = _parquet_config(store_root, data, "shuffled")
+    run_rank(changed, show=False)
+    after = _oracle(store_root)
+    samples = store.read_frame(samples_path("digits"))
+    assert np.array_equal(samples["label"].to_numpy(np.int64),
+                          pd.read_parquet(data)["shuffled"].to_numpy(np.int64))
+    assert after.loc[("proj-a", "knn_accuracy")] < 0.5  # permuted labels: near chance
+    assert not np.allclose(before.to_numpy(), after.reindex(before.index).to_numpy())
+
+    # a store that never saw the old column gives the same oracle
+    fresh_config = _parquet_config(fresh_copy, data, "shuffled")
+    Store(str(fresh_copy)).delete(samples_path("digits"))
+    run_rank(fresh_config, show=False)
+    pd.testing.assert_series_equal(after, _oracle(fresh_copy))
+
+    # nothing stale is left: a third rank recomputes nothing
+    mtime = (store_root / "oracle.parquet").stat().st_mtime_ns
+    run_rank(changed, show=False)
+    assert (store_root / "oracle.parquet").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("change", ["nc removed", "older nc_k"])
+def test_reliability_tables_that_are_not_fresh_plot_nowhere_and_feed_no_r_auroc(store_root,
+                                                                              change):
+    from zoorank.report import run_report
+
+    raw = config_dict(str(store_root), oracle={"knn": True, "r_auroc": True}, bootstrap=0)
+    run_rank(parse_config(raw), show=False)
+    run_report(parse_config(raw))
+    page = (store_root / "report" / "index.html").read_text()
+    assert "reliability-digits-rot.png" in page
+    oracle = pd.read_parquet(store_root / "oracle.parquet")
+    assert set(oracle.query("model_id == 'rot-0'")["metric"]) >= {"r_auroc_nc"}
+
+    if change == "nc removed":
+        raw["metrics"] = ["rankme", "uniformity"]
+    else:
+        raw["score"] = {"nc_k": 7}  # the stored NC rows and table were made with k = 10
+    config = parse_config(raw)
+    assert build_catalog(config).fresh_reliability(
+        build_catalog(config).fresh_manifest(Store(str(store_root)).read_manifest()),
+        Store(str(store_root)).read_metrics()) == {}
+    run_rank(config, show=False)
+    run_report(config)
+    page = (store_root / "report" / "index.html").read_text()
+    assert "reliability-" not in page and "nc-digits.png" not in page
+    assert not list((store_root / "report").glob("reliability-*.png"))
+    oracle = pd.read_parquet(store_root / "oracle.parquet")
+    assert not oracle["metric"].str.startswith("r_auroc").any()
+    assert set(oracle.query("model_id == 'rot-0'")["metric"]) == {"knn_accuracy"}
+    assert store_root.joinpath(reliability_path("digits", "rot")).is_file()  # gc's to delete
+
+
+def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_root):
+    from zoorank.gc import run_gc
+
+    config = parse_config(config_dict(str(store_root), oracle={"knn": True}, bootstrap=0))
+    store = Store(str(store_root))
+    run_rank(config, show=False)
+    kept = {name: pd.read_parquet(store_root / f"{name}.parquet")
+            for name in ("manifest", "metrics", "oracle")}
+    # what the catalog does not have: a shard of a model gone, a stale entry with its shard,
+    # rows of a metric and an oracle row of a model not configured, a reliability table of a
+    # group gone, the sample table of a dataset gone, a decoded-view cache
+    store.write_shard("digits", "clean", "old-model", 0, np.arange(3), np.zeros(3), np.ones((3, 4)))
+    stale_entry = {"dataset": "digits", "view": "clean", "model_id": "gone", "fingerprint": "x",
+                   "status": "done", "error": None, "rows": 3, "dim": 4, "seconds": 0.1,
+                   "bad_images": 0}
+    store.update_manifest([stale_entry])
+    store.write_shard("digits", "clean", "gone", 0, np.arange(3), np.zeros(3), np.ones((3, 4)))
+    junk_rows = kept["metrics"].head(2).assign(metric="lidar")
+    store.write_parquet("metrics.parquet", pd.concat([kept["metrics"], junk_rows]))
+    junk_oracle = kept["oracle"].head(1).assign(model_id="gone")
+    store.write_parquet("oracle.parquet", pd.concat([kept["oracle"], junk_oracle]))
+    store.write_parquet(reliability_path("digits", "gone-group"), pd.DataFrame({"nc": [1.0]}))
+    store.write_parquet(samples_path("old-dataset"), pd.DataFrame({"sample_id": [0]}))
+    store.write_parquet("cache/views/digits-abc/part-0.parquet", pd.DataFrame({"x": [0]}))
+
+    report = run_gc(config)
+    assert sorted(report.removed) == sorted([
+        Store.embedding_dir("digits", "clean", "gone"),
+        Store.embedding_dir("digits", "clean", "old-model"),
+        reliability_path("digits", "gone-group"), samples_path("old-dataset"),
+        "cache/views/digits-abc"])
+    assert (report.metric_rows, report.oracle_rows, report.manifest_rows) == (2, 1, 1)
+    for name, frame in kept.items():  # every row the catalog has is kept, unchanged
+        pd.testing.assert_frame_equal(pd.read_parquet(store_root / f"{name}.parquet"), frame)
+    assert store.exists(reliability_path("digits", "rot"))
+    assert run_gc(config).removed == []

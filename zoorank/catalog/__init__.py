@@ -1,0 +1,301 @@
+"""The catalog: every artifact the current config should have in the store, with its fingerprint.
+
+Built once per command (:func:`build_catalog`) from the config, the resolved zoo and the sample
+indexes; every stage and reader compares it with the store instead of asking another stage.
+
+==========================  ==================================  ====================================
+artifact                    key                                 expected fingerprint
+==========================  ==================================  ====================================
+embedding entry (manifest)  (dataset, view, model_id)           :func:`entries.entry_fingerprint`
+per-model metric row        (model_id, dataset, metric)         :func:`scoring.metric_fingerprint`
+ensemble row (NC)           (model_id, dataset, metric)         :func:`scoring.group_fingerprint`
+pool row (CLID)             (model_id, dataset, metric)         :func:`scoring.pool_fingerprint`
+reliability table           (dataset, group)                    the group's fingerprint
+sample and label table      dataset                             :meth:`Catalog.labels_fingerprint`
+oracle / few-label rows     (model_id, dataset)                 :meth:`Catalog.oracle_fingerprints`
+==========================  ==================================  ====================================
+
+Rows derived from embeddings (metrics, ensembles, pools, reliability, oracle) are expected only
+over the entries that are ``done`` with their expected fingerprint (a *fresh manifest*): what the
+catalog expects of them depends on which embeddings the store holds, so those methods take the
+store's manifest (and metrics). *Fresh* = stored fingerprint equals the catalog's; every stage runs
+"catalog minus store", every reader reads the fresh rows only, and ``zoorank gc`` deletes what the
+store has and the catalog does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zoorank import uris
+from zoorank.catalog.entries import (
+    EMBED_VERSION,
+    Entry,
+    dataset_selection,
+    entry_fingerprint,
+    plan_entries,
+    planned_precision,
+)
+from zoorank.catalog.scoring import (
+    CLID_TERMS,
+    METRICS_KEY,
+    SCORE_VERSION,
+    GroupTask,
+    ModelInfo,
+    ModelTask,
+    ScorePlan,
+    clid_pools,
+    ensemble_metrics,
+    existing_fingerprints,
+    expected_pool_fingerprint,
+    group_fingerprint,
+    metric_fingerprint,
+    plan_score,
+    pool_fingerprint,
+    pool_metrics,
+    reliability_path,
+)
+from zoorank.config import RunConfig, fingerprint
+from zoorank.sources import SampleIndex, index_samples
+from zoorank.store import Store, layout
+
+__all__ = [
+    "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",
+    "Entry", "GroupTask", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
+    "dataset_selection", "ensemble_metrics", "entry_fingerprint", "existing_fingerprints",
+    "expected_fingerprints", "group_fingerprint", "metric_fingerprint", "plan_entries",
+    "plan_score", "planned_precision", "pool_fingerprint", "pool_metrics", "reliability_path",
+    "samples_path", "select_fresh",
+]
+
+Key = tuple[str, str, str]
+
+#: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
+ORACLE_VERSION = 1
+#: the oracle needs at least this many labelled samples and two classes on a dataset.
+ORACLE_MIN_LABELLED = 10
+#: the reason a stale manifest row carries.
+STALE_REASON = "made under another config or version; run `zoorank embed`"
+
+
+def samples_path(dataset: str) -> str:
+    """Where a dataset's sample and label table lives in the store (a Delta table)."""
+    return layout.samples_table(dataset)
+
+
+def select_fresh(rows: pd.DataFrame, expected: dict[Key, str]) -> pd.DataFrame:
+    """The rows of a long metrics table whose fingerprint is the expected one."""
+    if rows.empty:
+        return rows
+    keys = zip(rows["model_id"], rows["dataset"], rows["metric"], rows["fingerprint"])
+    keep = [expected.get((m, d, k)) == fp for m, d, k, fp in keys]
+    return rows[keep].reset_index(drop=True)
+
+
+@dataclass
+class Catalog:
+    """What ``config`` should have in its store (see the module docstring)."""
+
+    config: RunConfig
+    models: list[Any]
+    indexes: dict[str, SampleIndex]
+    #: (dataset, view, model_id) → the fingerprints EMBED may give it (one, or one per precision
+    #: while ``embed.device`` and ``embed.precision`` are both ``auto``).
+    entries: dict[Key, tuple[str, ...]]
+    digests: uris.DigestCache | None = field(default=None, repr=False)
+    _labels: dict[str, str] = field(default_factory=dict, repr=False)
+
+    # -- embeddings ---------------------------------------------------------------------------
+
+    def plan_entries(self, precision: str) -> list[Entry]:
+        """Every (dataset, view, model) entry with its fingerprint under ``precision``."""
+        return plan_entries(self.config, self.models, self.indexes, precision)
+
+    def fresh_manifest(self, manifest: pd.DataFrame) -> pd.DataFrame:
+        """``manifest`` without rows the catalog does not have, and every ``done`` row whose
+        fingerprint is not the expected one marked ``stale``."""
+        if manifest.empty:
+            return manifest
+        keys = list(zip(manifest["dataset"], manifest["view"], manifest["model_id"]))
+        wanted = [k in self.entries for k in keys]
+        out = manifest[wanted].copy()
+        keys = [k for k, w in zip(keys, wanted) if w]
+        stale = [(s == "done") and (fp not in self.entries[k])
+                 for k, s, fp in zip(keys, out["status"], out["fingerprint"])]
+        out.loc[stale, "status"] = "stale"
+        out.loc[stale, "error"] = STALE_REASON
+        return out.reset_index(drop=True)
+
+    @staticmethod
+    def fresh_entries(manifest: pd.DataFrame) -> dict[Key, str]:
+        """(dataset, view, model_id) → fingerprint of the ``done`` rows of a fresh manifest."""
+        if manifest.empty:
+            return {}
+        done = manifest[manifest["status"] == "done"]
+        return {(r.dataset, r.view, r.model_id): str(r.fingerprint)
+                for r in done.itertuples(index=False)}
+
+    # -- metrics, ensembles, pools, reliability -----------------------------------------------
+
+    def plan_score(self, manifest: pd.DataFrame, metrics: pd.DataFrame | None = None,
+                   reliability_exists: Any = lambda dataset, group: False) -> ScorePlan:
+        """SCORE's plan over a fresh manifest: everything expected, minus what ``metrics`` holds."""
+        metrics = pd.DataFrame(columns=["model_id"]) if metrics is None else metrics
+        return plan_score(self.config, self.models, manifest, metrics, reliability_exists)
+
+    def metric_fingerprints(self, manifest: pd.DataFrame) -> dict[Key, str]:
+        """(model_id, dataset, metric) → the fingerprint of every metric row SCORE writes from
+        the fresh entries of ``manifest`` (a fresh manifest): per-model, ensemble and pool rows."""
+        plan = self.plan_score(manifest)
+        out: dict[Key, str] = {}
+        for task in plan.model_tasks:
+            for metric, fp in task.fingerprints:
+                out[(task.model_id, task.dataset, metric)] = fp
+        for group in plan.group_tasks:
+            for metric in ensemble_metrics(self.config):
+                for member in group.members:
+                    out[(member, group.dataset, metric)] = group.fingerprint
+        for metric, dataset, members, extra in clid_pools(self.config, self.models, plan):
+            fp = expected_pool_fingerprint(metric, dataset, members, extra, out)
+            for m in members:
+                out[(m, dataset, metric)] = fp
+        return out
+
+    def reliability_tables(self, manifest: pd.DataFrame) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(dataset, group) → members of every seed ensemble whose reliability table is expected
+        (an ensemble metric is configured and the group has ≥ 2 fresh members)."""
+        plan = self.plan_score(manifest)
+        return {(g.dataset, g.group): g.members for g in plan.group_tasks}
+
+    def fresh_reliability(self, manifest: pd.DataFrame, metrics: pd.DataFrame
+                          ) -> dict[tuple[str, str], str]:
+        """(dataset, group) → fingerprint of the reliability tables that are fresh: expected, and
+        written with the ensemble rows that are stored with the expected fingerprint (a table is
+        written by the same task as its members' ensemble rows)."""
+        plan = self.plan_score(manifest)
+        stored = existing_fingerprints(metrics)
+        out = {}
+        for g in plan.group_tasks:
+            if all(stored.get((m, g.dataset, metric)) == g.fingerprint
+                   for metric in ensemble_metrics(self.config) for m in g.members):
+                out[(g.dataset, g.group)] = g.fingerprint
+        return out
+
+    # -- samples and labels -------------------------------------------------------------------
+
+    def samples_frame(self, dataset: str) -> pd.DataFrame:
+        """The sample and label table of ``dataset`` as the store keeps it (with ``fingerprint``)."""
+        frame = self.indexes[dataset].frame()
+        frame["fingerprint"] = self.labels_fingerprint(dataset)
+        return frame
+
+    def labels_fingerprint(self, dataset: str) -> str:
+        """Fingerprint of a dataset's sample list and labels (ids, label values, label names):
+        changing ``label_column`` (or the labels) changes it; the image bytes do not enter."""
+        if dataset in self._labels:
+            return self._labels[dataset]
+        frame = self.indexes[dataset].frame()
+        h = hashlib.sha256(np.ascontiguousarray(frame["sample_id"], dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(frame["label"].fillna(-1).to_numpy("int64"), "<i8").tobytes())
+        h.update("\x00".join("" if pd.isna(v) else str(v) for v in frame["label_name"]).encode())
+        self._labels[dataset] = fingerprint("labels", h.hexdigest())
+        return self._labels[dataset]
+
+    def stale_samples(self, store: Store) -> list[str]:
+        """Datasets whose stored sample and label table is missing or not the expected one."""
+        out = []
+        for name in self.indexes:
+            path = samples_path(name)
+            try:
+                stored = (store.read_frame(path, ["fingerprint"]) if store.table_exists(path)
+                          else None)
+            except Exception:  # an older table without the column: stale
+                stored = None
+            if stored is None or stored.empty or set(stored["fingerprint"]) != {
+                    self.labels_fingerprint(name)}:
+                out.append(name)
+        return out
+
+    def has_oracle_labels(self, dataset: str) -> bool:
+        """Whether a dataset has enough labels for the oracle (≥ 10 labelled, ≥ 2 classes)."""
+        label = self.indexes[dataset].label
+        if label is None:
+            return False
+        known = label.dropna()
+        return len(known) >= ORACLE_MIN_LABELLED and known.nunique() >= 2
+
+    # -- oracle -------------------------------------------------------------------------------
+
+    def oracle_wanted(self) -> bool:
+        spec = self.config.oracle
+        return bool(spec is not None and self.config.clean_view is not None and any(
+            (spec.knn, spec.linear_probe, spec.recall_at_1, spec.r_auroc, spec.loss_data_curve)))
+
+    def oracle_fingerprints(self, manifest: pd.DataFrame, metrics: pd.DataFrame
+                            ) -> dict[tuple[str, str], tuple[str, str | None]]:
+        """(model_id, dataset) → (fingerprint, reliability group or None) of the oracle and
+        few-label rows: one per model with fresh clean embeddings on a labelled dataset. The
+        fingerprint hashes the entry, the oracle settings, the seed, the labels (hence the split)
+        and, with ``r_auroc``, the fresh reliability table of the model's seed ensemble."""
+        if not self.oracle_wanted():
+            return {}
+        spec, clean = self.config.oracle, self.config.clean_view.name
+        done = self.fresh_entries(manifest)
+        rel = self.fresh_reliability(manifest, metrics) if spec.r_auroc else {}
+        out: dict[tuple[str, str], tuple[str, str | None]] = {}
+        for ds in self.config.datasets:
+            if not self.has_oracle_labels(ds.name):
+                continue
+            labels = self.labels_fingerprint(ds.name)
+            for m in self.models:
+                key = (ds.name, clean, m.model_id)
+                if key not in done:
+                    continue
+                group = getattr(m, "group", None)
+                rel_fp = rel.get((ds.name, group)) if group else None
+                fp = fingerprint("oracle", done[key], spec, self.config.seed, labels, rel_fp,
+                                 ORACLE_VERSION)
+                out[(m.model_id, ds.name)] = (fp, group if rel_fp else None)
+        return out
+
+    # -- readers --------------------------------------------------------------------------------
+
+    def fresh_metrics(self, store: Store, manifest: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The stored metric rows that are fresh."""
+        manifest = self.fresh_manifest(store.read_manifest()) if manifest is None else manifest
+        return select_fresh(store.read_metrics(), self.metric_fingerprints(manifest))
+
+
+def expected_fingerprints(config: RunConfig, models: list[Any], indexes: dict[str, SampleIndex]
+                          ) -> dict[Key, tuple[str, ...]]:
+    """(dataset, view, model_id) → the fingerprints EMBED may give that entry under ``config``.
+
+    One per entry, except when ``embed.device`` and ``embed.precision`` are both ``auto``: then
+    the cluster that embeds decides the precision, and each of fp32/bf16/fp16 is accepted (the
+    precision is still in the fingerprint, so one store never mixes two for an entry).
+    """
+    precision = planned_precision(config.embed)
+    out: dict[Key, tuple[str, ...]] = defaultdict(tuple)
+    for p in [precision] if precision else ["fp32", "bf16", "fp16"]:
+        for e in plan_entries(config, models, indexes, p):
+            out[e.key] += (e.fingerprint,)
+    return dict(out)
+
+
+def build_catalog(config: RunConfig, models: Sequence[Any] | None = None) -> Catalog:
+    """The catalog of ``config``: resolves the zoo (unless ``models`` is given) and indexes every
+    dataset once."""
+    from zoorank.zoo import resolve_models
+
+    digests = uris.DigestCache(Store(config.store))
+    models = resolve_models(config, digests) if models is None else list(models)
+    indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
+    return Catalog(config, list(models), indexes, expected_fingerprints(config, models, indexes),
+                   digests)

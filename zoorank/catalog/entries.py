@@ -1,0 +1,117 @@
+"""What EMBED should hold (pure): entries and their fingerprints.
+
+Fingerprint of an entry: :data:`EMBED_VERSION`, the model's fingerprint, its preprocessing, the
+dataset's content digest and sample selection, the view recipe, the seed (augmented views), and the
+precision the forward runs in. ``EMBED_VERSION`` is bumped whenever the stage's maths or
+preprocessing change; a release that does not change them keeps a store valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
+from zoorank.data import view_subset
+from zoorank.sources import SampleIndex
+from zoorank.zoo import ResolvedModel
+
+#: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
+EMBED_VERSION = 3  # 3: upright, range-mapped, alpha-on-white, memory-bounded decoding
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One (dataset, view, model) output: its fingerprint and the rows it must hold."""
+
+    dataset: str
+    view: ViewSpec
+    model: ResolvedModel
+    fingerprint: str
+    samples: np.ndarray  # sample_ids the view covers
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.dataset, self.view.name, self.model.model_id)
+
+    @property
+    def expected_rows(self) -> int:
+        return len(self.samples) * self.view.per_sample
+
+
+def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
+    """What of a dataset an embedding depends on: its content, the exact sample selection and the
+    selected samples known to be undecodable (so every model of a dataset holds the same samples).
+
+    The path is not in it: the same bytes at another path or URI give the same embeddings.
+    """
+    digest = hashlib.sha256(np.ascontiguousarray(index.sample_id, dtype="<i8").tobytes())
+    out = {
+        "source": spec.source,
+        "content": index.content_digest,
+        "image_column": spec.image_column if spec.source == "parquet" else None,
+        "samples": len(index),
+        "sample_ids": digest.hexdigest()[:16],
+    }
+    if len(index.undecodable):  # the samples every model of the dataset leaves out
+        bad = hashlib.sha256(np.ascontiguousarray(index.undecodable, dtype="<i8").tobytes())
+        out["undecodable"] = f"{len(index.undecodable)}:{bad.hexdigest()[:16]}"
+    return out
+
+
+def entry_fingerprint(
+    model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int,
+    precision: str = "fp32",
+) -> str:
+    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision).
+
+    The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
+    ``limit`` subset is already in ``selection``).
+    """
+    return fingerprint(
+        {"embed_version": EMBED_VERSION, "precision": precision},
+        model.fingerprint,
+        {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
+        selection,
+        {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
+        None if view.is_clean and view.samples is None else seed,
+    )
+
+
+def plan_entries(
+    config: RunConfig, models: list[ResolvedModel], indexes: dict[str, SampleIndex],
+    precision: str = "fp32",
+) -> list[Entry]:
+    """Every (dataset, view, model) of the config, with fingerprints and covered samples."""
+    entries = []
+    for spec in config.datasets:
+        index = indexes[spec.name]
+        selection = dataset_selection(spec, index)
+        for view in config.views:
+            samples = view_subset(index.sample_id, view, config.seed)
+            for m in models:
+                if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
+                    continue
+                fp = entry_fingerprint(m, selection, view, config.seed, precision)
+                entries.append(Entry(spec.name, view, m, fp, samples))
+    return entries
+
+
+def planned_precision(options: EmbedOptions, device: str | None = None) -> str:
+    """The precision in an entry's fingerprint: the configured one, with ``auto`` on CPU as fp32.
+
+    ``auto`` on a GPU (or on a device not yet known) stays ``auto``: the worker that runs the
+    forward resolves it (:func:`zoorank.embedder.resolve_precision`: bf16 where its GPU supports
+    it, else fp16) and the manifest records what it used. So the fingerprint never depends on the
+    driver's GPU (a cluster's head has none), and readers use the recorded precision.
+    """
+    device = device or (options.device if options.device != "auto" else None)
+    if options.precision == "auto" and device == "cpu":
+        return "fp32"
+    return options.precision
+
+
+

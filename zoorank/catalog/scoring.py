@@ -1,0 +1,272 @@
+"""What SCORE should hold (pure): per-model metric rows, ensemble rows, pool rows, with fingerprints.
+
+A per-model metric row's fingerprint hashes the manifest fingerprint of the embeddings it reads, its
+settings, ``max_samples``, the run seed, :data:`SCORE_VERSION` and the metric's registry version.
+Ensemble metrics (registry inputs ``ensemble``: NC) get one fingerprint per seed ensemble over its
+members' entries; pool metrics (inputs ``pool``: CLID) one per pool over the fingerprints of the
+per-model rows they ``require``. Which metrics are ensemble or pool metrics, and what a pool combines,
+is read from :mod:`zoorank.metrics.registry`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from zoorank.config import RunConfig, ScoreOptions, fingerprint
+from zoorank.metrics import registry
+from zoorank.metrics.suite import metric_inputs, metric_settings, nc_settings, per_model_metrics
+from zoorank.store import layout
+
+METRICS_KEY = ["model_id", "dataset", "metric"]
+
+#: version of this stage's reading of embeddings (sample selection, view grouping): bump it when
+#: that changes. Each metric's own maths is versioned in zoorank.metrics.registry.
+SCORE_VERSION = 1
+#: the metrics that CLID combines over a pool (ID is TwoNN on L2-normalised features).
+CLID_TERMS = registry.info("clid").requires
+
+
+def ensemble_metrics(config: RunConfig) -> list[str]:
+    """Configured metrics computed over a seed ensemble (registry inputs ``ensemble``)."""
+    return [m for m in registry.expand(config.metrics) if registry.info(m).inputs == "ensemble"]
+
+
+def pool_metrics(config: RunConfig) -> list[str]:
+    """Configured metrics computed over a pool of models (registry inputs ``pool``)."""
+    return [m for m in registry.expand(config.metrics) if registry.info(m).inputs == "pool"]
+
+
+def pool_key(metric: str) -> str | None:
+    """What a pool metric's pools are drawn by: None (every eligible model of the dataset) or a
+    model attribute (``family``). Read from the registry entry's ``scope`` (``"dataset"`` or
+    ``"family"``) when it declares one."""
+    scope = getattr(registry.info(metric), "scope", None)
+    if scope is not None:
+        return None if scope == "dataset" else str(scope)
+    return "family" if metric.endswith("_family") else None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the stage needs of a resolved model."""
+
+    model_id: str
+    group: str | None = None
+    family: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """Per-model metrics to compute for one (dataset, model)."""
+
+    dataset: str
+    model_id: str
+    clean_view: str | None  # None: no done clean embeddings
+    augmented_view: str | None  # the first augmented view (plain metric names)
+    metrics: tuple[str, ...]  # per-model names; ``<name>@<view>`` reads augmented view <view>
+    fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """NC and baselines of one seed ensemble on one dataset."""
+
+    dataset: str
+    group: str
+    members: tuple[str, ...]
+    clean_view: str
+    fingerprint: str
+
+
+@dataclass
+class ScorePlan:
+    model_tasks: list[ModelTask] = field(default_factory=list)
+    group_tasks: list[GroupTask] = field(default_factory=list)
+    #: dataset → models scored on it (done embeddings, not failed): the CLID pool candidates.
+    eligible: dict[str, list[str]] = field(default_factory=dict)
+    up_to_date: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (dataset, model_id)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    #: dataset → seed ensembles with ≥ 2 scorable members → their members (when ``nc`` is asked).
+    ensembles: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+# -- planning (pure) ----------------------------------------------------------------------------
+
+
+def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
+    done, failed = {}, set()
+    for r in manifest.itertuples(index=False):
+        key = (r.dataset, r.view, r.model_id)
+        if r.status == "done":
+            done[key] = str(r.fingerprint)
+        elif r.status == "failed":
+            failed.add((r.dataset, r.model_id))
+    return done, failed
+
+
+def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
+    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task (a worker that
+    died or raised: ``"crashed": true`` in params) are left out, so a rerun retries them."""
+    if metrics.empty or "fingerprint" not in metrics:
+        return {}
+    crashed = metrics["params"].astype(str).str.contains('"crashed": true', regex=False)
+    metrics = metrics[~crashed.to_numpy()]
+    return {
+        (r.model_id, r.dataset, r.metric): r.fingerprint
+        for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)
+    }
+
+
+def metric_fingerprint(
+    metric: str, dataset: str, view: str | None, entry: str | None, options: ScoreOptions,
+    seed: int,
+) -> str:
+    """Fingerprint of one per-model metric row (before running it)."""
+    base, _ = registry.split_view(metric)
+    samples = options.max_samples if metric_inputs(base) == "clean" else None
+    return fingerprint(
+        "metric", metric, dataset, view, entry, metric_settings(base, options, seed), samples,
+        seed, SCORE_VERSION, registry.info(base).version,
+    )
+
+
+def group_fingerprint(
+    dataset: str, group: str, entries: Iterable[tuple[str, str]], options: ScoreOptions, seed: int
+) -> str:
+    return fingerprint(
+        "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
+        seed, SCORE_VERSION, registry.info("nc").version,
+    )
+
+
+def pool_fingerprint(
+    metric: str, dataset: str, term_fingerprints: Iterable[tuple[str, str, str | None]],
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """Fingerprint of a pool metric's rows from its candidates' (model, term, term fingerprint)."""
+    return fingerprint(metric, dataset, sorted(term_fingerprints, key=lambda t: (t[0], t[1])),
+                       extra, registry.info(metric).version)
+
+
+def plan_score(
+    config: RunConfig,
+    models: list[ModelInfo],
+    manifest: pd.DataFrame,
+    metrics: pd.DataFrame,
+    reliability_exists: Any = lambda dataset, group: True,
+) -> ScorePlan:
+    """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
+    options, seed = config.score, config.seed
+    done, failed = _entry_fingerprints(manifest)
+    stored = existing_fingerprints(metrics)
+    clean = config.clean_view.name if config.clean_view else None
+    augmented_views = [v.name for v in config.augmented_views]
+    augmented = augmented_views[0] if augmented_views else None
+    base = per_model_metrics(config.metrics)
+    # every augmented view is scored: the first under the plain names, the others as <name>@<view>
+    wanted = [(m, clean if metric_inputs(m) == "clean" else augmented) for m in base]
+    wanted += [(f"{m}@{v}", v) for v in augmented_views[1:] for m in base
+               if metric_inputs(m) == "augmented"]
+    plan = ScorePlan()
+    for dataset in (d.name for d in config.datasets):
+        plan.eligible[dataset] = []
+        members: dict[str, list[str]] = defaultdict(list)
+        for model in models:
+            mid = model.model_id
+            if not _wants(model, dataset):
+                continue  # the model entry restricts it to other datasets
+            if (dataset, mid) in failed:
+                plan.failed.append((dataset, mid))
+                continue
+            clean_fp = done.get((dataset, clean, mid)) if clean else None
+            aug_fp = done.get((dataset, augmented, mid)) if augmented else None
+            if clean_fp is None and not any((dataset, v, mid) in done for v in augmented_views):
+                plan.missing.append((dataset, mid))
+                continue
+            plan.eligible[dataset].append(mid)
+            if model.group and clean_fp is not None:
+                members[model.group].append(mid)
+            todo, fps = [], []
+            for metric, view in wanted:
+                entry = done.get((dataset, view, mid)) if view else None
+                fp = metric_fingerprint(metric, dataset, view, entry, options, seed)
+                if stored.get((mid, dataset, metric)) != fp:
+                    todo.append(metric)
+                    fps.append((metric, fp))
+            if todo:
+                plan.model_tasks.append(
+                    ModelTask(dataset, mid, clean if clean_fp else None,
+                              augmented if aug_fp else None, tuple(todo), tuple(fps))
+                )
+            else:
+                plan.up_to_date += 1
+        if not ensemble_metrics(config):
+            continue
+        plan.ensembles[dataset] = {}
+        for group, ids in sorted(members.items()):
+            if len(ids) < 2:
+                continue
+            plan.ensembles[dataset][group] = tuple(ids)
+            fp = group_fingerprint(
+                dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
+            )
+            current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
+            if not (current and reliability_exists(dataset, group)):
+                plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
+    return plan
+
+
+def _wants(model: Any, dataset: str) -> bool:
+    """Whether ``model`` is ranked on ``dataset`` (a model entry's ``datasets:``; default all)."""
+    wants = getattr(model, "wants", None)
+    return True if wants is None else bool(wants(dataset))
+
+
+
+def clid_pools(
+    config: RunConfig, models: list[ModelInfo], plan: ScorePlan
+) -> list[tuple[str, str, list[str], dict[str, Any] | None]]:
+    """(metric, dataset, members, extra) of every pool of every configured pool metric (registry
+    inputs ``pool``): over each dataset's eligible models, or per value of the metric's
+    :func:`pool_key` (``clid_family``: per family, ``extra`` = ``{"family": …}``)."""
+    out: list[tuple[str, str, list[str], dict[str, Any] | None]] = []
+    for metric in pool_metrics(config):
+        by = pool_key(metric)
+        for dataset, ids in plan.eligible.items():
+            if not ids:
+                continue
+            if by is None:
+                out.append((metric, dataset, ids, None))
+                continue
+            value_of = {m.model_id: getattr(m, by, None) for m in models}
+            groups: dict[str, list[str]] = defaultdict(list)
+            for m in ids:
+                if value_of.get(m):
+                    groups[value_of[m]].append(m)
+            out += [(metric, dataset, members, {by: value})
+                    for value, members in sorted(groups.items())]
+    return out
+
+
+def expected_pool_fingerprint(
+    metric: str, dataset: str, members: list[str], extra: dict[str, Any] | None,
+    fingerprints: dict[tuple[str, str, str], str],
+) -> str:
+    """A pool's fingerprint from the expected fingerprints (model, dataset, term) of its members'
+    required terms (what :func:`pool_fingerprint` gives the rows SCORE writes)."""
+    terms = [(m, t, fingerprints.get((m, dataset, t)))
+             for m in members for t in registry.info(metric).requires]
+    return pool_fingerprint(metric, dataset, terms, extra)
+
+
+def reliability_path(dataset: str, group: str) -> str:
+    """Where a seed ensemble's per-sample reliability table lives in the store."""
+    return layout.reliability_file(dataset, group)
+
+

@@ -1,0 +1,484 @@
+"""The store (contract 2): layout, transactional tables, immutable embedding shards, readers.
+
+Every stage reads and writes through :class:`Store`, which wraps one ``pyarrow.fs`` filesystem, so a
+store can be a local directory or an object-store URI (``s3://bucket/prefix``, ``gs://...``).
+Where each artifact lives is :mod:`zoorank.store.layout`; URIs are parsed and redacted by
+:mod:`zoorank.uris`.
+
+Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, digests) are Delta Lake
+tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
+several processes may write one store at once and readers see a consistent snapshot; no lease.
+
+Fingerprints (the freshness rule; :mod:`zoorank.catalog` applies it for every reader): each
+manifest row and each ``metrics`` row carries the fingerprint of exactly what produced it —
+for an embedding entry the model (weights digest, hub revision, build version), preprocessing,
+dataset content digest and sample selection, view recipe and seed, precision and the embed stage's
+version; for a metric row its entry's fingerprint, the metric's settings, ``max_samples``, the seed
+and the metric's implementation version (``zoorank.metrics.registry``). The package version is in
+no fingerprint. A row whose fingerprint differs from what the current config would give is stale:
+readers ignore it, SCORE recomputes it, ``zoorank gc`` deletes it.
+
+Embedding shards are immutable, uniquely named Parquet files (``part-<slice>-<n>-<uuid>.parquet``),
+never rewritten in place. A manifest row lists its entry's shards (``shards``, a JSON list of file
+names); readers read only those, a re-embed writes new files and one manifest commit swaps the
+reference, and files no manifest row references are what ``zoorank gc`` removes. Plain files are
+written under a temporary name and renamed locally; on object stores a single PUT is atomic.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from zoorank import uris
+from zoorank.store import layout, tables
+from zoorank.store.layout import MANIFEST, METRICS
+
+MANIFEST_KEY = ["dataset", "view", "model_id"]
+MANIFEST_COLUMNS = [
+    "dataset",
+    "view",
+    "model_id",
+    "fingerprint",
+    "status",
+    "error",
+    "rows",
+    "dim",
+    "seconds",
+    "bad_images",
+    "shards",
+    "precision",  # as resolved where the forward ran (embed.precision: auto)
+    "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
+]
+METRICS_KEY = ["model_id", "dataset", "metric"]
+METRICS_COLUMNS = [
+    "model_id",
+    "dataset",
+    "metric",
+    "value",
+    "params",
+    "n",
+    "dim",
+    "seed",
+    "zoorank_version",
+    "fingerprint",
+]
+
+
+#: When a row already in a table may be replaced by a new row with the same key (a Delta MERGE
+#: condition over ``t``, the table, and ``s``, the new rows). First finished result wins: a row
+#: computed from the same inputs (fingerprint) is never rewritten, so a slow, stopped or
+#: concurrent writer cannot overwrite what another committed; a new fingerprint always replaces.
+#: Manifest: a done row of the same fingerprint is replaced only by a ``broken`` row naming
+#: exactly its shards (a compare-and-swap by a run that found them unreadable). Metrics and
+#: oracle: a row of the same fingerprint is replaced only when its value is missing (a crash).
+UPDATE_RULES = {
+    MANIFEST: ("t.fingerprint IS NULL OR s.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"
+               " OR t.status IS NULL OR t.status <> 'done'"
+               " OR (s.status = 'broken' AND t.shards = s.shards)"),
+    METRICS: ("t.fingerprint IS NULL OR s.fingerprint IS NULL OR t.fingerprint <> s.fingerprint"
+              " OR t.value IS NULL"),
+    layout.ORACLE: ("t.fingerprint IS NULL OR s.fingerprint IS NULL"
+                    " OR t.fingerprint <> s.fingerprint OR t.value IS NULL"),
+}
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Rows of one (dataset, view, model) entry, sorted by (sample_id, view_index)."""
+
+    sample_id: np.ndarray  # int64 (rows,)
+    view_index: np.ndarray  # int32 (rows,)
+    embedding: np.ndarray  # float32 (rows, dim)
+
+    def grouped(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sample_ids (n,), views (n, q, dim)) for augmented views; every sample must have q views."""
+        ids, counts = np.unique(self.sample_id, return_counts=True)
+        if len(ids) == 0:
+            return ids, self.embedding.reshape(0, 0, self.embedding.shape[-1])
+        if not np.all(counts == counts[0]):
+            raise ValueError("samples have different numbers of views; cannot group n×q")
+        q = int(counts[0])
+        return ids, self.embedding.reshape(len(ids), q, -1)
+
+
+def embedding_table(sample_id: np.ndarray, view_index: np.ndarray, embedding: np.ndarray) -> pa.Table:
+    """Arrow table with the contract-2 columns (embedding as fixed_size_list<float32>[dim])."""
+    emb = np.ascontiguousarray(embedding, dtype=np.float32)
+    if emb.ndim != 2:
+        raise ValueError(f"embedding must be 2-D (rows, dim), got {emb.shape}")
+    flat = pa.array(emb.reshape(-1), type=pa.float32())
+    column = pa.FixedSizeListArray.from_arrays(flat, emb.shape[1])
+    return pa.table(
+        {
+            "sample_id": pa.array(np.asarray(sample_id, dtype=np.int64)),
+            "view_index": pa.array(np.asarray(view_index, dtype=np.int32)),
+            "embedding": column,
+        }
+    )
+
+
+def _embeddings_from_table(table: pa.Table) -> Embeddings:
+    sample_id = table.column("sample_id").to_numpy().astype(np.int64)
+    view_index = table.column("view_index").to_numpy().astype(np.int32)
+    col = table.column("embedding").combine_chunks()
+    if isinstance(col.type, pa.ExtensionType):  # a Ray Data tensor column
+        col = col.storage
+    if len(col) == 0:
+        emb = np.zeros((0, 0), dtype=np.float32)
+    else:
+        dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
+        emb = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
+    order = np.lexsort((view_index, sample_id))
+    return Embeddings(sample_id[order], view_index[order], emb[order])
+
+
+class Store:
+    """A zoorank store on any ``pyarrow.fs`` filesystem."""
+
+    DIGESTS = layout.DIGESTS
+
+    def __init__(self, uri: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None):
+        uri = str(uri)
+        self.uri = uri
+        if filesystem is not None:
+            self.fs, self.root = filesystem, uri.rstrip("/")
+        else:
+            self.fs, self.root = uris.resolve(uri)
+            self.root = self.root.rstrip("/")
+        self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+        self.fs.create_dir(self.root, recursive=True)
+
+    def __repr__(self) -> str:
+        return f"Store({self.name!r})"
+
+    @property
+    def name(self) -> str:
+        """The store's URI with any credentials removed: what messages and reports show."""
+        return uris.redact(self.uri)
+
+    def __reduce__(self):  # picklable for Ray: rebuild from the URI on the worker
+        return (Store, (self.uri,))
+
+    # -- paths and raw I/O ---------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *[str(p).strip("/") for p in parts if p != ""]])
+
+    def uri_of(self, *parts: str) -> str:
+        """A full URI (or local path) of a location in the store, for tools outside pyarrow.fs
+        (Ray Tune's storage); it carries the store URI's credentials and options."""
+        if self.is_local:
+            return self.path(*parts)
+        return uris.child(self.uri, "/".join(str(p).strip("/") for p in parts if p != ""))
+
+    def local_path(self, *parts: str) -> Path:
+        """A real filesystem path (only for local stores, e.g. to hand a directory to matplotlib)."""
+        if not self.is_local:
+            raise ValueError(f"{self.name} is not a local store")
+        return Path(self.path(*parts))
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+
+    def list_files(self, *parts: str, suffix: str = "") -> list[str]:
+        """Relative names of the files directly under ``parts`` (sorted)."""
+        base = self.path(*parts)
+        if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        return sorted(
+            i.base_name
+            for i in infos
+            if i.type == pafs.FileType.File and i.base_name.endswith(suffix)
+            and not i.base_name.startswith(".")
+        )
+
+    def modified_within(self, relpath: str, seconds: float) -> bool:
+        """Whether any file at or under ``relpath`` was written in the last ``seconds`` (a
+        concurrent writer may still be filling it; gc leaves such files alone)."""
+        import time
+
+        if seconds <= 0:
+            return False
+        base = self.path(relpath)
+        info = self.fs.get_file_info(base)
+        if info.type == pafs.FileType.NotFound:
+            return False
+        infos = [info] if info.type == pafs.FileType.File else self.fs.get_file_info(
+            pafs.FileSelector(base, recursive=True))
+        now_ns = time.time_ns()
+        return any(i.type == pafs.FileType.File and i.mtime_ns is not None
+                   and now_ns - i.mtime_ns < seconds * 1e9 for i in infos)
+
+    def list_dirs(self, *parts: str) -> list[str]:
+        base = self.path(*parts)
+        if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        """Write a whole file atomically (temp name + rename locally; one PUT on object stores).
+
+        Text files and Parquet files are redacted first (zoorank.redact: no secret is written)."""
+        from zoorank.redact import redact_file
+
+        data = redact_file(relpath, data)
+        final = self.path(relpath)
+        parent = final.rsplit("/", 1)[0]
+        self.fs.create_dir(parent, recursive=True)
+        if self.is_local:
+            tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{final.rsplit('/', 1)[1]}"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            os.replace(tmp, final)
+        else:
+            with self.fs.open_output_stream(final) as f:
+                f.write(data)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        with self.fs.open_input_stream(self.path(relpath)) as f:
+            return f.read()
+
+    def write_text(self, relpath: str, text: str) -> None:
+        self.write_bytes(relpath, text.encode())
+
+    def read_text(self, relpath: str) -> str:
+        return self.read_bytes(relpath).decode()
+
+    def write_json(self, relpath: str, obj: object) -> None:
+        self.write_text(relpath, json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+    def read_json(self, relpath: str) -> object:
+        return json.loads(self.read_text(relpath))
+
+    def delete(self, relpath: str) -> None:
+        p = self.path(relpath)
+        info = self.fs.get_file_info(p)
+        if info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(p)
+        elif info.type == pafs.FileType.File:
+            self.fs.delete_file(p)
+
+    # -- tables (Delta) and plain Parquet files ---------------------------------------------------
+    @staticmethod
+    def _is_file(relpath: str) -> bool:
+        """``*.parquet`` names a plain Parquet file; anything else a Delta table."""
+        return relpath.endswith(".parquet")
+
+    def table(self, name: str) -> tables.TableLocation:
+        """The Delta location of table ``name`` (a :mod:`zoorank.store.layout` name)."""
+        if self.is_local:
+            return tables.TableLocation(self.path(name))
+        uri, options = uris.delta_location(self.uri, self.path(name))
+        return tables.TableLocation(uri, options)
+
+    def table_exists(self, name: str) -> bool:
+        return tables.exists(self.table(name))
+
+    def table_version(self, name: str) -> int | None:
+        """The committed version of a table (None when absent): a snapshot's identity."""
+        return tables.version(self.table(name))
+
+    def write_parquet(self, relpath: str, table: pa.Table | pd.DataFrame) -> None:
+        """A plain ``*.parquet`` file (atomic), or a whole table's new content (one commit)."""
+        if not self._is_file(relpath):
+            tables.replace(self.table(relpath), table)
+            return
+        if isinstance(table, pd.DataFrame):
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        self.write_bytes(relpath, buf.getvalue())
+
+    def read_parquet(self, relpath: str) -> pa.Table:
+        if not self._is_file(relpath):
+            data = tables.read_arrow(self.table(relpath))
+            if data is None:
+                raise FileNotFoundError(f"no table {relpath} in {self.name}")
+            return data
+        return pq.read_table(self.path(relpath), filesystem=self.fs)
+
+    def read_frame(self, relpath: str, columns: Sequence[str] | None = None,
+                   version: int | None = None) -> pd.DataFrame:
+        """A table (one snapshot: the latest, or ``version``) or a Parquet file as a DataFrame;
+        empty with ``columns`` when absent."""
+        if not self._is_file(relpath):
+            return tables.read(self.table(relpath), columns, version)
+        if not self.exists(relpath):
+            return pd.DataFrame(columns=list(columns or []))
+        return self.read_parquet(relpath).to_pandas()
+
+    def upsert_rows(self, name: str, rows: Iterable[dict] | pd.DataFrame,
+                    key: Sequence[str], update_if: str | None = None) -> None:
+        """Replace the rows of table ``name`` that share ``key`` with ``rows`` (one MERGE commit;
+        ``update_if``: see :func:`zoorank.store.tables.merge`). When several rows share a key
+        (one per ``metric``), they replace every row of that key."""
+        new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        if new.empty:
+            return
+        group = None
+        if new.duplicated(subset=list(key)).any():  # long rows (one per metric): whole groups
+            extra = [c for c in ("metric", "view") if c in new.columns and c not in key]
+            group, key = list(key), [*key, *extra]
+            if new.duplicated(subset=key).any():
+                raise ValueError(f"rows for {name} repeat the key {key}")
+        tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name), group)
+
+    def replace_table(self, name: str, frame: pd.DataFrame,
+                      metadata: dict[str, str] | None = None) -> int:
+        """Make ``frame`` the content of table ``name`` (one commit; ``metadata`` rides on it).
+
+        Nothing is committed when the table already holds exactly these rows and metadata, so a
+        rerun leaves finished outputs untouched. Returns the version that holds them.
+        """
+        loc = self.table(name)
+        old, info, version = self.read_table_commit(name)
+        if old is not None and all(info.get(k) == v for k, v in (metadata or {}).items()):
+            new = tables._arrow(frame).to_pandas()
+            if list(old.columns) == list(new.columns) and old.equals(new.reset_index(drop=True)):
+                return int(version)
+        tables.replace(loc, frame, metadata)
+        return int(tables.version(loc))
+
+    def read_table_commit(self, name: str, version: int | None = None
+                          ) -> tuple[pd.DataFrame | None, dict, int | None]:
+        """(snapshot, its commit's info with any custom metadata, its version) of table ``name``
+        (the latest, or ``version``); (None, {}, None) when absent. The info is read from that
+        version's own commit file (one GET, no listing)."""
+        loc = self.table(name)
+        if version is None:
+            frame, version = tables.read_versioned(loc)
+        else:
+            frame = tables.read(loc, version=version)
+        if frame is None:
+            return None, {}, None
+        info = tables.commit_info(self.read_text(f"{name}/{tables.commit_file(version)}"))
+        return frame, info, version
+
+    def read_table_metadata(self, name: str, key: str) -> tuple[pd.DataFrame | None, str | None]:
+        """(snapshot, the ``key`` metadata of its commit) of table ``name``; (None, None) if absent."""
+        frame, info, _ = self.read_table_commit(name)
+        return frame, info.get(key)
+
+    def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
+        """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""
+        tables.delete(self.table(name), keys, key)
+
+    # -- embeddings ------------------------------------------------------------------------------
+    @staticmethod
+    def embedding_dir(dataset: str, view: str, model_id: str) -> str:
+        return layout.embedding_dir(dataset, view, model_id)
+
+    def write_shard(
+        self,
+        dataset: str,
+        view: str,
+        model_id: str,
+        part: int | str,
+        sample_id: np.ndarray,
+        view_index: np.ndarray,
+        embedding: np.ndarray,
+    ) -> str:
+        """Write one immutable shard under a unique name; returns its file name (not the path)."""
+        stem = f"{part:06d}" if isinstance(part, int) else str(part)
+        name = f"part-{stem}-{uuid.uuid4().hex[:12]}.parquet"
+        rel = f"{self.embedding_dir(dataset, view, model_id)}/{name}"
+        self.write_parquet(rel, embedding_table(sample_id, view_index, embedding))
+        return name
+
+    def shard_names(self, dataset: str, view: str, model_id: str,
+                    manifest: pd.DataFrame | None = None) -> list[str]:
+        """The shards the manifest references for an entry: none unless it is ``done``; every file
+        in its directory for an entry the manifest does not list (or a row without ``shards``)."""
+        if manifest is None:
+            manifest = self.read_manifest()
+        names = _referenced(manifest, dataset, view, model_id)
+        if names is not None:
+            return names
+        return self.list_files(self.embedding_dir(dataset, view, model_id), suffix=".parquet")
+
+    def clear_embeddings(self, dataset: str, view: str, model_id: str) -> None:
+        """No-op kept for callers: shards are immutable; unreferenced ones are gc's to remove."""
+
+    def read_embeddings(self, dataset: str, view: str, model_id: str,
+                        shards: Sequence[str] | None = None) -> Embeddings:
+        """An entry's rows from exactly the shards the manifest references (or ``shards``)."""
+        names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
+        if not names:
+            raise FileNotFoundError(
+                f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.name}"
+            )
+        base = self.embedding_dir(dataset, view, model_id)
+        parts = [self.read_parquet(f"{base}/{n}") for n in names]
+        return _embeddings_from_table(pa.concat_tables(parts))
+
+    # -- manifest and long tables ----------------------------------------------------------------
+    def read_manifest(self) -> pd.DataFrame:
+        df = self.read_frame(MANIFEST, MANIFEST_COLUMNS)
+        for col in MANIFEST_COLUMNS:
+            if col not in df:
+                df[col] = pd.NA
+        return df[MANIFEST_COLUMNS]
+
+    def update_manifest(self, rows: Iterable[dict]) -> None:
+        """Upsert manifest rows (one commit); ``shards`` lists may be given as Python lists."""
+        out = []
+        for r in rows:
+            row = {c: r.get(c) for c in MANIFEST_COLUMNS}
+            if isinstance(row["shards"], (list, tuple)):
+                row["shards"] = json.dumps(sorted(row["shards"]))
+            for c in ("rows", "dim", "bad_images"):
+                v = row[c]
+                row[c] = None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
+            out.append(row)
+        frame = pd.DataFrame(out, columns=MANIFEST_COLUMNS)
+        for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
+                  "precision", "versions"):
+            frame[c] = frame[c].astype("string")
+        for c in ("rows", "dim", "bad_images"):
+            frame[c] = frame[c].astype("Int64")
+        frame["seconds"] = frame["seconds"].astype("float64")
+        self.upsert_rows(MANIFEST, frame, MANIFEST_KEY)
+
+    def done_entries(self) -> dict[tuple[str, str, str], str]:
+        """(dataset, view, model_id) → fingerprint for every manifest row with status ``done``."""
+        m = self.read_manifest()
+        m = m[m["status"] == "done"]
+        return {
+            (r.dataset, r.view, r.model_id): r.fingerprint for r in m.itertuples(index=False)
+        }
+
+    def read_metrics(self) -> pd.DataFrame:
+        return self.read_frame(METRICS, METRICS_COLUMNS)
+
+
+def _referenced(manifest: pd.DataFrame, dataset: str, view: str, model_id: str) -> list[str] | None:
+    """An entry's shards per ``manifest``: [] unless done; None when it has no row or no list."""
+    m = manifest
+    hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
+    if hit.empty:
+        return None
+    if hit.iloc[-1]["status"] != "done":
+        return []
+    return parse_shards(hit.iloc[-1].get("shards"))
+
+
+def parse_shards(value: object) -> list[str] | None:
+    """A manifest row's ``shards`` cell as a list of file names (None when not recorded)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [str(v) for v in json.loads(str(value))]

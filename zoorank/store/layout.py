@@ -1,0 +1,56 @@
+"""Where every artifact lives inside a store (contract 2); the only place paths are spelled.
+
+Tables are Delta Lake directories (``manifest/``, ``metrics/`` ...; :mod:`zoorank.store.tables`);
+embedding shards and reliability tables are immutable Parquet files; ``leaderboard.csv``,
+``leaderboard.md`` and ``report/`` are plain files for people.
+"""
+
+from __future__ import annotations
+
+# -- Delta tables --------------------------------------------------------------------------------
+MANIFEST = "manifest"
+METRICS = "metrics"
+ORACLE = "oracle"
+AGREEMENT = "agreement"
+FAILED = "failed"
+LEADERBOARD = "leaderboard"
+DIGESTS = "cache/digests"
+#: every table at the store's top level or under ``cache/`` (samples tables are per dataset).
+TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS)
+
+# -- plain files and directories -------------------------------------------------------------------
+LEADERBOARD_CSV = "leaderboard.csv"
+LEADERBOARD_MD = "leaderboard.md"
+REPORT_DIR = "report"
+EMBEDDINGS_DIR = "embeddings"
+RELIABILITY_DIR = "reliability"
+DATASETS_DIR = "datasets"
+VIEW_CACHE_DIR = "cache/views"
+TUNE_DIR = "tune"
+
+
+def samples_table(dataset: str) -> str:
+    """The per-dataset samples/labels table (sample_id, uri, label ...)."""
+    return f"{DATASETS_DIR}/{dataset}/samples"
+
+
+def embedding_dir(dataset: str, view: str, model_id: str) -> str:
+    """The directory of one (dataset, view, model) entry's immutable shards."""
+    return f"{EMBEDDINGS_DIR}/{dataset}/{view}/{model_id}"
+
+
+def reliability_dir(dataset: str) -> str:
+    return f"{RELIABILITY_DIR}/{dataset}"
+
+
+def reliability_file(dataset: str, group: str) -> str:
+    """One reliability table (a plain Parquet file) of a dataset's model group."""
+    return f"{RELIABILITY_DIR}/{dataset}/{group}.parquet"
+
+
+def view_cache_dir(key: str) -> str:
+    return f"{VIEW_CACHE_DIR}/{key}"
+
+
+def tune_dir(name: str) -> str:
+    return f"{TUNE_DIR}/{name}"

@@ -1,0 +1,278 @@
+"""Transactional store tables: Delta Lake (delta-rs) under ``<store>/<name>/``.
+
+One small API over every table (manifest, metrics, oracle, agreement, failed, leaderboard, samples,
+digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), :func:`delete`
+rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content. Every write
+is one Delta commit; a commit that loses a race to another writer (``CommitFailedError``) is
+retried on the new snapshot, so concurrent writers never lose each other's rows.
+
+Concurrency without a lock service: on local disk delta-rs commits ``_delta_log/N.json`` with an
+atomic create-if-absent; on S3 (delta-rs ≥ 1.0) with a conditional PUT (``If-None-Match: *``),
+which AWS S3, MinIO, R2 and moto's server (≥ 5.0.15) honour; GCS has generation preconditions. The
+DynamoDB lock of delta-rs 0.x is gone in 1.x.
+
+Readers see one committed version (snapshot isolation) and need no lease.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+import pandas as pd
+import pyarrow as pa
+
+rom zoorank.redact import redact, redact_table
+
+#: commit attempts before a write gives up (each waits a little longer, with jitter).
+COMMIT_ATTEMPTS = 12
+#: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
+#: checkpoint plus at most 19 small JSON commits (object-store reads pay per request).
+TABLE_CONFIGURATION = {"delta.checkpointInterval": "20"}
+
+
+class TableLocation:
+    """Where one table lives: a delta-rs URI and its storage options (credentials, endpoint)."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        self.uri = uri
+        self.storage_options = dict(storage_options or {})
+
+    def __repr__(self) -> str:
+        from zoorank.uris import redact
+
+        return f"TableLocation({redact(self.uri)!r})"
+
+
+def _open(loc: TableLocation, version: int | None = None):
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(loc.uri, version=version, storage_options=loc.storage_options or None)
+    except TableNotFoundError:
+        return None
+
+
+def _schema(table) -> pa.Schema:
+    """A Delta table's schema as a pyarrow schema (delta-rs 1.x hands out arro3 objects)."""
+    return pa.schema(table.schema().to_arrow())
+
+
+def exists(loc: TableLocation) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(loc.uri, storage_options=loc.storage_options or None)
+
+
+def version(loc: TableLocation) -> int | None:
+    """The table's current version (None when it does not exist)."""
+    table = _open(loc)
+    return None if table is None else int(table.version())
+
+
+def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None,
+               version: int | None = None) -> pa.Table | None:
+    """One committed snapshot (the latest, or ``version``) as Arrow; None when there is none."""
+    table = _open(loc, version)
+    if table is None:
+        return None
+    have = set(_schema(table).names) if columns is not None else None
+    cols = [c for c in columns if c in have] if columns is not None else None
+    return table.to_pyarrow_table(columns=cols)
+
+
+def read(loc: TableLocation, columns: Sequence[str] | None = None,
+         version: int | None = None) -> pd.DataFrame:
+    """One committed snapshot (the latest, or ``version``) as a DataFrame; empty (with
+    ``columns``) when the table is absent."""
+    data = read_arrow(loc, version=version)
+    if data is None:
+        return pd.DataFrame(columns=list(columns or []))
+    frame = data.to_pandas()
+    return frame
+
+
+def read_versioned(loc: TableLocation) -> tuple[pd.DataFrame | None, int | None]:
+    """One snapshot and its version ((None, None) when the table does not exist)."""
+    table = _open(loc)
+    if table is None:
+        return None, None
+    return table.to_pyarrow_table().to_pandas(), int(table.version())
+
+
+def commit_file(version: int) -> str:
+    """The log file of a commit, relative to the table's directory (Delta protocol)."""
+    return f"_delta_log/{version:020d}.json"
+
+
+def commit_info(log_text: str) -> dict:
+    """The ``commitInfo`` action of a commit file (custom metadata is merged into it)."""
+    import json
+
+    for line in log_text.splitlines():
+        if line.strip():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return action["commitInfo"]
+    return {}
+
+
+#: the type of an all-null column of these names (a crashed row's ``value``), else string.
+NULL_TYPES = {"value": pa.float64(), "n": pa.int64(), "dim": pa.int64(), "seed": pa.int64(),
+              "rows": pa.int64(), "bad_images": pa.int64(), "seconds": pa.float64(),
+              "size": pa.int64(), "mtime_ns": pa.int64()}
+
+
+def _arrow(frame: pd.DataFrame | pa.Table) -> pa.Table:
+    """Arrow with types Delta can store: all-null columns get :data:`NULL_TYPES` (else string),
+    unsigned integers become signed."""
+    table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+    fields = []
+    for f in table.schema:
+        t = f.type
+        if pa.types.is_null(t):
+            t = NULL_TYPES.get(f.name, pa.string())
+        elif pa.types.is_unsigned_integer(t):
+            t = pa.int64()
+        elif pa.types.is_large_string(t):
+            t = pa.string()
+        fields.append(pa.field(f.name, t))
+    return table.cast(pa.schema(fields))
+
+
+def _conform(source: pa.Table, target_schema: pa.Schema) -> pa.Table:
+    """Cast ``source``'s columns to the target table's types where both have them."""
+    cols, fields = [], []
+    for f in source.schema:
+        col = source.column(f.name)
+        idx = target_schema.get_field_index(f.name)
+        if idx >= 0 and target_schema.field(idx).type != f.type:
+            try:
+                col = col.cast(target_schema.field(idx).type)
+                f = pa.field(f.name, target_schema.field(idx).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        cols.append(col)
+        fields.append(f)
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def _retry(action, what: str) -> None:
+    """Run ``action`` until it commits; a lost commit race re-reads the table and tries again."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            action()
+            return
+        except (CommitFailedError, DeltaError) as err:
+            text = str(err).lower()
+            transient = isinstance(err, CommitFailedError) or any(
+                s in text for s in ("conflict", "already exists", "version", "concurrent"))
+            if not transient or attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+    raise RuntimeError(f"{what}: no commit after {COMMIT_ATTEMPTS} attempts")  # pragma: no cover
+
+
+def _key_predicate(key: Sequence[str]) -> str:
+    return " AND ".join(f"t.`{k}` = s.`{k}`" for k in key)
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _group_predicate(rows: pd.DataFrame, group: Sequence[str]) -> str:
+    """``t`` rows whose ``group`` values are one of ``rows``' (a literal OR of ANDs)."""
+    keys = rows[list(group)].drop_duplicates().itertuples(index=False)
+    return " OR ".join("(" + " AND ".join(f"t.`{g}` = {_literal(v)}" for g, v in zip(group, k))
+                       + ")" for k in keys)
+
+
+def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
+          update_if: str | None = None, group: Sequence[str] | None = None) -> None:
+    """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
+
+    ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
+    is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
+    ``group`` (a prefix of ``key``): rows of the table in a group that ``rows`` has, but that
+    ``rows`` do not match, are deleted in the same commit (``rows`` replace whole groups).
+
+    The first write creates the table; two writers that both create it race on version 0, and the
+    loser merges into the winner's table.
+    """
+    from deltalake import write_deltalake
+
+    source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
+    if source.num_rows == 0:
+        return
+    dedup = source.to_pandas().drop_duplicates(subset=list(key), keep="last")
+    source = _arrow(pa.Table.from_pandas(dedup, preserve_index=False, schema=source.schema))
+    stale_in_group = _group_predicate(dedup, group) if group else None
+
+    def action() -> None:
+        table = _open(loc)
+        if table is None:
+            write_deltalake(loc.uri, source, mode="append", configuration=TABLE_CONFIGURATION,
+                            storage_options=loc.storage_options or None)
+            return
+        data = _conform(source, _schema(table))
+        merger = (table.merge(data, predicate=_key_predicate(key), source_alias="s",
+                              target_alias="t", merge_schema=True)
+                  .when_matched_update_all(predicate=update_if).when_not_matched_insert_all())
+        if stale_in_group:
+            merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
+        merger.execute()
+
+    _retry(action, f"merge into {loc!r}")
+
+
+def delete(loc: TableLocation, keys: pd.DataFrame, key: Sequence[str]) -> None:
+    """Delete the rows whose ``key`` values appear in ``keys`` (one MERGE commit)."""
+    keys = keys[list(key)].drop_duplicates()
+    if keys.empty:
+        return
+
+    def action() -> None:
+        table = _open(loc)
+        if table is None:
+            return
+        data = _conform(_arrow(keys), _schema(table))
+        (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t")
+         .when_matched_delete().execute())
+
+    _retry(action, f"delete from {loc!r}")
+
+
+def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
+            metadata: dict[str, str] | None = None) -> None:
+    """Replace the whole content (one overwrite commit): for derived tables one writer recomputes.
+
+    ``metadata`` rides on the commit itself (Delta ``commitInfo``), so it always describes exactly
+    the rows of that version (``Store.read_table_metadata``).
+    """
+    from deltalake import CommitProperties, write_deltalake
+
+    data = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
+    props = (CommitProperties(custom_metadata={k: redact(v) for k, v in metadata.items()})
+             if metadata else None)
+
+    def action() -> None:
+        write_deltalake(loc.uri, data, mode="overwrite", schema_mode="overwrite",
+                        configuration=TABLE_CONFIGURATION,
+                        storage_options=loc.storage_options or None, commit_properties=props)
+
+    _retry(action, f"replace {loc!r}")
+
+
+def drop(loc: TableLocation, fs, path: str) -> None:
+    """Remove a table's directory entirely (``fs``/``path``: the store's filesystem and its path)."""
+    import pyarrow.fs as pafs
+
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
