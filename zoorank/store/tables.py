@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow as pa
 
-rom zoorank.redact import redact, redact_table
+from zoorank.redact import redact, redact_table
 
 #: commit attempts before a write gives up (each waits a little longer, with jitter).
 COMMIT_ATTEMPTS = 12
