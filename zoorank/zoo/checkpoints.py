@@ -124,7 +124,7 @@ def _restricted_load(path: str, weights_only_error: Exception, met: set[str] | N
 def load_checkpoint_object(path: str, *, trust: bool = False,
                            met: set[str] | None = None) -> Any:
     """The whole checkpoint object (safetensors: its tensor dict), read safely on CPU."""
-    if path.endswith(_SAFETENSORS_SUFFIXES):
+    if (path.split("?", 1)[0] if uris.is_uri(path) else path).endswith(_SAFETENSORS_SUFFIXES):
         from safetensors.torch import load, load_file
 
         try:
