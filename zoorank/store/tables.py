@@ -167,9 +167,12 @@ def _retry(action, what: str) -> None:
         try:
             action()
             return
-        except (CommitFailedError, DeltaError) as err:
+        except (CommitFailedError, DeltaError, OSError) as err:
             text = str(err).lower()
-            transient = isinstance(err, CommitFailedError) or any(
+            # OSError: an object-store request that failed even after delta-rs's own retries
+            # (it never retries the conditional PUT of a commit file); every action re-reads the
+            # table and is idempotent (keyed merge, overwrite), so running it again is safe
+            transient = isinstance(err, (CommitFailedError, OSError)) or any(
                 s in text for s in ("conflict", "already exists", "version", "concurrent"))
             if not transient or attempt == COMMIT_ATTEMPTS - 1:
                 raise
