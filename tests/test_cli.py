@@ -27,3 +27,7 @@ def test_a_run_where_every_model_fails_exits_3_and_still_reports_why(tmp_path, r
     assert set(failed["model_id"]) == {"net-0", "net-1"}
     assert failed["error"].str.contains("no_such_module").all()
     assert "no_such_module" in (tmp_path / "store" / "report" / "index.html").read_text()
+    (tmp_path / "store" / "report" / "index.html").unlink()
+    assert main(["report", str(path)]) == 3  # the report alone: written, and exit 3 as well
+    assert "nothing could be ranked" in capsys.readouterr().err
+    assert "no_such_module" in (tmp_path / "store" / "report" / "index.html").read_text()

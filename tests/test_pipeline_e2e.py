@@ -31,6 +31,7 @@ def _config(root: Path, files: dict[str, str]) -> dict:
 
     def model(model_id: str, **extra) -> dict:
         return {"id": model_id, "source": "torchscript", "name": files[model_id],
+                "trust_checkpoint": True,
                 "input_size": zoo.INPUT_SIZE, "interpolation": "bilinear", "crop_pct": 1.0,
                 **extra}
 

@@ -256,7 +256,8 @@ def test_torchscript_file_round_trip(tmp_path):
     path = tmp_path / "cnn.ts"
     scripted.save(str(path))
     x = torch.randn(2, 3, 20, 20, generator=torch.Generator().manual_seed(4))
-    (resolved,) = resolve({"id": "ts", "source": "torchscript", "name": str(path)})
+    (resolved,) = resolve({"id": "ts", "source": "torchscript", "name": str(path),
+                           "trust_checkpoint": True})
     with torch.no_grad():
         torch.testing.assert_close(features(resolved, x), scripted(x), rtol=1e-5, atol=1e-6)
     assert estimate_model_bytes(resolved) == path.stat().st_size
@@ -476,11 +477,18 @@ def test_timm_geometry_follows_timm_data_config_and_overrides():
     assert r18.geometry.resize_size == int(reference["input_size"][-1] // reference["crop_pct"])
 
 
+def test_torchscript_needs_trust_checkpoint_and_the_error_names_the_field(tmp_path):
+    path = tmp_path / "m.ts"
+    torch.jit.script(small_cnn()).save(str(path))
+    with pytest.raises(ConfigError, match=r"trust_checkpoint: source torchscript .*runs code"):
+        resolve({"id": "ts", "source": "torchscript", "name": str(path)})
+
+
 def test_torchscript_and_python_default_to_imagenet_statistics_without_zoom(tmp_path):
     path = tmp_path / "m.ts"
     torch.jit.script(small_cnn()).save(str(path))
     ts, py = resolve(
-        {"id": "ts", "source": "torchscript", "name": str(path)},
+        {"id": "ts", "source": "torchscript", "name": str(path), "trust_checkpoint": True},
         {
             "id": "py",
             "source": "python",

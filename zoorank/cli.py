@@ -136,26 +136,35 @@ def _terminate_cleanly() -> None:
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
 
 
+def _error(message: str) -> None:
+    """One line on stderr, redacted (zoorank.redact): no secret leaves through the console."""
+    from zoorank.redact import redact
+
+    print(redact(message), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from zoorank.redact import install_logging_filter, redact
+
     parser = build_parser()
     args = parser.parse_args(argv)
     _terminate_cleanly()
+    install_logging_filter("ray", "ray.data", "ray.tune", "zoorank")
     try:
         return _dispatch(args)
     except NothingRankedError as err:
-        print(f"zoorank: {err}", file=sys.stderr)
+        _error(f"zoorank: {err}")
         return EXIT_NOTHING_RANKED
     except ZoorankError as err:
-        print(f"zoorank: error: {err}", file=sys.stderr)
+        _error(f"zoorank: error: {err}")
         return 2
     except KeyboardInterrupt:
-        print("zoorank: interrupted", file=sys.stderr)
+        _error("zoorank: interrupted")
         return 130
     except Exception as err:  # a bug: one line, the traceback behind --debug
         if args.debug:
-            traceback.print_exc()
-        print(f"zoorank: internal error: {type(err).__name__}: {err} (rerun with --debug)",
-              file=sys.stderr)
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        _error(f"zoorank: internal error: {type(err).__name__}: {err} (rerun with --debug)")
         return 1
 
 

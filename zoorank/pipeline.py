@@ -41,10 +41,21 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     return board
 
 
-def run_report(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
+def run_report(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
+               check: bool = True):
+    """REPORT; the page is written even when nothing could be ranked, then (``check``)
+    NothingRankedError (exit 3) is raised, as ``zoorank run`` does."""
+    from zoorank.rank import check_ranked, read_leaderboard
     from zoorank.report import run_report as _run
+    from zoorank.store import Store
 
-    return _run(config, catalog=catalog or build_catalog(config))
+    out = _run(config, catalog=catalog or build_catalog(config))
+    if check:
+        import pandas as pd
+
+        board, _ = read_leaderboard(Store(config.store))
+        check_ranked(board if board is not None else pd.DataFrame())
+    return out
 
 
 def run_all(config: RunConfig, address: str | None = None):
@@ -60,7 +71,7 @@ def run_all(config: RunConfig, address: str | None = None):
     run_score(config, address=address, catalog=catalog)
     board = run_rank(config, address=address, show=False, check=False,  # the report prints
                      catalog=catalog)
-    out = run_report(config, catalog=catalog)
+    out = run_report(config, catalog=catalog, check=False)
     check_ranked(board)
     return out
 

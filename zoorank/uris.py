@@ -30,11 +30,12 @@ import pyarrow.fs as pafs
 from zoorank.errors import InputError
 
 GLOB_CHARS = "*?["
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/@]*@)")
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&](?:access_key|secret_key|session_token|secret|token|password|key|sig|signature"
-    r"|x-amz-[a-z\-]+)=)[^&]*"
-)
+#: attempts per object-store request (pyarrow's default is 3: at a 10% fault rate one request in
+#: a thousand would still fail); backoff is the AWS standard strategy's.
+S3_MAX_ATTEMPTS = int(os.environ.get("ZOORANK_S3_MAX_ATTEMPTS", "10"))
+#: seconds before an S3 request that got no answer is abandoned (and retried).
+S3_REQUEST_TIMEOUT_S = float(os.environ.get("ZOORANK_S3_REQUEST_TIMEOUT", "20"))
+S3_CONNECT_TIMEOUT_S = 10.0
 
 
 def is_uri(path: str | os.PathLike[str]) -> bool:
@@ -43,15 +44,14 @@ def is_uri(path: str | os.PathLike[str]) -> bool:
 
 
 def redact(uri: str | os.PathLike[str] | None) -> str:
-    """``uri`` without credentials: user-info (``s3://KEY:SECRET@bucket``) and secret query values.
+    """``uri`` (or any text) without credentials: see :func:`zoorank.redact.redact`.
 
-    >>> redact("s3://AKIA:s3cr3t@bucket/store?region=eu&secret_key=abc")
+    >>> redact("s3://AKIA:s3/cr+t=@bucket/store?region=eu&secret_key=abc")
     's3://***@bucket/store?region=eu&secret_key=***'
     """
-    if uri is None:
-        return ""
-    text = _USERINFO.sub(r"\1***@", str(uri))
-    return _SECRET_QUERY.sub(r"\1***", text)
+    from zoorank.redact import redact as _redact
+
+    return _redact(uri)
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,41 @@ def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
     if not is_uri(text):
         return pafs.LocalFileSystem(), str(Path(text).expanduser().resolve())
     try:
-        return pafs.FileSystem.from_uri(text)
+        fs, path = pafs.FileSystem.from_uri(text)
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
-        raise InputError(f"{redact(text)}: cannot open ({type(err).__name__}: {err})") from None
+        raise InputError(redact(f"{text}: cannot open ({type(err).__name__}: {err})")) from None
+    return with_retries(fs), path
+
+
+def without_credentials(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """``fs`` (with retries) taking its credentials from the environment or the instance role,
+    not from the URI it was built from: for a filesystem that a library pickles into files it
+    writes (Ray Tune's experiment state), where explicit credentials would be written too."""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    options = dict(fs.__reduce__()[1][0], access_key=None, secret_key=None, session_token=None)
+    return with_retries(pafs.S3FileSystem(**options))
+
+
+def with_retries(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """``fs`` retrying transient object-store failures (500s, throttling, resets, timeouts).
+
+    S3: the AWS standard retry strategy (exponential backoff with jitter) with
+    :data:`S3_MAX_ATTEMPTS` attempts per request and a :data:`S3_REQUEST_TIMEOUT_S` request
+    timeout, so a stalled request is retried rather than waited on; the other options (endpoint,
+    credentials, region) are kept. Other filesystems are returned as they are. A filesystem
+    pickled to a Ray worker loses its retry strategy (pyarrow does not pickle it): workers build
+    theirs from the URI through :func:`resolve` (``Store`` pickles as its URI).
+    """
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    options = dict(fs.__reduce__()[1][0])
+    if options.get("request_timeout", -1) is None or options.get("request_timeout", -1) < 0:
+        options["request_timeout"] = S3_REQUEST_TIMEOUT_S
+    if options.get("connect_timeout", -1) is None or options.get("connect_timeout", -1) < 0:
+        options["connect_timeout"] = S3_CONNECT_TIMEOUT_S
+    return pafs.S3FileSystem(**options,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(S3_MAX_ATTEMPTS))
 
 
 def join(uri: str, path: str) -> str:
@@ -186,6 +218,11 @@ def glob_files(pattern: str) -> list[str]:
         return sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
                       if os.path.isfile(p))
     fs, path = resolve(pattern)
+    if not any(c in path for c in GLOB_CHARS):  # the "?" was a query's: one file, or none
+        try:
+            return [pattern] if stat(pattern) is not None else []
+        except OSError as err:  # unreadable, not missing: say why
+            raise InputError(redact(f"{pattern}: cannot read ({err})")) from None
     parts = path.split("/")
     fixed = []
     for part in parts:
@@ -196,7 +233,7 @@ def glob_files(pattern: str) -> list[str]:
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError as err:
-        raise InputError(f"{redact(pattern)}: cannot list ({err})") from None
+        raise InputError(redact(f"{pattern}: cannot list ({err})")) from None
     regex = re.compile(_glob_regex(path))
     return sorted(join(pattern, i.path) for i in infos
                   if i.type == pafs.FileType.File and regex.fullmatch(i.path))
@@ -221,7 +258,7 @@ def open_input(uri: str | os.PathLike[str]) -> BinaryIO:
     try:
         return fs.open_input_file(path)
     except (FileNotFoundError, OSError) as err:
-        raise InputError(f"{redact(str(uri))}: cannot read ({err})") from None
+        raise InputError(redact(f"{uri}: cannot read ({err})")) from None
 
 
 def read_bytes(uri: str | os.PathLike[str]) -> bytes:

@@ -110,3 +110,28 @@ def test_transformers_hub_id_resolves_from_the_cache_like_its_directory(tmp_path
     assert torch.equal(features(by_id, x), features(by_dir, x))
     with pytest.raises(ConfigError, match=r"models--org--other.*hf download org/other"):
         resolve({"id": "m", "source": "transformers", "name": "org/other"})
+
+
+def test_transformers_id_pinned_at_a_revision_loads_that_revision(tmp_path, monkeypatch):
+    from transformers import ViTConfig, ViTModel
+
+    cache = hub_cache(monkeypatch, tmp_path)
+    snapshots = {}
+    for seed, rev in ((1, "a" * 40), (2, "b" * 40)):  # refs/main ends at the last one, "b"
+        torch.manual_seed(seed)
+        vit = ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64, image_size=32, patch_size=8))
+        directory = tmp_path / f"vit-{rev[0]}"
+        vit.save_pretrained(directory)
+        add_to_cache(cache, "org/tiny-vit", {p.name: p.read_bytes() for p in directory.iterdir()},
+                     rev)
+        snapshots[rev[0]] = directory
+
+    pinned, main, by_dir = resolve(
+        {"id": "pinned", "source": "transformers", "name": "org/tiny-vit@" + "a" * 40},
+        {"id": "main", "source": "transformers", "name": "org/tiny-vit"},
+        {"id": "dir", "source": "transformers", "name": str(snapshots["a"])})
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    assert pinned.fingerprint == by_dir.fingerprint != main.fingerprint
+    assert torch.equal(features(pinned, x), features(by_dir, x))
+    assert not torch.equal(features(pinned, x), features(main, x))

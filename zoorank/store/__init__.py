@@ -243,7 +243,12 @@ class Store:
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
     def write_bytes(self, relpath: str, data: bytes) -> None:
-        """Write a whole file atomically (temp name + rename locally; one PUT on object stores)."""
+        """Write a whole file atomically (temp name + rename locally; one PUT on object stores).
+
+        Text files and Parquet files are redacted first (zoorank.redact: no secret is written)."""
+        from zoorank.redact import redact_file
+
+        data = redact_file(relpath, data)
         final = self.path(relpath)
         parent = final.rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)

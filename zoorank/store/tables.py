@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow as pa
 
+from zoorank.redact import redact, redact_table
+
 #: commit attempts before a write gives up (each waits a little longer, with jitter).
 COMMIT_ATTEMPTS = 12
 #: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
@@ -165,9 +167,12 @@ def _retry(action, what: str) -> None:
         try:
             action()
             return
-        except (CommitFailedError, DeltaError) as err:
+        except (CommitFailedError, DeltaError, OSError) as err:
             text = str(err).lower()
-            transient = isinstance(err, CommitFailedError) or any(
+            # OSError: an object-store request that failed even after delta-rs's own retries
+            # (it never retries the conditional PUT of a commit file); every action re-reads the
+            # table and is idempotent (keyed merge, overwrite), so running it again is safe
+            transient = isinstance(err, (CommitFailedError, OSError)) or any(
                 s in text for s in ("conflict", "already exists", "version", "concurrent"))
             if not transient or attempt == COMMIT_ATTEMPTS - 1:
                 raise
@@ -206,7 +211,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     """
     from deltalake import write_deltalake
 
-    source = _arrow(rows)
+    source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
         return
     dedup = source.to_pandas().drop_duplicates(subset=list(key), keep="last")
@@ -256,8 +261,9 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
     """
     from deltalake import CommitProperties, write_deltalake
 
-    data = _arrow(rows)
-    props = CommitProperties(custom_metadata=dict(metadata)) if metadata else None
+    data = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
+    props = (CommitProperties(custom_metadata={k: redact(v) for k, v in metadata.items()})
+             if metadata else None)
 
     def action() -> None:
         write_deltalake(loc.uri, data, mode="overwrite", schema_mode="overwrite",

@@ -373,4 +373,6 @@ def param_space(config: TuneConfig) -> dict[str, Any]:
 def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
     """(store, Tune storage_path, experiment path relative to the store)."""
     store = Store(config.store)
-    return store, store.uri_of(TUNE_DIR), tune_dir(config.experiment_name)
+    # an object store is handed to Tune as (its filesystem, a path on it): the URI, with its
+    # query and any credentials, never reaches Tune's files, logs or warnings
+    return store, store.path(TUNE_DIR), tune_dir(config.experiment_name)

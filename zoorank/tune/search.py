@@ -34,6 +34,7 @@ from ray.tune import Callback
 
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.redact import redact
 from zoorank.tune import results as R
 from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_space: public here before)
     TrialParams,
@@ -45,6 +46,7 @@ from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_spa
 )
 from zoorank.tune.objective import build_probe_set, evaluate_probe
 from zoorank.tune.setup import SearchSetup
+from zoorank.uris import without_credentials
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
 # report of short trials that is the normal case here.
@@ -218,6 +220,25 @@ def _batch_sizes(config: TuneConfig) -> list[int]:
     return [int(v) for v in spec.values_to_check()] if spec else [config.batch_size]
 
 
+#: credentials Ray Tune copies into each trial actor's ``runtime_env`` ``env_vars``, which Ray's
+#: runtime-env agent then logs in full at INFO level (``runtime_env_agent.log``).
+_CREDENTIAL_ENV_VARS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
+                        "AWS_SESSION_TOKEN"}
+
+
+def _keep_credentials_out_of_runtime_envs() -> None:
+    """Stop Tune propagating AWS credentials through ``runtime_env`` (it would log them). Trial
+    actors of a local Ray inherit the driver's environment from the raylet; on a cluster, workers
+    take credentials from their own environment or instance role, as every other stage does."""
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:  # another Ray layout: nothing to do
+        return
+    names = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if isinstance(names, (set, frozenset)):
+        class_cache.ENV_VARS_TO_PROPAGATE = set(names) - _CREDENTIAL_ENV_VARS
+
+
 def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
     """A new Tuner for the config, or the restored one of an interrupted run of it."""
     from ray import tune
@@ -226,6 +247,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
 
     from zoorank.runtime import cluster_gpus
 
+    _keep_credentials_out_of_runtime_envs()
     store, storage, rel = experiment_location(config)
     s = config.search
     gpus = gpus_per_trial(config, cluster_gpus())
@@ -233,12 +255,16 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         tune.with_parameters(train_trial, setup=setup), {"cpu": s.cpus_per_trial, "gpu": gpus}
     )
     experiment_path = f"{storage}/{config.experiment_name}"
-    if s.resume and tune.Tuner.can_restore(experiment_path):
+    # Tune pickles its filesystem into its experiment files: it gets the environment's (or the
+    # instance role's) credentials, never ones carried by the store URI
+    fs = None if store.is_local else without_credentials(store.fs)
+    if s.resume and tune.Tuner.can_restore(experiment_path, storage_filesystem=fs):
         try:
-            return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True)
+            return tune.Tuner.restore(experiment_path, trainable=trainable, resume_errored=True,
+                                      storage_filesystem=fs)
         except Exception as err:  # a state written half-way (killed while saving): start afresh
             warnings.warn(
-                f"cannot resume {experiment_path} ({type(err).__name__}: {err}); "
+                f"cannot resume {redact(experiment_path)} ({type(err).__name__}: {redact(err)}); "
                 "starting the search afresh",
                 stacklevel=2,
             )
@@ -281,6 +307,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
         run_config=tune.RunConfig(
             name=config.experiment_name,
             storage_path=storage,
+            storage_filesystem=fs,
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None if config.export_epochs else 1
             ),

@@ -12,12 +12,14 @@ Conventions
   **model_kwargs)``, i.e. timm's pooled pre-logits features; ``pretrained: true`` loads the hub
   weights through timm's own loader from the local Hugging Face cache (:mod:`zoorank.zoo.hub`), and
   its ``name`` may be a glob over the cached ``timm/*`` models. ``transformers``: ``name`` is a
-  local model directory or a hub id in the local cache (never ``trust_remote_code``); multimodal
+  local model directory or a hub id in the local cache, optionally pinned as ``org/model@rev``
+  (``from_pretrained(org/model, revision=rev)``, offline; never ``trust_remote_code``); multimodal
   configs with a ``vision_config`` (CLIP, SigLIP, ...) load their ``<Name>VisionModel``; ``pooling``
   is ``cls`` (token 0 of ``last_hidden_state``), ``mean`` (mean over *all* tokens of
   ``last_hidden_state``) or ``pooler`` (the model's ``pooler_output``); a 4-D ``last_hidden_state``
   (conv nets) is global-average-pooled for ``cls`` and ``mean``. ``torchscript``: the scripted file
-  is ``checkpoint`` when given, else ``name``. ``python``: ``name`` is
+  is ``checkpoint`` when given, else ``name``; ``torch.jit.load`` runs code from it, so it loads
+  only with ``trust_checkpoint: true`` (a ConfigError naming the field otherwise). ``python``: ``name`` is
   ``"package.module:function"``, called with ``model_kwargs``; it returns an ``nn.Module``.
 * **Outputs other than (B, dim)** (a python/torchscript model's output, or a ``layer:``'s) are
   pooled: the first tensor of a tuple/dict; 4-D maps ``(B, C, H, W)`` are global-average-pooled, 3-D

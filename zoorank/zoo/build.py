@@ -155,7 +155,10 @@ def transformers_class(directory: str, hub_cache: str | None = None) -> tuple[An
     import transformers
     from transformers import AutoConfig, AutoModel
 
-    config = AutoConfig.from_pretrained(directory, local_files_only=True,
+    from zoorank.zoo.hub import transformers_revision
+
+    name, revision = transformers_revision(directory)  # org/model@rev: that revision, offline
+    config = AutoConfig.from_pretrained(name, revision=revision, local_files_only=True,
                                         cache_dir=specs.hub_cache(hub_cache))
     if getattr(config, "vision_config", None) is not None:
         vision = getattr(
@@ -179,7 +182,10 @@ def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, di
 
         with quiet_transformers():
             cls, config = transformers_class(spec.name, hub_cache)
-            model = cls.from_pretrained(spec.name, local_files_only=True,
+            from zoorank.zoo.hub import transformers_revision
+
+            name, revision = transformers_revision(spec.name)
+            model = cls.from_pretrained(name, revision=revision, local_files_only=True,
                                         cache_dir=specs.hub_cache(hub_cache), **spec.model_kwargs)
         forward_kwargs = {}
         vision_config = getattr(config, "vision_config", None) or config

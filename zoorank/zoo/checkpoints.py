@@ -20,7 +20,8 @@ from torch import nn
 from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
-from zoorank.zoo.safe_pickle import UnsafeGlobal, restricted_pickle_module
+from zoorank.redact import redact
+from zoorank.zoo.safe_pickle import Refused, UnsafeGlobal, restricted_pickle_module
 
 #: state-dict containers looked for, in order, when the top level is not a tensor dict.
 AUTO_STATE_DICT_KEYS = ("state_dict", "model", "module")
@@ -43,7 +44,13 @@ PREFIX_PRESETS: dict[str, tuple[str, ...]] = {
 
 
 class CheckpointError(InputError):
-    """A model cannot be built or its checkpoint cannot be loaded; the message says why."""
+    """A model cannot be built or its checkpoint cannot be loaded; the message says why.
+
+    The message is redacted (zoorank.redact): it names checkpoint URIs, and it flows into the
+    manifest, ``failed`` rows, the leaderboard and the report."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(redact(message))
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -101,6 +108,11 @@ def _restricted_load(path: str, weights_only_error: Exception, met: set[str] | N
             f"{path}: unsafe pickle refused (it needs the global {err.name}); set "
             "trust_checkpoint: true only for a file you trust (loading it runs code from the file)"
         ) from None
+    except Refused as err:
+        raise CheckpointError(
+            f"{path}: unsafe pickle refused ({err}); set trust_checkpoint: true only for a file "
+            "you trust (loading it runs code from the file)"
+        ) from None
     except Exception:
         _, detail = _weights_only_refusal(weights_only_error)
         raise CheckpointError(
@@ -112,7 +124,7 @@ def _restricted_load(path: str, weights_only_error: Exception, met: set[str] | N
 def load_checkpoint_object(path: str, *, trust: bool = False,
                            met: set[str] | None = None) -> Any:
     """The whole checkpoint object (safetensors: its tensor dict), read safely on CPU."""
-    if path.endswith(_SAFETENSORS_SUFFIXES):
+    if (path.split("?", 1)[0] if uris.is_uri(path) else path).endswith(_SAFETENSORS_SUFFIXES):
         from safetensors.torch import load, load_file
 
         try:

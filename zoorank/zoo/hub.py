@@ -106,6 +106,15 @@ def cached_timm_names(pattern: str) -> list[str]:
     return names
 
 
+def transformers_revision(name: str) -> tuple[str, str | None]:
+    """(what ``from_pretrained`` takes, the revision): a hub id pinned as ``org/model@rev`` splits
+    into ``org/model`` and ``rev``; a directory (or an unpinned id) is passed as it is."""
+    if Path(name).expanduser().is_dir() or "@" not in name:
+        return name, None
+    repo, _, revision = name.partition("@")
+    return repo, revision or None
+
+
 def transformers_directory(name: str, label: str) -> Path:
     """A transformers model directory: ``name`` itself, or the cached snapshot of hub id ``name``."""
     directory = Path(name).expanduser()

@@ -30,6 +30,11 @@ def torchscript_file(spec: ModelSpec, label: str = "") -> str:
     path = path if uris.is_uri(path) else os.path.expanduser(path)
     if not uris.is_file(path):
         raise ConfigError(f"{label or spec.id}: torchscript file not found: {uris.redact(path)}")
+    if not spec.trust_checkpoint:
+        raise ConfigError(
+            f"{label or spec.id}: trust_checkpoint: source torchscript loads {uris.redact(path)} "
+            "with torch.jit.load, which runs code from the file; set trust_checkpoint: true only "
+            "for a file you trust")
     return path
 
 
