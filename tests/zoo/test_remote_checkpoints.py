@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 
-import pyarrow.parquet as pq
 import torch
 import yaml
 from zoo_helpers import ARCH, backbone_state, features, reference_features, resolve, save_safetensors
 
 from zoorank.store import Store
-from zoorank.uris import DIGESTS
+from zoorank.store.layout import DIGESTS
 
 X = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(2))
 
@@ -49,7 +48,7 @@ def test_s3_glob_gives_the_ids_fingerprints_and_weights_of_the_same_files_on_dis
         assert torch.equal(features(model_remote, X), features(model_local, X))
 
     # the digests are kept in the store, keyed by the URI, for the next stage
-    cached = pq.read_table(Store(tmp_path / "store-remote").path(DIGESTS)).to_pylist()
+    cached = Store(tmp_path / "store-remote").read_frame(DIGESTS).to_dict("records")
     assert {(r["uri"], r["digest"]) for r in cached} == {
         (m.spec.checkpoint, m.checkpoint_digest) for m in remote}
 
