@@ -154,7 +154,7 @@ def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(repor
     store.write_parquet("reliability/digits/orphan.parquet",  # of no ensemble: never drawn
                         pd.DataFrame({"sample_id": np.arange(60), "nc": np.full(60, 0.99)}))
     store.update_manifest(manifest)
-    store.write_parquet("metrics.parquet", pd.concat([store.read_metrics(), pd.DataFrame(rows)]))
+    store.write_parquet("metrics", pd.concat([store.read_metrics(), pd.DataFrame(rows)]))
     config = parse_config(raw)
     stamp_fingerprints(config, store)
     run_rank(config, show=False)
@@ -245,7 +245,7 @@ def decided_report(tmp_path_factory):
     store = Store(config.store)
     write_fold_and_health_rows(store, config)
     oracle = _oracle_rows(models)
-    store.write_parquet("oracle.parquet", oracle)
+    store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
                        show=False)
     index = run_report(config)

@@ -539,8 +539,11 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 display.entries_done(len(skipped))
                 display.pipeline("images", total)
                 groups, caches, unread = _decode_groups(store, config, indexes, todo)
+                before = dict(indexes)
                 todo, groups = _with_undecodable(store, config, models, indexes, todo, groups,
                                                  precision)
+                if any(indexes[k] is not before[k] for k in indexes):
+                    catalog.reindexed(indexes)  # the stages after EMBED expect the new set
                 # pending (new fingerprint) first; shards are immutable and uniquely named, and
                 # one manifest commit per chunk swaps each entry's reference to its new files
                 store.update_manifest([_pending_row(e, previous.get(e.key)) for e in todo])

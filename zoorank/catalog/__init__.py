@@ -114,6 +114,12 @@ class Catalog:
 
     # -- embeddings ---------------------------------------------------------------------------
 
+    def reindexed(self, indexes: dict[str, SampleIndex]) -> None:
+        """Take ``indexes`` (EMBED found undecodable samples this run: they are part of each
+        dataset's identity) and recompute the expected entry fingerprints from them."""
+        self.indexes.update(indexes)
+        self.entries = expected_fingerprints(self.config, self.models, self.indexes)
+
     def plan_entries(self, precision: str) -> list[Entry]:
         """Every (dataset, view, model) entry with its fingerprint under ``precision``."""
         return plan_entries(self.config, self.models, self.indexes, precision)
