@@ -16,7 +16,8 @@ import ray.cloudpickle
 import ssl_digits
 from ray import tune
 
-from zoorank.integrations.ray_tune import FLOORS, ProbeReporter, search
+from zoorank.integrations.ray_tune import ProbeReporter, search
+from zoorank.metrics import registry
 from zoorank.probe import build_probe_set
 
 ray.cloudpickle.register_pickle_by_value(ssl_digits)  # the workers cannot import tests/
@@ -34,7 +35,7 @@ def test_reporter_outside_tune_returns_metrics_and_reports_nan_as_the_floor(prob
 
     report = ProbeReporter(probe, metrics=["rankme", "cluster_learnability"])
     values = report(lambda x: torch.full((len(x), 4), float("nan")), epoch=1)
-    assert values["rankme"] == FLOORS["rankme"] and values["flag_nonfinite"] == 1.0
+    assert values["rankme"] == registry.tune_floors()["rankme"] and values["flag_nonfinite"] == 1.0
     assert values["epoch"] == 1.0 and report.reports == 1
 
 
