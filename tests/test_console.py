@@ -46,7 +46,7 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     files = zoo.build_zoo(tmp_path / "zoo")
 
     def model(key: str, model_id: str, **extra) -> dict:
-        return {"id": model_id, "source": "torchscript", "name": files[key],
+        return {"id": model_id, "source": "torchscript", "name": files[key], "trust_checkpoint": True,
                 "input_size": zoo.INPUT_SIZE, "interpolation": "bilinear", "crop_pct": 1.0,
                 **extra}
 
