@@ -203,8 +203,14 @@ def _expand(
 
 
 def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedModel:
-    if spec.checkpoint and not uris.is_file(spec.checkpoint):
-        raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
+    if spec.checkpoint:
+        try:
+            found = uris.stat(spec.checkpoint) is not None
+        except OSError as err:  # the store answered with an error (after retries), not "missing"
+            raise ConfigError(f"{label}: checkpoint {uris.redact(spec.checkpoint)} cannot be "
+                              f"read: {uris.redact(str(err))}") from None
+        if not found:
+            raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
     directory = None
     if spec.pretrained and spec.source != "timm":
         raise ConfigError(
