@@ -37,7 +37,8 @@ def config(out: Path, images: int, aug: int) -> dict:
                "checkpoint": str(ZOO / "classifiers" / f"{name}.ckpt"),
                "state_dict_prefix": "model.", "input_size": 32, "crop_pct": 1.0,
                "family": "classifier", **CLASSIFIER_NORM}
-              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"))]
+              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"),
+                               ("GoogleNet", "googlenet"), ("DenseNet", "densenet"))]
     models += [{"id": f"ae-{d}", "source": "python", "name": "uva_models:autoencoder_encoder",
                 "model_kwargs": {"latent_dim": d},
                 "checkpoint": str(ZOO / "autoencoders" / f"cifar10_{d}.ckpt"),
