@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import torch
 import yaml
 from PIL import Image
-
 from validate_uva import CIFAR, CLASSIFIER_NORM, config
 
 #: top-1 % on the full 10k JPEG q75 test set, from ../shared/zoos/uva_cifar10/README.md
