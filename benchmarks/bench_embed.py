@@ -114,7 +114,7 @@ def run_zoorank(config) -> dict:
 
 def preprocess(config, model) -> torch.Tensor:
     table = load_samples(config.datasets[0], config.seed)
-    arrays = [clean_view(decode_image(b), model.geometry) for b in table.image]
+    arrays = [clean_view(decode_image(b), model.geometry) for b in table.images]
     return normalize(torch.from_numpy(np.stack(arrays)), model)
 
 
@@ -162,7 +162,7 @@ def run_naive(config, batch_size: int) -> float:
     with torch.inference_mode():
         for m in models:
             net = load_model(m)
-            loader = torch.utils.data.DataLoader(_Images(table.image, m.geometry),
+            loader = torch.utils.data.DataLoader(_Images(table.images, m.geometry),
                                                  batch_size=batch_size)
             for u8 in loader:
                 net(normalize(u8, m))

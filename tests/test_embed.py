@@ -94,7 +94,7 @@ def inputs(config, dataset, model_id, sample_ids, view="clean", view_index=None)
     pos = np.searchsorted(table.sample_id, sample_ids)
     arrays = []
     for i, p in enumerate(pos):
-        img = decode_image(table.image[p])
+        img = decode_image(table.images[p])
         if view == "clean":
             arrays.append(clean_view(img, model.geometry))
         else:

@@ -42,7 +42,7 @@ def test_probe_set_is_the_embed_views_of_the_seeded_subset(probe):
     position = {int(s): i for i, s in enumerate(table.sample_id)}
     for k in (0, 17, 63):
         sid = int(probe.view_ids[k])
-        img = decode_image(table.image[position[sid]])
+        img = decode_image(table.images[position[sid]])
         expected = make_views(img, sid, "simclr", probe.geometry, 4, 3)
         assert all(np.array_equal(probe.views[k, i], expected[i]) for i in range(4))
         assert np.array_equal(probe.clean[position[sid]], clean_view(img, probe.geometry))

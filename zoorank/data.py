@@ -19,10 +19,11 @@ Conventions:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -65,66 +66,9 @@ class GeometryLike(Protocol):
     crop_pct: float
 
 
-# -- sample tables ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SampleTable:
-    """The stable sample list of one dataset, not decoded.
-
-    ``image`` holds one encoded source per sample: bytes (Parquet), an absolute path (image folder) or
-    a uint8 array (H, W[, C]) (digits, ``.npz``). ``source`` is a readable reference for messages and
-    the store (``file.parquet#row=12``, a relative path, ``digits[7]``). ``label`` is a nullable
-    Int64 series or None when the dataset has no labels.
-    """
-
-    dataset: str
-    sample_id: np.ndarray
-    image: list[Any]
-    source: list[str]
-    label: pd.Series | None = None
-    label_names: tuple[str, ...] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.sample_id)
-
-    def take(self, positions: np.ndarray) -> SampleTable:
-        positions = np.asarray(positions, dtype=np.int64)
-        return SampleTable(
-            dataset=self.dataset,
-            sample_id=self.sample_id[positions],
-            image=[self.image[i] for i in positions],
-            source=[self.source[i] for i in positions],
-            label=None if self.label is None else self.label.iloc[positions].reset_index(drop=True),
-            label_names=self.label_names,
-            extra=self.extra,
-        )
-
-    def frame(self) -> pd.DataFrame:
-        """sample_id, label (nullable Int64), label_name, source — what the store keeps."""
-        n = len(self)
-        label = (
-            pd.array([pd.NA] * n, dtype="Int64") if self.label is None
-            else pd.array(self.label, dtype="Int64")
-        )
-        names: list[str | None] = [None] * n
-        if self.label is not None and self.label_names is not None:
-            k = len(self.label_names)
-            names = [
-                self.label_names[int(v)] if not pd.isna(v) and 0 <= int(v) < k else None
-                for v in label
-            ]
-        return pd.DataFrame(
-            {
-                "sample_id": pd.array(self.sample_id, dtype="int64"),
-                "label": label,
-                "label_name": pd.array(names, dtype="string"),
-                "source": pd.array(self.source, dtype="string"),
-            }
-        )
-
-
-def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
-    """The dataset's stable sample list with its encoded images, read here (small sets only).
+# -- sample lists ----------------------------------------------------------------------------------
+def load_samples(spec: DatasetSpec, seed: int) -> SampleIndex:
+    """The dataset's index with its encoded ``images`` read here (small sets only).
 
     For probe sets and tests; the EMBED stage never holds the images on the driver (it indexes with
     :func:`zoorank.sources.index_samples` and streams with :func:`zoorank.sources.read_encoded`).
@@ -140,14 +84,7 @@ def load_samples(spec: DatasetSpec, seed: int) -> SampleTable:
         for unit in read_units(index, index.sample_id):
             for block in read_unit(index, unit):
                 images += list(block["payload"])
-    return SampleTable(
-        dataset=spec.name,
-        sample_id=index.sample_id,
-        image=images,
-        source=[index.source_name(s) for s in index.sample_id],
-        label=index.label,
-        label_names=index.label_names,
-    )
+    return dataclasses.replace(index, images=images)
 
 
 def samples_path(dataset: str) -> str:
@@ -155,7 +92,7 @@ def samples_path(dataset: str) -> str:
     return samples_table(dataset)
 
 
-def write_samples(store: Store, dataset: str, table: SampleTable | SampleIndex) -> None:
+def write_samples(store: Store, dataset: str, table: SampleIndex) -> None:
     """Keep the ``datasets/<dataset>/samples`` table (sample_id, label, label_name, source);
     committed only when its rows change."""
     store.replace_table(samples_path(dataset), table.frame())

@@ -173,7 +173,7 @@ def build_probe_set(
         if sid not in decoded:
             i = position[sid]
             try:
-                decoded[sid] = decode_image(table.image[i], table.source[i])
+                decoded[sid] = decode_image(table.images[i], table.source_name(sid))
             except InputError as err:
                 if dataset.on_bad_image == "fail":
                     raise

@@ -101,7 +101,8 @@ def _read_file(uri: str) -> bytes:
 
 @dataclass(frozen=True)
 class SampleIndex:
-    """The sample list of one dataset: ids, names and labels, without image bytes.
+    """The sample list of one dataset: ids, names and labels, without image bytes (the one dataset
+    model: EMBED streams from it, small sets carry their encoded ``images``).
 
     ``sample_id`` is the selected (``limit``) sorted subset of ``0..total-1``. ``label`` (nullable
     Int64, aligned with ``sample_id``) is None without a label column. ``row_groups`` holds
@@ -125,9 +126,18 @@ class SampleIndex:
     #: selected sample_ids a previous decode of this content found undecodable (sorted; part of
     #: the dataset's identity in every embedding fingerprint, see :func:`record_undecodable`)
     undecodable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    #: the encoded image of each selected sample (aligned with ``sample_id``), read on the driver by
+    #: :func:`zoorank.data.load_samples` for small sets only (probe sets, tests); None in an index
+    #: EMBED streams from: bytes (Parquet, image folder) or a uint8 array (H, W[, C]) (digits,
+    #: ``.npz``). Never part of a fingerprint.
+    images: list[Any] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.sample_id)
+
+    def source_names(self) -> list[str]:
+        """:meth:`source_name` of every selected sample, in ``sample_id`` order."""
+        return [self.source_name(s) for s in self.sample_id]
 
     def source_name(self, sample_id: int) -> str:
         """A readable reference to one sample (``file.parquet#row=12``, a relative path, ...)."""
@@ -151,7 +161,7 @@ class SampleIndex:
             "sample_id": pd.array(self.sample_id, dtype="int64"),
             "label": label,
             "label_name": pd.array(names, dtype="string"),
-            "source": pd.array([self.source_name(s) for s in self.sample_id], dtype="string"),
+            "source": pd.array(self.source_names(), dtype="string"),
         })
 
 

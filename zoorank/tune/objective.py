@@ -35,7 +35,8 @@ import numpy as np
 from zoorank.metrics import DegenerateInputWarning, registry
 
 if TYPE_CHECKING:
-    from zoorank.data import GeometryLike, SampleTable
+    from zoorank.data import GeometryLike
+    from zoorank.sources import SampleIndex
     from zoorank.tune.config import ObjectiveSpec
     from zoorank.tune.trainers import SSLTrainer
 
@@ -72,7 +73,7 @@ class ProbeSet:
 
 
 def build_probe_set(
-    table: SampleTable, n: int, q: int, recipe: str, geometry: GeometryLike, seed: int
+    table: SampleIndex, n: int, q: int, recipe: str, geometry: GeometryLike, seed: int
 ) -> ProbeSet:
     """Draw the probe set: a seeded subset of ``n`` samples, their clean view and ``q`` views."""
     from zoorank.config import ViewSpec
@@ -86,7 +87,7 @@ def build_probe_set(
     position = {int(s): i for i, s in enumerate(table.sample_id)}
     clean, views = [], []
     for sid in ids:
-        img = decode_image(table.image[position[int(sid)]], table.source[position[int(sid)]])
+        img = decode_image(table.images[position[int(sid)]], table.source_name(sid))
         clean.append(clean_view(img, geometry))
         views.append(np.stack(make_views(img, int(sid), recipe, geometry, q, seed)))
     return ProbeSet(ids, np.stack(clean), np.stack(views), recipe, seed)

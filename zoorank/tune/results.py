@@ -264,7 +264,8 @@ def oracle_data(
     keep = np.flatnonzero(table.label.notna().to_numpy())
     labels = table.label.to_numpy()[keep].astype(np.int64)
     images = np.stack(
-        [clean_view(decode_image(table.image[i], table.source[i]), setup.geometry) for i in keep]
+        [clean_view(decode_image(table.images[i], table.source_name(table.sample_id[i])),
+                    setup.geometry) for i in keep]
     )
     train, test, _ = oracle_split(
         np.arange(len(keep)), labels, config.oracle.test_fraction, config.probe_seed

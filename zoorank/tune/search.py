@@ -183,7 +183,7 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
             f"probe.samples: {config.probe.samples} exceeds the {len(table)} samples of dataset "
             f"{config.dataset.name!r}"
         )
-    images = decode_images(table.image)
+    images = decode_images(table.images)
     input_size = bb.input_size or max(images[0].shape[:2])
     geometry = Geometry(input_size, bb.interpolation, 1.0)
     recipe = config.probe.recipe or config.recipe

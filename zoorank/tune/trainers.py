@@ -44,7 +44,7 @@ STATE_FILE = "trainer_state.pt"
 
 
 def decode_images(sources: Sequence[Any]) -> list[np.ndarray]:
-    """Encoded sources of a ``SampleTable`` → RGB uint8 HWC arrays (native sizes)."""
+    """Encoded sources of a ``SampleIndex``'s ``images`` → RGB uint8 HWC arrays (native sizes)."""
     from zoorank.data import decode_image
 
     return [np.asarray(decode_image(s), dtype=np.uint8) for s in sources]
