@@ -44,7 +44,9 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from zoorank.config import parse_config  # noqa: E402
-from zoorank.data import clean_view, decode_image, load_samples  # noqa: E402
+from zoorank.data import load_samples
+from zoorank.images import decode_image
+from zoorank.views import clean_view
 from zoorank.zoo import load_model, resolve_models  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

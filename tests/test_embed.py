@@ -30,11 +30,13 @@ from embed_worker import build_zoo, photo_folder
 
 from zoorank.catalog import build_catalog
 from zoorank.config import load_config, parse_config
-from zoorank.data import clean_view, decode_image, load_samples, make_views
+from zoorank.data import load_samples
 from zoorank.embed import chunk_models, plan_entries, run_embed
 from zoorank.errors import ConfigError, InputError
+from zoorank.images import decode_image
 from zoorank.sources import index_samples
 from zoorank.store import Store
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import load_model, resolve_models
 
 REPO = Path(__file__).resolve().parents[1]

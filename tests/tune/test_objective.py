@@ -9,13 +9,15 @@ import pytest
 import torch
 
 from zoorank.config import DatasetSpec
-from zoorank.data import clean_view, decode_image, load_samples, make_views
+from zoorank.data import load_samples
+from zoorank.images import decode_image
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import cluster_learnability
 from zoorank.metrics.spectral import lidar, rankme
 from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe, score_features
 from zoorank.tune.trainers import SSLTrainer, decode_images
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import Geometry
 
 GEOMETRY = Geometry(8, "bilinear", 1.0)

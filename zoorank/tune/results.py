@@ -252,8 +252,10 @@ def oracle_data(
 
     The split is stratified and seeded (``oracle.test_fraction``, ``probe_seed``).
     """
-    from zoorank.data import clean_view, decode_image, load_samples
+    from zoorank.data import load_samples
+    from zoorank.images import decode_image
     from zoorank.metrics.oracle import oracle_split
+    from zoorank.views import clean_view
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)

@@ -158,10 +158,11 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     Config problems (unknown recipe or backbone, a probe set larger than the data) raise
     ConfigError before Ray starts.
     """
-    from zoorank.data import get_recipe, load_samples
+    from zoorank.data import load_samples
     from zoorank.runtime import cluster_gpus, ensure_ray
     from zoorank.tune.models import build_backbone
     from zoorank.tune.trainers import decode_images
+    from zoorank.views import get_recipe
     from zoorank.zoo import Geometry
 
     for field, recipe in (("recipe", config.recipe), ("probe.recipe", config.probe.recipe)):
