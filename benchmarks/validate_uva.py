@@ -1,12 +1,12 @@
 """Evidence on third-party checkpoints (issue 17): the UvA CIFAR-10 zoo ranked end to end.
 
 ``../shared/zoos/uva_cifar10`` (see its README) holds supervised classifiers and unsupervised
-autoencoders trained by someone else. This script ranks the ones whose code is in
+autoencoders trained by someone else. This script ranks all eight with the module code of
 ``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; GoogleNet: 128-d; DenseNet: 184-d; four
-autoencoders: 64-, 128-, 256-, 384-d latents; a zoo that mixes widths) on CIFAR-10 test images with the label oracle (kNN and
-linear probe), and writes a markdown table: Kendall τ of every label-free metric against each
-oracle, whether the oracle's best model is in the top set, the top set's size, the consensus and
-the width warning. Prints, never asserts::
+autoencoders: 64-, 128-, 256-, 384-d latents; a zoo that mixes widths) on CIFAR-10 test images
+with the label oracle (kNN and linear probe), and writes a markdown table: Kendall τ of every
+label-free metric against each oracle, whether the oracle's best model is in the top set, the top
+set's size, the consensus and the width warning. Prints, never asserts::
 
     PYTHONPATH=benchmarks .venv/bin/python benchmarks/validate_uva.py --images 1000
 """
