@@ -19,7 +19,7 @@ candidates. A zoo *passes* for a candidate when the oracle's best model is in it
 top set is smaller than the zoo (the done-when of issue 17). Prints, never asserts::
 
     .venv/bin/python benchmarks/primary_evidence.py uva=/tmp/zoorank-validate-uva/run.yaml \\
-        digits=/tmp/zoorank-validate/digits/run.yaml --markdown benchmarks/results/primary_evidence.md
+        digits=/tmp/zoorank-validate/digits/validate_run.json --markdown benchmarks/results/primary_evidence.md
 """
 
 from __future__ import annotations
@@ -50,7 +50,14 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
     from zoorank.rank import read_leaderboard
     from zoorank.store import Store
 
-    config = load_config(run_yaml)
+    if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json
+        import json
+
+        from zoorank.config import parse_config
+
+        config = parse_config(json.loads(run_yaml.read_text())["run_config"], str(run_yaml))
+    else:
+        config = load_config(run_yaml)
     store = Store(config.store)
     board, _settings = read_leaderboard(store)
     catalog = build_catalog(config)
@@ -190,7 +197,8 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("zoos", nargs="+", help="NAME=RUN_YAML (the run config of a finished run)")
+    p.add_argument("zoos", nargs="+", help="NAME=RUN_YAML (the run config of a finished run, or "
+                                           "validate_ranking.py's validate_run.json)")
     p.add_argument("--markdown", help="write the tables here too")
     args = p.parse_args()
     start = time.perf_counter()
