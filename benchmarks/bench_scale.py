@@ -320,7 +320,7 @@ def linear_probe_cost(store_uri: str, model_id: str) -> dict:
     wall time, which other people's load on shared cores inflates several-fold.
     """
     from zoorank.config import OracleSpec
-    from zoorank.rank import _labelled_split, _oracle_task
+    from zoorank.label_oracle import _labelled_split, _oracle_task
 
     store = Store(store_uri)
     out = {}

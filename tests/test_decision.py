@@ -18,7 +18,8 @@ def decided(tmp_path_factory, ray_session):
     from rank_fixtures import DATASET, config_dict, entry_fingerprints, write_store
 
     from zoorank.config import parse_config
-    from zoorank.rank import read_leaderboard_settings, run_rank
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import run_rank
     from zoorank.score import run_score
     from zoorank.store import Store
 
@@ -128,7 +129,8 @@ def two_datasets(tmp_path_factory):
     from rank_fixtures import config_dict, write_store
 
     from zoorank.config import parse_config
-    from zoorank.rank import read_leaderboard_settings, write_rank_outputs
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import write_rank_outputs
     from zoorank.store import Store
     from zoorank.zoo import resolve_models
 

@@ -4,7 +4,7 @@ the label-free metrics and the width confound (issue 17). Part of the RANK stage
 Orchestration over pure maths: :mod:`zoorank.metrics.uncertainty` (fold bootstrap → intervals,
 p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.agreement.kendall_w`
 and :func:`~zoorank.metrics.agreement.rank_disagreement`. Inputs are the leaderboard frame of
-:func:`zoorank.rank.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
+:func:`zoorank.rank.board.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
 (:mod:`zoorank.resample`).
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
