@@ -63,7 +63,8 @@ os.environ.setdefault("ZOORANK_PROGRESS", "0")
 
 import psutil  # noqa: E402
 
-from zoorank.config import DEFAULT_METRICS, parse_config  # noqa: E402
+from zoorank.config import DEFAULT_METRICS  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
 from zoorank.store import Store  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

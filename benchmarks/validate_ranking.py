@@ -260,7 +260,7 @@ def build_size(args: argparse.Namespace) -> tuple[DemoSize, int, int]:
 
 
 def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_embed, run_rank, run_report, run_score
     from zoorank.runtime import ensure_ray
     from zoorank.tune.config import TuneConfig

@@ -112,7 +112,7 @@ def main() -> None:
     out = Path(args.out)
     start = time.perf_counter()
     if not args.report_only:
-        from zoorank.config import load_config
+        from zoorank.config.loading import load_config
         from zoorank.pipeline import run_all
 
         out.mkdir(parents=True, exist_ok=True)

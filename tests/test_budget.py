@@ -119,7 +119,7 @@ def test_split_agreement_separates_budget_rows():
 def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
     from rank_fixtures import config_dict
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.errors import ConfigError
 
     ok = parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["gbc"]}))

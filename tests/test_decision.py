@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(600)
 def decided(tmp_path_factory, ray_session):
     from rank_fixtures import DATASET, config_dict, entry_fingerprints, write_store
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.leaderboard import read_leaderboard_settings
     from zoorank.rank import run_rank
     from zoorank.score import run_score
@@ -128,7 +128,7 @@ def two_datasets(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.leaderboard import read_leaderboard_settings
     from zoorank.rank import write_rank_outputs
     from zoorank.store import Store

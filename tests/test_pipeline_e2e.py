@@ -74,7 +74,7 @@ def run(tmp_path_factory, ray_session):
     import yaml
     from e2e_models import build_zoo
 
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
     from zoorank.pipeline import run_all
 
     root = tmp_path_factory.mktemp("e2e")

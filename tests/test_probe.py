@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from zoorank.config import ScoreOptions, parse_config
+from zoorank.config import ScoreOptions
+from zoorank.config.loading import parse_config
 from zoorank.data import clean_view, decode_image, load_samples, make_views
 from zoorank.metrics.suite import label_free_suite
 from zoorank.probe import DEFAULT_METRICS, build_probe_set, embed_images, evaluate

@@ -188,7 +188,7 @@ def test_rank_agreement_matrix_is_symmetric_with_unit_diagonal_and_oriented():
 def ranked_store(tmp_path_factory, ray_session):
     from rank_fixtures import config_dict, entry_fingerprints, write_store
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.rank import run_rank
     from zoorank.store import Store
 

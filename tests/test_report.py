@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
 from zoorank.store import METRICS_COLUMNS, Store
 

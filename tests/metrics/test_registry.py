@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import ScoreOptions, parse_config
+from zoorank.config import ScoreOptions
+from zoorank.config.loading import parse_config
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import label_free_suite

@@ -17,15 +17,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from zoorank.config import (
-    NAME_PATTERN,
-    DatasetSpec,
-    OracleSpec,
-    Strict,
-    fingerprint,
-    load_yaml,
-    validation_message,
-)
+from zoorank.config import NAME_PATTERN, DatasetSpec, OracleSpec, Strict
+from zoorank.config.digests import fingerprint
+from zoorank.config.loading import load_yaml, validation_message
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.store import Store
