@@ -32,6 +32,7 @@ from zoorank.metrics.agreement import (
     rank_disagreement,
 )
 from zoorank.metrics.health import BLOCKING, health_flags
+from zoorank.metrics.primary import WIDTH_SENSITIVE
 from zoorank.metrics.uncertainty import (
     RankUncertainty,
     fold_bootstrap,
@@ -216,7 +217,7 @@ def consensus(
 def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapping[str, str],
                   computed: Sequence[str]) -> str | None:
     """A warning when ranked models have different embedding widths and a width-sensitive metric
-    (:data:`zoorank.metrics.registry.WIDTH_SENSITIVE`) orders the board or is computed."""
+    (:data:`zoorank.metrics.primary.WIDTH_SENSITIVE`) orders the board or is computed."""
     if metrics.empty:
         return None
     sub = metrics[metrics["model_id"].isin(model_ids) & (metrics["dim"] > 0)]
@@ -224,9 +225,9 @@ def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapp
     if len(widths) < 2:
         return None
     sensitive = sorted({registry.split_view(m)[0] for m in computed}
-                       & registry.WIDTH_SENSITIVE)
+                       & WIDTH_SENSITIVE)
     ordering = sorted({m for m in primary.values()
-                       if registry.split_view(m)[0] in registry.WIDTH_SENSITIVE})
+                       if registry.split_view(m)[0] in WIDTH_SENSITIVE})
     if not sensitive:
         return None
     shown = ", ".join(str(w) for w in widths[:6]) + (" ..." if len(widths) > 6 else "")

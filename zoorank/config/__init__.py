@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from zoorank.metrics import registry
+from zoorank.metrics.options import OPTIONS
+from zoorank.metrics.primary import default_primary
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
@@ -161,7 +163,7 @@ class EmbedOptions(Strict):
 
 def _metric_option(name: str, **constraints: Any) -> Any:
     """A ``score:`` field for a metric option: its default (and meaning) from the registry."""
-    opt = registry.OPTIONS[name]
+    opt = OPTIONS[name]
     return Field(default=opt.default, description=opt.doc, **constraints)
 
 
@@ -237,7 +239,7 @@ class OracleSpec(Strict):
 class RankOptions(Strict):
     aggregation: Literal["rank_product", "mean_rank", "borda"] = "rank_product"
     dataset_weights: dict[str, float] = Field(default_factory=dict)
-    #: metric that orders the leaderboard; None = the first of registry.PRIMARY_PREFERENCE that
+    #: metric that orders the leaderboard; None = the first of metrics.primary.PRIMARY_PREFERENCE that
     #: the config computes. Validated against the registry and ``metrics:``.
     primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
@@ -295,7 +297,7 @@ class RunConfig(Strict):
     @property
     def primary_metric(self) -> str | None:
         """The metric that orders the leaderboard (configured, else the registry's default)."""
-        return self.rank.primary_metric or registry.default_primary(self.metrics)
+        return self.rank.primary_metric or default_primary(self.metrics)
 
     @property
     def clean_view(self) -> ViewSpec | None:

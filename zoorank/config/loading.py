@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from zoorank.config import RunConfig
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.metrics.primary import primary_candidates
 
 
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:
@@ -64,7 +65,7 @@ def _check_primary_metric(config: RunConfig, source: str) -> None:
     name = config.rank.primary_metric
     if name is None:
         return
-    allowed = registry.primary_candidates(config.metrics, [v.name for v in config.augmented_views])
+    allowed = primary_candidates(config.metrics, [v.name for v in config.augmented_views])
     if name in allowed:
         return
     if registry.is_label_free(name) and registry.info(name).primary:
