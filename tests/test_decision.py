@@ -95,7 +95,7 @@ def test_per_metric_uncertainty_table_covers_each_resampled_metric(decided):
 
 
 def test_consensus_reports_kendalls_w_and_a_sentence(decided):
-    from zoorank.metrics.agreement import kendall_w
+    from zoorank.metrics.consensus import kendall_w
 
     _, _, board, settings = decided
     c = settings["decision"]["consensus"]["digits"]

@@ -2,8 +2,8 @@
 the label-free metrics and the width confound (issue 17). Part of the RANK stage.
 
 Orchestration over pure maths: :mod:`zoorank.metrics.uncertainty` (fold bootstrap → intervals,
-p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.agreement.kendall_w`
-and :func:`~zoorank.metrics.agreement.rank_disagreement`. Inputs are the leaderboard frame of
+p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.consensus.kendall_w`
+and :func:`~zoorank.metrics.consensus.rank_disagreement`. Inputs are the leaderboard frame of
 :func:`zoorank.rank.board.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
 (:mod:`zoorank.resample`).
 
@@ -25,14 +25,10 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
-from zoorank.metrics.agreement import (
-    AGGREGATION_DIRECTIONS,
-    aggregate_ranks,
-    kendall_w,
-    rank_disagreement,
-)
+from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
     RankUncertainty,
     fold_bootstrap,

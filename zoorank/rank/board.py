@@ -17,7 +17,7 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.errors import ConfigError
 from zoorank.leaderboard import metrics_fingerprint, ranking_vector
-from zoorank.metrics.agreement import AGGREGATION_DIRECTIONS, aggregate_ranks, joint_rank, rank_within
+from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, joint_rank, rank_within
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
 IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
