@@ -28,7 +28,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def images():
     table = load_samples(DatasetSpec(name="digits", source="sklearn_digits", limit=96), seed=0)
-    return decode_images(table.image)
+    return decode_images(table.images)
 
 
 def make(images, epochs=2, **params) -> SSLTrainer:
