@@ -1,12 +1,12 @@
 """Evidence on third-party checkpoints (issue 17): the UvA CIFAR-10 zoo ranked end to end.
 
 ``../shared/zoos/uva_cifar10`` (see its README) holds supervised classifiers and unsupervised
-autoencoders trained by someone else. This script ranks the ones whose code is in
-``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; four autoencoders: 64-, 128-, 256-,
-384-d latents, a zoo that mixes widths) on CIFAR-10 test images with the label oracle (kNN and
-linear probe), and writes a markdown table: Kendall τ of every label-free metric against each
-oracle, whether the oracle's best model is in the top set, the top set's size, the consensus and
-the width warning. Prints, never asserts::
+autoencoders trained by someone else. This script ranks all eight with the module code of
+``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; GoogleNet: 128-d; DenseNet: 184-d; four
+autoencoders: 64-, 128-, 256-, 384-d latents; a zoo that mixes widths) on CIFAR-10 test images
+with the label oracle (kNN and linear probe), and writes a markdown table: Kendall τ of every
+label-free metric against each oracle, whether the oracle's best model is in the top set, the top
+set's size, the consensus and the width warning. Prints, never asserts::
 
     PYTHONPATH=benchmarks .venv/bin/python benchmarks/validate_uva.py --images 1000
 """
@@ -37,7 +37,8 @@ def config(out: Path, images: int, aug: int) -> dict:
                "checkpoint": str(ZOO / "classifiers" / f"{name}.ckpt"),
                "state_dict_prefix": "model.", "input_size": 32, "crop_pct": 1.0,
                "family": "classifier", **CLASSIFIER_NORM}
-              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"))]
+              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"),
+                               ("GoogleNet", "googlenet"), ("DenseNet", "densenet"))]
     models += [{"id": f"ae-{d}", "source": "python", "name": "uva_models:autoencoder_encoder",
                 "model_kwargs": {"latent_dim": d},
                 "checkpoint": str(ZOO / "autoencoders" / f"cifar10_{d}.ckpt"),
@@ -124,9 +125,11 @@ def main() -> None:
           f"{datetime.date.today()}; `PYTHONPATH=benchmarks .venv/bin/python "
           f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; "
           f"{time.perf_counter() - start:.0f} s on 2 shared CPU cores.", "",
-          "Zoo: ResNet and ResNetPreAct (supervised, 64-d pooled features) and four "
-          "convolutional autoencoders (64/128/256/384-d latents) from ../shared/zoos/uva_cifar10; "
-          "GoogleNet and DenseNet are not included (their module code is not written yet). "
+          "Zoo: the eight checkpoints of ../shared/zoos/uva_cifar10 — four supervised "
+          "classifiers (ResNet and ResNetPreAct 64-d, GoogleNet 128-d, DenseNet 184-d pooled "
+          "features; module code in benchmarks/uva_models.py, loaded strictly; top-1 checked by "
+          "benchmarks/uva_accuracy.py) and four convolutional autoencoders (64/128/256/384-d "
+          "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
           "", text, ""]
     Path(args.markdown).write_text("\n".join(md))
