@@ -43,7 +43,7 @@ os.environ.setdefault("ZOORANK_PROGRESS", "0")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from zoorank.config import parse_config  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
 from zoorank.data import load_samples
 from zoorank.images import decode_image
 from zoorank.views import clean_view

@@ -45,9 +45,9 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
     """(config, stored leaderboard, fresh fold rows, blocked models per dataset)."""
     from zoorank import resample
     from zoorank.catalog import build_catalog
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
+    from zoorank.leaderboard import read_leaderboard
     from zoorank.metrics.health import BLOCKING
-    from zoorank.rank import read_leaderboard
     from zoorank.store import Store
 
     if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json

@@ -41,7 +41,7 @@ def images_and_labels(n: int) -> tuple[torch.Tensor, np.ndarray]:
 
 def top1(model_id: str, x: torch.Tensor, labels: np.ndarray, out: Path) -> float:
     """Top-1 % of ``model_id`` (resolved and loaded by zoorank) on ``x``."""
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
     from zoorank.zoo import load_model, resolve_models
 
     path = out / "accuracy.yaml"

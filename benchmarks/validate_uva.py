@@ -65,7 +65,7 @@ def summary(store: Path) -> str:
     board = s.read_frame("leaderboard")
     agree = s.read_frame("agreement")
     unc = s.read_frame("uncertainty")
-    from zoorank.rank import read_leaderboard_settings
+    from zoorank.leaderboard import read_leaderboard_settings
 
     settings = read_leaderboard_settings(s)
     d = settings["decision"]
@@ -92,9 +92,9 @@ def summary(store: Path) -> str:
         lines.append("")
     cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "flags",
             "cifar10/knn_accuracy", "cifar10/linear_probe_accuracy"]
-    from zoorank.rank import _markdown_table
+    from zoorank.rank.markdown import markdown_table
 
-    lines += ["### leaderboard", "", _markdown_table(board[[c for c in cols if c in board]]), "",
+    lines += ["### leaderboard", "", markdown_table(board[[c for c in cols if c in board]]), "",
               f"* ordered by `{settings['ordered_by']}`; top set: {', '.join(d['top_set'])} "
               f"({len(d['top_set'])} of {len(board)})",
               f"* consensus: {d['consensus_sentence']}",
@@ -113,7 +113,7 @@ def main() -> None:
     out = Path(args.out)
     start = time.perf_counter()
     if not args.report_only:
-        from zoorank.config import load_config
+        from zoorank.config.loading import load_config
         from zoorank.pipeline import run_all
 
         out.mkdir(parents=True, exist_ok=True)

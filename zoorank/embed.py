@@ -53,7 +53,8 @@ import pandas as pd
 
 from zoorank import viewcache
 from zoorank.catalog import Catalog, build_catalog, samples_path
-from zoorank.config import EmbedOptions, RunConfig, ViewSpec, fingerprint
+from zoorank.config import EmbedOptions, RunConfig, ViewSpec
+from zoorank.config.digests import fingerprint
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
     EMBED_VERSION,

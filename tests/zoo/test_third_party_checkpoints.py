@@ -38,7 +38,7 @@ def cifar_batch(shared_data: Path) -> tuple[torch.Tensor, np.ndarray]:
 
 
 def _load(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.zoo import load_model, resolve_models
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
