@@ -19,7 +19,8 @@ candidates. A zoo *passes* for a candidate when the oracle's best model is in it
 top set is smaller than the zoo (the done-when of issue 17). Prints, never asserts::
 
     .venv/bin/python benchmarks/primary_evidence.py uva=/tmp/zoorank-validate-uva/run.yaml \\
-        digits=/tmp/zoorank-validate/digits/validate_run.json --markdown benchmarks/results/primary_evidence.md
+        digits=/tmp/zoorank-validate/digits/validate_run.json \\
+        --markdown benchmarks/results/primary_evidence.md
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
     if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json
         import json
 
-        from zoorank.config import parse_config
+        from zoorank.config.loading import parse_config
 
         config = parse_config(json.loads(run_yaml.read_text())["run_config"], str(run_yaml))
     else:
