@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
+from zoorank.config import DEFAULT_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ../shared beside the checkout (a worktree under /work/wt/<name> finds /work/shared too)
@@ -51,8 +52,9 @@ def config(out: Path, images: int, aug: int) -> dict:
                       "image_column": "image", "label_column": "label", "limit": images}],
         "models": models,
         "views": [{"name": "clean"}, {"name": "simclr", "samples": aug, "per_sample": 4}],
-        "metrics": ["rankme", "rankme_norm", "rankme_proj", "lidar", "alpha_req", "twonn_id",
-                    "mle_id", "cluster_learnability", "clid", "coding_rate", "uniformity"],
+        # every label-free metric a default config computes (NC has no seed ensemble here: its
+        # rows are NaN with the reason), so the zoo informs the choice of the default primary
+        "metrics": list(DEFAULT_METRICS),
         "oracle": {"knn": True, "linear_probe": True},
         "rank": {"bootstrap": 500},
     }
