@@ -297,7 +297,8 @@ class RunConfig(Strict):
     @property
     def primary_metric(self) -> str | None:
         """The metric that orders the leaderboard (configured, else the registry's default)."""
-        return self.rank.primary_metric or default_primary(self.metrics)
+        return self.rank.primary_metric or default_primary(self.metrics,
+                                                           augmented=bool(self.augmented_views))
 
     @property
     def clean_view(self) -> ViewSpec | None:

@@ -41,8 +41,16 @@ def primary_candidates(config_names_: Iterable[str], augmented_views: Iterable[s
     return out
 
 
-def default_primary(config_names_: Iterable[str]) -> str | None:
-    """The first metric of :data:`PRIMARY_PREFERENCE` (then registration order) the config computes."""
+def default_order(config_names_: Iterable[str], augmented: bool = True) -> list[str]:
+    """The primary-eligible metrics a config computes, in the order of :data:`PRIMARY_PREFERENCE`
+    (then registration order); without an augmented view (``augmented=False``) the metrics that
+    need one (LiDAR, RankMe(aug), alignment) are left out: they would have no value."""
     computed = expand(config_names_)
     order = [*PRIMARY_PREFERENCE, *(n for n in computed if n not in PRIMARY_PREFERENCE)]
-    return next((m for m in order if m in computed and REGISTRY[m].primary), None)
+    return [m for m in order if m in computed and REGISTRY[m].primary
+            and (augmented or REGISTRY[m].inputs != "augmented")]
+
+
+def default_primary(config_names_: Iterable[str], augmented: bool = True) -> str | None:
+    """The first of :func:`default_order` (None when the config computes no ranking metric)."""
+    return next(iter(default_order(config_names_, augmented)), None)
