@@ -121,11 +121,14 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from zoorank.store import Store
+
     config, board, folds, blocked = _zoo_inputs(run_yaml)
+    oracle_rows = Store(config.store).read_frame("oracle")
     ids = list(board["model_id"])
     rows: list[dict[str, Any]] = []
     info: dict[str, Any] = {"zoo": name, "models": len(ids), "run": str(run_yaml),
-                            "consensus_members": {}}
+                            "consensus_members": {}, "default": config.primary_metric}
     for d in config.datasets:
         cands = candidates(config, board, folds, blocked, d.name)
         for key in ("consensus", "consensus_width_free"):
@@ -138,15 +141,28 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
             acc = board[col].to_numpy(dtype=np.float64)
             best = ids[int(np.nanargmax(acc))]
             info.setdefault("best", {})[oracle] = best
+            # the oracle's own noise: binomial s.e. of a difference of two accuracies on its n
+            # test images (unpaired, so conservative); regrets within 2 s.e. are near-ties
+            sel = oracle_rows[(oracle_rows["dataset"] == d.name)
+                              & (oracle_rows["metric"] == oracle)]
+            n_test = float(sel["n"].median()) if len(sel) else math.nan
+            p_best = float(np.nanmax(acc))
+            se = math.sqrt(2 * p_best * (1 - p_best) / n_test) if n_test > 0 else math.nan
+            info.setdefault("oracle_se", {})[oracle] = (se, n_test)
             for cand, c in cands.items():
                 ok = np.isfinite(c["order"]) & np.isfinite(acc)
                 tau = stats.kendalltau(c["order"][ok], acc[ok]).statistic if ok.sum() >= 3 \
                     else math.nan
                 top = [m for m, t in zip(ids, c["top"]) if t]
+                in_top = np.array([m in top for m in ids])
+                regret = (p_best - float(np.nanmax(np.where(in_top, acc, np.nan)))
+                          if in_top.any() else math.nan)
                 rows.append({"zoo": name, "dataset": d.name, "oracle": oracle, "candidate": cand,
                              "tau": float(tau), "best": best, "best_in_top": best in top,
                              "top_size": len(top), "zoo_size": len(ids), "top": top,
-                             "passes": best in top and len(top) < len(ids)})
+                             "regret": regret, "se": se,
+                             "passes": best in top and len(top) < len(ids),
+                             "near": (regret <= 2 * se + 1e-12) and len(top) < len(ids)})
     return rows, info
 
 
@@ -164,8 +180,12 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
              "without the width-sensitive metrics.", ""]
     for info in infos:
         members = "; ".join(f"{k}: {', '.join(v)}" for k, v in info["consensus_members"].items())
+        noise = ", ".join(f"{o} {100 * se:.1f} pp (n = {n:.0f})"
+                          for o, (se, n) in info.get("oracle_se", {}).items())
         lines.append(f"* **{info['zoo']}**: {info['models']} models, `{info['run']}`; oracle's "
                      f"best: " + ", ".join(f"{o} → `{b}`" for o, b in info.get("best", {}).items())
+                     + f"; s.e. of an accuracy difference: {noise}"
+                     + f"; default primary of this code for the zoo's config: `{info['default']}`"
                      + (f"; consensus members — {members}" if members else ""))
     lines.append("")
     for oracle in ORACLES:
@@ -174,9 +194,13 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
             continue
         zoos = list(dict.fromkeys(sub["zoo"]))
         lines += [f"## Against {oracle}", "",
-                  "Per cell: τ / oracle's best in the top set (✓ or ✗) / top-set size of zoo size.",
-                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed |",
-                  "|---|" + "---|" * len(zoos) + "---|"]
+                  "Per cell: τ / oracle's best in the top set (✓ or ✗) / top-set size of zoo size / "
+                  "regret: the oracle's best accuracy minus the best accuracy inside the top set "
+                  "(pp). *Passed*: ✓ and a top set smaller than the zoo. *Near*: the regret is "
+                  "within 2 s.e. of the oracle's own noise (a near-tie the oracle cannot order) and "
+                  "the top set is smaller than the zoo.",
+                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed | zoos near |",
+                  "|---|" + "---|" * len(zoos) + "---|---|"]
         order = (sub.groupby("candidate")["passes"].sum().rename("p").to_frame()
                  .join(sub.groupby("candidate")["tau"].mean().rename("t"))
                  .sort_values(["p", "t"], ascending=False).index)
@@ -189,9 +213,11 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
                     continue
                 r = r.iloc[0]
                 cells.append(f"{r.tau:+.2f} / {'✓' if r.best_in_top else '✗'} / "
-                             f"{r.top_size} of {r.zoo_size}")
+                             f"{r.top_size} of {r.zoo_size} / {100 * r.regret:.1f}")
             passed = int(sub[sub["candidate"] == cand]["passes"].sum())
-            lines.append(f"| `{cand}` | " + " | ".join(cells) + f" | {passed} of {len(zoos)} |")
+            near = int(sub[sub["candidate"] == cand]["near"].sum())
+            lines.append(f"| `{cand}` | " + " | ".join(cells)
+                         + f" | {passed} of {len(zoos)} | {near} of {len(zoos)} |")
         lines.append("")
     return "\n".join(lines)
 
