@@ -226,5 +226,8 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
         assert parse_config({**base, "rank": {"primary_metric": name}}).primary_metric == name
     assert "lidar@b" in primary_candidates(LABEL_FREE_METRICS, ["a", "b"])
     assert ranking_vector("alignment@b", np.array([1.0]))[1] == -1
-    # the default primary metric is the registry's first preference the config computes
-    assert parse_config({**base, "metrics": ["rankme", "lidar"]}).primary_metric == "lidar"
+    # the default primary metric is the registry's first preference the config computes; one that
+    # needs an augmented view is skipped when the config has none
+    assert parse_config({**base, "metrics": ["lidar", "alignment"]}).primary_metric == "alignment"
+    clean_only = {**base, "views": [{"name": "clean"}], "metrics": ["lidar", "rankme"]}
+    assert parse_config(clean_only).primary_metric == "rankme"

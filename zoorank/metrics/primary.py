@@ -5,17 +5,26 @@ of them orders a zoo of mixed widths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
 
-#: the default primary metric when ``rank.primary_metric`` is not set: the first of these that the
-#: config computes (CLID's paper recommends CLID for a mixed zoo; LiDAR/RankMe otherwise); metrics
-#: registered later follow in registration order.
+#: the default primary metric when ``rank.primary_metric`` is not set: on each dataset, the first of
+#: these that the config computes and that ranks (nearly) the whole zoo (:func:`default_for_coverage`);
+#: metrics registered later follow in registration order. Chosen from the zoos of
+#: ``benchmarks/results/primary_evidence.md`` (issue 17): seed-ensemble NC had the highest τ and held
+#: the oracle's best model in its top set on the SSL zoos (demo, digits and CIFAR-10 validation),
+#: but a zoo without seed ensembles has none; cluster learnability was the only metric whose top set
+#: held a model within the oracle's noise of its best on every zoo without ensembles measured
+#: (the third-party UvA zoo of classifiers and autoencoders of mixed widths), where the width-
+#: sensitive metrics (CLID included) pick the widest autoencoders. The rest follow by that evidence.
 PRIMARY_PREFERENCE: tuple[str, ...] = (
-    "clid", "lidar", "rankme_aug", "rankme", "nc", "cluster_learnability", "twonn_id",
-    "mle_id", "coding_rate", "uniformity", "alpha_req", "alignment",
+    "nc", "cluster_learnability", "alignment", "clid", "rankme_aug", "rankme", "lidar",
+    "twonn_id", "mle_id", "coding_rate", "uniformity", "alpha_req",
 )
+
+#: share of the best-covered metric's models that the default primary metric must rank.
+DEFAULT_COVERAGE = 0.9
 
 #: metrics that grow with the embedding width (rank- and dimension-based): ranking models of
 #: different widths by one of them orders partly by width (issue 17); RANK warns when a zoo mixes
@@ -54,3 +63,18 @@ def default_order(config_names_: Iterable[str], augmented: bool = True) -> list[
 def default_primary(config_names_: Iterable[str], augmented: bool = True) -> str | None:
     """The first of :func:`default_order` (None when the config computes no ranking metric)."""
     return next(iter(default_order(config_names_, augmented)), None)
+
+
+def default_for_coverage(order: Sequence[str], ranked: Mapping[str, int]) -> str | None:
+    """The default primary metric on one dataset, from how many models each metric ranks there.
+
+    The first metric of ``order`` (:func:`default_order`) that ranks at least
+    :data:`DEFAULT_COVERAGE` of the models that the best-covered metric of ``order`` ranks, so a
+    metric that only some models can have (NC: members of seed ensembles) orders the board only
+    when (nearly) the whole zoo has it, and one model a metric failed on does not change the
+    order. None when no metric of ``order`` ranks any model.
+    """
+    most = max((ranked.get(m, 0) for m in order), default=0)
+    if most == 0:
+        return None
+    return next(m for m in order if ranked.get(m, 0) >= DEFAULT_COVERAGE * most)

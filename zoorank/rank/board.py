@@ -17,6 +17,7 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.errors import ConfigError
 from zoorank.leaderboard import metrics_fingerprint, ranking_vector
+from zoorank.metrics.primary import default_for_coverage, default_order
 from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, joint_rank, rank_within
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
@@ -51,6 +52,17 @@ def missing_reasons(metrics: pd.DataFrame, model_ids: Sequence[str]) -> list[str
     return ["; ".join(v) for v in out.values()]
 
 
+def _ordered_by(configured: str | None, primary: dict[str, str], order: Sequence[str]) -> str | None:
+    """The name the board says it is ordered by: the configured metric, else the default chosen
+    (one name, or ``dataset: metric`` pairs when the datasets' defaults differ)."""
+    if configured:
+        return configured
+    chosen = list(dict.fromkeys(primary.values()))
+    if len(chosen) > 1:
+        return ", ".join(f"{ds}: {m}" for ds, m in primary.items())
+    return chosen[0] if chosen else next(iter(order), None)
+
+
 def build_leaderboard(
     config: RunConfig,
     models: Sequence[Any],
@@ -80,11 +92,16 @@ def build_leaderboard(
             ranks[f"{column}/rank"] = rank_within(*oriented)
     # The primary metric orders every dataset; a model without a value on a dataset has no rank
     # there (missing is missing), and the aggregation renormalises over the datasets it has.
-    name = config.primary_metric
+    # Unset, the default is chosen per dataset from the metrics that rank (nearly) every model
+    # there (metrics.primary.default_for_coverage: NC only for a zoo of seed ensembles).
+    configured = config.rank.primary_metric
+    order = default_order(config.metrics, augmented=bool(config.augmented_views))
     primary: dict[str, str] = {}
     primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}
     for ds in datasets:
+        name = configured or default_for_coverage(order, {
+            m: int(values[f"{ds}/{m}"].notna().sum()) for m in order if f"{ds}/{m}" in values})
         column = f"{ds}/{name}"
         if name is None or column not in values or not values[column].notna().any():
             continue
@@ -95,7 +112,8 @@ def build_leaderboard(
         primary_rows[ds] = dict(zip(rows["model_id"], rows["fingerprint"]))
     method = config.rank.aggregation
     settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
-                                "ordered_by": name, "primary_fingerprints": primary_rows,
+                                "ordered_by": _ordered_by(configured, primary, order),
+                                "primary_fingerprints": primary_rows,
                                 "metrics_fingerprint": metrics_fingerprint(config, metrics),
                                 "configured_primary_metric": config.rank.primary_metric,
                                 "dataset_weights": dict(config.rank.dataset_weights),
