@@ -72,6 +72,13 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
     return config, board, folds, {d.name: blocked for d in config.datasets}
 
 
+def read_leaderboard_settings_of(config: Any) -> dict[str, Any]:
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.store import Store
+
+    return read_leaderboard_settings(Store(config.store))
+
+
 def _mean_rank(rank_rows: Sequence[np.ndarray]) -> np.ndarray:
     """Per model, the mean over metrics of its rank (1 = best; NaN ranks skipped)."""
     r = np.vstack(rank_rows)
@@ -129,8 +136,14 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
     rows: list[dict[str, Any]] = []
     info: dict[str, Any] = {"zoo": name, "models": len(ids), "run": str(run_yaml),
                             "consensus_members": {}, "default": config.primary_metric}
+    ordered_by = read_leaderboard_settings_of(config).get("ordered_by")
+    info["ordered_by"] = ordered_by
     for d in config.datasets:
         cands = candidates(config, board, folds, blocked, d.name)
+        # the stored leaderboard as RANK wrote it: its order and top set (the product's answer)
+        cands["leaderboard"] = {
+            "order": -board["rank"].to_numpy(dtype=np.float64),
+            "top": board["in_top_set"].fillna(False).astype(bool).to_numpy()}
         for key in ("consensus", "consensus_width_free"):
             if key in cands:
                 info["consensus_members"][key] = cands[key]["members"]
@@ -177,7 +190,8 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
              "models not distinguishable from rank 1 over the fold bootstrap at the run's "
              "confidence, as the RANK stage computes it. `consensus` = mean rank over the "
              "label-free metrics of the report's Kendall's W; `consensus_width_free` = the same "
-             "without the width-sensitive metrics.", ""]
+             "without the width-sensitive metrics; `leaderboard` = the stored leaderboard as RANK "
+             "wrote it (its order and `in_top_set`; what it is ordered by is listed per zoo).", ""]
     for info in infos:
         members = "; ".join(f"{k}: {', '.join(v)}" for k, v in info["consensus_members"].items())
         noise = ", ".join(f"{o} {100 * se:.1f} pp (n = {n:.0f})"
@@ -185,7 +199,7 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
         lines.append(f"* **{info['zoo']}**: {info['models']} models, `{info['run']}`; oracle's "
                      f"best: " + ", ".join(f"{o} → `{b}`" for o, b in info.get("best", {}).items())
                      + f"; s.e. of an accuracy difference: {noise}"
-                     + f"; default primary of this code for the zoo's config: `{info['default']}`"
+                     + f"; its stored leaderboard is ordered by `{info['ordered_by']}`"
                      + (f"; consensus members — {members}" if members else ""))
     lines.append("")
     for oracle in ORACLES:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
+import os
 import time
 from pathlib import Path
 
@@ -110,7 +112,9 @@ def main() -> None:
     p.add_argument("--aug", type=int, default=200)
     p.add_argument("--out", default="/tmp/zoorank-validate-uva")
     p.add_argument("--markdown", default=str(ROOT / "benchmarks" / "results" / "validate_uva.md"))
-    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rewrite the markdown from <out>/store (e.g. after `zoorank rank`)")
+    p.add_argument("--note", default="", help="a sentence printed under the command line")
     args = p.parse_args()
     out = Path(args.out)
     start = time.perf_counter()
@@ -122,11 +126,19 @@ def main() -> None:
         path = out / "run.yaml"
         path.write_text(yaml.safe_dump(config(out, args.images, args.aug), sort_keys=False))
         run_all(load_config(path))
+        (out / "timing.json").write_text(json.dumps({
+            "seconds": time.perf_counter() - start, "date": str(datetime.date.today()),
+            "load_end": os.getloadavg()}))
+    timing = json.loads((out / "timing.json").read_text()) if (out / "timing.json").exists() else {}
     text = summary(out / "store")
+    took = (f"{timing['seconds']:.0f} s on 2 shared CPU cores (load average at the end "
+            f"{timing['load_end'][0]:.0f})" if timing else "time not recorded")
     md = ["# validate_uva — third-party CIFAR-10 checkpoints (issue 17)", "",
-          f"{datetime.date.today()}; `PYTHONPATH=benchmarks .venv/bin/python "
-          f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; "
-          f"{time.perf_counter() - start:.0f} s on 2 shared CPU cores.", "",
+          f"{timing.get('date', datetime.date.today())}; `PYTHONPATH=benchmarks .venv/bin/python "
+          f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; {took}."
+          + (f" Markdown rewritten from the store by `--report-only` "
+             f"({time.perf_counter() - start:.0f} s)." if args.report_only else ""),
+          *([args.note] if args.note else []), "",
           "Zoo: the eight checkpoints of ../shared/zoos/uva_cifar10 — four supervised "
           "classifiers (ResNet and ResNetPreAct 64-d, GoogleNet 128-d, DenseNet 184-d pooled "
           "features; module code in benchmarks/uva_models.py, loaded strictly; top-1 checked by "
