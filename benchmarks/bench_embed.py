@@ -43,7 +43,7 @@ os.environ.setdefault("ZOORANK_PROGRESS", "0")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from zoorank.config import parse_config  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
 from zoorank.data import load_samples
 from zoorank.images import decode_image
 from zoorank.views import clean_view
@@ -222,7 +222,7 @@ _MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
 import zoorank.runtime
-from zoorank.config import load_config
+from zoorank.config.loading import load_config
 from zoorank.embed import run_embed
 t0 = time.perf_counter()
 rows = run_embed(load_config({cfg!r}))

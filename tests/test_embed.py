@@ -29,7 +29,7 @@ import yaml
 from embed_worker import build_zoo, photo_folder
 
 from zoorank.catalog import build_catalog, plan_entries
-from zoorank.config import load_config, parse_config
+from zoorank.config.loading import load_config, parse_config
 from zoorank.data import load_samples
 from zoorank.embed import run_embed
 from zoorank.embedplan import chunk_models

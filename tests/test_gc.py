@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from rank_fixtures import config_dict, write_store
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.gc import run_gc
 from zoorank.store import METRICS, METRICS_KEY, Store
 

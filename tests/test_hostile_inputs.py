@@ -294,7 +294,7 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
     assert not close("upright.jpg", "ref-red.png", 0.5)
     # the undecodable set is recorded and in the fingerprints readers expect: every entry fresh
     from zoorank.catalog import build_catalog
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
 
     expected = build_catalog(load_config(tmp_path / "run.yaml")).entries
     for r in store.read_manifest().to_dict("records"):

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from zoorank.config import ScoreOptions, parse_config
+from zoorank.config import ScoreOptions
+from zoorank.config.loading import parse_config
 from zoorank.data import load_samples
 from zoorank.images import decode_image
 from zoorank.metrics.suite import label_free_suite

@@ -25,7 +25,7 @@ from zoo_helpers import (
     timm_repo_files,
 )
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.data import load_samples
 from zoorank.embed import run_embed
 from zoorank.store import Store

@@ -64,7 +64,8 @@ from zoorank.catalog.scoring import (
     reliability_path,
     remaining_plan,
 )
-from zoorank.config import RunConfig, fingerprint
+from zoorank.config import RunConfig
+from zoorank.config.digests import fingerprint
 from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store, layout
 

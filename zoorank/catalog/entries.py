@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
+from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec
+from zoorank.config.digests import fingerprint
 from zoorank.sources import SampleIndex
 from zoorank.views import view_subset
 from zoorank.zoo import ResolvedModel

@@ -13,7 +13,8 @@ import numpy as np
 
 from zoorank import viewcache
 from zoorank.catalog import EMBED_VERSION, Entry, plan_entries
-from zoorank.config import RunConfig, ViewSpec, fingerprint
+from zoorank.config import RunConfig, ViewSpec
+from zoorank.config.digests import fingerprint
 from zoorank.embed.entry_rows import pending_row
 from zoorank.errors import InputError
 from zoorank.sample_reader import UnreadableError

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from zoorank.config import ModelSpec, fingerprint
+from zoorank.config import ModelSpec
+from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 from zoorank.metrics.agreement import agreement
 from zoorank.tune.config import TrialParams, TuneConfig, gpus_per_trial
