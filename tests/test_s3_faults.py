@@ -126,8 +126,13 @@ def test_a_permanently_failing_checkpoint_is_a_failed_entry_and_the_others_go_on
         assert board.set_index("model_id").loc["a", "rank"] == 1
 
         # the object is readable again: the next run embeds b only, on a's samples
+        from zoorank.pipeline import run_embed, run_score
+
         proxy.broken = ()
-        assert main(["run", str(path)]) == 0
+        embedded = run_embed(parse_config(raw))
+        run_score(parse_config(raw))
+        assert embedded.attrs["pipelines"] and {
+            p["models"] for p in embedded.attrs["pipelines"]} == {1}  # b alone went to a worker
         after = store.read_manifest().set_index("model_id")
         a_after = store.read_embeddings("digits", "clean", "a")
         b = store.read_embeddings("digits", "clean", "b")

@@ -536,10 +536,11 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
     pipelines: list[dict[str, Any]] = []
     if todo:
-        from zoorank.runtime import ensure_ray, release_gpu_request
+        from zoorank.runtime import ensure_ray, quiet_ray_logging, release_gpu_request
 
         ensure_ray(address)
         quiet_ray_data()
+        quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
         res = res or _resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         try:
