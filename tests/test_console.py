@@ -58,6 +58,20 @@ def test_the_ray_line_pattern_matches_what_ray_prints():
     assert not RAY_LINE.search("failed b (digits/clean): CheckpointError: cannot import 'x'")
 
 
+@pytest.mark.parametrize(("tau_free", "tau_budget", "crossover"), [
+    (0.55, 0.55, False),   # equal: not a crossover
+    (0.55, 0.549, False),  # below
+    (0.55, 0.56, True),    # strictly above at the printed precision
+])
+def test_a_crossover_needs_a_score_strictly_above_the_best_label_free_tau(
+        tau_free, tau_budget, crossover):
+    table = budget.crossovers(_tie_frame(tau_free, tau_budget)).set_index("score")
+    found = table.loc["logme", "crossover_labels_per_class"]
+    assert (found == 5) if crossover else np.isnan(found)
+    line, = budget.crossover_lines(budget.crossovers(_tie_frame(tau_free, tau_budget)))
+    assert ("overtakes" in line and "does not" not in line) == crossover, line
+
+
 LONG = "sweep-resnet18-simclr-lr0.0030-wd0.0500-temperature0.20-batch512-epoch0100-seed"
 
 
