@@ -16,7 +16,7 @@ import pytest
 from rank_fixtures import config_dict, embeddings, stamp_fingerprints
 
 from zoorank.catalog import build_catalog, reliability_path, samples_path
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.rank import run_rank
 from zoorank.store import Store
 

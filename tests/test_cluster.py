@@ -287,7 +287,7 @@ def test_cluster_yaml_is_a_valid_launcher_config_with_gpu_workers_from_zero():
 
 @pytest.mark.timeout(60)
 def test_the_example_config_reads_and_writes_only_object_storage():
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
 
     path = REPO / "pipelines" / "configs" / "cifar10_zoo.yaml"
     config = load_config(path)

@@ -19,7 +19,7 @@ from rank_fixtures import config_dict, write_store
 from scipy import stats
 
 from zoorank.catalog import build_catalog
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.rank import run_rank
 from zoorank.store import Store
 

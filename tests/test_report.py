@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
 from zoorank.store import METRICS_COLUMNS, Store
 
@@ -235,7 +235,8 @@ def decided_report(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.rank import read_leaderboard_settings, write_rank_outputs
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import write_rank_outputs
     from zoorank.report import run_report
     from zoorank.zoo import resolve_models
 

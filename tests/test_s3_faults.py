@@ -14,7 +14,7 @@ import pytest
 from s3_faults import FaultyProxy
 from safetensors.torch import save
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.errors import ZoorankError
 from zoorank.store import Store
 

@@ -46,7 +46,7 @@ from zoorank.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
-from zoorank.metrics.agreement import rank_agreement_matrix
+from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 

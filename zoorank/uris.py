@@ -97,6 +97,18 @@ def child(uri: str, relpath: str) -> str:
     return f"{head.rstrip('/')}/{relpath.strip('/')}" + (f"?{query}" if sep else "")
 
 
+def basename(uri: str | None) -> str:
+    """The last part of ``uri``'s path (its query string left out)."""
+    return str(uri).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def parent(uri: str) -> str:
+    """``uri`` without its last path part; the query string (an endpoint, ...) is kept."""
+    base, _, query = str(uri).partition("?")
+    head = base.rstrip("/").rsplit("/", 1)[0]
+    return head + (f"?{query}" if query else "")
+
+
 def delta_location(store_uri: str, path: str) -> tuple[str, dict[str, str]]:
     """(URI, storage options) for delta-rs of ``path`` on ``store_uri``'s object store.
 
