@@ -43,8 +43,10 @@ os.environ.setdefault("ZOORANK_PROGRESS", "0")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from zoorank.config import parse_config  # noqa: E402
-from zoorank.data import clean_view, decode_image, load_samples  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
+from zoorank.data import load_samples
+from zoorank.images import decode_image
+from zoorank.views import clean_view
 from zoorank.zoo import load_model, resolve_models  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +116,7 @@ def run_zoorank(config) -> dict:
 
 def preprocess(config, model) -> torch.Tensor:
     table = load_samples(config.datasets[0], config.seed)
-    arrays = [clean_view(decode_image(b), model.geometry) for b in table.image]
+    arrays = [clean_view(decode_image(b), model.geometry) for b in table.images]
     return normalize(torch.from_numpy(np.stack(arrays)), model)
 
 
@@ -162,7 +164,7 @@ def run_naive(config, batch_size: int) -> float:
     with torch.inference_mode():
         for m in models:
             net = load_model(m)
-            loader = torch.utils.data.DataLoader(_Images(table.image, m.geometry),
+            loader = torch.utils.data.DataLoader(_Images(table.images, m.geometry),
                                                  batch_size=batch_size)
             for u8 in loader:
                 net(normalize(u8, m))

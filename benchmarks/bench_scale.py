@@ -63,7 +63,8 @@ os.environ.setdefault("ZOORANK_PROGRESS", "0")
 
 import psutil  # noqa: E402
 
-from zoorank.config import DEFAULT_METRICS, parse_config  # noqa: E402
+from zoorank.config import DEFAULT_METRICS  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
 from zoorank.store import Store  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -320,7 +321,7 @@ def linear_probe_cost(store_uri: str, model_id: str) -> dict:
     wall time, which other people's load on shared cores inflates several-fold.
     """
     from zoorank.config import OracleSpec
-    from zoorank.rank import _labelled_split, _oracle_task
+    from zoorank.label_oracle import _labelled_split, _oracle_task
 
     store = Store(store_uri)
     out = {}

@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
-from zoorank.config import DEFAULT_METRICS, parse_config
+from zoorank.config import DEFAULT_METRICS
+from zoorank.config.loading import parse_config
 from zoorank.store import Store
 
 

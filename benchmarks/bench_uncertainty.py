@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_score import build_store  # noqa: E402
 
 import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment)
-from zoorank.config import parse_config  # noqa: E402
+from zoorank.config.loading import parse_config  # noqa: E402
 
 
 def _stamp(root: Path, config_dict: dict, n: int) -> None:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.pipeline import run_all, watch
 
 

@@ -260,7 +260,7 @@ def build_size(args: argparse.Namespace) -> tuple[DemoSize, int, int]:
 
 
 def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_embed, run_rank, run_report, run_score
     from zoorank.runtime import ensure_ray
     from zoorank.tune.config import TuneConfig
@@ -361,9 +361,9 @@ def ordered_metrics(names: list[str]) -> list[str]:
 def final_only_agreement(board: pd.DataFrame, finals: list[str], dataset: str, bootstrap: int,
                          seed: int, top_k: int) -> pd.DataFrame:
     """Agreement over the final checkpoints only (CLID re-z-scored within that pool)."""
+    from zoorank.leaderboard import ranking_vector
     from zoorank.metrics.agreement import agreement
     from zoorank.metrics.learnability import clid
-    from zoorank.rank import ranking_vector
 
     sub = board[board["model_id"].isin(finals)].reset_index(drop=True)
     if len(sub) < 3 or len(sub) == len(board):
@@ -560,8 +560,8 @@ def lp_check(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
     every fixed C, and with C chosen on three differently seeded held-out splits.
     """
     from zoorank.config import OracleSpec
+    from zoorank.label_oracle import _labelled_split
     from zoorank.metrics.oracle import DEFAULT_CS, linear_probe_accuracy
-    from zoorank.rank import _labelled_split
     from zoorank.store import Store
 
     col = f"{ds}/linear_probe_accuracy"

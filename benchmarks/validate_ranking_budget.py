@@ -41,7 +41,7 @@ ORACLE_NAMES = {"knn_accuracy": "kNN", "linear_probe_accuracy": "linear probe"}
 
 
 def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_rank, run_report
 
     source = json.loads((out / "validate_run.json").read_text())

@@ -1,12 +1,12 @@
 """Evidence on third-party checkpoints (issue 17): the UvA CIFAR-10 zoo ranked end to end.
 
 ``../shared/zoos/uva_cifar10`` (see its README) holds supervised classifiers and unsupervised
-autoencoders trained by someone else. This script ranks the ones whose code is in
-``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; four autoencoders: 64-, 128-, 256-,
-384-d latents, a zoo that mixes widths) on CIFAR-10 test images with the label oracle (kNN and
-linear probe), and writes a markdown table: Kendall τ of every label-free metric against each
-oracle, whether the oracle's best model is in the top set, the top set's size, the consensus and
-the width warning. Prints, never asserts::
+autoencoders trained by someone else. This script ranks all eight with the module code of
+``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; GoogleNet: 128-d; DenseNet: 184-d; four
+autoencoders: 64-, 128-, 256-, 384-d latents; a zoo that mixes widths) on CIFAR-10 test images
+with the label oracle (kNN and linear probe), and writes a markdown table: Kendall τ of every
+label-free metric against each oracle, whether the oracle's best model is in the top set, the top
+set's size, the consensus and the width warning. Prints, never asserts::
 
     PYTHONPATH=benchmarks .venv/bin/python benchmarks/validate_uva.py --images 1000
 """
@@ -37,7 +37,8 @@ def config(out: Path, images: int, aug: int) -> dict:
                "checkpoint": str(ZOO / "classifiers" / f"{name}.ckpt"),
                "state_dict_prefix": "model.", "input_size": 32, "crop_pct": 1.0,
                "family": "classifier", **CLASSIFIER_NORM}
-              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"))]
+              for name, fn in (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"),
+                               ("GoogleNet", "googlenet"), ("DenseNet", "densenet"))]
     models += [{"id": f"ae-{d}", "source": "python", "name": "uva_models:autoencoder_encoder",
                 "model_kwargs": {"latent_dim": d},
                 "checkpoint": str(ZOO / "autoencoders" / f"cifar10_{d}.ckpt"),
@@ -64,7 +65,7 @@ def summary(store: Path) -> str:
     board = s.read_frame("leaderboard")
     agree = s.read_frame("agreement")
     unc = s.read_frame("uncertainty")
-    from zoorank.rank import read_leaderboard_settings
+    from zoorank.leaderboard import read_leaderboard_settings
 
     settings = read_leaderboard_settings(s)
     d = settings["decision"]
@@ -91,9 +92,9 @@ def summary(store: Path) -> str:
         lines.append("")
     cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "flags",
             "cifar10/knn_accuracy", "cifar10/linear_probe_accuracy"]
-    from zoorank.rank import _markdown_table
+    from zoorank.rank.markdown import markdown_table
 
-    lines += ["### leaderboard", "", _markdown_table(board[[c for c in cols if c in board]]), "",
+    lines += ["### leaderboard", "", markdown_table(board[[c for c in cols if c in board]]), "",
               f"* ordered by `{settings['ordered_by']}`; top set: {', '.join(d['top_set'])} "
               f"({len(d['top_set'])} of {len(board)})",
               f"* consensus: {d['consensus_sentence']}",
@@ -112,7 +113,7 @@ def main() -> None:
     out = Path(args.out)
     start = time.perf_counter()
     if not args.report_only:
-        from zoorank.config import load_config
+        from zoorank.config.loading import load_config
         from zoorank.pipeline import run_all
 
         out.mkdir(parents=True, exist_ok=True)
@@ -124,9 +125,11 @@ def main() -> None:
           f"{datetime.date.today()}; `PYTHONPATH=benchmarks .venv/bin/python "
           f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; "
           f"{time.perf_counter() - start:.0f} s on 2 shared CPU cores.", "",
-          "Zoo: ResNet and ResNetPreAct (supervised, 64-d pooled features) and four "
-          "convolutional autoencoders (64/128/256/384-d latents) from ../shared/zoos/uva_cifar10; "
-          "GoogleNet and DenseNet are not included (their module code is not written yet). "
+          "Zoo: the eight checkpoints of ../shared/zoos/uva_cifar10 — four supervised "
+          "classifiers (ResNet and ResNetPreAct 64-d, GoogleNet 128-d, DenseNet 184-d pooled "
+          "features; module code in benchmarks/uva_models.py, loaded strictly; top-1 checked by "
+          "benchmarks/uva_accuracy.py) and four convolutional autoencoders (64/128/256/384-d "
+          "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
           "", text, ""]
     Path(args.markdown).write_text("\n".join(md))

@@ -159,7 +159,7 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
                                     n - 100, 24, dataset))
     store.update_manifest(manifest)
     store.write_parquet("metrics", pd.DataFrame(rows, columns=METRICS_COLUMNS))
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
 
     stamp_fingerprints(parse_config(config_dict(root, datasets=datasets)), store)
     return first

@@ -119,7 +119,7 @@ def test_split_agreement_separates_budget_rows():
 def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
     from rank_fixtures import config_dict
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.errors import ConfigError
 
     ok = parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["gbc"]}))
@@ -135,7 +135,7 @@ def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
 
 def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
     from zoorank.config import OracleSpec
-    from zoorank.rank import oracle_suite
+    from zoorank.label_oracle import oracle_suite
 
     images, labels = digits
     Z = images.reshape(len(images), -1) / 16.0

@@ -13,28 +13,14 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from rank_fixtures import config_dict, embeddings, stamp_fingerprints, write_store
+from rank_fixtures import config_dict, embeddings, stamp_fingerprints
 
 from zoorank.catalog import build_catalog, reliability_path, samples_path
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.rank import run_rank
 from zoorank.store import Store
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("catalog-template")
-    write_store(str(root))
-    return root
-
-
-@pytest.fixture
-def store_root(template, tmp_path):
-    root = tmp_path / "store"
-    shutil.copytree(template, root)
-    return root
 
 
 def _parquet_dataset(path) -> None:

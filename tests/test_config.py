@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from zoorank.config import fingerprint, load_config, parse_config
+from zoorank.config.digests import fingerprint
+from zoorank.config.loading import load_config, parse_config
 from zoorank.errors import ConfigError
 
 EXAMPLE = """

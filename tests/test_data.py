@@ -17,23 +17,20 @@ import torch
 from PIL import Image
 
 from zoorank.config import DatasetSpec, ViewSpec
-from zoorank.data import (
+from zoorank.data import load_samples, read_samples, write_samples
+from zoorank.errors import ConfigError, InputError
+from zoorank.images import BadImageError, decode_image
+from zoorank.store import Store
+from zoorank.views import (
     VIEW_RECIPES,
-    BadImageError,
     _adjust_hue,
     augment,
     check_views,
     clean_view,
-    decode_image,
-    load_samples,
     make_views,
-    read_samples,
     view_rng,
     view_subset,
-    write_samples,
 )
-from zoorank.errors import ConfigError, InputError
-from zoorank.store import Store
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ def test_parquet_sample_ids_are_row_indices_with_labels_and_names(shared_data):
     table = load_samples(spec, seed=0)
     ref = pq.read_table(path, columns=["image", "label"])
     assert np.array_equal(table.sample_id, np.arange(ref.num_rows))
-    assert table.image[123] == ref.column("image")[123].as_py()
+    assert table.images[123] == ref.column("image")[123].as_py()
     frame = table.frame()
     assert frame["label"].tolist() == ref.column("label").to_pylist()
     assert frame.loc[0, "label_name"] == ["airplane", "automobile", "bird", "cat", "deer", "dog",
@@ -71,7 +68,7 @@ def test_limit_is_a_seeded_sorted_subset(shared_data):
     assert not np.array_equal(a.sample_id, other.sample_id)
     # each kept sample keeps its own bytes (row index = sample_id)
     full = pq.read_table(path, columns=["image"]).column("image")
-    assert all(a.image[i] == full[int(s)].as_py() for i, s in enumerate(a.sample_id[:5]))
+    assert all(a.images[i] == full[int(s)].as_py() for i, s in enumerate(a.sample_id[:5]))
     assert a.frame()["label"].isna().all()  # no label_column: no labels
 
 
@@ -94,7 +91,7 @@ def test_image_folder_ids_follow_sorted_relative_paths_and_folder_labels(shared_
     table = load_samples(spec, seed=0)
     expected = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
                       if p.suffix.lower() in (".jpg", ".jpeg"))
-    assert table.source == expected
+    assert table.source_names() == expected
     assert np.array_equal(table.sample_id, np.arange(6))
     frame = table.frame()
     assert frame["label_name"].tolist() == [s.split("/")[0] for s in expected]
@@ -105,7 +102,7 @@ def test_digits_are_uint8_scaled_from_0_16(digits):
     images, target = digits
     table = load_samples(DatasetSpec(name="d", source="sklearn_digits"), seed=0)
     assert len(table) == len(images) == 1797
-    img = decode_image(table.image[5])
+    img = decode_image(table.images[5])
     arr = np.asarray(img)
     assert img.mode == "RGB" and arr.shape == (8, 8, 3)
     np.testing.assert_array_equal(arr[..., 0], np.rint(images[5] * 255 / 16).astype(np.uint8))
@@ -118,7 +115,7 @@ def test_numpy_float_images_become_uint8_and_labels_are_read(tmp_path):
     images = rng.random((7, 5, 6, 3)).astype(np.float32)
     np.savez(tmp_path / "x.npz", images=images, labels=np.arange(7) % 3)
     table = load_samples(DatasetSpec(name="n", source="numpy", path=str(tmp_path / "x.npz")), 0)
-    np.testing.assert_array_equal(np.asarray(decode_image(table.image[2])),
+    np.testing.assert_array_equal(np.asarray(decode_image(table.images[2])),
                                   np.rint(images[2] * 255).astype(np.uint8))
     assert table.frame()["label"].tolist() == [0, 1, 2, 0, 1, 2, 0]
 
@@ -237,7 +234,7 @@ def test_samples_round_trip_through_the_store(shared_data, tmp_path):
 
 
 def test_decode_views_makes_every_planned_view_and_flags_bad_images(shared_data):
-    from zoorank.data import ViewGeometry, ViewPlan, decode_views
+    from zoorank.views import ViewGeometry, ViewPlan, decode_views
 
     files = photos(shared_data, 3)
     g = ViewGeometry(24, "bicubic", 0.9)

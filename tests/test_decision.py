@@ -17,8 +17,9 @@ pytestmark = pytest.mark.timeout(600)
 def decided(tmp_path_factory, ray_session):
     from rank_fixtures import DATASET, config_dict, entry_fingerprints, write_store
 
-    from zoorank.config import parse_config
-    from zoorank.rank import read_leaderboard_settings, run_rank
+    from zoorank.config.loading import parse_config
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import run_rank
     from zoorank.score import run_score
     from zoorank.store import Store
 
@@ -94,7 +95,7 @@ def test_per_metric_uncertainty_table_covers_each_resampled_metric(decided):
 
 
 def test_consensus_reports_kendalls_w_and_a_sentence(decided):
-    from zoorank.metrics.agreement import kendall_w
+    from zoorank.metrics.consensus import kendall_w
 
     _, _, board, settings = decided
     c = settings["decision"]["consensus"]["digits"]
@@ -127,8 +128,9 @@ def two_datasets(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.config import parse_config
-    from zoorank.rank import read_leaderboard_settings, write_rank_outputs
+    from zoorank.config.loading import parse_config
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import write_rank_outputs
     from zoorank.store import Store
     from zoorank.zoo import resolve_models
 

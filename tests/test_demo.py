@@ -53,7 +53,7 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
 
     # run.yaml is the config that made the store: scoring with it again finds nothing to do
 
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
     from zoorank.score import run_score
 
     config = load_config(result["config"])

@@ -29,12 +29,14 @@ import yaml
 from embed_worker import build_zoo, photo_folder
 
 from zoorank.catalog import build_catalog
-from zoorank.config import load_config, parse_config
-from zoorank.data import clean_view, decode_image, load_samples, make_views
+from zoorank.config.loading import load_config, parse_config
+from zoorank.data import load_samples
 from zoorank.embed import chunk_models, plan_entries, run_embed
 from zoorank.errors import ConfigError, InputError
+from zoorank.images import decode_image
 from zoorank.sources import index_samples
 from zoorank.store import Store
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import load_model, resolve_models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +96,7 @@ def inputs(config, dataset, model_id, sample_ids, view="clean", view_index=None)
     pos = np.searchsorted(table.sample_id, sample_ids)
     arrays = []
     for i, p in enumerate(pos):
-        img = decode_image(table.image[p])
+        img = decode_image(table.images[p])
         if view == "clean":
             arrays.append(clean_view(img, model.geometry))
         else:
@@ -477,7 +479,8 @@ from zoorank.cli import main
 rc = main(["run", cfg])
 print("RESULT " + json.dumps({"rc": rc, "removed": removed.get("node")}), flush=True)
 ray.shutdown()
-cluster.shutdown()
+for node in [*cluster.worker_nodes, cluster.head_node]:  # no graceful drain: throwaway nodes
+    cluster.remove_node(node, allow_graceful=False)
 """
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import EmbedOptions, parse_config
+from zoorank.config import EmbedOptions
+from zoorank.config.loading import parse_config
 from zoorank.embed_progress import mixed_versions
 from zoorank.embedder import ChunkEmbedder, library_versions, resolve_precision
 from zoorank.embedplan import planned_precision

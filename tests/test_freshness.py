@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +19,7 @@ from rank_fixtures import config_dict, write_store
 from scipy import stats
 
 from zoorank.catalog import build_catalog
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.rank import run_rank
 from zoorank.store import Store
 
@@ -29,20 +28,6 @@ def fresh_metrics(config, store):
     return build_catalog(config).fresh_metrics(store)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fresh-template")
-    write_store(str(root))
-    return root
-
-
-@pytest.fixture
-def store_root(template, tmp_path):
-    root = tmp_path / "store"
-    shutil.copytree(template, root)
-    return root
 
 
 def _config(root, **changes):

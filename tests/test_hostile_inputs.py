@@ -29,20 +29,14 @@ from hostile_corpus import (
 )
 from PIL import Image
 
-from zoorank import sources
+from zoorank import sample_reader
 from zoorank.config import DatasetSpec
-from zoorank.data import (
-    MAX_DECODE_PIXELS,
-    BadImageError,
-    ViewGeometry,
-    ViewPlan,
-    clean_view,
-    decode_image,
-    decode_views,
-)
 from zoorank.errors import InputError
-from zoorank.sources import UNREADABLE, UnreadableError, index_samples, read_unit, read_units
+from zoorank.images import MAX_DECODE_PIXELS, BadImageError, decode_image
+from zoorank.sample_reader import UNREADABLE, UnreadableError, read_unit, read_units
+from zoorank.sources import index_samples
 from zoorank.viewcache import check_decoded
+from zoorank.views import ViewGeometry, ViewPlan, clean_view, decode_views
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -194,7 +188,7 @@ def test_npy_images_load_and_string_or_fractional_numpy_labels_are_handled(tmp_p
 
 def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp_path,
                                                                              monkeypatch):
-    monkeypatch.setattr(sources, "READ_BACKOFF_S", 0.001)
+    monkeypatch.setattr(sample_reader, "READ_BACKOFF_S", 0.001)
     calls = []
 
     def flaky() -> bytes:  # a filesystem that fails twice, then answers
@@ -203,7 +197,7 @@ def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp
             raise OSError("connection reset by peer")
         return b"ok"
 
-    assert sources._retrying("x", flaky) == b"ok" and len(calls) == 3
+    assert sample_reader._retrying("x", flaky) == b"ok" and len(calls) == 3
     folder = write_folder(tmp_path / "imgs", [c for c in image_cases(big=False)
                                               if c.name in ("upright.jpg", "text.jpg")])
     index = index_samples(DatasetSpec(name="f", source="image_folder", path=str(folder)), 0)
@@ -300,7 +294,7 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
     assert not close("upright.jpg", "ref-red.png", 0.5)
     # the undecodable set is recorded and in the fingerprints readers expect: every entry fresh
     from zoorank.catalog import build_catalog
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
 
     expected = build_catalog(load_config(tmp_path / "run.yaml")).entries
     for r in store.read_manifest().to_dict("records"):
@@ -327,7 +321,7 @@ def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(tmp
     """Reads of one file of dataset ``flaky`` fail twice (retried: every sample embedded); every
     read of one file of ``broken`` fails (its entries fail naming the file; none is done with
     fewer samples); the run goes on and exits 0."""
-    from zoorank.sources import ENV_FAIL_READS
+    from zoorank.sample_reader import ENV_FAIL_READS
     from zoorank.store import Store
 
     good = [c for c in image_cases(big=False) if c.outcome == "embedded"][:5]

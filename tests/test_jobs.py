@@ -109,7 +109,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_store_on_s3_gives_the_same_leaderboard_as_local_disk(tmp_path, s3_server, ray_session):
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_all
 
     local = parse_config({**TINY_CONFIG, "store": str(tmp_path / "local")})

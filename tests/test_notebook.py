@@ -15,7 +15,7 @@ def test_explore_notebook_reproduces_the_leaderboard_and_draws_a_plot(tmp_path, 
     from nbclient import NotebookClient
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.rank import write_rank_outputs
     from zoorank.store import Store
     from zoorank.zoo import resolve_models

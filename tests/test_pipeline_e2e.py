@@ -74,7 +74,7 @@ def run(tmp_path_factory, ray_session):
     import yaml
     from e2e_models import build_zoo
 
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
     from zoorank.pipeline import run_all
 
     root = tmp_path_factory.mktemp("e2e")
@@ -134,7 +134,7 @@ def test_nc_lies_in_the_unit_interval_and_is_one_for_rotated_copies(run):
 
 
 def test_agreement_numbers_equal_scipy_on_the_same_vectors(run):
-    from zoorank.rank import ranking_vector
+    from zoorank.leaderboard import ranking_vector
 
     board = run["board"]
     agree = DeltaTable(str(run["store"] / "agreement")).to_pandas()

@@ -13,11 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from zoorank.config import ScoreOptions, parse_config
-from zoorank.data import clean_view, decode_image, load_samples, make_views
+from zoorank.config import ScoreOptions
+from zoorank.config.loading import parse_config
+from zoorank.data import load_samples
+from zoorank.images import decode_image
 from zoorank.metrics.suite import label_free_suite
 from zoorank.probe import DEFAULT_METRICS, build_probe_set, embed_images, evaluate
 from zoorank.tune.models import small_cnn
+from zoorank.views import clean_view, make_views
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DIGITS = {"name": "digits", "source": "sklearn_digits", "limit": 300}
@@ -42,7 +45,7 @@ def test_probe_set_is_the_embed_views_of_the_seeded_subset(probe):
     position = {int(s): i for i, s in enumerate(table.sample_id)}
     for k in (0, 17, 63):
         sid = int(probe.view_ids[k])
-        img = decode_image(table.image[position[sid]])
+        img = decode_image(table.images[position[sid]])
         expected = make_views(img, sid, "simclr", probe.geometry, 4, 3)
         assert all(np.array_equal(probe.views[k, i], expected[i]) for i in range(4))
         assert np.array_equal(probe.clean[position[sid]], clean_view(img, probe.geometry))

@@ -11,16 +11,14 @@ from deltalake import DeltaTable
 from scipy import stats
 
 from zoorank.metrics.agreement import (
-    aggregate_ranks,
     agreement,
     bootstrap_indices,
-    joint_rank,
     kendall_tau_b_rows,
-    rank_agreement_matrix,
-    rank_within,
     top1_regret,
     topk_recall,
 )
+from zoorank.metrics.consensus import rank_agreement_matrix
+from zoorank.metrics.ranks import aggregate_ranks, joint_rank, rank_within
 
 
 def test_rank_within_matches_scipy_rankdata_with_ties_and_puts_nan_last():
@@ -188,7 +186,7 @@ def test_rank_agreement_matrix_is_symmetric_with_unit_diagonal_and_oriented():
 def ranked_store(tmp_path_factory, ray_session):
     from rank_fixtures import config_dict, entry_fingerprints, write_store
 
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.rank import run_rank
     from zoorank.store import Store
 

@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 from rank_fixtures import entry_fingerprints
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import cluster_learnability
 from zoorank.metrics.spectral import coding_rate, lidar, rankme

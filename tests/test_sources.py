@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from zoorank.config import DatasetSpec
-from zoorank.sources import index_samples, read_encoded, read_unit, read_units
+from zoorank.sample_reader import read_encoded, read_unit, read_units
+from zoorank.sources import index_samples
 from zoorank.uris import DigestCache
 
 

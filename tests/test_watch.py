@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
 from zoorank.pipeline import parse_until, read_leaderboard, settled_config
 from zoorank.zoo import resolve_models

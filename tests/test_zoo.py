@@ -20,7 +20,8 @@ from safetensors.torch import save_file
 from timm.data import resolve_data_config
 from zoo_factories import TrainingArgs, small_cnn, small_cnn_map
 
-from zoorank.config import FromTuneSpec, ModelSpec, parse_config
+from zoorank.config import FromTuneSpec, ModelSpec
+from zoorank.config.loading import parse_config
 from zoorank.errors import ConfigError, InputError
 from zoorank.zoo import (
     CheckpointError,

@@ -34,12 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.agreement import (
-    agreement,
-    bootstrap_indices,
-    kendall_tau_b_rows,
-    rank_within,
-)
+from zoorank.metrics.agreement import agreement, bootstrap_indices, kendall_tau_b_rows
+from zoorank.metrics.ranks import rank_within
 from zoorank.metrics.registry import BUDGET_SEPARATOR
 
 __all__ = [

@@ -110,7 +110,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         run_tune(args.config, store=args.store, address=args.address)
         return 0
 
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
 
     config = load_config(args.config, store=args.store)
     from zoorank import pipeline

@@ -2,9 +2,9 @@
 the label-free metrics and the width confound (issue 17). Part of the RANK stage.
 
 Orchestration over pure maths: :mod:`zoorank.metrics.uncertainty` (fold bootstrap → intervals,
-p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.agreement.kendall_w`
-and :func:`~zoorank.metrics.agreement.rank_disagreement`. Inputs are the leaderboard frame of
-:func:`zoorank.rank.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
+p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.consensus.kendall_w`
+and :func:`~zoorank.metrics.consensus.rank_disagreement`. Inputs are the leaderboard frame of
+:func:`zoorank.rank.board.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
 (:mod:`zoorank.resample`).
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
@@ -25,13 +25,10 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
-from zoorank.metrics.agreement import (
-    AGGREGATION_DIRECTIONS,
-    aggregate_ranks,
-    kendall_w,
-    rank_disagreement,
-)
+from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
+from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
     RankUncertainty,
     fold_bootstrap,
@@ -216,7 +213,7 @@ def consensus(
 def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapping[str, str],
                   computed: Sequence[str]) -> str | None:
     """A warning when ranked models have different embedding widths and a width-sensitive metric
-    (:data:`zoorank.metrics.registry.WIDTH_SENSITIVE`) orders the board or is computed."""
+    (:data:`zoorank.metrics.primary.WIDTH_SENSITIVE`) orders the board or is computed."""
     if metrics.empty:
         return None
     sub = metrics[metrics["model_id"].isin(model_ids) & (metrics["dim"] > 0)]
@@ -224,9 +221,9 @@ def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapp
     if len(widths) < 2:
         return None
     sensitive = sorted({registry.split_view(m)[0] for m in computed}
-                       & registry.WIDTH_SENSITIVE)
+                       & WIDTH_SENSITIVE)
     ordering = sorted({m for m in primary.values()
-                       if registry.split_view(m)[0] in registry.WIDTH_SENSITIVE})
+                       if registry.split_view(m)[0] in WIDTH_SENSITIVE})
     if not sensitive:
         return None
     shown = ", ".join(str(w) for w in widths[:6]) + (" ..." if len(widths) > 6 else "")

@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from zoorank.config import DatasetSpec, RunConfig, parse_config
+from zoorank.config import DatasetSpec, RunConfig
+from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
 from zoorank.store.layout import AGREEMENT
 

@@ -53,8 +53,8 @@ import pandas as pd
 
 from zoorank import viewcache
 from zoorank.catalog import Catalog, build_catalog, samples_path
-from zoorank.config import EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import ViewGeometry, ViewPlan, check_views
+from zoorank.config import EmbedOptions, RunConfig, ViewSpec
+from zoorank.config.digests import fingerprint
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
     EMBED_VERSION,
@@ -71,8 +71,10 @@ from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's plannin
     verify_rows,
 )
 from zoorank.errors import ConfigError, InputError
-from zoorank.sources import SampleIndex, UnreadableError
+from zoorank.sample_reader import UnreadableError
+from zoorank.sources import SampleIndex
 from zoorank.store import Store, parse_shards
+from zoorank.views import ViewGeometry, ViewPlan, check_views
 from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger(__name__)

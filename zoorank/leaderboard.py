@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.config import RunConfig, fingerprint
+from zoorank.config import RunConfig
+from zoorank.config.digests import fingerprint
 from zoorank.console import output_console
 from zoorank.metrics import registry
 from zoorank.store import Store

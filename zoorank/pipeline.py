@@ -45,7 +45,8 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
                check: bool = True):
     """REPORT; the page is written even when nothing could be ranked, then (``check``)
     NothingRankedError (exit 3) is raised, as ``zoorank run`` does."""
-    from zoorank.rank import check_ranked, read_leaderboard
+    from zoorank.leaderboard import read_leaderboard
+    from zoorank.rank import check_ranked
     from zoorank.report import run_report as _run
     from zoorank.store import Store
 
@@ -202,7 +203,7 @@ def read_leaderboard(config: RunConfig):
     """The store's leaderboard frame sorted by rank (empty when there is none)."""
     import pandas as pd
 
-    from zoorank.rank import read_leaderboard as read_board
+    from zoorank.leaderboard import read_leaderboard as read_board
     from zoorank.store import Store
 
     board, _ = read_board(Store(config.store))

@@ -13,8 +13,8 @@ Conventions
 -----------
 * **The probe set is what EMBED makes.** :func:`build_probe_set` reads the dataset spec with
   :func:`zoorank.data.load_samples` (``limit`` and ``seed`` as a run config reads them), makes the
-  clean view of every sample with :func:`zoorank.data.clean_view` and ``per_sample`` augmented views
-  of the seeded subset :func:`zoorank.data.view_subset` with :func:`zoorank.data.make_views` (one
+  clean view of every sample with :func:`zoorank.views.clean_view` and ``per_sample`` augmented views
+  of the seeded subset :func:`zoorank.views.view_subset` with :func:`zoorank.views.make_views` (one
   RNG per (seed, sample_id, view_index)). ``clean_samples`` caps the clean rows with the score
   stage's own subset (:func:`zoorank.metrics.suite.select_samples`, ``score.max_samples``). So the
   run config of :meth:`ProbeSet.run_config` embeds exactly these images, and ``zoorank run`` on an
@@ -53,10 +53,12 @@ from typing import Any
 import numpy as np
 
 from zoorank.config import DatasetSpec, ScoreOptions, ViewSpec
-from zoorank.data import clean_view, decode_image, load_samples, make_views, view_subset
+from zoorank.data import load_samples
 from zoorank.errors import ConfigError, InputError
+from zoorank.images import decode_image
 from zoorank.metrics import registry
 from zoorank.metrics.suite import label_free_suite, select_samples
+from zoorank.views import clean_view, make_views, view_subset
 from zoorank.zoo import IMAGENET_MEAN, IMAGENET_STD, Geometry, pool_features
 
 __all__ = ["ProbeResult", "ProbeSet", "build_probe_set", "evaluate", "DEFAULT_METRICS"]
@@ -159,7 +161,7 @@ def build_probe_set(
         view = ViewSpec(name=recipe, samples=samples, per_sample=per_sample)
     except Exception as err:
         raise ConfigError(f"probe views: {err}") from None
-    from zoorank.data import get_recipe
+    from zoorank.views import get_recipe
 
     get_recipe(recipe)
     table = load_samples(dataset, seed)
@@ -173,7 +175,7 @@ def build_probe_set(
         if sid not in decoded:
             i = position[sid]
             try:
-                decoded[sid] = decode_image(table.image[i], table.source[i])
+                decoded[sid] = decode_image(table.images[i], table.source_name(sid))
             except InputError as err:
                 if dataset.on_bad_image == "fail":
                     raise

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.config import RunConfig, ScoreOptions, fingerprint
+from zoorank.config import RunConfig, ScoreOptions
+from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 
 RESAMPLES = "resamples"

@@ -1,5 +1,5 @@
-"""Dataset sources: the stable sample list without image bytes, a content digest, and a streaming
-Ray Data reader of the encoded images.
+"""Dataset sources: the stable sample list without image bytes (:class:`SampleIndex`, the one
+dataset model) and a content digest. Reading the encoded images: :mod:`zoorank.sample_reader`.
 
 Conventions:
 
@@ -7,12 +7,12 @@ Conventions:
   large the cluster: the row index in a Parquet file (from the row-group offsets in its footer), the
   index of the file in the sorted list of relative paths of an image folder, the index in
   scikit-learn's digits or in a ``.npz`` array. ``limit`` keeps a seeded, sorted subset of those ids
-  (:func:`zoorank.data.select_subset`), so it depends on the number of samples only.
+  (:func:`select_subset`), so it depends on the number of samples only.
 - ``path`` may be a local path or any URI pyarrow.fs understands (``s3://``, ``gs://``); credentials
   come from the environment or the instance role (:mod:`zoorank.uris`).
 - The driver reads footers, listings (names, sizes, times) and the label column, never image bytes:
   :func:`index_samples` is O(samples) in ids and names only. Image bytes are read by Ray Data read
-  tasks on the workers (:func:`read_encoded`), a bounded number of rows at a time.
+  tasks on the workers (:func:`zoorank.sample_reader.read_encoded`), a bounded number of rows at a time.
 - Content digest (in every embedding fingerprint): a Parquet or ``.npz`` file is digested by its
   bytes, once per (URI, size, mtime) through :class:`zoorank.uris.DigestCache`; an image folder by
   the sorted listing of (relative path, size, mtime) of its images, which changes whenever a file is
@@ -22,15 +22,8 @@ Conventions:
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
-import functools
 import hashlib
-import io
 import json
-import os
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,61 +40,10 @@ if TYPE_CHECKING:
 IMAGE_EXTENSIONS = (
     ".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".pbm",
 )
-#: encoded samples per block a read task yields (each read task streams its rows in such blocks).
-READ_BLOCK_ROWS = 128
-#: needed samples per read task (a Parquet row group larger than this is read by several tasks).
-READ_TASK_ROWS = 1024
-#: tries of one read (a file, or a Parquet row-group slice) before it counts as unreadable, and the
-#: first back-off in seconds (doubled after each failed try).
-READ_TRIES = 4
-READ_BACKOFF_S = 0.2
-#: prefix of the ``name`` of a sample whose bytes could not be read (not an undecodable image).
-UNREADABLE = "unreadable: "
-
-
-class UnreadableError(InputError):
-    """Bytes of a dataset that could not be read after :data:`READ_TRIES` tries (names the file)."""
-
-
-def _retrying(what: str, fn: Any, tries: int = READ_TRIES, backoff: float = READ_BACKOFF_S) -> Any:
-    """``fn()``, retried with exponential back-off on ``OSError`` (a flaky disk or object store).
-
-    A read that still fails raises :class:`UnreadableError` with the last reason: an unreadable
-    sample is never taken for an undecodable image, which would drop it silently.
-    """
-    for attempt in range(tries):
-        try:
-            return fn()
-        except (OSError, InputError) as err:
-            if attempt + 1 == tries:
-                raise UnreadableError(f"{what}: cannot read after {tries} tries: "
-                                      f"{uris.redact(str(err))}") from None
-            time.sleep(backoff * 2 ** attempt)
-    raise AssertionError("unreachable")
-
-
-#: test hook: ``GLOB`` makes every read of a matching image-folder file fail with an OSError;
-#: ``GLOB:N`` only its first N tries in each process (a transient fault).
-ENV_FAIL_READS = "ZOORANK_TEST_FAIL_READS"
-_injected: dict[str, int] = {}
-
-
-def _read_file(uri: str) -> bytes:
-    rule = os.environ.get(ENV_FAIL_READS)
-    if rule:
-        pattern, _, times = rule.partition(":")
-        if fnmatch.fnmatch(uri, pattern):
-            _injected[uri] = _injected.get(uri, 0) + 1
-            if not times or _injected[uri] <= int(times):
-                raise OSError(f"injected read failure ({ENV_FAIL_READS})")
-    fs, path = uris.resolve(uri)
-    with fs.open_input_file(path) as f:
-        return f.read()
-
-
 @dataclass(frozen=True)
 class SampleIndex:
-    """The sample list of one dataset: ids, names and labels, without image bytes.
+    """The sample list of one dataset: ids, names and labels, without image bytes (the one dataset
+    model: EMBED streams from it, small sets carry their encoded ``images``).
 
     ``sample_id`` is the selected (``limit``) sorted subset of ``0..total-1``. ``label`` (nullable
     Int64, aligned with ``sample_id``) is None without a label column. ``row_groups`` holds
@@ -125,14 +67,23 @@ class SampleIndex:
     #: selected sample_ids a previous decode of this content found undecodable (sorted; part of
     #: the dataset's identity in every embedding fingerprint, see :func:`record_undecodable`)
     undecodable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    #: the encoded image of each selected sample (aligned with ``sample_id``), read on the driver by
+    #: :func:`zoorank.data.load_samples` for small sets only (probe sets, tests); None in an index
+    #: EMBED streams from: bytes (Parquet, image folder) or a uint8 array (H, W[, C]) (digits,
+    #: ``.npz``). Never part of a fingerprint.
+    images: list[Any] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.sample_id)
 
+    def source_names(self) -> list[str]:
+        """:meth:`source_name` of every selected sample, in ``sample_id`` order."""
+        return [self.source_name(s) for s in self.sample_id]
+
     def source_name(self, sample_id: int) -> str:
         """A readable reference to one sample (``file.parquet#row=12``, a relative path, ...)."""
         if self.kind == "parquet":
-            return f"{_basename(self.uri)}#row={int(sample_id)}"
+            return f"{uris.basename(self.uri)}#row={int(sample_id)}"
         if self.kind == "image_folder":
             return self.relpaths[int(sample_id)]
         return self.names[int(sample_id)]
@@ -151,29 +102,14 @@ class SampleIndex:
             "sample_id": pd.array(self.sample_id, dtype="int64"),
             "label": label,
             "label_name": pd.array(names, dtype="string"),
-            "source": pd.array([self.source_name(s) for s in self.sample_id], dtype="string"),
+            "source": pd.array(self.source_names(), dtype="string"),
         })
-
-
-def _basename(uri: str | None) -> str:
-    return str(uri).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-
-
-def _parent(uri: str) -> str:
-    base, _, query = str(uri).partition("?")
-    parent = base.rstrip("/").rsplit("/", 1)[0]
-    return parent + (f"?{query}" if query else "")
-
-
-def _child(uri: str, name: str) -> str:
-    base, _, query = str(uri).partition("?")
-    return f"{base.rstrip('/')}/{name}" + (f"?{query}" if query else "")
 
 
 def _label_names_beside(uri: str) -> tuple[str, ...] | None:
     """``classes.json`` ({"classes": [...]}, or a plain list) next to a data file, when present."""
     try:
-        data = json.loads(uris.read_bytes(_child(_parent(uri), "classes.json")))
+        data = json.loads(uris.read_bytes(uris.child(uris.parent(uri), "classes.json")))
     except (InputError, OSError, ValueError):
         return None
     names = data.get("classes") if isinstance(data, dict) else data
@@ -380,7 +316,7 @@ def _index_numpy(spec: DatasetSpec, digests: uris.DigestCache) -> dict[str, Any]
                              f"{labels.shape}; one label per image ({n},) is needed")
         label, names = class_labels(labels.tolist(), f"dataset {spec.name!r}: array 'labels' "
                                     f"of {where}", names)
-    base = _basename(spec.path)
+    base = uris.basename(spec.path)
     return {"kind": "memory", "total": n, "arrays": images, "label": label,
             "names": tuple(f"{base}[{i}]" for i in range(n)),
             "label_names": names, "content_digest": digests.digest(spec.path)}
@@ -456,188 +392,3 @@ def index_samples(
             digests.store if digests is not None else None, spec.name, parts["content_digest"]),
             ids),
     )
-
-
-# -- reading encoded images (workers) --------------------------------------------------------------
-def read_units(index: SampleIndex, needed: np.ndarray) -> list[tuple[str, Any]]:
-    """The read work for ``needed`` sample ids: one unit per Parquet row-group slice or file batch.
-
-    Each unit is small and picklable (ids and names, never bytes): ``("parquet", (row_group,
-    first_row, ids))``, ``("files", [(sample_id, relpath), ...])`` or ``("memory", ids)``.
-    """
-    needed = np.unique(np.asarray(needed, dtype=np.int64))
-    units: list[tuple[str, Any]] = []
-    if index.kind == "parquet":
-        for g, (start, rows) in enumerate(index.row_groups):
-            lo, hi = np.searchsorted(needed, [start, start + rows])
-            ids = needed[lo:hi]
-            for a in range(0, len(ids), READ_TASK_ROWS):
-                units.append(("parquet", (g, int(start), ids[a:a + READ_TASK_ROWS])))
-    elif index.kind == "image_folder":
-        for a in range(0, len(needed), READ_TASK_ROWS // 4):
-            ids = needed[a:a + READ_TASK_ROWS // 4]
-            units.append(("files", [(int(s), index.relpaths[int(s)]) for s in ids]))
-    else:
-        for a in range(0, len(needed), READ_TASK_ROWS):
-            units.append(("memory", needed[a:a + READ_TASK_ROWS]))
-    return units
-
-
-def _block(ids: list[int], payloads: list[Any], names: list[str]) -> dict[str, np.ndarray]:
-    payload = np.empty(len(payloads), dtype=object)
-    payload[:] = payloads
-    return {"sample_id": np.asarray(ids, dtype=np.int64), "payload": payload,
-            "name": np.asarray(names, dtype=object)}
-
-
-def read_unit(index: SampleIndex, unit: tuple[str, Any],
-              block_rows: int = READ_BLOCK_ROWS) -> Iterator[dict[str, np.ndarray]]:
-    """Stream one unit's encoded images as blocks (sample_id, payload, name) of ≤ ``block_rows``.
-
-    Runs on a worker: opens the file or object itself (credentials from its environment).
-    """
-    kind, arg = unit
-    label = f"dataset {index.dataset!r}: "
-    if kind == "parquet":
-        group, start, ids = arg
-        ids = np.asarray(ids, dtype=np.int64)
-        sent = 0  # ids already yielded: a retried read resumes after them
-        for attempt in range(READ_TRIES):
-            try:
-                for block in _parquet_blocks(index, group, start, ids[sent:], block_rows, label):
-                    sent += len(block["sample_id"])
-                    yield block
-                return
-            except (OSError, InputError) as err:  # pyarrow's IOError on a flaky read
-                if attempt + 1 < READ_TRIES:
-                    time.sleep(READ_BACKOFF_S * 2 ** attempt)
-                    continue
-                why = (f"{UNREADABLE}{label}{_basename(index.uri)} row group {group}: cannot "
-                       f"read after {READ_TRIES} tries: {uris.redact(str(err))}")
-                left = [int(x) for x in ids[sent:]]
-                for a in range(0, len(left), block_rows):  # flagged, never dropped
-                    yield _block(left[a:a + block_rows], [None] * len(left[a:a + block_rows]),
-                                 [why] * len(left[a:a + block_rows]))
-    elif kind == "files":
-        for a in range(0, len(arg), block_rows):
-            part = arg[a:a + block_rows]
-            payloads, names = [], []
-            for s, rel in part:
-                name = f"{label}{rel} (sample_id {s})"
-                uri = _child(index.uri, rel)
-                try:
-                    payloads.append(_retrying(name, functools.partial(_read_file, uri)))
-                except UnreadableError as err:  # flagged, never counted as an undecodable image
-                    payloads.append(None)
-                    name = f"{UNREADABLE}{err}"
-                names.append(name)
-            yield _block([s for s, _ in part], payloads, names)
-    elif kind == "arrays":  # (ids, uint8 arrays, names) carried by the task itself
-        ids, arrays, names = arg
-        for a in range(0, len(ids), block_rows):
-            part = [int(s) for s in ids[a:a + block_rows]]
-            yield _block(part, [png_bytes(x) for x in arrays[a:a + block_rows]],
-                         [f"{label}{n} (sample_id {s})"
-                          for s, n in zip(part, names[a:a + block_rows])])
-    else:
-        for a in range(0, len(arg), block_rows):
-            ids = [int(s) for s in arg[a:a + block_rows]]
-            yield _block(ids, [index.arrays[s] for s in ids],
-                         [f"{label}{index.names[s]} (sample_id {s})" for s in ids])
-
-
-def _parquet_blocks(index: SampleIndex, group: int, start: int, ids: np.ndarray, block_rows: int,
-                    label: str) -> Iterator[dict[str, np.ndarray]]:
-    """The blocks (sample_id, payload, name) of one Parquet row group's ``ids`` (sorted)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    row = start
-    ids_out: list[int] = []
-    payloads: list[Any] = []
-    if len(ids) == 0:
-        return
-    base = _basename(index.uri)
-    fs, path = uris.resolve(index.uri)
-    with fs.open_input_file(path) as f:
-        for batch in pq.ParquetFile(f).iter_batches(
-            batch_size=max(block_rows, 256), row_groups=[group], columns=[index.image_column]
-        ):
-            col = batch.column(0)
-            if pa.types.is_struct(col.type):
-                col = col.field("bytes")
-            n = len(col)
-            lo, hi = np.searchsorted(ids, [row, row + n])
-            if hi > lo:
-                ids_out += ids[lo:hi].tolist()
-                payloads += col.take(pa.array(ids[lo:hi] - row)).to_pylist()
-            while len(ids_out) >= block_rows:
-                part, ids_out = ids_out[:block_rows], ids_out[block_rows:]
-                got, payloads = payloads[:block_rows], payloads[block_rows:]
-                yield _block(part, got, [f"{label}{base}#row={s} (sample_id {s})" for s in part])
-            row += n
-            if row > ids[-1]:
-                break
-    if ids_out:
-        yield _block(ids_out, payloads, [f"{label}{base}#row={s} (sample_id {s})" for s in ids_out])
-
-
-def read_encoded(index: SampleIndex, needed: np.ndarray) -> Any:
-    """A Ray Dataset of the encoded images of ``needed`` ids: columns sample_id, payload, name.
-
-    A Ray Data datasource whose read tasks (one per :func:`read_units` unit, carrying ids and names
-    only) run on the workers and stream blocks of :data:`READ_BLOCK_ROWS` samples.
-    ``ray.data.read_parquet`` gives no row index (the stable ``sample_id``) and
-    ``read_binary_files`` stats every path on the driver, so neither fits as is. In-memory sources
-    (digits, ``.npz``) travel as lossless PNG bytes.
-    """
-    import ray
-    from ray.data.block import BlockMetadata
-    from ray.data.datasource import Datasource, ReadTask
-
-    # what a read task needs of the index: no labels, listings or arrays
-    light = dataclasses.replace(index, label=None, relpaths=None, arrays=None, names=None)
-    units = read_units(index, needed)
-
-    class EncodedImages(Datasource):
-        def estimate_inmemory_data_size(self) -> int | None:
-            return None
-
-        def get_read_tasks(self, parallelism: int, **kwargs: Any) -> list[ReadTask]:
-            tasks = []
-            for unit in units:
-                if index.kind == "memory":  # only this unit's arrays travel with its task
-                    ids = unit[1]
-                    unit = ("arrays", (ids, [index.arrays[int(s)] for s in ids],
-                                       [index.names[int(s)] for s in ids]))
-                rows = len(unit[1][2]) if unit[0] == "parquet" else len(unit[1][0]) \
-                    if unit[0] == "arrays" else len(unit[1])
-                meta = BlockMetadata(num_rows=rows, size_bytes=None, input_files=None,
-                                     exec_stats=None)
-                tasks.append(ReadTask(functools.partial(_read_task, light, unit), meta))
-            return tasks
-
-    return ray.data.read_datasource(EncodedImages())
-
-
-def _read_task(index: SampleIndex, unit: tuple[str, Any]) -> Iterator[Any]:
-    import pyarrow as pa
-
-    for block in read_unit(index, unit):
-        yield pa.table({
-            "sample_id": pa.array(block["sample_id"]),
-            "payload": pa.array(list(block["payload"]), type=pa.binary()),
-            "name": pa.array(list(block["name"]), type=pa.string()),
-        })
-
-
-def png_bytes(arr: np.ndarray) -> bytes:
-    """A uint8 (H, W[, C]) array as lossless PNG bytes."""
-    from PIL import Image
-
-    arr = np.asarray(arr)
-    if arr.ndim == 3 and arr.shape[-1] == 1:
-        arr = arr[..., 0]
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, format="PNG")
-    return buf.getvalue()

@@ -43,7 +43,7 @@ def test_reporter_outside_tune_returns_metrics_and_reports_nan_as_the_floor(prob
 @pytest.mark.timeout(600)
 def test_asha_stops_the_collapsing_plain_loop_trial_and_zoorank_run_ranks_it_last(
         ray_session, tmp_path, probe):
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_all
     from zoorank.store import Store
 

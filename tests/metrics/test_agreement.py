@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zoorank.metrics.agreement import kendall_w, rank_disagreement
+from zoorank.metrics.consensus import kendall_w, rank_disagreement
 
 
 def test_kendall_w_hand_computed_without_ties():

@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zoorank.config import ScoreOptions, parse_config
+from zoorank.config import ScoreOptions
+from zoorank.config.loading import parse_config
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.metrics.options import OPTIONS, resolve_options
 from zoorank.metrics.suite import label_free_suite
 
 NEW = "mean_abs_coordinate"
@@ -114,13 +116,13 @@ def test_settings_are_the_functions_keyword_arguments_written_once():
 
 def test_score_options_take_their_defaults_from_the_registry():
     defaults = ScoreOptions()
-    for name, option in registry.OPTIONS.items():
+    for name, option in OPTIONS.items():
         assert getattr(defaults, name) == option.default, name
     # every option a metric reads is declared, and resolve_options fills it from any source
     for entry in registry.REGISTRY.values():
-        assert set(entry.options) <= set(registry.OPTIONS)
-    resolved = registry.resolve_options({"eps": 1e-3})
-    assert resolved["eps"] == 1e-3 and resolved["mle_k"] == registry.OPTIONS["mle_k"].default
+        assert set(entry.options) <= set(OPTIONS)
+    resolved = resolve_options({"eps": 1e-3})
+    assert resolved["eps"] == 1e-3 and resolved["mle_k"] == OPTIONS["mle_k"].default
 
 
 def test_collapse_guard_is_the_same_in_score_and_tune():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from zoorank.config import DEFAULT_METRICS, LABEL_FREE_METRICS, ScoreOptions
+from zoorank.metrics.primary import primary_candidates
 from zoorank.metrics.spectral import rankme
 from zoorank.metrics.suite import (
     CONFIG_METRICS,
@@ -200,9 +201,9 @@ def test_any_exception_of_one_metric_is_recorded_and_the_others_go_on(embedding,
 
 
 def test_the_registry_is_the_one_table_config_rank_and_tune_read():
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
+    from zoorank.leaderboard import ranking_vector
     from zoorank.metrics import registry
-    from zoorank.rank import ranking_vector
     from zoorank.tune.config import OBJECTIVE_METRICS
     from zoorank.tune.objective import FLOOR
 
@@ -221,9 +222,9 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
             "models": [{"source": "timm", "name": "resnet18"}],
             "views": [{"name": "clean"}, {"name": "a", "recipe": "simclr", "per_sample": 2},
                       {"name": "b", "recipe": "simclr", "per_sample": 2}]}
-    for name in registry.primary_candidates(LABEL_FREE_METRICS, ["a", "b"]):
+    for name in primary_candidates(LABEL_FREE_METRICS, ["a", "b"]):
         assert parse_config({**base, "rank": {"primary_metric": name}}).primary_metric == name
-    assert "lidar@b" in registry.primary_candidates(LABEL_FREE_METRICS, ["a", "b"])
+    assert "lidar@b" in primary_candidates(LABEL_FREE_METRICS, ["a", "b"])
     assert ranking_vector("alignment@b", np.array([1.0]))[1] == -1
     # the default primary metric is the registry's first preference the config computes
     assert parse_config({**base, "metrics": ["rankme", "lidar"]}).primary_metric == "lidar"

@@ -6,7 +6,8 @@ import pytest
 
 from zoorank.config import ScoreOptions
 from zoorank.metrics import registry
-from zoorank.metrics.spectral import rankme
+from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.spectral import PROJECTION_DIM, rankme
 
 
 def _iso(n: int, d: int, seed: int = 0) -> np.ndarray:
@@ -29,7 +30,7 @@ def test_rankme_grows_with_width_and_the_normalised_variants_do_not():
     assert rankme(wide) > 2.5 * rankme(narrow)
     assert _value("rankme_norm", wide) == pytest.approx(_value("rankme_norm", narrow), rel=0.15)
     assert _value("rankme_proj", wide) == pytest.approx(_value("rankme_proj", narrow), rel=0.05)
-    assert _value("rankme_proj", wide) <= registry.PROJECTION_DIM
+    assert _value("rankme_proj", wide) <= PROJECTION_DIM
 
 
 def test_rankme_proj_uses_the_same_projection_for_every_model_of_a_width():
@@ -38,6 +39,6 @@ def test_rankme_proj_uses_the_same_projection_for_every_model_of_a_width():
 
 
 def test_width_sensitive_metrics_are_registered_and_the_variants_are_not():
-    assert {"rankme", "twonn_id", "mle_id", "coding_rate"} <= registry.WIDTH_SENSITIVE
-    assert not {"rankme_norm", "rankme_proj"} & registry.WIDTH_SENSITIVE
+    assert {"rankme", "twonn_id", "mle_id", "coding_rate"} <= WIDTH_SENSITIVE
+    assert not {"rankme_norm", "rankme_proj"} & WIDTH_SENSITIVE
     assert registry.expand(["rankme_norm"]) == ["rankme_norm"]

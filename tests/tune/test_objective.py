@@ -9,13 +9,15 @@ import pytest
 import torch
 
 from zoorank.config import DatasetSpec
-from zoorank.data import clean_view, decode_image, load_samples, make_views
+from zoorank.data import load_samples
+from zoorank.images import decode_image
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import cluster_learnability
 from zoorank.metrics.spectral import lidar, rankme
 from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe, score_features
 from zoorank.tune.trainers import SSLTrainer, decode_images
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import Geometry
 
 GEOMETRY = Geometry(8, "bilinear", 1.0)
@@ -35,7 +37,7 @@ def test_the_probe_set_is_fixed_by_its_seed_and_made_by_the_view_recipes(table):
     assert a.views.shape == (16, 3, 8, 8, 3) and a.clean.shape == (16, 8, 8, 3)
     # the i-th sample's views are the data module's views of that sample, in view_index order
     pos = int(np.flatnonzero(table.sample_id == a.sample_id[3])[0])
-    img = decode_image(table.image[pos])
+    img = decode_image(table.images[pos])
     np.testing.assert_array_equal(a.clean[3], clean_view(img, GEOMETRY))
     for j, view in enumerate(make_views(img, int(a.sample_id[3]), "simclr", GEOMETRY, 3, 5)):
         np.testing.assert_array_equal(a.views[3, j], view)
@@ -69,7 +71,7 @@ def test_evaluate_probe_scores_the_trainers_own_embeddings(table):
     probe = build_probe_set(table, 48, 4, "simclr", GEOMETRY, seed=0)
     params = TrialParams(method="simclr", batch_size=32, proj_hidden=32, proj_dim=16)
     trainer = SSLTrainer(params, "small_cnn", {"width": 8, "depth": 2},
-                         decode_images(table.image), GEOMETRY, (0.5,) * 3, (0.25,) * 3, "simclr",
+                         decode_images(table.images), GEOMETRY, (0.5,) * 3, (0.25,) * 3, "simclr",
                          epochs=1)
     trainer.train_steps(2)
     out = evaluate_probe(trainer, probe, ObjectiveSpec(metric="lidar", report=["rankme"],

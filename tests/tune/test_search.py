@@ -100,7 +100,7 @@ def test_the_oracle_regret_and_tau_follow_from_the_trials(digits_search):
 
 @pytest.mark.timeout(180)
 def test_an_exported_trial_reproduces_the_trainer_through_the_embed_stage(digits_search, tmp_path):
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
     from zoorank.embed import run_embed
     from zoorank.metrics.spectral import lidar
 

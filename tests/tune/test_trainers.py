@@ -28,7 +28,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def images():
     table = load_samples(DatasetSpec(name="digits", source="sklearn_digits", limit=96), seed=0)
-    return decode_images(table.image)
+    return decode_images(table.images)
 
 
 def make(images, epochs=2, **params) -> SSLTrainer:
@@ -117,7 +117,7 @@ def test_the_lr_follows_a_cosine_from_lr_to_zero(images):
 
 
 def test_an_exported_backbone_loads_through_the_zoo_with_identical_features(images, tmp_path):
-    from zoorank.config import parse_config
+    from zoorank.config.loading import parse_config
 
     t = make(images, method="vicreg", seed=2)
     t.train_steps(3)

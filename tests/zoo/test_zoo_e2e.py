@@ -25,7 +25,7 @@ from zoo_helpers import (
     timm_repo_files,
 )
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.data import load_samples
 from zoorank.embed import run_embed
 from zoorank.store import Store
@@ -128,7 +128,7 @@ def _normalized(table, sample_ids, mean, std) -> torch.Tensor:
     positions = np.searchsorted(table.sample_id, sample_ids)
     images = []
     for p in positions:
-        source = table.image[p]
+        source = table.images[p]
         data = source["bytes"] if isinstance(source, dict) else source
         images.append(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
     x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float().div_(255.0)

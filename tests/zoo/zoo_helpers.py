@@ -15,7 +15,7 @@ import timm
 import torch
 from safetensors.torch import save_file
 
-from zoorank.config import parse_config
+from zoorank.config.loading import parse_config
 from zoorank.zoo import load_model, resolve_models
 
 ARCH = "test_resnet"  # 0.4 M parameters; timm has the pretrained tag test_resnet.r160_in1k

@@ -62,7 +62,8 @@ from zoorank.catalog.scoring import (
     pool_metrics,
     reliability_path,
 )
-from zoorank.config import RunConfig, fingerprint
+from zoorank.config import RunConfig
+from zoorank.config.digests import fingerprint
 from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store, layout
 

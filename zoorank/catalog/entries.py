@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec, fingerprint
-from zoorank.data import view_subset
+from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec
+from zoorank.config.digests import fingerprint
 from zoorank.sources import SampleIndex
+from zoorank.views import view_subset
 from zoorank.zoo import ResolvedModel
 
 #: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.

@@ -17,7 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from zoorank.config import RunConfig, ScoreOptions, fingerprint
+from zoorank.config import RunConfig, ScoreOptions
+from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 from zoorank.metrics.suite import metric_inputs, metric_settings, nc_settings, per_model_metrics
 from zoorank.store import layout

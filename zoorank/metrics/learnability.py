@@ -20,7 +20,8 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import kmeans
-from zoorank.metrics.registry import fixed, option, register
+from zoorank.metrics.options import option
+from zoorank.metrics.registry import fixed, register
 
 __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
 

@@ -23,8 +23,8 @@ scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; 
 Settings. ``settings(options, seed)`` returns the keyword arguments the metric's function is called
 with — written once, recorded in every row's ``params`` and part of its fingerprint; ``notes`` are
 recorded too but not passed (fixed facts of the computation, e.g. ``n_clusters: round(sqrt(n))``).
-``options`` is a mapping of the ``score:`` options the registry declares (:func:`option`, each with
-its default; :func:`resolve_options` fills it from a ``ScoreOptions`` or any object or mapping).
+``options`` is a mapping of the ``score:`` options declared in :mod:`zoorank.metrics.options`
+(each with its default; ``resolve_options`` fills it from a ``ScoreOptions`` or any object or mapping).
 
 Versions. ``version`` is the implementation version of the metric: bump it when its maths or
 settings change, and every stored row of that metric becomes stale (and is recomputed) while the
@@ -34,7 +34,8 @@ Inputs: ``clean`` (n × d clean embeddings), ``augmented`` (n × q × d views), 
 clean embeddings of every member of a seed ensemble), ``pool`` (other metrics' rows over the pool
 of models of a dataset), ``labels`` (embeddings with labels: the label oracle and few-label scores).
 
-This module imports nothing of zoorank's: it is the bottom of the metrics layer.
+Which metric orders the leaderboard by default is :mod:`zoorank.metrics.primary`. This module imports
+only :mod:`zoorank.metrics.options` of zoorank's: it is the bottom of the metrics layer.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from zoorank.metrics.options import OPTIONS, resolve_options
 
 Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels"]
 INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels")
@@ -62,21 +65,12 @@ BUDGET_SEPARATOR = ":"
 
 
 @dataclass(frozen=True)
-class Option:
-    """One ``score:`` option a metric reads, with its default (``ScoreOptions`` takes it from here)."""
-
-    name: str
-    default: Any
-    doc: str = ""
-
-
-@dataclass(frozen=True)
 class MetricInfo:
     """Everything zoorank knows about one metric.
 
     direction : +1 higher is better, −1 lower is better (of ``|value − target|`` when ``target``).
     inputs : what it reads (module docstring).
-    options : the ``score:`` options its settings read (declared with :func:`option`).
+    options : the ``score:`` options its settings read (declared with ``options.option``).
     tune_floor : value a diverged Tune trial reports (the metric's worst); None = not a Tune metric.
     primary : whether ``rank.primary_metric`` may name it (diagnostics and label metrics may not).
     requires : per-model metrics a pool metric combines (computed whenever it is asked for).
@@ -148,26 +142,6 @@ class MetricInfo:
 # -- the tables (filled by the family modules' registrations at import) -----------------------------
 
 REGISTRY: dict[str, MetricInfo] = {}
-OPTIONS: dict[str, Option] = {}
-
-#: the default primary metric when ``rank.primary_metric`` is not set: the first of these that the
-#: config computes (CLID's paper recommends CLID for a mixed zoo; LiDAR/RankMe otherwise); metrics
-#: registered later follow in registration order.
-PRIMARY_PREFERENCE: tuple[str, ...] = (
-    "clid", "lidar", "rankme_aug", "rankme", "nc", "cluster_learnability", "twonn_id",
-    "mle_id", "coding_rate", "uniformity", "alpha_req", "alignment",
-)
-
-
-def option(name: str, default: Any, doc: str = "") -> Option:
-    """Declare a ``score:`` option with its default (once; the same declaration again is a no-op)."""
-    new = Option(name, default, doc)
-    old = OPTIONS.get(name)
-    if old is not None and old.default != default:
-        raise ValueError(f"option {name!r} is declared twice with different defaults "
-                         f"({old.default!r}, {default!r})")
-    OPTIONS.setdefault(name, new)
-    return OPTIONS[name]
 
 
 def fixed(**settings: Any) -> Settings:
@@ -214,7 +188,7 @@ def register(
         raise ValueError(f"{name!r}: a metric name may not contain '@' (views) or ':' (label budgets)")
     unknown = [o for o in options if o not in OPTIONS]
     if unknown:
-        raise ValueError(f"{name}: options {unknown} are not declared (registry.option)")
+        raise ValueError(f"{name}: options {unknown} are not declared (options.option)")
 
     def decorate(fn: F) -> F:
         entry = MetricInfo(
@@ -266,17 +240,6 @@ def install(entries: Iterable[MetricInfo]) -> None:
 # -- lookups ------------------------------------------------------------------------------------------
 
 
-def resolve_options(options: Any = None) -> dict[str, Any]:
-    """Every declared option's value: from a mapping or an object's attributes, else its default."""
-    out = {}
-    for name, opt in OPTIONS.items():
-        if isinstance(options, Mapping):
-            out[name] = options.get(name, opt.default)
-        else:
-            out[name] = getattr(options, name, opt.default)
-    return out
-
-
 def label_free() -> dict[str, MetricInfo]:
     """The label-free metrics (every input but ``labels``), in registration order."""
     return {n: m for n, m in REGISTRY.items() if m.inputs != "labels"}
@@ -285,18 +248,6 @@ def label_free() -> dict[str, MetricInfo]:
 def config_names() -> tuple[str, ...]:
     """Names a config's ``metrics:`` may list, in registration order."""
     return tuple(dict.fromkeys(m.config_name for m in label_free().values()))
-
-
-#: ``rankme_proj``: every model's embeddings are projected to this many dimensions first.
-PROJECTION_DIM = 64
-
-#: metrics that grow with the embedding width (rank- and dimension-based): ranking models of
-#: different widths by one of them orders partly by width (issue 17); RANK warns when a zoo mixes
-#: widths and one of these orders it. Width-normalised variants: ``rankme_norm``, ``rankme_proj``.
-WIDTH_SENSITIVE: frozenset[str] = frozenset({
-    "rankme", "rankme_aug", "lidar", "twonn_id", "mle_id", "coding_rate", "clid", "clid_family",
-    "numerical_rank",
-})
 
 
 def split_view(name: str) -> tuple[str, str | None]:
@@ -374,28 +325,6 @@ def pool_metrics(config_names_: Iterable[str]) -> list[str]:
 def ensemble_metrics(config_names_: Iterable[str]) -> list[str]:
     """The seed-ensemble metrics a config asks for (``nc``)."""
     return with_inputs(config_names_, "ensemble")
-
-
-def primary_candidates(config_names_: Iterable[str], augmented_views: Iterable[str] = ()) -> list[str]:
-    """Names ``rank.primary_metric`` may take for a config: its primary-eligible metrics, with
-    ``<name>@<view>`` for augmented metrics of every augmented view after the first."""
-    extra_views = list(augmented_views)[1:]
-    out = []
-    for name in expand(config_names_):
-        m = REGISTRY[name]
-        if not m.primary:
-            continue
-        out.append(name)
-        if m.inputs == "augmented":
-            out += [f"{name}{VIEW_SEPARATOR}{v}" for v in extra_views]
-    return out
-
-
-def default_primary(config_names_: Iterable[str]) -> str | None:
-    """The first metric of :data:`PRIMARY_PREFERENCE` (then registration order) the config computes."""
-    computed = expand(config_names_)
-    order = [*PRIMARY_PREFERENCE, *(n for n in computed if n not in PRIMARY_PREFERENCE)]
-    return next((m for m in order if m in computed and REGISTRY[m].primary), None)
 
 
 def directions() -> dict[str, int]:

@@ -31,7 +31,8 @@ from zoorank.metrics._checks import (
     to_numpy,
     warn_degenerate,
 )
-from zoorank.metrics.registry import PROJECTION_DIM, option, register
+from zoorank.metrics.options import option
+from zoorank.metrics.registry import register
 
 __all__ = ["alpha_req", "coding_rate", "coding_rate_reduction", "lidar", "rankme"]
 
@@ -40,6 +41,9 @@ _COLLAPSE_RTOL = 1e-10
 # Float64 working set per block when accumulating scatter matrices (bytes).
 _BLOCK_BYTES = 1 << 26
 _EPS64 = np.finfo(np.float64).eps
+
+#: ``rankme_proj``: every model's embeddings are projected to this many dimensions first.
+PROJECTION_DIM = 64
 
 option("eps", 1e-7, "RankMe / LiDAR: the p_k smoothing of the effective rank")
 option("lidar_delta", 1e-6, "LiDAR: ridge δ of the within-class scatter")

@@ -36,6 +36,7 @@ import numpy as np
 
 from zoorank.metrics import geometry, registry
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.options import option, resolve_options
 from zoorank.metrics.reliability import (
     embedding_norm,
     feature_variance,
@@ -161,14 +162,14 @@ NC_K_FRACTION = 0.02
 #: the reference set takes at most this share of the samples; the rest are the test points.
 NC_REFERENCE_FRACTION = 0.5
 
-registry.option("nc_k", 100, "NC: neighbours k (capped at 2% of the reference set)")
-registry.option("nc_reference_size", 5000, "NC: reference set size (capped at half the samples)")
-registry.option("nc_metric", "cosine", "NC: 'cosine' or 'euclidean' neighbours")
+option("nc_k", 100, "NC: neighbours k (capped at 2% of the reference set)")
+option("nc_reference_size", 5000, "NC: reference set size (capped at half the samples)")
+option("nc_metric", "cosine", "NC: 'cosine' or 'euclidean' neighbours")
 
 
 def nc_settings(options: Any, seed: int) -> dict[str, Any]:
     """The settings of an ensemble's NC and baselines (known before running: fingerprinted)."""
-    o = registry.resolve_options(options)
+    o = resolve_options(options)
     return {
         "k": o["nc_k"],
         "k_fraction_cap": NC_K_FRACTION,
@@ -214,7 +215,7 @@ def ensemble_reliability(
     ValueError
         Fewer than 2 members, fewer than 4 samples, or degenerate input to NC.
     """
-    o = registry.resolve_options(options)
+    o = resolve_options(options)
     ids = np.asarray(sample_ids, dtype=np.int64)
     if len(members) < 2:
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")

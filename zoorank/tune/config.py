@@ -17,17 +17,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from zoorank.config import (
-    NAME_PATTERN,
-    DatasetSpec,
-    OracleSpec,
-    Strict,
-    fingerprint,
-    load_yaml,
-    validation_message,
-)
+from zoorank.config import NAME_PATTERN, DatasetSpec, OracleSpec, Strict
+from zoorank.config.digests import fingerprint
+from zoorank.config.loading import load_yaml, validation_message
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.metrics.options import OPTIONS
 from zoorank.store import Store
 from zoorank.store.layout import TUNE_DIR, tune_dir
 
@@ -115,9 +110,9 @@ class ObjectiveSpec(Strict):
     #: uses the representation; projector metrics are reported as ``projector_<metric>``).
     features: Literal["representation", "projector", "both"] = "representation"
     #: the metric options the trial's metrics read (defaults: the registry's, as ``score:``).
-    lidar_delta: float = Field(default=registry.OPTIONS["lidar_delta"].default, ge=0)
-    lidar_delta_mode: Literal["absolute", "relative"] = registry.OPTIONS["lidar_delta_mode"].default
-    eps: float = Field(default=registry.OPTIONS["eps"].default, gt=0)
+    lidar_delta: float = Field(default=OPTIONS["lidar_delta"].default, ge=0)
+    lidar_delta_mode: Literal["absolute", "relative"] = OPTIONS["lidar_delta_mode"].default
+    eps: float = Field(default=OPTIONS["eps"].default, gt=0)
 
     @field_validator("metric")
     @classmethod
@@ -230,7 +225,7 @@ class TuneConfig(TrialParams):
     oracle_dataset: DatasetSpec | None = None
     backbone: BackboneSpec = Field(default_factory=BackboneSpec)
     epochs: int = Field(default=10, gt=0)
-    #: training augmentation recipe (``zoorank.data.VIEW_RECIPES``).
+    #: training augmentation recipe (``zoorank.views.VIEW_RECIPES``).
     recipe: str = "simclr"
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
     objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from zoorank.config import ModelSpec, fingerprint
+from zoorank.config import ModelSpec
+from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 from zoorank.metrics.agreement import agreement
 from zoorank.tune.config import TrialParams, TuneConfig, gpus_per_trial
@@ -252,8 +253,10 @@ def oracle_data(
 
     The split is stratified and seeded (``oracle.test_fraction``, ``probe_seed``).
     """
-    from zoorank.data import clean_view, decode_image, load_samples
+    from zoorank.data import load_samples
+    from zoorank.images import decode_image
     from zoorank.metrics.oracle import oracle_split
+    from zoorank.views import clean_view
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)
@@ -264,7 +267,8 @@ def oracle_data(
     keep = np.flatnonzero(table.label.notna().to_numpy())
     labels = table.label.to_numpy()[keep].astype(np.int64)
     images = np.stack(
-        [clean_view(decode_image(table.image[i], table.source[i]), setup.geometry) for i in keep]
+        [clean_view(decode_image(table.images[i], table.source_name(table.sample_id[i])),
+                    setup.geometry) for i in keep]
     )
     train, test, _ = oracle_split(
         np.arange(len(keep)), labels, config.oracle.test_fraction, config.probe_seed

@@ -158,10 +158,11 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     Config problems (unknown recipe or backbone, a probe set larger than the data) raise
     ConfigError before Ray starts.
     """
-    from zoorank.data import get_recipe, load_samples
+    from zoorank.data import load_samples
     from zoorank.runtime import cluster_gpus, ensure_ray
     from zoorank.tune.models import build_backbone
     from zoorank.tune.trainers import decode_images
+    from zoorank.views import get_recipe
     from zoorank.zoo import Geometry
 
     for field, recipe in (("recipe", config.recipe), ("probe.recipe", config.probe.recipe)):
@@ -183,7 +184,7 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
             f"probe.samples: {config.probe.samples} exceeds the {len(table)} samples of dataset "
             f"{config.dataset.name!r}"
         )
-    images = decode_images(table.image)
+    images = decode_images(table.images)
     input_size = bb.input_size or max(images[0].shape[:2])
     geometry = Geometry(input_size, bb.interpolation, 1.0)
     recipe = config.probe.recipe or config.recipe

@@ -177,7 +177,7 @@ def main(args: Any) -> int:
         report = inspect_checkpoint(args.checkpoint, state_dict_prefix=args.prefix)
         print(format_checkpoint_report(report, all_tensors=args.all))
         return 0
-    from zoorank.config import load_config
+    from zoorank.config.loading import load_config
     from zoorank.zoo.resolve import resolve_models
 
     print(describe_zoo(resolve_models(load_config(args.config, store=args.store))))

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoorank import uris
-from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash, fingerprint
+from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash
+from zoorank.config.digests import fingerprint
 from zoorank.errors import ConfigError
 from zoorank.uris import DigestCache
 from zoorank.zoo import hub

@@ -25,7 +25,8 @@ import yaml
 from pydantic import ValidationError
 
 from zoorank import uris
-from zoorank.config import ModelSpec, validation_message
+from zoorank.config import ModelSpec
+from zoorank.config.loading import validation_message
 from zoorank.errors import ConfigError
 from zoorank.uris import is_uri as _is_uri
 

@@ -1,4 +1,8 @@
-"""The run config (contract 4): pydantic schema, YAML loading with field-naming errors, fingerprints.
+"""The run config (contract 4): the pydantic schema, one class per section.
+
+Reading a YAML file into it, with errors that name the file and field, is
+:mod:`zoorank.config.loading`; the hashes that fingerprint configs and files are
+:mod:`zoorank.config.digests`.
 
 Relative paths in a config are taken relative to the current working directory (the directory a
 user or ``ray job submit --working-dir`` runs from), as the example configs assume.
@@ -6,25 +10,21 @@ user or ``ray job submit --working-dir`` runs from), as the example configs assu
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from zoorank.errors import ConfigError
 from zoorank.metrics import registry
+from zoorank.metrics.options import OPTIONS
+from zoorank.metrics.primary import default_primary
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
@@ -163,7 +163,7 @@ class EmbedOptions(Strict):
 
 def _metric_option(name: str, **constraints: Any) -> Any:
     """A ``score:`` field for a metric option: its default (and meaning) from the registry."""
-    opt = registry.OPTIONS[name]
+    opt = OPTIONS[name]
     return Field(default=opt.default, description=opt.doc, **constraints)
 
 
@@ -239,7 +239,7 @@ class OracleSpec(Strict):
 class RankOptions(Strict):
     aggregation: Literal["rank_product", "mean_rank", "borda"] = "rank_product"
     dataset_weights: dict[str, float] = Field(default_factory=dict)
-    #: metric that orders the leaderboard; None = the first of registry.PRIMARY_PREFERENCE that
+    #: metric that orders the leaderboard; None = the first of metrics.primary.PRIMARY_PREFERENCE that
     #: the config computes. Validated against the registry and ``metrics:``.
     primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
@@ -297,7 +297,7 @@ class RunConfig(Strict):
     @property
     def primary_metric(self) -> str | None:
         """The metric that orders the leaderboard (configured, else the registry's default)."""
-        return self.rank.primary_metric or registry.default_primary(self.metrics)
+        return self.rank.primary_metric or default_primary(self.metrics)
 
     @property
     def clean_view(self) -> ViewSpec | None:
@@ -317,106 +317,3 @@ def case_clash(names: list[str]) -> tuple[str, str] | None:
         if other != n:
             return other, n
     return None
-
-
-def _format_location(loc: tuple[Any, ...], data: Any) -> str:
-    parts: list[str] = []
-    node = data
-    for item in loc:
-        if isinstance(item, int):
-            label = None
-            if isinstance(node, list) and 0 <= item < len(node) and isinstance(node[item], dict):
-                label = node[item].get("id") or node[item].get("name")
-            parts.append(f"[{item}]" + (f"({label})" if label else ""))
-            node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
-        else:
-            if item in ("model", "from_tune") and not (isinstance(node, dict) and item in node):
-                continue
-            parts.append(("." if parts else "") + str(item))
-            node = node.get(item) if isinstance(node, dict) else None
-    return "".join(parts) or "<root>"
-
-
-def validation_message(err: ValidationError, data: Any, source: str) -> str:
-    """One line per problem: ``file: field.path: message``."""
-    seen = []
-    for e in err.errors():
-        where = _format_location(tuple(e["loc"]), data)
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        line = f"{source}: {where}: {msg}"
-        if line not in seen:
-            seen.append(line)
-    return "\n".join(seen)
-
-
-def parse_config(data: Any, source: str = "<config>") -> RunConfig:
-    """Validate a mapping as a RunConfig; raises ConfigError naming the file and field."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the config must be a YAML mapping, got {type(data).__name__}")
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(validation_message(err, data, source)) from None
-    _check_primary_metric(config, source)
-    return config
-
-
-def _check_primary_metric(config: RunConfig, source: str) -> None:
-    """``rank.primary_metric`` must be a primary-eligible metric that this config computes."""
-    name = config.rank.primary_metric
-    if name is None:
-        return
-    allowed = registry.primary_candidates(config.metrics, [v.name for v in config.augmented_views])
-    if name in allowed:
-        return
-    if registry.is_label_free(name) and registry.info(name).primary:
-        why = (f"{name!r} is not computed by this config (metrics: {list(config.metrics)}"
-               + (f", augmented views: {[v.name for v in config.augmented_views]}"
-                  if "@" in name else "") + ")")
-    elif registry.is_label_free(name):
-        why = f"{name!r} is a diagnostic, not a ranking metric"
-    else:
-        why = f"unknown metric {name!r}"
-    raise ConfigError(f"{source}: rank.primary_metric: {why}; choose one of {allowed}")
-
-
-def load_yaml(path: str | Path) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}") from None
-
-
-def load_config(path: str | Path, *, store: str | None = None) -> RunConfig:
-    """Load and validate a run config; ``store`` overrides the config's store (``--store``)."""
-    data = load_yaml(path)
-    config = parse_config(data, str(path))
-    if store is not None:
-        config = config.model_copy(update={"store": store})
-    return config
-
-
-def fingerprint(*parts: Any, length: int = 16) -> str:
-    """Stable short hash of JSON-serialisable parts (pydantic models are dumped first)."""
-
-    def plain(x: Any) -> Any:
-        if isinstance(x, BaseModel):
-            return x.model_dump(mode="json")
-        return x
-
-    blob = json.dumps([plain(p) for p in parts], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
-
-
-def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
-    """sha256 of a file's bytes (checkpoints are fingerprinted by content, not by path)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()

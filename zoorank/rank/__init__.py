@@ -1,0 +1,146 @@
+"""RANK stage: label oracle, per-dataset ranks, transfer-rank aggregation, agreement, leaderboard.
+
+Reads ``metrics`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
+writes (contract 2 plus the tables this stage adds):
+
+* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it).
+* ``leaderboard`` (table) / ``leaderboard.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
+  ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
+  an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
+  ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
+  ranked metric). The metadata key ``zoorank`` of its commit holds the settings as JSON
+  (aggregation, primary metric per dataset, in-domain accuracy).
+* ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
+  metric, per dataset and per family ('all' or a family with ≥ 3 models).
+* with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
+  and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
+  ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
+* ``failed`` — model_id, dataset, view, stage, error for models that failed or are missing.
+
+Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
+:mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
+module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
+:mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
+Only rows that are fresh for the config are read (:mod:`zoorank.catalog`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from zoorank.catalog import Catalog, build_catalog
+from zoorank.config import RunConfig
+from zoorank.console import output_console
+from zoorank.decision import UNCERTAINTY
+from zoorank.errors import NothingRankedError
+from zoorank.label_oracle import oracle_direction, run_oracle
+from zoorank.leaderboard import FAILED_COLUMNS, print_leaderboard, write_if_changed
+from zoorank.rank.agreement_table import build_agreement
+from zoorank.rank.board import build_leaderboard
+from zoorank.rank.failed import failed_models
+from zoorank.rank.markdown import leaderboard_markdown
+from zoorank.store import Store
+from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
+
+
+def _budget_directions() -> dict[str, int]:
+    from zoorank.budget import REFERENCE_ORACLES
+
+    return {o: oracle_direction(o) for o in REFERENCE_ORACLES}
+
+
+def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
+             catalog: Catalog | None = None) -> pd.DataFrame:
+    """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
+
+    ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
+    """
+    store = Store(config.store)
+    catalog = build_catalog(config) if catalog is None else catalog
+    models = catalog.models
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    oracle, oracle_failures = run_oracle(config, store, models, address, manifest, catalog)
+    return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
+                              manifest)
+
+
+def check_ranked(board: pd.DataFrame) -> None:
+    """NothingRankedError (exit 3) when no model has a rank: every model failed or is missing."""
+    if board.empty or "rank" not in board or not board["rank"].notna().any():
+        raise NothingRankedError(
+            "nothing could be ranked: every model failed or has no value of the primary metric "
+            "(see failed.parquet / leaderboard.md)")
+
+
+def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict[str, Any],
+            metrics: pd.DataFrame, manifest: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decision`) from
+    the fresh fold and health rows."""
+    from zoorank import resample
+    from zoorank.decision import decide
+
+    folds = resample.fresh_resamples(store, metrics, config.score)
+    clean = config.clean_view.name if config.clean_view else None
+    health = resample.fresh_health(store, manifest, clean)
+    return decide(config, board, settings, metrics, folds, health)
+
+
+def write_rank_outputs(
+    config: RunConfig,
+    store: Store,
+    models: Sequence[Any],
+    metrics: pd.DataFrame,
+    oracle: pd.DataFrame,
+    oracle_failures: Sequence[Mapping[str, Any]] = (),
+    show: bool = True,
+    manifest: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
+
+    Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
+    when their bytes change), prints the top rows and returns the leaderboard.
+    """
+    from zoorank import budget
+
+    model_ids = [m.model_id for m in models]
+    if not oracle.empty:
+        oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
+    oracle, budget_cells = budget.split_oracle(oracle)
+    board, settings = build_leaderboard(config, models, metrics, oracle)
+    if manifest is None:
+        manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
+    board, per_metric = _decide(config, store, board, settings, metrics, manifest)
+    agree = build_agreement(config, board, metrics, oracle)
+    agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
+                                    config.rank.bootstrap, config.seed)
+    wanted = {m.model_id: tuple(m.datasets) for m in models
+              if getattr(m, "datasets", None) is not None}
+    failed = failed_models(config, manifest, model_ids, metrics, wanted)
+    if oracle_failures:
+        failed = pd.concat([failed, pd.DataFrame(list(oracle_failures), columns=FAILED_COLUMNS)],
+                           ignore_index=True)
+    # one order whatever order the tasks finished in, so an unchanged table is not re-committed
+    failed = failed.sort_values(FAILED_COLUMNS, kind="stable").reset_index(drop=True)
+    # the leaderboard's commit names the versions of the tables written with it, so a reader
+    # (the report) sees one consistent set while another rank commits newer ones
+    versions = {AGREEMENT: store.replace_table(AGREEMENT, agree),
+                FAILED: store.replace_table(FAILED, failed),
+                UNCERTAINTY: store.replace_table(UNCERTAINTY, per_metric)}
+    store.replace_table(LEADERBOARD, board, {"zoorank": json.dumps(settings, sort_keys=True),
+                                             "zoorank_tables": json.dumps(versions)})
+    write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
+    write_if_changed(store, LEADERBOARD_MD, leaderboard_markdown(board, failed, settings).encode())
+    if show and len(board):
+        print_leaderboard(board, settings)
+        for line in budget.crossover_lines(budget.crossovers(agree)):
+            output_console().print(line, markup=False, highlight=False)
+    if show and len(failed):
+        output_console().print(f"{len(failed)} failed or missing (model, dataset) entries: "
+                               f"see {store.name}/{LEADERBOARD_MD}", style="yellow",
+                               markup=False)
+    return board

@@ -1,0 +1,136 @@
+"""The leaderboard frame: per-dataset ranks of every metric, the primary metric's aggregation over
+datasets, family and joint ranks, and each model's missing values.
+
+Conventions (ranks 1 = best, ties averaged, NaN last; directions) are those of
+:mod:`zoorank.metrics.agreement`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zoorank.config import RunConfig
+from zoorank.errors import ConfigError
+from zoorank.leaderboard import metrics_fingerprint, ranking_vector
+from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, joint_rank, rank_within
+
+#: in-domain accuracies for CLID's joint rank, in order of preference.
+IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
+
+
+def wide_table(long: pd.DataFrame, model_ids: Sequence[str]) -> pd.DataFrame:
+    """Long rows (model_id, dataset, metric, value) → models × ``<dataset>/<metric>`` columns."""
+    if long.empty:
+        return pd.DataFrame(index=pd.Index(list(model_ids), name="model_id"))
+    cols = long["dataset"].astype(str) + "/" + long["metric"].astype(str)
+    wide = (long.assign(column=cols)
+            .pivot_table(index="model_id", columns="column", values="value", aggfunc="last",
+                         dropna=False))
+    wide = wide.reindex(index=list(model_ids))
+    wide.columns.name = None
+    wide.index.name = "model_id"
+    return wide[sorted(wide.columns)]
+
+
+def missing_reasons(metrics: pd.DataFrame, model_ids: Sequence[str]) -> list[str]:
+    """Per model: ``"<dataset>/<metric>: <reason>"`` for each metric it has no value for (``; ``)."""
+    out: dict[str, list[str]] = {m: [] for m in model_ids}
+    if not metrics.empty:
+        nan = metrics[metrics["value"].isna() & metrics["model_id"].isin(model_ids)]
+        for r in nan.itertuples(index=False):
+            try:
+                reason = json.loads(r.params).get("error") or "not computed"
+            except (TypeError, ValueError):
+                reason = "not computed"
+            out[r.model_id].append(f"{r.dataset}/{r.metric}: {str(reason)[:200]}")
+    return ["; ".join(v) for v in out.values()]
+
+
+def build_leaderboard(
+    config: RunConfig,
+    models: Sequence[Any],
+    metrics: pd.DataFrame,
+    oracle: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(leaderboard frame sorted by rank, settings) from the long metric and oracle tables."""
+    info = {m.model_id: m for m in models}
+    model_ids = [m for m in info if not metrics.empty and m in set(metrics["model_id"])]
+    datasets = [d.name for d in config.datasets]
+    unknown = sorted(set(config.rank.dataset_weights) - set(datasets))
+    if unknown:
+        raise ConfigError(f"rank.dataset_weights: unknown dataset(s) {unknown}; "
+                          f"datasets: {datasets}")
+    values = wide_table(pd.concat([metrics, oracle], ignore_index=True)
+                        [["model_id", "dataset", "metric", "value"]], model_ids)
+    board = pd.DataFrame({
+        "model_id": model_ids,
+        "family": [info[m].family or "" for m in model_ids],
+        "group": [info[m].group or "" for m in model_ids],
+    })
+    ranks: dict[str, np.ndarray] = {}
+    for column in values.columns:
+        dataset, metric = column.split("/", 1)
+        oriented = ranking_vector(metric, values[column].to_numpy())
+        if oriented is not None:
+            ranks[f"{column}/rank"] = rank_within(*oriented)
+    # The primary metric orders every dataset; a model without a value on a dataset has no rank
+    # there (missing is missing), and the aggregation renormalises over the datasets it has.
+    name = config.primary_metric
+    primary: dict[str, str] = {}
+    primary_rows: dict[str, dict[str, str]] = {}
+    rank_table = {}
+    for ds in datasets:
+        column = f"{ds}/{name}"
+        if name is None or column not in values or not values[column].notna().any():
+            continue
+        primary[ds] = name
+        rank_table[ds] = np.where(values[column].notna(), ranks[f"{column}/rank"], np.nan)
+        rows = metrics[(metrics["dataset"] == ds) & (metrics["metric"] == name)]
+        # the exact rows that ordered the board, so readers (the notebook) can select them
+        primary_rows[ds] = dict(zip(rows["model_id"], rows["fingerprint"]))
+    method = config.rank.aggregation
+    settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
+                                "ordered_by": name, "primary_fingerprints": primary_rows,
+                                "metrics_fingerprint": metrics_fingerprint(config, metrics),
+                                "configured_primary_metric": config.rank.primary_metric,
+                                "dataset_weights": dict(config.rank.dataset_weights),
+                                "in_domain": None}
+    if rank_table and model_ids:
+        table = pd.DataFrame(rank_table, index=model_ids)
+        weights = {k: v for k, v in config.rank.dataset_weights.items() if k in table.columns}
+        agg = aggregate_ranks(table, method, weights).to_numpy()
+        # a model with no rank on any dataset stays unranked (NaN), it is not ranked last
+        board["rank"] = np.where(np.isnan(agg), np.nan,
+                                 rank_within(agg, AGGREGATION_DIRECTIONS[method]))
+        board["aggregate"] = agg
+    else:
+        board["rank"] = np.nan
+        board["aggregate"] = np.nan
+    board["family_rank"] = np.nan
+    for fam, idx in board.groupby("family").groups.items():
+        if fam:
+            r = board.loc[idx, "rank"].to_numpy()
+            board.loc[idx, "family_rank"] = np.where(np.isnan(r), np.nan, rank_within(r, -1))
+    for ds in datasets:
+        for acc in IN_DOMAIN_ACCURACY:
+            col = f"{ds}/{acc}"
+            if settings["in_domain"] is None and col in values and values[col].notna().any():
+                settings["in_domain"] = col
+    board["missing"] = missing_reasons(metrics, model_ids)
+    if settings["in_domain"] and board["rank"].notna().all() and len(board):
+        acc_rank = rank_within(values[settings["in_domain"]].to_numpy(), +1)
+        board["joint_rank"] = joint_rank(board["rank"].to_numpy(), acc_rank)
+    for ds, r in rank_table.items():
+        board[f"rank/{ds}"] = r
+    for column in values.columns:
+        board[column] = values[column].to_numpy()
+        if f"{column}/rank" in ranks:
+            board[f"{column}/rank"] = ranks[f"{column}/rank"]
+    board = board.sort_values(["rank", "model_id"], kind="stable").reset_index(drop=True)
+    return board, settings
+

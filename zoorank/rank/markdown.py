@@ -1,0 +1,59 @@
+"""``leaderboard.md``: the leaderboard's settings, decision lines, headline table and failed models."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from zoorank.leaderboard import decision_lines, leaderboard_headline
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "—"
+            return f"{v:.4g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([header, sep, *body])
+
+
+# -- the stage -------------------------------------------------------------------------------------
+
+
+def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, Any]) -> str:
+    lines = ["# zoorank leaderboard", ""]
+    primary = settings.get("primary_metric") or {}
+    lines.append(f"Ordered by `{settings.get('ordered_by')}`: aggregation "
+                 f"`{settings.get('aggregation')}` of its ranks over the datasets ("
+                 + ", ".join(f"{d}: `{m}`" for d, m in primary.items())
+                 + "). Rank 1 = best; ties averaged. A model with no value on a dataset has no "
+                 "rank there and is aggregated over the datasets it has; one with no value "
+                 "anywhere is unranked (listed last, its reasons in `missing`).")
+    if settings.get("in_domain"):
+        lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
+    lines.append("")
+    decision = decision_lines(board, settings)
+    if decision:
+        lines += ["## Decision", ""] + [f"* {line}" for line in decision] + [
+            "", "`rank_low`–`rank_high`: the rank interval over resamples of the evaluation "
+            "images; `p_best`: share of resamples in which the model ranks 1; `in_top_set`: not "
+            "distinguishable from rank 1 (a model with a blocking health flag never is).", ""]
+    compact = leaderboard_headline(board, settings)
+    lines += [markdown_table(compact), ""]
+    lines += ["## Failed models", ""]
+    if failed.empty:
+        lines.append("None.")
+    else:
+        lines.append(markdown_table(failed))
+    lines.append("")
+    return "\n".join(lines)
+
