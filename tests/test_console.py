@@ -76,10 +76,10 @@ LONG = "sweep-resnet18-simclr-lr0.0030-wd0.0500-temperature0.20-batch512-epoch01
 
 
 @pytest.mark.timeout(600)
-def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_path):
+def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_path, e2e_zoo):
     import e2e_models as zoo
 
-    files = zoo.build_zoo(tmp_path / "zoo")
+    files = e2e_zoo
 
     def model(key: str, model_id: str, **extra) -> dict:
         return {"id": model_id, "source": "torchscript", "name": files[key], "trust_checkpoint": True,
