@@ -480,7 +480,8 @@ from zoorank.cli import main
 rc = main(["run", cfg])
 print("RESULT " + json.dumps({"rc": rc, "removed": removed.get("node")}), flush=True)
 ray.shutdown()
-cluster.shutdown()
+for node in [*cluster.worker_nodes, cluster.head_node]:  # no graceful drain: throwaway nodes
+    cluster.remove_node(node, allow_graceful=False)
 """
 
 
