@@ -105,6 +105,7 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "RAY_TMPDIR": os.environ.get("RAY_TMPDIR", "/tmp/ray-zoorank-tests"),
            "COLUMNS": "250"}  # a wide COLUMNS must not widen piped output
+    env.pop("ZOORANK_DEBUG", None)  # the plain run: no --debug from the environment either
     out = subprocess.run(f"{sys.executable} -m zoorank run {path} | cat", shell=True, env=env,
                          capture_output=True, text=True, timeout=540,
                          cwd=Path(__file__).resolve().parents[1])
@@ -130,7 +131,6 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     # --debug brings them back: a cheap rerun (one more metric: SCORE starts Ray, nothing is embedded)
     config["metrics"] = [*config["metrics"], "alpha_req"]
     path.write_text(yaml.safe_dump(config))
-    env.pop("ZOORANK_DEBUG", None)
     debug = subprocess.run(f"{sys.executable} -m zoorank --debug score {path} 2>&1 | cat",
                            shell=True, env=env, capture_output=True, text=True, timeout=300,
                            cwd=Path(__file__).resolve().parents[1])
