@@ -19,8 +19,9 @@ from scipy import stats
 
 from zoorank.store import Store
 from zoorank.tune.config import TrialParams, parse_tune_config
-from zoorank.tune.results import oracle_summary
-from zoorank.tune.search import make_trainer, prepare_search, run_search
+from zoorank.tune.oracle import oracle_summary
+from zoorank.tune.search import prepare_search, run_search
+from zoorank.tune.trial import make_trainer
 from zoorank.zoo import read_zoo_file
 
 EPOCHS = 2
