@@ -125,3 +125,12 @@ def store_root(template, tmp_path) -> Path:
     root = tmp_path / "store"
     shutil.copytree(template, root)
     return root
+
+
+@pytest.fixture(scope="session")
+def e2e_zoo(tmp_path_factory) -> dict[str, str]:
+    """The end-to-end TorchScript zoo of ``e2e_models`` (model id → file), trained and written once
+    per session; read only."""
+    from e2e_models import build_zoo
+
+    return build_zoo(tmp_path_factory.mktemp("e2e-zoo"))

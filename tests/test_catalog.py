@@ -162,3 +162,28 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
         pd.testing.assert_frame_equal(table(name), frame)
     assert store.exists(reliability_path("digits", "rot"))
     assert run_gc(config).removed == []
+
+
+def test_an_unreadable_checkpoint_fails_its_rows_with_the_reason_and_gc_deletes_nothing(store_root):
+    import dataclasses
+
+    from zoorank.errors import InputError
+    from zoorank.gc import run_gc
+
+    config = parse_config(config_dict(str(store_root), bootstrap=0))
+    readable = build_catalog(config)
+    victim = readable.models[0].model_id
+    reason = "checkpoint s3://***@bucket/m.safetensors cannot be read: AWS Error (HTTP status 500)"
+    models = [dataclasses.replace(m, unreadable=reason) if m.model_id == victim else m
+              for m in readable.models]
+    store = Store(str(store_root))
+    manifest = store.read_manifest()
+    fresh = build_catalog(config, models).fresh_manifest(manifest)
+    rows = fresh[fresh["model_id"] == victim]
+    assert len(rows) and set(rows["status"]) == {"failed"} and set(rows["error"]) == {reason}
+    expected = readable.fresh_manifest(manifest)
+    pd.testing.assert_frame_equal(fresh[fresh["model_id"] != victim].reset_index(drop=True),
+                                  expected[expected["model_id"] != victim].reset_index(drop=True))
+    with pytest.raises(InputError, match="gc deletes nothing.*HTTP status 500"):
+        run_gc(config, models=models)
+    pd.testing.assert_frame_equal(store.read_manifest(), manifest)

@@ -521,24 +521,33 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
+    # a checkpoint the store cannot read right now (zoorank.zoo.resolve): failed with the reason,
+    # no work; every other model goes on, and the next run retries it
+    unreadable = [{**_pending_row(e), "status": "failed", "error": e.model.unreadable}
+                  for e in todo if e.model.unreadable]
+    todo = [e for e in todo if not e.model.unreadable]
     for name in catalog.stale_samples(store):
         store.replace_table(samples_path(name), catalog.samples_frame(name))
 
     results: dict[tuple[str, str, str], dict[str, Any]] = {
         k: {**previous[k], "status": "done"} for k in skipped
     }
+    if unreadable:
+        store.update_manifest(unreadable)
+        results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unreadable})
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
     pipelines: list[dict[str, Any]] = []
     if todo:
-        from zoorank.runtime import ensure_ray, release_gpu_request
+        from zoorank.runtime import ensure_ray, quiet_ray_logging, release_gpu_request
 
         ensure_ray(address)
         quiet_ray_data()
+        quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
         res = res or _resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         try:
             with Display(len(entries), enabled=show) as display:
-                display.entries_done(len(skipped))
+                display.entries_done(len(skipped) + len(unreadable))
                 display.pipeline("images", total)
                 groups, caches, unread = _decode_groups(store, config, indexes, todo)
                 before = dict(indexes)

@@ -20,6 +20,9 @@ Files written less than :data:`GC_GRACE_SECONDS` ago stay: without a lease anoth
 writing them right now. Table rows are deleted by key and fingerprint in one commit each, so a row
 another writer refreshed meanwhile stays.
 
+While a checkpoint of the config cannot be read (:attr:`zoorank.zoo.ResolvedModel.unreadable`)
+gc deletes nothing and raises InputError (exit 2): that model's fresh rows cannot be told apart.
+
 ``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
 gc skips exactly what it skipped before.
 """
@@ -35,6 +38,7 @@ import pyarrow.fs as pafs
 
 from zoorank.catalog import Catalog, build_catalog, reliability_path, samples_path, select_fresh
 from zoorank.config import RunConfig
+from zoorank.errors import InputError
 from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store, parse_shards
 from zoorank.store.layout import (
     DATASETS_DIR,
@@ -92,6 +96,11 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
 
     grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
     catalog = build_catalog(config, models) if catalog is None else catalog
+    unreadable = [m for m in catalog.models if getattr(m, "unreadable", None)]
+    if unreadable:  # its entries' fingerprints are unknown: what is fresh cannot be told
+        raise InputError(
+            f"gc deletes nothing while a checkpoint cannot be read ({len(unreadable)}): "
+            f"{unreadable[0].model_id}: {unreadable[0].unreadable}; rerun when it can be read")
     store = Store(config.store)
     report = GcReport()
     raw_manifest = store.read_manifest()

@@ -126,8 +126,10 @@ class Catalog:
         return plan_entries(self.config, self.models, self.indexes, precision)
 
     def fresh_manifest(self, manifest: pd.DataFrame) -> pd.DataFrame:
-        """``manifest`` without rows the catalog does not have, and every ``done`` row whose
-        fingerprint is not the expected one marked ``stale``."""
+        """``manifest`` without rows the catalog does not have, every ``done`` row whose
+        fingerprint is not the expected one marked ``stale``, and every row of a model whose
+        checkpoint cannot be read right now marked ``failed`` with that reason
+        (:attr:`zoorank.zoo.ResolvedModel.unreadable`: readers name it, not "stale")."""
         if manifest.empty:
             return manifest
         keys = list(zip(manifest["dataset"], manifest["view"], manifest["model_id"]))
@@ -138,6 +140,12 @@ class Catalog:
                  for k, s, fp in zip(keys, out["status"], out["fingerprint"])]
         out.loc[stale, "status"] = "stale"
         out.loc[stale, "error"] = STALE_REASON
+        unreadable = {m.model_id: m.unreadable for m in self.models
+                      if getattr(m, "unreadable", None)}
+        if unreadable:
+            hit = out["model_id"].isin(list(unreadable)).to_numpy()
+            out.loc[hit, "status"] = "failed"
+            out.loc[hit, "error"] = out.loc[hit, "model_id"].map(unreadable)
         return out.reset_index(drop=True)
 
     @staticmethod
