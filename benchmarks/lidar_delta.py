@@ -27,7 +27,7 @@ import pandas as pd
 
 from zoorank.metrics.agreement import agreement
 from zoorank.metrics.lidar_scatter import lidar
-from zoorank.score import load_augmented
+from zoorank.score.worker import load_augmented
 from zoorank.store import Store
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")

@@ -164,6 +164,32 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
     assert run_gc(config).removed == []
 
 
+def test_a_command_computes_the_score_plan_once_per_manifest_snapshot(store_root, monkeypatch):
+    import zoorank.catalog as catalog_module
+
+    calls = []
+    real = catalog_module.plan_score
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_module, "plan_score", counted)
+    config = parse_config(config_dict(str(store_root), oracle={"knn": True, "r_auroc": True},
+                                      bootstrap=0))
+    catalog = build_catalog(config)
+    run_rank(config, show=False, catalog=catalog)  # metrics, reliability and oracle freshness
+    assert len(calls) == 1 == catalog.score_plans_computed
+    # the derived plans equal the ones computed from scratch (what SCORE would run now)
+    store = Store(str(store_root))
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = store.read_metrics()
+    for stored in (metrics, metrics.iloc[::2], metrics.iloc[:0]):
+        assert catalog.plan_score(manifest, stored, lambda d, g: True) == real(
+            config, catalog.models, manifest, stored, lambda d, g: True)
+    assert len(calls) == 1
+
+
 def test_an_unreadable_checkpoint_fails_its_rows_with_the_reason_and_gc_deletes_nothing(store_root):
     import dataclasses
 
