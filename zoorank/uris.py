@@ -31,8 +31,8 @@ from zoorank.errors import InputError
 
 GLOB_CHARS = "*?["
 #: attempts per object-store request (pyarrow's default is 3: at a 10% fault rate one request in
-#: a thousand would still fail); backoff is the AWS standard strategy's (25 ms doubling per retry,
-#: so a request that always fails takes about 13 s to give up after 10 attempts).
+#: a thousand would still fail); backoff is the AWS standard strategy's (exponential: a request
+#: that always fails takes seconds to give up after 10 attempts).
 #: ``ZOORANK_S3_MAX_ATTEMPTS`` overrides it, read by :func:`s3_retry_settings` each time a
 #: filesystem is built (the test suite lowers it where a permanent failure is the point).
 S3_MAX_ATTEMPTS = 10
