@@ -222,7 +222,7 @@ _MEASURE = """
 import json, resource, sys, time
 sys.path.insert(0, {bench!r})
 import zoorank.runtime
-from zoorank.config import load_config
+from zoorank.config.loading import load_config
 from zoorank.embed import run_embed
 t0 = time.perf_counter()
 rows = run_embed(load_config({cfg!r}))

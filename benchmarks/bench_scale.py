@@ -623,7 +623,7 @@ def predict(args, big: dict, eb: dict, costs: dict) -> None:
     # score.py on GPUs: one actor per GPU with cores / GPUs BLAS threads each (score.pool_size);
     # the suite's CPU-seconds are taken to divide over those threads (its BLAS and faiss parts do;
     # see bench_metrics for the 1- vs 2-thread ratio on these cores), against one thread per GPU
-    from zoorank.score import pool_size
+    from zoorank.score.worker import pool_size
 
     actors, _, threads = pool_size(m, 0.5, cores, g)
     score_now = m * score_s / (actors * threads)

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from zoorank.metrics.agreement import agreement
-from zoorank.metrics.spectral import lidar
-from zoorank.score import load_augmented
+from zoorank.metrics.lidar_scatter import lidar
+from zoorank.score.worker import load_augmented
 from zoorank.store import Store
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import zoorank.runtime  # noqa: F401  (sets the loopback/quiet Ray environment before Ray starts)
@@ -105,3 +106,31 @@ def s3_env(s3_server, monkeypatch):
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
     yield s3_server.endpoint_url
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory) -> Path:
+    """The hand-written digits store of ``rank_fixtures`` (``write_store``), written once per
+    session; never written to: tests take a copy (``store_root``)."""
+    from rank_fixtures import write_store
+
+    root = tmp_path_factory.mktemp("rank-template")
+    write_store(str(root))
+    return root
+
+
+@pytest.fixture
+def store_root(template, tmp_path) -> Path:
+    """A copy of ``template`` for one test, at ``tmp_path / "store"``."""
+    root = tmp_path / "store"
+    shutil.copytree(template, root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def e2e_zoo(tmp_path_factory) -> dict[str, str]:
+    """The end-to-end TorchScript zoo of ``e2e_models`` (model id → file), trained and written once
+    per session; read only."""
+    from e2e_models import build_zoo
+
+    return build_zoo(tmp_path_factory.mktemp("e2e-zoo"))

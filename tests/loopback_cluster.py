@@ -95,6 +95,36 @@ def end_process_group(proc: subprocess.Popen, timeout: float = 90) -> None:
         proc.wait(timeout=timeout)
 
 
+def kill_process_group(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGKILL the process group ``proc`` leads (started with ``start_new_session``) and wait until
+    none of its processes is left (reaped or gone), at most ``timeout`` seconds."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=timeout)
+    deadline = time.time() + timeout
+    while _live_members(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that are not zombies (Linux ``/proc``; orphaned zombies wait on
+    whatever reaps them here, which may be no one in a container)."""
+    live = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            live.append(int(entry.name))
+    return live
+
+
 def _node_ports() -> dict[str, int]:
     names = ("dashboard_agent_listen_port", "metrics_agent_port", "runtime_env_agent_port",
              "metrics_export_port", "object_manager_port")
@@ -217,9 +247,15 @@ class LoopbackCluster:
             return json.load(r)["status"]
 
     def stop(self) -> None:
-        """End the cluster's process group, then remove its temp dir."""
+        """End the cluster, then remove its temp dir.
+
+        Every process of every node (GCS, raylets, agents, workers, job drivers) is in the server's
+        process group: it is SIGKILLed at once (nothing on these throwaway nodes needs a drain, and
+        removing the nodes one by one costs tens of seconds on 2 cores), and this returns once no
+        process of the group is left.
+        """
         if self._proc is not None:
-            end_process_group(self._proc)
+            kill_process_group(self._proc)
             self._proc = None
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)

@@ -115,13 +115,13 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
     """Write samples, embeddings, manifest, metrics and reliability per dataset (dataset i uses
     the digits images i·n .. (i+1)·n); returns the first dataset's embeddings."""
     from zoorank.metrics.geometry import uniformity
+    from zoorank.metrics.rankme_family import rankme
     from zoorank.metrics.reliability import (
         embedding_norm,
         feature_variance,
         mean_knn_distance,
         neighborhood_consistency,
     )
-    from zoorank.metrics.spectral import rankme
 
     store = Store(root)
     manifest, rows, first = [], [], None

@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from rank_fixtures import config_dict, embeddings, stamp_fingerprints, write_store
+from rank_fixtures import config_dict, embeddings, stamp_fingerprints
 
 from zoorank.catalog import build_catalog, reliability_path, samples_path
 from zoorank.config.loading import parse_config
@@ -21,20 +21,6 @@ from zoorank.rank import run_rank
 from zoorank.store import Store
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("catalog-template")
-    write_store(str(root))
-    return root
-
-
-@pytest.fixture
-def store_root(template, tmp_path):
-    root = tmp_path / "store"
-    shutil.copytree(template, root)
-    return root
 
 
 def _parquet_dataset(path) -> None:
@@ -176,3 +162,54 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
         pd.testing.assert_frame_equal(table(name), frame)
     assert store.exists(reliability_path("digits", "rot"))
     assert run_gc(config).removed == []
+
+
+def test_a_command_computes_the_score_plan_once_per_manifest_snapshot(store_root, monkeypatch):
+    import zoorank.catalog as catalog_module
+
+    calls = []
+    real = catalog_module.plan_score
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_module, "plan_score", counted)
+    config = parse_config(config_dict(str(store_root), oracle={"knn": True, "r_auroc": True},
+                                      bootstrap=0))
+    catalog = build_catalog(config)
+    run_rank(config, show=False, catalog=catalog)  # metrics, reliability and oracle freshness
+    assert len(calls) == 1 == catalog.score_plans_computed
+    # the derived plans equal the ones computed from scratch (what SCORE would run now)
+    store = Store(str(store_root))
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = store.read_metrics()
+    for stored in (metrics, metrics.iloc[::2], metrics.iloc[:0]):
+        assert catalog.plan_score(manifest, stored, lambda d, g: True) == real(
+            config, catalog.models, manifest, stored, lambda d, g: True)
+    assert len(calls) == 1
+
+
+def test_an_unreadable_checkpoint_fails_its_rows_with_the_reason_and_gc_deletes_nothing(store_root):
+    import dataclasses
+
+    from zoorank.errors import InputError
+    from zoorank.gc import run_gc
+
+    config = parse_config(config_dict(str(store_root), bootstrap=0))
+    readable = build_catalog(config)
+    victim = readable.models[0].model_id
+    reason = "checkpoint s3://***@bucket/m.safetensors cannot be read: AWS Error (HTTP status 500)"
+    models = [dataclasses.replace(m, unreadable=reason) if m.model_id == victim else m
+              for m in readable.models]
+    store = Store(str(store_root))
+    manifest = store.read_manifest()
+    fresh = build_catalog(config, models).fresh_manifest(manifest)
+    rows = fresh[fresh["model_id"] == victim]
+    assert len(rows) and set(rows["status"]) == {"failed"} and set(rows["error"]) == {reason}
+    expected = readable.fresh_manifest(manifest)
+    pd.testing.assert_frame_equal(fresh[fresh["model_id"] != victim].reset_index(drop=True),
+                                  expected[expected["model_id"] != victim].reset_index(drop=True))
+    with pytest.raises(InputError, match="gc deletes nothing.*HTTP status 500"):
+        run_gc(config, models=models)
+    pd.testing.assert_frame_equal(store.read_manifest(), manifest)

@@ -1,9 +1,10 @@
-"""User-facing output off a terminal: plain text within 100 columns, each verdict once, and a tie is
-never called an overtake."""
+"""User-facing output off a terminal: plain text within 100 columns, each verdict once, a tie is
+never called an overtake, and Ray's own start-up notes and warnings only with ``--debug``."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,14 +37,49 @@ def test_a_tie_at_the_printed_precision_is_not_an_overtake():
     assert "overtakes coding_rate (τ=+0.38) at 5 labels/class (τ=+0.39)" in lines[0]
 
 
+#: a line Ray prints, not zoorank: its log format ("2026-01-01 12:00:00,123\tWARNING file.py:85
+#: -- ..."), forwarded worker/raylet output ("(raylet) ...", "(embed_slice pid=1) ..."), and the
+#: notes seen on a plain run (start-up, token auth, usage stats, Ray Data's progress-bar note).
+RAY_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(DEBUG|INFO|WARNING|ERROR)\s|^\((raylet|\w+ pid=|pid=)"
+    r"|Started a local Ray instance|Token authentication|Progress bars disabled|usage stats"
+    r"|[Mm]etrics exporter|ray\.data|ray/_private", re.MULTILINE)
+
+
+def test_the_ray_line_pattern_matches_what_ray_prints():
+    ray_lines = [
+        "2026-11-24 11:09:19,519\tWARNING authentication_token_setup.py:85 -- Token authentication "
+        "is enabled for this Ray cluster.",
+        "2026-11-24 11:29:52,451\tINFO worker.py:2038 -- Started a local Ray instance.",
+        "(raylet) [2026-11-24 11:29:52] WARNING: the object store is using /tmp",
+        "(embed_slice pid=4242) UserWarning: something",
+    ]
+    assert all(RAY_LINE.search(line) for line in ray_lines)
+    assert not RAY_LINE.search("failed b (digits/clean): CheckpointError: cannot import 'x'")
+
+
+@pytest.mark.parametrize(("tau_free", "tau_budget", "crossover"), [
+    (0.55, 0.55, False),   # equal: not a crossover
+    (0.55, 0.549, False),  # below
+    (0.55, 0.56, True),    # strictly above at the printed precision
+])
+def test_a_crossover_needs_a_score_strictly_above_the_best_label_free_tau(
+        tau_free, tau_budget, crossover):
+    table = budget.crossovers(_tie_frame(tau_free, tau_budget)).set_index("score")
+    found = table.loc["logme", "crossover_labels_per_class"]
+    assert (found == 5) if crossover else np.isnan(found)
+    line, = budget.crossover_lines(budget.crossovers(_tie_frame(tau_free, tau_budget)))
+    assert ("overtakes" in line and "does not" not in line) == crossover, line
+
+
 LONG = "sweep-resnet18-simclr-lr0.0030-wd0.0500-temperature0.20-batch512-epoch0100-seed"
 
 
 @pytest.mark.timeout(600)
-def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_path):
+def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_path, e2e_zoo):
     import e2e_models as zoo
 
-    files = zoo.build_zoo(tmp_path / "zoo")
+    files = e2e_zoo
 
     def model(key: str, model_id: str, **extra) -> dict:
         return {"id": model_id, "source": "torchscript", "name": files[key], "trust_checkpoint": True,
@@ -69,6 +105,7 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "RAY_TMPDIR": os.environ.get("RAY_TMPDIR", "/tmp/ray-zoorank-tests"),
            "COLUMNS": "250"}  # a wide COLUMNS must not widen piped output
+    env.pop("ZOORANK_DEBUG", None)  # the plain run: no --debug from the environment either
     out = subprocess.run(f"{sys.executable} -m zoorank run {path} | cat", shell=True, env=env,
                          capture_output=True, text=True, timeout=540,
                          cwd=Path(__file__).resolve().parents[1])
@@ -87,3 +124,15 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
         hits = [line for line in lines if marker in line]
         assert len(hits) == len(set(hits)), hits
     assert sum("top set (" in line for line in lines) == 1
+    # Ray's own start-up notes and warnings stay out of a plain run's output (stdout and stderr)
+    assert not RAY_LINE.search(out.stdout), RAY_LINE.findall(out.stdout)
+    assert not RAY_LINE.search(out.stderr), out.stderr[-3000:]
+
+    # --debug brings them back: a cheap rerun (one more metric: SCORE starts Ray, nothing is embedded)
+    config["metrics"] = [*config["metrics"], "alpha_req"]
+    path.write_text(yaml.safe_dump(config))
+    debug = subprocess.run(f"{sys.executable} -m zoorank --debug score {path} 2>&1 | cat",
+                           shell=True, env=env, capture_output=True, text=True, timeout=300,
+                           cwd=Path(__file__).resolve().parents[1])
+    assert debug.returncode == 0, debug.stdout[-3000:]
+    assert "Started a local Ray instance" in debug.stdout, debug.stdout[-3000:]

@@ -28,10 +28,11 @@ import torch
 import yaml
 from embed_worker import build_zoo, photo_folder
 
-from zoorank.catalog import build_catalog
+from zoorank.catalog import build_catalog, plan_entries
 from zoorank.config.loading import load_config, parse_config
 from zoorank.data import load_samples
-from zoorank.embed import chunk_models, plan_entries, run_embed
+from zoorank.embed import run_embed
+from zoorank.embedplan import chunk_models
 from zoorank.errors import ConfigError, InputError
 from zoorank.images import decode_image
 from zoorank.sources import index_samples
@@ -479,7 +480,8 @@ from zoorank.cli import main
 rc = main(["run", cfg])
 print("RESULT " + json.dumps({"rc": rc, "removed": removed.get("node")}), flush=True)
 ray.shutdown()
-cluster.shutdown()
+for node in [*cluster.worker_nodes, cluster.head_node]:  # no graceful drain: throwaway nodes
+    cluster.remove_node(node, allow_graceful=False)
 """
 
 
@@ -543,7 +545,7 @@ def test_a_worker_node_lost_mid_embed_loses_no_model(tmp_path):
 
 # -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------
 def test_verify_rows_accepts_exactly_one_row_per_sample_and_view_index():
-    from zoorank.embed import verify_rows
+    from zoorank.embedplan import verify_rows
 
     ids = np.array([4, 9, 11])
     sid, vi = np.repeat(ids, 3), np.tile(np.arange(3), 3)
@@ -559,8 +561,9 @@ def test_verify_rows_accepts_exactly_one_row_per_sample_and_view_index():
 
 
 def test_auto_device_is_cuda_when_the_cluster_has_or_can_add_gpus():
+    from zoorank.catalog import planned_precision
     from zoorank.config import EmbedOptions
-    from zoorank.embed import choose_device, planned_precision
+    from zoorank.embedplan import choose_device
 
     assert choose_device("auto", 0, 0) == "cpu"
     assert choose_device("auto", 2, 0) == "cuda"
@@ -574,7 +577,7 @@ def test_auto_device_is_cuda_when_the_cluster_has_or_can_add_gpus():
 
 
 def test_slices_keep_entries_to_a_few_files():
-    from zoorank.embed import SLICE_MIN_ROWS, slices_for
+    from zoorank.embedplan import SLICE_MIN_ROWS, slices_for
 
     assert slices_for(chunks=1, workers=8, smallest_entry_rows=512, parts=40) == 1
     assert slices_for(1, 8, 8 * SLICE_MIN_ROWS, 40) == 8
@@ -724,13 +727,13 @@ def test_gpu_scheduled_work_runs_on_cpu_torch_only_when_allowed(monkeypatch):
 @pytest.mark.timeout(60)
 def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
     from zoorank.config import EmbedOptions
-    from zoorank.embed import _resources
+    from zoorank.embed.resources import cluster_resources
     from zoorank.runtime import autoscaler_gpus, cluster_gpus, wait_for_gpus
 
     assert cluster_gpus() == 0 and autoscaler_gpus() == 0  # a local Ray: no autoscaler
     with pytest.raises(ConfigError, match="embed.device"):
-        _resources(EmbedOptions(device="cuda"))
-    assert _resources(EmbedOptions()).device == "cpu"
+        cluster_resources(EmbedOptions(device="cuda"))
+    assert cluster_resources(EmbedOptions()).device == "cpu"
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="no GPU"):
         wait_for_gpus(2, timeout_s=1.0, poll_s=0.2)

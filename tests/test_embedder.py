@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from zoorank.catalog import planned_precision
 from zoorank.config import EmbedOptions
 from zoorank.config.loading import parse_config
 from zoorank.embed_progress import mixed_versions
 from zoorank.embedder import ChunkEmbedder, library_versions, resolve_precision
-from zoorank.embedplan import planned_precision
 from zoorank.zoo import resolve_models
 
 GEOMETRY = {"input_size": 8, "interpolation": "bilinear", "crop_pct": 1.0}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -29,20 +28,6 @@ def fresh_metrics(config, store):
     return build_catalog(config).fresh_metrics(store)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fresh-template")
-    write_store(str(root))
-    return root
-
-
-@pytest.fixture
-def store_root(template, tmp_path):
-    root = tmp_path / "store"
-    shutil.copytree(template, root)
-    return root
 
 
 def _config(root, **changes):

@@ -350,7 +350,7 @@ def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(tmp
 
 def test_undecodable_samples_are_part_of_the_datasets_identity(tmp_path):
     from zoorank import uris
-    from zoorank.embedplan import dataset_selection
+    from zoorank.catalog import dataset_selection
     from zoorank.sources import known_undecodable, record_undecodable
     from zoorank.store import Store
 

@@ -70,15 +70,14 @@ def _snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, ray_session):
+def run(tmp_path_factory, ray_session, e2e_zoo):
     import yaml
-    from e2e_models import build_zoo
 
     from zoorank.config.loading import load_config
     from zoorank.pipeline import run_all
 
     root = tmp_path_factory.mktemp("e2e")
-    files = build_zoo(root / "zoo")
+    files = e2e_zoo
     path = root / "run.yaml"
     path.write_text(yaml.safe_dump(_config(root, files)))
     config = load_config(path)

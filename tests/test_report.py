@@ -128,7 +128,8 @@ def test_many_ensembles_get_one_nc_box_plot_and_histograms_of_the_extremes(repor
     from rank_fixtures import config_dict, stamp_fingerprints
 
     from zoorank.rank import run_rank
-    from zoorank.report import MAX_RELIABILITY_HISTOGRAMS, run_report
+    from zoorank.report import run_report
+    from zoorank.report.plots import MAX_RELIABILITY_HISTOGRAMS
 
     root, _, _ = report
     copy = tmp_path / "store"
@@ -311,3 +312,49 @@ def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consen
             assert forest.bounding_box()["y"] < 2 * fold  # right under the decision text
         finally:
             browser.close()
+
+
+def _report_with_versions(report, tmp_path, torch_versions):
+    """A copy of the report's store whose done entries record ``torch_versions`` (cycled) and one
+    timm / Pillow version each, reported again; returns the page's decision-screen paragraphs."""
+    import itertools
+    import shutil
+
+    from zoorank.report import run_report
+
+    root, config, _ = report
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    store = Store(str(copy))
+    manifest = store.read_manifest()
+    done = manifest["status"] == "done"
+    cycle = itertools.cycle(torch_versions)
+    manifest["versions"] = manifest["versions"].astype(object)
+    manifest.loc[done, "versions"] = [
+        json.dumps({"torch": next(cycle), "timm": "1.0.9", "Pillow": "11.0.0",
+                    "transformers": "4.50.0"}, sort_keys=True) for _ in range(int(done.sum()))]
+    store.write_parquet("manifest", manifest)
+    run_report(config)
+    page = (copy / "report" / "index.html").read_text()
+    return re.findall(r"<p id='version-warning'[^>]*>(.*?)</p>", page), page
+
+
+def test_a_store_embedded_with_two_torch_versions_is_warned_about_on_the_decision_screen(
+        report, tmp_path):
+    secret_build = "2.12.1+https://builder:hunter2secret@wheels.example.com/torch"
+    found, page = _report_with_versions(report, tmp_path, ["2.13.0", secret_build])
+    assert len(found) == 1
+    warning = found[0]
+    # the library that differs, with both versions seen (sorted), redacted; the uniform ones unnamed
+    assert "torch 2.12.1+https://" in warning and " / 2.13.0" in warning
+    assert "hunter2secret" not in page
+    assert "timm" not in warning and "Pillow" not in warning and "transformers" not in warning
+    # on the decision screen, next to the other warnings
+    decision = page[page.index("<section id='decision'"):page.index("</section>")]
+    assert "id='version-warning'" in decision
+
+
+def test_a_store_embedded_with_one_set_of_versions_has_no_version_warning(report, tmp_path):
+    found, page = _report_with_versions(report, tmp_path, ["2.13.0"])
+    assert found == [] and "version-warning" not in page

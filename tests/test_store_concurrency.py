@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,14 +118,28 @@ def _no_duplicates(store: Store) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, pd.DataFrame]:
-    """One `zoorank run` alone on a fresh store: what every concurrent scenario must equal."""
+def single_run(tmp_path_factory) -> Path:
+    """One `zoorank run` alone on a fresh local store; its store's path (never written again:
+    tests that start from a finished run take a copy, :func:`_finished_store`)."""
     tmp = tmp_path_factory.mktemp("single")
     proc = _zoorank(["run", str(_config(tmp, str(tmp / "store"), "single"))], tmp, "single")
     assert _finish(proc, tmp, "single") == 0, _log(tmp, "single")
-    store = Store(tmp / "store")
+    return tmp / "store"
+
+
+@pytest.fixture(scope="module")
+def reference(single_run) -> dict[str, pd.DataFrame]:
+    """What the single run left: what every concurrent scenario must equal."""
+    store = Store(single_run)
     _no_duplicates(store)
     return _state(store)
+
+
+def _finished_store(single_run: Path, tmp_path: Path) -> str:
+    """A copy of the single run's store at ``tmp_path / "store"``: what a first `zoorank run` of
+    the config there leaves (the store holds no absolute path), without paying for that run."""
+    shutil.copytree(single_run, tmp_path / "store")
+    return str(tmp_path / "store")
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
@@ -182,11 +197,9 @@ def test_a_writer_stopped_then_resumed_overwrites_nothing_the_other_committed(re
     _assert_same(_state(store), reference)
 
 
-def test_report_while_a_run_writes_reads_one_snapshot(reference, tmp_path):
-    uri = str(tmp_path / "store")
+def test_report_while_a_run_writes_reads_one_snapshot(single_run, tmp_path):
+    uri = _finished_store(single_run, tmp_path)
     cfg = _config(tmp_path, uri, "run")
-    first = _zoorank(["run", str(cfg)], tmp_path, "first")
-    assert _finish(first, tmp_path, "first") == 0, _log(tmp_path, "first")
     # a second run re-ranks with a different bootstrap (new leaderboard commits) while reports run
     data = yaml.safe_load(cfg.read_text())
     data["rank"]["bootstrap"] = 30
@@ -213,12 +226,11 @@ def test_report_while_a_run_writes_reads_one_snapshot(reference, tmp_path):
     _no_duplicates(store)
 
 
-def test_a_truncated_shard_is_re_embedded_by_the_next_run(reference, tmp_path):
-    uri = str(tmp_path / "store")
+def test_a_truncated_shard_is_re_embedded_by_the_next_run(single_run, reference, tmp_path):
+    uri = _finished_store(single_run, tmp_path)
     cfg = _config(tmp_path, uri, "run")
-    first = _zoorank(["run", str(cfg)], tmp_path, "first")
-    assert _finish(first, tmp_path, "first") == 0, _log(tmp_path, "first")
     store = Store(uri)
+    _assert_same(_state(store), reference)  # the copy is a finished run's store
     row = store.read_manifest().iloc[0]
     key = (row["dataset"], row["view"], row["model_id"])
     old = store.shard_names(*key)

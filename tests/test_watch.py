@@ -117,13 +117,26 @@ def test_watch_ranks_each_uploaded_checkpoint_once_and_ends_where_one_run_ends(
     env = {**os.environ, "ZOORANK_PROGRESS": "0", "RAY_ADDRESS": ""}
     watcher = _zoorank("run", str(tmp_path / "watch.yaml"), "--watch", "--interval", "0.5",
                        "--settle", "0", "--until", str(n), env=env)
+    seen = []  # the watcher's lines read before the rest of the uploads
+
+    def upload(i: int) -> None:
+        _checkpoint(tmp_path / f"run{i}.safetensors", i)
+        s3_server.client.upload_file(str(tmp_path / f"run{i}.safetensors"), "watch-ckpts",
+                                     f"sweep/run{i}.safetensors")
+
     try:
-        for i in range(n):  # this process uploads the sweep's checkpoints one by one
-            time.sleep(4)
-            _checkpoint(tmp_path / f"run{i}.safetensors", i)
-            s3_server.client.upload_file(str(tmp_path / f"run{i}.safetensors"), "watch-ckpts",
-                                         f"sweep/run{i}.safetensors")
+        # this process uploads the sweep's checkpoints one by one: the first, then (once the
+        # watcher has ranked it) the others, so they arrive while it watches, not all at once
+        upload(0)
+        for line in watcher.stdout:  # ends early (EOF) if the watcher exits
+            seen.append(line)
+            if line.startswith("watch: round"):
+                break
+        for i in range(1, n):
+            time.sleep(1)
+            upload(i)
         output, _ = watcher.communicate(timeout=600)
+        output = "".join(seen) + output
     finally:
         if watcher.poll() is None:
             watcher.kill()

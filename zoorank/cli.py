@@ -9,6 +9,7 @@ anything else (traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zoorank", description="Rank zoos of vision checkpoints without labels."
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and Ray's own logs")
     parser.add_argument("--version", action="version", version=f"zoorank {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -148,6 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:  # Ray's own start-up notes and worker output too (zoorank.runtime)
+        from zoorank.runtime import ENV_DEBUG
+
+        os.environ[ENV_DEBUG] = "1"
     _terminate_cleanly()
     install_logging_filter("ray", "ray.data", "ray.tune", "zoorank")
     try:

@@ -11,14 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoorank.catalog.entries import (  # noqa: F401  (re-exported: the stage's planning API)
-    EMBED_VERSION,
-    Entry,
-    dataset_selection,
-    entry_fingerprint,
-    plan_entries,
-    planned_precision,
-)
+from zoorank.catalog import Entry
 from zoorank.config import EmbedOptions
 from zoorank.zoo import ResolvedModel, estimate_model_bytes
 

@@ -14,11 +14,17 @@ Removed (each counted, with the bytes freed):
 * reliability tables that are not fresh (seed ensembles that no longer exist, an ensemble metric
   no longer configured or computed under other settings);
 * sample and label tables of datasets no longer in the config;
-* decoded-view caches (``cache/views/``) an interrupted embed left behind.
+* decoded-view caches (``cache/views/``) an interrupted embed left behind;
+* data files of the Delta tables that no version at or after the grace period references any more
+  (the files a MERGE, replace or delete superseded; Delta's ``VACUUM``), after the row deletions
+  above.
 
 Files written less than :data:`GC_GRACE_SECONDS` ago stay: without a lease another process may be
 writing them right now. Table rows are deleted by key and fingerprint in one commit each, so a row
 another writer refreshed meanwhile stays.
+
+While a checkpoint of the config cannot be read (:attr:`zoorank.zoo.ResolvedModel.unreadable`)
+gc deletes nothing and raises InputError (exit 2): that model's fresh rows cannot be told apart.
 
 ``--dry-run`` reports the same without deleting anything. Everything fresh stays, so a rerun after
 gc skips exactly what it skipped before.
@@ -35,15 +41,18 @@ import pyarrow.fs as pafs
 
 from zoorank.catalog import Catalog, build_catalog, reliability_path, samples_path, select_fresh
 from zoorank.config import RunConfig
-from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store, parse_shards
+from zoorank.errors import InputError
+from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store
 from zoorank.store.layout import (
     DATASETS_DIR,
     EMBEDDINGS_DIR,
     ORACLE,
     RELIABILITY_DIR,
+    REPORT_DIR,
     VIEW_CACHE_DIR,
     reliability_dir,
 )
+from zoorank.store.shards import parse_shards
 
 #: files younger than this are never removed: without a lease, another process may be writing
 #: them right now (an embed's new shards or view cache); ``ZOORANK_GC_GRACE_SECONDS`` overrides.
@@ -60,8 +69,11 @@ class GcReport:
     reliability_tables: int = 0
     sample_tables: int = 0
     view_caches: int = 0
+    table_files: int = 0
     bytes_freed: int = 0
     removed: list[str] = field(default_factory=list)
+    #: the table data files vacuumed (or that would be), store-relative
+    vacuumed: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"{self.metric_rows} metric row(s), {self.oracle_rows} oracle row(s), "
@@ -69,7 +81,8 @@ class GcReport:
                 f"director(y/ies), {self.shard_files} unreferenced shard(s), "
                 f"{self.reliability_tables} reliability table(s), "
                 f"{self.sample_tables} sample table(s), "
-                f"{self.view_caches} decoded-view cache(s); "
+                f"{self.view_caches} decoded-view cache(s), "
+                f"{self.table_files} unreferenced table file(s); "
                 f"{self.bytes_freed / 1e6:.2f} MB")
 
 
@@ -92,6 +105,11 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
 
     grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
     catalog = build_catalog(config, models) if catalog is None else catalog
+    unreadable = [m for m in catalog.models if getattr(m, "unreadable", None)]
+    if unreadable:  # its entries' fingerprints are unknown: what is fresh cannot be told
+        raise InputError(
+            f"gc deletes nothing while a checkpoint cannot be read ({len(unreadable)}): "
+            f"{unreadable[0].model_id}: {unreadable[0].unreadable}; rerun when it can be read")
     store = Store(config.store)
     report = GcReport()
     raw_manifest = store.read_manifest()
@@ -172,6 +190,19 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
         report.view_caches += 1
         _remove(store, rel, report, dry_run)
 
+    # table data files the tables no longer reference (superseded by the commits above or earlier)
+    for name in _delta_tables(store):
+        # the log keeps listing a vacuumed file until a checkpoint drops it: count what is there
+        listed = store.vacuum_table(name, grace, dry_run=True)
+        infos = store.fs.get_file_info([store.path(f) for f in listed]) if listed else []
+        present = [(f, int(i.size or 0)) for f, i in zip(listed, infos)
+                   if i.type == pafs.FileType.File]
+        if present and not dry_run:
+            store.vacuum_table(name, grace)
+        report.table_files += len(present)
+        report.bytes_freed += sum(size for _, size in present)
+        report.vacuumed += [f for f, _ in present]
+
     verb = "would free" if dry_run else "freed"
     Console().print(f"gc {store.name}: {verb} {report.summary()}")
     return report
@@ -182,3 +213,21 @@ def _remove(store: Store, relpath: str, report: GcReport, dry_run: bool) -> None
     report.removed.append(relpath)
     if not dry_run:
         store.delete(relpath)
+
+
+#: store folders that hold no Delta table (shards, plain Parquet, files for people, caches).
+_NOT_TABLES = (EMBEDDINGS_DIR, RELIABILITY_DIR, REPORT_DIR, VIEW_CACHE_DIR)
+
+
+def _delta_tables(store: Store, prefix: str = "", depth: int = 3) -> list[str]:
+    """Every Delta table of the store (a folder holding ``_delta_log``), store-relative."""
+    out = []
+    for name in store.list_dirs(prefix) if prefix else store.list_dirs():
+        rel = f"{prefix}/{name}" if prefix else name
+        if name.startswith("_") or rel in _NOT_TABLES:
+            continue
+        if store.exists(rel, "_delta_log"):
+            out.append(rel)
+        elif depth > 1:
+            out += _delta_tables(store, rel, depth - 1)
+    return out

@@ -45,7 +45,7 @@ def _from_npz(path: Path, labels_key: str | None) -> tuple[np.ndarray, np.ndarra
 def _from_parquet(path: Path, labels_key: str | None):
     import pyarrow.dataset as ds
 
-    from zoorank.store import _embeddings_from_table
+    from zoorank.store.shards import embeddings_from_table
 
     table = ds.dataset(str(path), format="parquet").to_table()
     if "embedding" not in table.column_names:
@@ -60,7 +60,7 @@ def _from_parquet(path: Path, labels_key: str | None):
 
             order = pc.sort_indices(table, [("sample_id", "ascending"), ("view_index", "ascending")])
             labels = table.column(labels_key).take(order).to_numpy(zero_copy_only=False)
-        emb = _embeddings_from_table(table)
+        emb = embeddings_from_table(table)
         q = int(np.unique(emb.view_index).size)
         return emb.embedding, labels, q
     col = table.column("embedding").combine_chunks()

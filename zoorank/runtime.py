@@ -1,8 +1,18 @@
-"""Starting or joining Ray the same way everywhere (CLI, pipelines, tests)."""
+"""Starting or joining Ray the same way everywhere (CLI, pipelines, tests).
+
+Ray's own output stays out of the user's console unless ``--debug`` (:data:`ENV_DEBUG`): its
+start-up notes and warnings (the local-instance line, the token-auth notice, Ray Data's
+progress-bar note) are below the level its loggers show, and worker and raylet output is not
+forwarded to the driver (it stays in Ray's session logs). A worker's exception reaches zoorank
+as the task's error (:mod:`zoorank.runner`), so failures are still recorded in the failed table.
+With ``--debug`` Ray logs at INFO and forwards worker output as it does by default.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 
 # Ray binds to the machine's interface address by default; these keep a local Ray on loopback and
 # quiet. They must be set before Ray starts, so they are set on import of this module.
@@ -15,21 +25,49 @@ for _k, _v in _RAY_ENV.items():
     os.environ.setdefault(_k, _v)
 
 
+#: set to ``1`` (by ``zoorank --debug``): Ray's own logs and worker output on the console.
+ENV_DEBUG = "ZOORANK_DEBUG"
+#: Ray's Python loggers whose records zoorank keeps off the console (``ray`` covers its children
+#: except those with their own handlers, as Ray Data's).
+RAY_LOGGERS = ("ray", "ray.data", "ray.data._internal.execution.streaming_executor", "ray.tune",
+               "ray.train", "ray.air")
+
+
+def debug_enabled() -> bool:
+    """Whether ``--debug`` asked for Ray's own output (:data:`ENV_DEBUG`)."""
+    return os.environ.get(ENV_DEBUG, "") not in ("", "0")
+
+
+def quiet_ray_logging() -> None:
+    """Ray's loggers at ERROR (INFO with ``--debug``), and Ray's Python warnings (deprecations
+    of Ray Data and Tune) ignored unless ``--debug``."""
+    level = logging.INFO if debug_enabled() else logging.ERROR
+    for name in RAY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    if not debug_enabled():
+        warnings.filterwarnings("ignore", module=r"ray(\.|$)")
+
+
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Start a local Ray on demand (``address=None``) or join one (``"auto"`` / ``ray://...``).
 
     A Ray that is already initialised in this process (a test session, a Ray job) is reused.
+    Ray's own output is kept off the console unless ``--debug`` (see the module docstring).
     """
     import ray
 
     if ray.is_initialized():
+        quiet_ray_logging()
         return
     if address is None:
         address = os.environ.get("RAY_ADDRESS") or None
-    kwargs: dict = {"include_dashboard": False, "log_to_driver": True, "logging_level": "WARNING"}
+    debug = debug_enabled()
+    kwargs: dict = {"include_dashboard": False, "log_to_driver": debug,
+                    "logging_level": "INFO" if debug else "ERROR"}
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
     ray.init(address=address, **kwargs)
+    quiet_ray_logging()  # after init: it sets the "ray" logger's level from logging_level
 
 
 def cluster_gpus() -> float:

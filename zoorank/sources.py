@@ -32,6 +32,7 @@ import pandas as pd
 
 from zoorank import uris
 from zoorank.errors import InputError
+from zoorank.store.layout import undecodable_file
 
 if TYPE_CHECKING:
     from zoorank.config import DatasetSpec
@@ -330,19 +331,15 @@ _INDEXERS = {
 }
 
 
-def undecodable_path(dataset: str) -> str:
-    return f"datasets/{dataset}/undecodable.json"
-
-
 def known_undecodable(store: Store | None, dataset: str, content_digest: str) -> np.ndarray:
     """Sorted sample_ids of this content that a decode found undecodable (empty when none known).
 
-    Kept in ``datasets/<dataset>/undecodable.json`` as ``{content_digest: [sample_id, ...]}``.
+    Kept in :func:`zoorank.store.layout.undecodable_file` as ``{content_digest: [sample_id, ...]}``.
     """
-    if store is None or not store.exists(undecodable_path(dataset)):
+    if store is None or not store.exists(undecodable_file(dataset)):
         return np.zeros(0, np.int64)
     try:
-        known = store.read_json(undecodable_path(dataset))
+        known = store.read_json(undecodable_file(dataset))
     except (OSError, ValueError):
         return np.zeros(0, np.int64)
     ids = known.get(content_digest, []) if isinstance(known, dict) else []
@@ -359,7 +356,7 @@ def record_undecodable(store: Store, dataset: str, content_digest: str, ids: Any
     after = np.union1d(before, np.asarray(list(ids), dtype=np.int64))
     if len(after) == len(before):
         return False
-    store.write_json(undecodable_path(dataset), {content_digest: [int(x) for x in after]})
+    store.write_json(undecodable_file(dataset), {content_digest: [int(x) for x in after]})
     return True
 
 

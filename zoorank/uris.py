@@ -31,10 +31,14 @@ from zoorank.errors import InputError
 
 GLOB_CHARS = "*?["
 #: attempts per object-store request (pyarrow's default is 3: at a 10% fault rate one request in
-#: a thousand would still fail); backoff is the AWS standard strategy's.
-S3_MAX_ATTEMPTS = int(os.environ.get("ZOORANK_S3_MAX_ATTEMPTS", "10"))
-#: seconds before an S3 request that got no answer is abandoned (and retried).
-S3_REQUEST_TIMEOUT_S = float(os.environ.get("ZOORANK_S3_REQUEST_TIMEOUT", "20"))
+#: a thousand would still fail); backoff is the AWS standard strategy's (exponential: a request
+#: that always fails takes seconds to give up after 10 attempts).
+#: ``ZOORANK_S3_MAX_ATTEMPTS`` overrides it, read by :func:`s3_retry_settings` each time a
+#: filesystem is built (the test suite lowers it where a permanent failure is the point).
+S3_MAX_ATTEMPTS = 10
+#: seconds before an S3 request that got no answer is abandoned (and retried);
+#: ``ZOORANK_S3_REQUEST_TIMEOUT`` overrides it.
+S3_REQUEST_TIMEOUT_S = 20.0
 S3_CONNECT_TIMEOUT_S = 10.0
 
 
@@ -167,20 +171,33 @@ def with_retries(fs: pafs.FileSystem) -> pafs.FileSystem:
 
     S3: the AWS standard retry strategy (exponential backoff with jitter) with
     :data:`S3_MAX_ATTEMPTS` attempts per request and a :data:`S3_REQUEST_TIMEOUT_S` request
-    timeout, so a stalled request is retried rather than waited on; the other options (endpoint,
-    credentials, region) are kept. Other filesystems are returned as they are. A filesystem
+    timeout (both overridable, :func:`s3_retry_settings`), so a stalled request is retried rather
+    than waited on; the other options (endpoint, credentials, region) are kept. Other
+    filesystems are returned as they are. A filesystem
     pickled to a Ray worker loses its retry strategy (pyarrow does not pickle it): workers build
     theirs from the URI through :func:`resolve` (``Store`` pickles as its URI).
     """
     if not isinstance(fs, pafs.S3FileSystem):
         return fs
+    attempts, request_timeout = s3_retry_settings()
     options = dict(fs.__reduce__()[1][0])
     if options.get("request_timeout", -1) is None or options.get("request_timeout", -1) < 0:
-        options["request_timeout"] = S3_REQUEST_TIMEOUT_S
+        options["request_timeout"] = request_timeout
     if options.get("connect_timeout", -1) is None or options.get("connect_timeout", -1) < 0:
         options["connect_timeout"] = S3_CONNECT_TIMEOUT_S
     return pafs.S3FileSystem(**options,
-                             retry_strategy=pafs.AwsStandardS3RetryStrategy(S3_MAX_ATTEMPTS))
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(attempts))
+
+
+def s3_retry_settings() -> tuple[int, float]:
+    """(attempts per S3 request, request timeout in s): :data:`S3_MAX_ATTEMPTS` and
+    :data:`S3_REQUEST_TIMEOUT_S`, or ``ZOORANK_S3_MAX_ATTEMPTS`` / ``ZOORANK_S3_REQUEST_TIMEOUT``
+    from this process's environment (the one place they are read)."""
+    attempts = int(os.environ.get("ZOORANK_S3_MAX_ATTEMPTS", S3_MAX_ATTEMPTS))
+    timeout = float(os.environ.get("ZOORANK_S3_REQUEST_TIMEOUT", S3_REQUEST_TIMEOUT_S))
+    if attempts < 1 or timeout <= 0:
+        raise InputError("ZOORANK_S3_MAX_ATTEMPTS must be >= 1 and ZOORANK_S3_REQUEST_TIMEOUT > 0")
+    return attempts, timeout
 
 
 def join(uri: str, path: str) -> str:

@@ -53,6 +53,7 @@ from zoorank.catalog.scoring import (
     ScorePlan,
     clid_pools,
     ensemble_metrics,
+    entry_fingerprints,
     existing_fingerprints,
     expected_pool_fingerprint,
     group_fingerprint,
@@ -61,18 +62,22 @@ from zoorank.catalog.scoring import (
     pool_fingerprint,
     pool_metrics,
     reliability_path,
+    remaining_plan,
 )
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
+from zoorank.metrics import registry
 from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store, layout
 
 __all__ = [
     "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",
     "Entry", "GroupTask", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
-    "dataset_selection", "ensemble_metrics", "entry_fingerprint", "existing_fingerprints",
+    "dataset_selection", "ensemble_metrics", "entry_fingerprint", "entry_fingerprints",
+    "existing_fingerprints",
     "expected_fingerprints", "group_fingerprint", "metric_fingerprint", "plan_entries",
     "plan_score", "planned_precision", "pool_fingerprint", "pool_metrics", "reliability_path",
+    "remaining_plan",
     "samples_path", "select_fresh",
 ]
 
@@ -112,6 +117,12 @@ class Catalog:
     entries: dict[Key, tuple[str, ...]]
     digests: uris.DigestCache | None = field(default=None, repr=False)
     _labels: dict[str, str] = field(default_factory=dict, repr=False)
+    #: SCORE's whole plan (every expected task, nothing stored) per manifest snapshot, keyed by
+    #: the snapshot's done and failed entries (and the registry's metric versions); computed once
+    #: and reused by every reader.
+    _score_plans: dict[Any, ScorePlan] = field(default_factory=dict, repr=False)
+    #: how many SCORE plans this catalog computed (one per manifest snapshot it was asked about).
+    score_plans_computed: int = 0
 
     # -- embeddings ---------------------------------------------------------------------------
 
@@ -126,8 +137,10 @@ class Catalog:
         return plan_entries(self.config, self.models, self.indexes, precision)
 
     def fresh_manifest(self, manifest: pd.DataFrame) -> pd.DataFrame:
-        """``manifest`` without rows the catalog does not have, and every ``done`` row whose
-        fingerprint is not the expected one marked ``stale``."""
+        """``manifest`` without rows the catalog does not have, every ``done`` row whose
+        fingerprint is not the expected one marked ``stale``, and every row of a model whose
+        checkpoint cannot be read right now marked ``failed`` with that reason
+        (:attr:`zoorank.zoo.ResolvedModel.unreadable`: readers name it, not "stale")."""
         if manifest.empty:
             return manifest
         keys = list(zip(manifest["dataset"], manifest["view"], manifest["model_id"]))
@@ -138,6 +151,12 @@ class Catalog:
                  for k, s, fp in zip(keys, out["status"], out["fingerprint"])]
         out.loc[stale, "status"] = "stale"
         out.loc[stale, "error"] = STALE_REASON
+        unreadable = {m.model_id: m.unreadable for m in self.models
+                      if getattr(m, "unreadable", None)}
+        if unreadable:
+            hit = out["model_id"].isin(list(unreadable)).to_numpy()
+            out.loc[hit, "status"] = "failed"
+            out.loc[hit, "error"] = out.loc[hit, "model_id"].map(unreadable)
         return out.reset_index(drop=True)
 
     @staticmethod
@@ -151,16 +170,38 @@ class Catalog:
 
     # -- metrics, ensembles, pools, reliability -----------------------------------------------
 
+    def expected_score_plan(self, manifest: pd.DataFrame) -> ScorePlan:
+        """SCORE's plan over a fresh manifest with nothing stored: every task it would run, with
+        the fingerprints of every row it writes. Computed once per manifest snapshot (its done and
+        failed entries) and shared; callers must not modify it."""
+        done, failed = entry_fingerprints(manifest)
+        # the metrics' implementation versions are in every row's fingerprint: a registration
+        # made (or bumped) after the plan was computed gives a new plan
+        versions = tuple(sorted((name, e.version) for name, e in registry.REGISTRY.items()))
+        key = (frozenset(done.items()), frozenset(failed), versions)
+        plan = self._score_plans.get(key)
+        if plan is None:
+            plan = plan_score(self.config, self.models, manifest, pd.DataFrame(columns=["model_id"]),
+                              lambda dataset, group: False)
+            self._score_plans[key] = plan
+            self.score_plans_computed += 1
+        return plan
+
     def plan_score(self, manifest: pd.DataFrame, metrics: pd.DataFrame | None = None,
                    reliability_exists: Any = lambda dataset, group: False) -> ScorePlan:
-        """SCORE's plan over a fresh manifest: everything expected, minus what ``metrics`` holds."""
-        metrics = pd.DataFrame(columns=["model_id"]) if metrics is None else metrics
-        return plan_score(self.config, self.models, manifest, metrics, reliability_exists)
+        """SCORE's plan over a fresh manifest: everything expected, minus what ``metrics`` holds
+        (and ensembles whose rows are current and whose reliability table exists)."""
+        expected = self.expected_score_plan(manifest)
+        if metrics is None or metrics.empty:
+            stored: dict[Key, str] = {}
+        else:
+            stored = existing_fingerprints(metrics)
+        return remaining_plan(expected, stored, reliability_exists)
 
     def metric_fingerprints(self, manifest: pd.DataFrame) -> dict[Key, str]:
         """(model_id, dataset, metric) → the fingerprint of every metric row SCORE writes from
         the fresh entries of ``manifest`` (a fresh manifest): per-model, ensemble and pool rows."""
-        plan = self.plan_score(manifest)
+        plan = self.expected_score_plan(manifest)
         out: dict[Key, str] = {}
         for task in plan.model_tasks:
             for metric, fp in task.fingerprints:
@@ -178,7 +219,7 @@ class Catalog:
     def reliability_tables(self, manifest: pd.DataFrame) -> dict[tuple[str, str], tuple[str, ...]]:
         """(dataset, group) → members of every seed ensemble whose reliability table is expected
         (an ensemble metric is configured and the group has ≥ 2 fresh members)."""
-        plan = self.plan_score(manifest)
+        plan = self.expected_score_plan(manifest)
         return {(g.dataset, g.group): g.members for g in plan.group_tasks}
 
     def fresh_reliability(self, manifest: pd.DataFrame, metrics: pd.DataFrame
@@ -186,7 +227,7 @@ class Catalog:
         """(dataset, group) → fingerprint of the reliability tables that are fresh: expected, and
         written with the ensemble rows that are stored with the expected fingerprint (a table is
         written by the same task as its members' ensemble rows)."""
-        plan = self.plan_score(manifest)
+        plan = self.expected_score_plan(manifest)
         stored = existing_fingerprints(metrics)
         out = {}
         for g in plan.group_tasks:

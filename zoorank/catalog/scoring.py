@@ -10,6 +10,7 @@ is read from :mod:`zoorank.metrics.registry`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -100,7 +101,9 @@ class ScorePlan:
 # -- planning (pure) ----------------------------------------------------------------------------
 
 
-def _entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
+def entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
+    """(dataset, view, model_id) → fingerprint of the ``done`` rows, and the (dataset, model_id)
+    of the ``failed`` ones."""
     done, failed = {}, set()
     for r in manifest.itertuples(index=False):
         key = (r.dataset, r.view, r.model_id)
@@ -164,7 +167,7 @@ def plan_score(
 ) -> ScorePlan:
     """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
     options, seed = config.score, config.seed
-    done, failed = _entry_fingerprints(manifest)
+    done, failed = entry_fingerprints(manifest)
     stored = existing_fingerprints(metrics)
     clean = config.clean_view.name if config.clean_view else None
     augmented_views = [v.name for v in config.augmented_views]
@@ -220,6 +223,29 @@ def plan_score(
             current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
             if not (current and reliability_exists(dataset, group)):
                 plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
+    return plan
+
+
+def remaining_plan(expected: ScorePlan, stored: dict[tuple[str, str, str], str],
+                   reliability_exists: Any = lambda dataset, group: True) -> ScorePlan:
+    """``expected`` (:func:`plan_score` with nothing stored) minus the rows ``stored`` holds with
+    their expected fingerprint: what :func:`plan_score` gives with those rows stored."""
+    plan = ScorePlan(eligible={d: list(ids) for d, ids in expected.eligible.items()},
+                     missing=list(expected.missing), failed=list(expected.failed),
+                     ensembles={d: dict(g) for d, g in expected.ensembles.items()},
+                     up_to_date=expected.up_to_date)
+    for task in expected.model_tasks:
+        fps = tuple((m, fp) for m, fp in task.fingerprints
+                    if stored.get((task.model_id, task.dataset, m)) != fp)
+        if fps:
+            plan.model_tasks.append(dataclasses.replace(
+                task, metrics=tuple(m for m, _ in fps), fingerprints=fps))
+        else:
+            plan.up_to_date += 1
+    for g in expected.group_tasks:
+        current = all(stored.get((m, g.dataset, "nc")) == g.fingerprint for m in g.members)
+        if not (current and reliability_exists(g.dataset, g.group)):
+            plan.group_tasks.append(g)
     return plan
 
 

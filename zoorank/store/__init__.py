@@ -23,6 +23,7 @@ never rewritten in place. A manifest row lists its entry's shards (``shards``, a
 names); readers read only those, a re-embed writes new files and one manifest commit swaps the
 reference, and files no manifest row references are what ``zoorank gc`` removes. Plain files are
 written under a temporary name and renamed locally; on object stores a single PUT is atomic.
+The shard format and the manifest's references to shards: :mod:`zoorank.store.shards`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from zoorank import uris
 from zoorank.store import layout, tables
 from zoorank.store.layout import MANIFEST, METRICS
+from zoorank.store.shards import Embeddings, embedding_table, embeddings_from_table, referenced_shards
 
 MANIFEST_KEY = ["dataset", "view", "model_id"]
 MANIFEST_COLUMNS = [
@@ -92,56 +93,6 @@ UPDATE_RULES = {
     layout.ORACLE: ("t.fingerprint IS NULL OR s.fingerprint IS NULL"
                     " OR t.fingerprint <> s.fingerprint OR t.value IS NULL"),
 }
-
-
-@dataclass(frozen=True)
-class Embeddings:
-    """Rows of one (dataset, view, model) entry, sorted by (sample_id, view_index)."""
-
-    sample_id: np.ndarray  # int64 (rows,)
-    view_index: np.ndarray  # int32 (rows,)
-    embedding: np.ndarray  # float32 (rows, dim)
-
-    def grouped(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sample_ids (n,), views (n, q, dim)) for augmented views; every sample must have q views."""
-        ids, counts = np.unique(self.sample_id, return_counts=True)
-        if len(ids) == 0:
-            return ids, self.embedding.reshape(0, 0, self.embedding.shape[-1])
-        if not np.all(counts == counts[0]):
-            raise ValueError("samples have different numbers of views; cannot group n×q")
-        q = int(counts[0])
-        return ids, self.embedding.reshape(len(ids), q, -1)
-
-
-def embedding_table(sample_id: np.ndarray, view_index: np.ndarray, embedding: np.ndarray) -> pa.Table:
-    """Arrow table with the contract-2 columns (embedding as fixed_size_list<float32>[dim])."""
-    emb = np.ascontiguousarray(embedding, dtype=np.float32)
-    if emb.ndim != 2:
-        raise ValueError(f"embedding must be 2-D (rows, dim), got {emb.shape}")
-    flat = pa.array(emb.reshape(-1), type=pa.float32())
-    column = pa.FixedSizeListArray.from_arrays(flat, emb.shape[1])
-    return pa.table(
-        {
-            "sample_id": pa.array(np.asarray(sample_id, dtype=np.int64)),
-            "view_index": pa.array(np.asarray(view_index, dtype=np.int32)),
-            "embedding": column,
-        }
-    )
-
-
-def _embeddings_from_table(table: pa.Table) -> Embeddings:
-    sample_id = table.column("sample_id").to_numpy().astype(np.int64)
-    view_index = table.column("view_index").to_numpy().astype(np.int32)
-    col = table.column("embedding").combine_chunks()
-    if isinstance(col.type, pa.ExtensionType):  # a Ray Data tensor column
-        col = col.storage
-    if len(col) == 0:
-        emb = np.zeros((0, 0), dtype=np.float32)
-    else:
-        dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
-        emb = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
-    order = np.lexsort((view_index, sample_id))
-    return Embeddings(sample_id[order], view_index[order], emb[order])
 
 
 def _same_rows(a: pd.DataFrame, b: pd.DataFrame) -> bool:
@@ -386,6 +337,11 @@ class Store:
         frame, info, _ = self.read_table_commit(name)
         return frame, info.get(key)
 
+    def vacuum_table(self, name: str, older_than_s: float, dry_run: bool = False) -> list[str]:
+        """Delete (or list) the data files of table ``name`` that it stopped referencing at least
+        ``older_than_s`` seconds ago (rounded up to whole hours); their store-relative paths."""
+        return [f"{name}/{f}" for f in tables.vacuum(self.table(name), older_than_s, dry_run)]
+
     def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
         """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""
         tables.delete(self.table(name), keys, key)
@@ -418,7 +374,7 @@ class Store:
         in its directory for an entry the manifest does not list (or a row without ``shards``)."""
         if manifest is None:
             manifest = self.read_manifest()
-        names = _referenced(manifest, dataset, view, model_id)
+        names = referenced_shards(manifest, dataset, view, model_id)
         if names is not None:
             return names
         return self.list_files(self.embedding_dir(dataset, view, model_id), suffix=".parquet")
@@ -436,7 +392,7 @@ class Store:
             )
         base = self.embedding_dir(dataset, view, model_id)
         parts = [self.read_parquet(f"{base}/{n}") for n in names]
-        return _embeddings_from_table(pa.concat_tables(parts))
+        return embeddings_from_table(pa.concat_tables(parts))
 
     # -- manifest and long tables ----------------------------------------------------------------
     def read_manifest(self) -> pd.DataFrame:
@@ -476,23 +432,3 @@ class Store:
 
     def read_metrics(self) -> pd.DataFrame:
         return self.read_frame(METRICS, METRICS_COLUMNS)
-
-
-def _referenced(manifest: pd.DataFrame, dataset: str, view: str, model_id: str) -> list[str] | None:
-    """An entry's shards per ``manifest``: [] unless done; None when it has no row or no list."""
-    m = manifest
-    hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
-    if hit.empty:
-        return None
-    if hit.iloc[-1]["status"] != "done":
-        return []
-    return parse_shards(hit.iloc[-1].get("shards"))
-
-
-def parse_shards(value: object) -> list[str] | None:
-    """A manifest row's ``shards`` cell as a list of file names (None when not recorded)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return None
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [str(v) for v in json.loads(str(value))]

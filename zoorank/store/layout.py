@@ -34,6 +34,11 @@ def samples_table(dataset: str) -> str:
     return f"{DATASETS_DIR}/{dataset}/samples"
 
 
+def undecodable_file(dataset: str) -> str:
+    """The sample_ids a decode found undecodable, per content digest of a dataset (JSON)."""
+    return f"{DATASETS_DIR}/{dataset}/undecodable.json"
+
+
 def embedding_dir(dataset: str, view: str, model_id: str) -> str:
     """The directory of one (dataset, view, model) entry's immutable shards."""
     return f"{EMBEDDINGS_DIR}/{dataset}/{view}/{model_id}"

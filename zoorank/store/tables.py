@@ -16,6 +16,7 @@ Readers see one committed version (snapshot isolation) and need no lease.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -271,6 +272,15 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
                         storage_options=loc.storage_options or None, commit_properties=props)
 
     _retry(action, f"replace {loc!r}")
+
+
+def vacuum(loc: TableLocation, older_than_s: float, dry_run: bool = False) -> list[str]:
+    """Delete (or with ``dry_run`` list) the data files the table no longer references that were
+    removed from it at least ``older_than_s`` seconds ago; returns their paths relative to the
+    table. Delta counts whole hours, so the age is rounded up to the next hour (never shorter)."""
+    hours = max(0, math.ceil(older_than_s / 3600.0))
+    return list(_open(loc).vacuum(retention_hours=hours, dry_run=dry_run,
+                                  enforce_retention_duration=False))
 
 
 def drop(loc: TableLocation, fs, path: str) -> None:

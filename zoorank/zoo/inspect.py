@@ -154,7 +154,9 @@ def describe_zoo(models: list[Any]) -> str:
         weights = (f"pretrained {m.weights_revision}" if m.weights_revision
                    else uris.redact(spec.checkpoint) if spec.checkpoint
                    else "seeded random init" if spec.source in ("timm", "python") else spec.name)
-        params = count_parameters(m)
+        params = count_parameters(m) if not getattr(m, "unreadable", None) else None
+        if getattr(m, "unreadable", None):
+            weights += f" ({m.unreadable})"
         extras = [f"group {m.group}"] if m.group else []
         extras += [f"family {m.family}"] if m.family else []
         extras += [f"datasets {', '.join(m.datasets)}"] if m.datasets is not None else []

@@ -4,6 +4,20 @@ No network is built and no weights are read into memory here. Checkpoints may be
 any ``pyarrow.fs`` URI (``s3://``, ``gs://``); their content digests come from a
 :class:`zoorank.uris.DigestCache` kept in the store, so a file is read in full once per
 (URI, size, modification time), not once per stage.
+
+Which checkpoint problems stop the run and which fail one entry:
+
+* **config errors** (:class:`~zoorank.errors.ConfigError`, exit 2): the config points at nothing
+  -- a local path or object that does not exist (the store answers "not found"), a glob that
+  matches no file, a malformed ``zoo.yaml`` or URI, an unknown source or architecture, duplicate
+  ids. Fixing them needs an edit of the config or of the files.
+* **unreadable checkpoints** (:attr:`ResolvedModel.unreadable`, the run goes on, exit 0): the
+  object exists or may exist but cannot be read right now -- the store answers with an error
+  after its retries (an S3 500, a timeout, a reset connection, access denied), or reading a local
+  file fails (permission denied, an I/O error). That model is kept with the redacted reason; EMBED
+  records its entries ``failed`` with it (manifest, the ``failed`` table, the report), every other
+  model is embedded, scored and ranked on the same samples, and the next run retries it.
+  ``zoorank gc`` deletes nothing while a checkpoint cannot be read (it cannot tell what is fresh).
 """
 
 from __future__ import annotations
@@ -55,6 +69,10 @@ class ResolvedModel:
     weights_revision: str | None = None
     #: the Hugging Face cache the hub weights were found in (actors read them from there).
     hub_cache: str | None = None
+    #: why the checkpoint cannot be read right now (the store's error, redacted); None when it
+    #: was read. Such a model is a failed entry of this run (see the module docstring); its
+    #: ``fingerprint`` is a placeholder no embedding ever has, ``checkpoint_digest`` is None.
+    unreadable: str | None = None
 
     def wants(self, dataset: str) -> bool:
         """Whether this model is ranked on ``dataset``."""
@@ -74,7 +92,8 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> lis
     their ``zoo.yaml``. ``digests`` defaults to the store's digest cache (saved back at the end).
     Raises ConfigError naming the model when a glob matches nothing, a file, directory or cached
     model is missing, an architecture is unknown, a dataset is not the config's, or two models
-    get the same id.
+    get the same id. A checkpoint that exists (or may) but cannot be read is no error: its model
+    comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring).
     """
     own = digests is None
     digests = _digest_cache(config.store) if digests is None else digests
@@ -203,13 +222,19 @@ def _expand(
     return [_resolve_one(spec, label, digests)]
 
 
+def _unreadable(spec: ModelSpec, err: OSError) -> str:
+    """The redacted reason a checkpoint that exists (or may) cannot be read."""
+    return (f"checkpoint {uris.redact(spec.checkpoint or spec.name)} cannot be read: "
+            f"{uris.redact(str(err) or type(err).__name__)}")
+
+
 def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedModel:
+    unreadable = None
     if spec.checkpoint:
         try:
             found = uris.stat(spec.checkpoint) is not None
         except OSError as err:  # the store answered with an error (after retries), not "missing"
-            raise ConfigError(f"{label}: checkpoint {uris.redact(spec.checkpoint)} cannot be "
-                              f"read: {uris.redact(str(err))}") from None
+            found, unreadable = True, _unreadable(spec, err)
         if not found:
             raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
     directory = None
@@ -233,8 +258,13 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     revision = None
     if spec.pretrained:
         digest, revision = _pretrained_digest(spec, label, digests)
-    else:
-        digest = _weights_digest(spec, label, digests, directory)
+    elif unreadable is None:
+        try:
+            digest = _weights_digest(spec, label, digests, directory)
+        except OSError as err:  # listed, but its bytes cannot be read (after retries)
+            unreadable = _unreadable(spec, err)
+    if unreadable is not None:
+        digest = None
     excluded = {"id", "group", "family", "checkpoint", "datasets"}
     # fields added later are left out at their defaults, so earlier fingerprints stay valid
     excluded |= {f for f in ("pretrained", "state_dict_prefix") if not getattr(spec, f)}
@@ -244,7 +274,8 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     return ResolvedModel(
         model_id=str(spec.id),
         spec=spec,
-        fingerprint=fingerprint(MODEL_VERSION, digest, spec_part),
+        fingerprint=(fingerprint(MODEL_VERSION, digest, spec_part) if unreadable is None
+                     else fingerprint(MODEL_VERSION, "unreadable", spec_part)),
         geometry=geometry,
         normalization=normalization,
         group=spec.group,
@@ -254,6 +285,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         preprocessing_origin=origin,
         weights_revision=revision,
         hub_cache=str(hub.hub_cache_dir()) if spec.pretrained or directory_from_hub else None,
+        unreadable=unreadable,
     )
 
 

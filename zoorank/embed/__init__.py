@@ -34,15 +34,16 @@ add some (:func:`zoorank.runtime.autoscaler_gpus`), else ``cpu``. With ``cuda`` 
 driver asks the autoscaler for GPU workers and waits up to ``embed.gpu_wait_seconds``.
 ``embed.allow_cpu_torch`` (or ``ZOORANK_GPU_AS_CPU=1``) lets GPU-scheduled tasks run on CPU torch
 (tests on fake GPU resources).
+
+The stage is this module; the decode of each group into the view cache: :mod:`.decode_groups`; the
+manifest rows of an entry (pending, verified): :mod:`.entry_rows`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,29 +53,16 @@ import numpy as np
 import pandas as pd
 
 from zoorank import viewcache
-from zoorank.catalog import Catalog, build_catalog, samples_path
-from zoorank.config import EmbedOptions, RunConfig, ViewSpec
-from zoorank.config.digests import fingerprint
+from zoorank.catalog import Catalog, Entry, build_catalog, planned_precision, samples_path
+from zoorank.config import RunConfig
+from zoorank.embed.decode_groups import Caches, Groups, decode_groups, with_undecodable
+from zoorank.embed.entry_rows import pending_row, verified_row
+from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
-from zoorank.embedplan import (  # noqa: F401  (re-exported: the stage's planning API)
-    EMBED_VERSION,
-    SLICE_MIN_ROWS,
-    Entry,
-    choose_device,
-    chunk_entries,
-    chunk_models,
-    dataset_selection,
-    entry_fingerprint,
-    plan_entries,
-    planned_precision,
-    slices_for,
-    verify_rows,
-)
-from zoorank.errors import ConfigError, InputError
-from zoorank.sample_reader import UnreadableError
-from zoorank.sources import SampleIndex
-from zoorank.store import Store, parse_shards
-from zoorank.views import ViewGeometry, ViewPlan, check_views
+from zoorank.embedplan import chunk_entries, slices_for
+from zoorank.store import Store
+from zoorank.store.shards import parse_shards
+from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger(__name__)
@@ -154,71 +142,6 @@ def complete_entries(
 
 # -- the driver ------------------------------------------------------------------------------------
 @dataclass
-class _Resources:
-    device: str
-    precision: str
-    num_workers: int  # embedding tasks that run at once (GPUs, or CPU workers)
-    num_threads: int
-    num_cpus: float
-    num_gpus: float
-    allow_cpu_torch: bool = False
-    total_cpus: float = 1.0
-
-
-def _resources(options: EmbedOptions) -> _Resources:
-    import ray
-
-    from zoorank.runtime import autoscaler_gpus, cluster_gpus
-
-    gpus, possible = cluster_gpus(), autoscaler_gpus()
-    device = choose_device(options.device, gpus, possible)
-    if device == "cuda" and gpus == 0 and possible == 0:
-        raise ConfigError("embed.device: 'cuda' but the Ray cluster has no GPU and its autoscaler "
-                          "config cannot add any")
-    precision = planned_precision(options, device)
-    cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-    allow_cpu = options.allow_cpu_torch or os.environ.get("ZOORANK_GPU_AS_CPU") == "1"
-    if device == "cuda":
-        workers = options.num_actors or max(1, int(gpus if gpus > 0 else min(possible, 64)))
-        threads = max(1, int(options.num_cpus_per_actor))
-        return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 1.0,
-                          allow_cpu, cpus)
-    # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
-    # layer (badly so on a shared machine), so up to 4 workers share the cores.
-    workers = options.num_actors or max(1, min(4, int(cpus)))
-    threads = max(1, int(cpus // workers))
-    return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 0.0,
-                      allow_cpu, cpus)
-
-
-def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
-    from zoorank.runtime import wait_for_gpus
-
-    try:
-        have = wait_for_gpus(res.num_workers, options.gpu_wait_seconds)
-    except TimeoutError:
-        raise ConfigError(
-            f"embed.device: {options.device!r} needs GPUs, but none joined the Ray cluster within "
-            f"embed.gpu_wait_seconds={options.gpu_wait_seconds:g} s (the autoscaler was asked for "
-            f"{res.num_workers} GPU worker(s)); check the GPU node type of the cluster config, or "
-            "set embed.device: cpu") from None
-    log.info("embed: %g GPU(s) in the cluster", have)
-
-
-def _pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The row marking ``entry`` in progress; ``broken`` (naming the shards it replaces) when the
-    manifest says done with this fingerprint but those shards are unreadable or short."""
-    row = {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
-           "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
-           "dim": None, "seconds": 0.0, "bad_images": 0}
-    if (previous is not None and previous.get("status") == "done"
-            and previous.get("fingerprint") == entry.fingerprint):
-        row.update(status="broken", shards=previous.get("shards"),
-                   error="its shards are missing, short or unreadable; re-embedding")
-    return row
-
-
-@dataclass
 class _Chunk:
     """One model chunk of a group in flight: its entries, its number of slice tasks, their reports."""
 
@@ -230,146 +153,8 @@ class _Chunk:
     reports: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
-                     ) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(sample_id, view_index, dim) of the given shards of an entry (id columns only)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    base = Store.embedding_dir(*key)
-    sids, vis, dim = [], [], None
-    for name in shards:
-        path = store.path(f"{base}/{name}")
-        t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
-        sids.append(t.column("sample_id").to_numpy())
-        vis.append(t.column("view_index").to_numpy())
-        typ = pq.read_schema(path, filesystem=store.fs).field("embedding").type
-        if pa.types.is_fixed_size_list(typ):
-            dim = typ.list_size
-    if not sids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), None
-    return np.concatenate(sids).astype(np.int64), np.concatenate(vis).astype(np.int32), dim
-
-
-def _verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad: set[int]
-                  ) -> dict[str, Any]:
-    """The manifest row of a finished entry, from what its shards on disk hold."""
-    row = _pending_row(entry)
-    bad_here = np.asarray(sorted(bad), dtype=np.int64)
-    expected = np.setdiff1d(entry.samples, bad_here)
-    row["bad_images"] = int(len(entry.samples) - len(expected))
-    row["seconds"] = round(float(sum(r["seconds"] for r in records)), 4)
-    error = next((r["error"] for r in records if r["error"]), None)
-    if not records:
-        error = "no output (no task reported this entry)"
-    shards = sorted({name for r in records for name in r.get("shards", ())})
-    if error is None:
-        try:
-            sid, vi, dim = _read_entry_rows(store, entry.key, shards)
-        except (OSError, ValueError) as err:  # ArrowInvalid (a corrupt shard) is a ValueError
-            sid = vi = None
-            error = f"cannot read its shards: {err}"
-        if error is None:
-            error = verify_rows(sid, vi, expected, entry.view.per_sample)
-            if error is None and dim is None and len(expected):
-                error = "no embeddings produced"
-            row.update(rows=int(len(sid)), dim=dim)
-    # what the workers used, as they resolved it (readers use this, never their own GPU)
-    row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
-    row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
-    if error is not None:
-        row.update(status="failed", error=error, rows=0)
-    else:
-        row.update(status="done", shards=shards)
-    return row
-
-
-def _group_plans(entries: list[Entry]) -> list[ViewPlan]:
-    views: dict[str, ViewSpec] = {}
-    needed: dict[str, set[int]] = defaultdict(set)
-    for e in entries:
-        views[e.view.name] = e.view
-        needed[e.view.name].update(e.samples.tolist())
-    return [ViewPlan(v.name, v.recipe_name, v.per_sample,
-                     np.asarray(sorted(needed[v.name]), np.int64), v.is_clean)
-            for v in views.values()]
-
-
-def _cache_key(index: SampleIndex, geometry: Geometry, plans: list[ViewPlan], seed: int) -> str:
-    return fingerprint(
-        EMBED_VERSION, index.content_digest, vars(geometry), seed,
-        [(p.name, p.recipe, p.per_sample, p.is_clean,
-          hashlib.sha256(np.ascontiguousarray(p.samples, "<i8").tobytes()).hexdigest())
-         for p in plans])
-
-
-_Groups = dict[tuple[str, Geometry], list[Entry]]
-_Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
-
-
-def _decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry]) -> tuple[_Groups, _Caches, list[dict[str, Any]]]:
-    """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
-
-    A group with samples whose bytes could not be read (after retries) is left out: its entries
-    come back as failed manifest rows with the reason (the next run retries them), never as
-    entries with fewer samples.
-    """
-    specs = {s.name: s for s in config.datasets}
-    groups: dict[tuple[str, Geometry], list[Entry]] = defaultdict(list)
-    for e in todo:
-        groups[(e.dataset, e.model.geometry)].append(e)
-    caches: dict[tuple[str, Geometry], tuple[str, dict[str, Any]]] = {}
-    unread: list[dict[str, Any]] = []
-    for (dataset, geometry), entries in groups.items():
-        plans = _group_plans(entries)
-        # one cache per run: a concurrent run on the same store decodes and drops its own
-        key = f"{_cache_key(indexes[dataset], geometry, plans, config.seed)}-{uuid.uuid4().hex[:8]}"
-        needed = np.unique(np.concatenate([p.samples for p in plans]))
-        try:
-            cache = viewcache.build(store, indexes[dataset], needed, plans,
-                                    ViewGeometry(geometry.input_size, geometry.interpolation,
-                                                 geometry.crop_pct), config.seed, key)
-        except UnreadableError as err:
-            unread += [{**_pending_row(e), "status": "failed", "error": str(err)} for e in entries]
-            continue
-        caches[(dataset, geometry)] = (key, cache)
-        if cache["bad"] and specs[dataset].on_bad_image == "fail":
-            viewcache.drop(store, dataset, key)
-            raise InputError(f"{cache['first_error']} (on_bad_image: fail)")
-        log.info("embed: decoded %s %spx: %d view rows in %d parts (%.1f s%s)", dataset,
-                 geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],
-                 ", reused" if cache["reused"] else "")
-
-    return {k: v for k, v in groups.items() if k in caches}, caches, unread
-
-
-def _with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel],
-                      indexes: dict[str, SampleIndex], todo: list[Entry], groups: _Groups,
-                      precision: str) -> tuple[list[Entry], _Groups]:
-    """``todo`` and ``groups`` re-fingerprinted when this run's decode found undecodable samples
-    not known when they were planned (the set is part of each entry's dataset selection)."""
-    import dataclasses
-
-    from zoorank.sources import known_undecodable
-
-    changed = False
-    for spec in config.datasets:
-        index = indexes[spec.name]
-        now = np.intersect1d(known_undecodable(store, spec.name, index.content_digest),
-                             index.sample_id)
-        if not np.array_equal(now, index.undecodable):
-            indexes[spec.name] = dataclasses.replace(index, undecodable=now)
-            changed = True
-    if not changed:
-        return todo, groups
-    fresh = {e.key: e for e in plan_entries(config, models, indexes, precision)}
-    return ([fresh[e.key] for e in todo],
-            {g: [fresh[e.key] for e in entries] for g, entries in groups.items()})
-
-
 def _embed_chunks(
-    store: Store, config: RunConfig, groups: _Groups, caches: _Caches, res: _Resources,
+    store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
     display: Display,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
@@ -442,7 +227,7 @@ def _embed_chunks(
             if finished[chunk_index] < chunk.slices:
                 continue
             bad = caches[chunk.group][1]["bad"]
-            rows = [_verified_row(store, e,
+            rows = [verified_row(store, e,
                                   [r for rep in chunk.reports for r in rep["records"]
                                    if (r["view"], r["model_id"]) == (e.view.name,
                                                                      e.model.model_id)],
@@ -463,7 +248,7 @@ def _lost_report(task: Any, error: str) -> dict[str, Any]:
             "images": 0, "load_seconds": 0.0, "called": now, "done": now, "node_id": ""}
 
 
-def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
+def _chunk_stats(chunk: _Chunk, res: Resources) -> dict[str, Any]:
     reps = chunk.reports
     first_call = min(r["called"] for r in reps)
     last_done = max(r["done"] for r in reps)
@@ -513,7 +298,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         from zoorank.runtime import ensure_ray
 
         ensure_ray(address)
-        res = _resources(config.embed)
+        res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
 
@@ -521,34 +306,43 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
+    # a checkpoint the store cannot read right now (zoorank.zoo.resolve): failed with the reason,
+    # no work; every other model goes on, and the next run retries it
+    unreadable = [{**pending_row(e), "status": "failed", "error": e.model.unreadable}
+                  for e in todo if e.model.unreadable]
+    todo = [e for e in todo if not e.model.unreadable]
     for name in catalog.stale_samples(store):
         store.replace_table(samples_path(name), catalog.samples_frame(name))
 
     results: dict[tuple[str, str, str], dict[str, Any]] = {
         k: {**previous[k], "status": "done"} for k in skipped
     }
+    if unreadable:
+        store.update_manifest(unreadable)
+        results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unreadable})
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
     pipelines: list[dict[str, Any]] = []
     if todo:
-        from zoorank.runtime import ensure_ray, release_gpu_request
+        from zoorank.runtime import ensure_ray, quiet_ray_logging, release_gpu_request
 
         ensure_ray(address)
         quiet_ray_data()
-        res = res or _resources(config.embed)
+        quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
+        res = res or cluster_resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         try:
             with Display(len(entries), enabled=show) as display:
-                display.entries_done(len(skipped))
+                display.entries_done(len(skipped) + len(unreadable))
                 display.pipeline("images", total)
-                groups, caches, unread = _decode_groups(store, config, indexes, todo)
+                groups, caches, unread = decode_groups(store, config, indexes, todo)
                 before = dict(indexes)
-                todo, groups = _with_undecodable(store, config, models, indexes, todo, groups,
+                todo, groups = with_undecodable(store, config, models, indexes, todo, groups,
                                                  precision)
                 if any(indexes[k] is not before[k] for k in indexes):
                     catalog.reindexed(indexes)  # the stages after EMBED expect the new set
                 # pending (new fingerprint) first; shards are immutable and uniquely named, and
                 # one manifest commit per chunk swaps each entry's reference to its new files
-                store.update_manifest([_pending_row(e, previous.get(e.key)) for e in todo])
+                store.update_manifest([pending_row(e, previous.get(e.key)) for e in todo])
                 if unread:  # unreadable samples: these entries fail with the reason
                     store.update_manifest(unread)
                     results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unread})
@@ -556,7 +350,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
-                    _wait_for_gpus(res, config.embed)
+                    wait_for_gpus(res, config.embed)
                 for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
                     for r in rows:
                         results[(r["dataset"], r["view"], r["model_id"])] = r

@@ -1,0 +1,79 @@
+"""Manifest rows of an EMBED entry: ``pending`` (or ``broken``) before its shards are cleared, and
+the verified ``done`` / ``failed`` row from what its shards on disk hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zoorank.catalog import Entry
+from zoorank.embedplan import verify_rows
+from zoorank.store import Store
+
+
+def pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row marking ``entry`` in progress; ``broken`` (naming the shards it replaces) when the
+    manifest says done with this fingerprint but those shards are unreadable or short."""
+    row = {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
+           "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
+           "dim": None, "seconds": 0.0, "bad_images": 0}
+    if (previous is not None and previous.get("status") == "done"
+            and previous.get("fingerprint") == entry.fingerprint):
+        row.update(status="broken", shards=previous.get("shards"),
+                   error="its shards are missing, short or unreadable; re-embedding")
+    return row
+
+
+def read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
+                     ) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(sample_id, view_index, dim) of the given shards of an entry (id columns only)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = Store.embedding_dir(*key)
+    sids, vis, dim = [], [], None
+    for name in shards:
+        path = store.path(f"{base}/{name}")
+        t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
+        sids.append(t.column("sample_id").to_numpy())
+        vis.append(t.column("view_index").to_numpy())
+        typ = pq.read_schema(path, filesystem=store.fs).field("embedding").type
+        if pa.types.is_fixed_size_list(typ):
+            dim = typ.list_size
+    if not sids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), None
+    return np.concatenate(sids).astype(np.int64), np.concatenate(vis).astype(np.int32), dim
+
+
+def verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad: set[int]
+                  ) -> dict[str, Any]:
+    """The manifest row of a finished entry, from what its shards on disk hold."""
+    row = pending_row(entry)
+    bad_here = np.asarray(sorted(bad), dtype=np.int64)
+    expected = np.setdiff1d(entry.samples, bad_here)
+    row["bad_images"] = int(len(entry.samples) - len(expected))
+    row["seconds"] = round(float(sum(r["seconds"] for r in records)), 4)
+    error = next((r["error"] for r in records if r["error"]), None)
+    if not records:
+        error = "no output (no task reported this entry)"
+    shards = sorted({name for r in records for name in r.get("shards", ())})
+    if error is None:
+        try:
+            sid, vi, dim = read_entry_rows(store, entry.key, shards)
+        except (OSError, ValueError) as err:  # ArrowInvalid (a corrupt shard) is a ValueError
+            sid = vi = None
+            error = f"cannot read its shards: {err}"
+        if error is None:
+            error = verify_rows(sid, vi, expected, entry.view.per_sample)
+            if error is None and dim is None and len(expected):
+                error = "no embeddings produced"
+            row.update(rows=int(len(sid)), dim=dim)
+    # what the workers used, as they resolved it (readers use this, never their own GPU)
+    row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
+    row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
+    if error is not None:
+        row.update(status="failed", error=error, rows=0)
+    else:
+        row.update(status="done", shards=shards)
+    return row

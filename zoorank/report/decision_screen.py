@@ -1,0 +1,195 @@
+"""The report's first screen, the decision: the top set with rank intervals (a forest plot), health
+flags as badges, the consensus sentence, the warnings (embedding widths, library versions) and what
+the labels say. The inputs are the leaderboard and its settings (:mod:`zoorank.decision`).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from zoorank.redact import redact
+from zoorank.report.markup import fmt_cell, img_tag
+from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
+
+#: models drawn in the forest plot of rank intervals (the top set is always drawn).
+MAX_FOREST_MODELS = 30
+
+
+def forest_png(board: pd.DataFrame) -> bytes:
+    """Rank intervals as a forest plot: one row per model (best on top), a bar from ``rank_low``
+    to ``rank_high``, a dot at its rank; top-set models in blue, blocked (flagged) ones in red."""
+    from zoorank.metrics.health import BLOCKING
+
+    ranked = board[board["rank"].notna()]
+    top = ranked[ranked["in_top_set"].astype(bool)]
+    rows = pd.concat([top, ranked[~ranked["in_top_set"].astype(bool)]]).head(
+        max(MAX_FOREST_MODELS, len(top))).sort_values("rank", kind="stable")
+    fig = new_figure(6.5, max(2.2, 0.26 * len(rows) + 1.1))
+    ax = fig.add_subplot(1, 1, 1)
+    y = np.arange(len(rows))[::-1]
+    for yi, r in zip(y, rows.itertuples(index=False)):
+        flags = {f.split(":")[-1] for f in str(r.flags).split(",") if f}
+        colour = "#c0392b" if flags & BLOCKING else ("#1f5fa8" if r.in_top_set else "#999999")
+        low, high = float(r.rank_low), float(r.rank_high)
+        if np.isfinite(low) and np.isfinite(high):
+            ax.plot([low, high], [yi, yi], color=colour, lw=3 if r.in_top_set else 1.6,
+                    solid_capstyle="round")
+        ax.plot([float(r.rank)], [yi], "o", color=colour, ms=5)
+    ax.set_yticks(y, labels=[_short(str(m), 40) for m in rows["model_id"]], fontsize=7)
+    ax.set_xlabel("rank (1 = best); bar = rank interval", fontsize=8)
+    ax.set_xlim(0.5, max(2.0, float(np.nanmax(rows[["rank", "rank_high"]].to_numpy(float)))
+                         + 0.5) if len(rows) else 2)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(axis="x", color="#eee")
+    ax.set_title("rank intervals (blue: top set; red: health flag keeps it out)", fontsize=9)
+    return png_bytes(fig)
+
+
+def _short(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle (ids share prefixes)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+
+
+def _badges(flags: Any) -> str:
+    from zoorank.metrics.health import BLOCKING
+
+    out = []
+    for f in (x for x in str(flags or "").split(",") if x):
+        blocking = f.split(":")[-1] in BLOCKING
+        out.append(f'<span class="badge{" blocking" if blocking else ""}">{html.escape(f)}</span>')
+    return "".join(out) or "—"
+
+
+def _interval(r: Any) -> str:
+    low, high = float(r["rank_low"]), float(r["rank_high"])
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "—"
+    return f"{low:.0f}" if low == high else f"{low:.0f}–{high:.0f}"
+
+
+def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
+    """Plain sentences: which label-free metric tracked the labels best, how the leaderboard's
+    order did, and how many labels per class would change the picture (label-budget crossover)."""
+    from zoorank.budget import crossovers, split_agreement
+
+    if agree.empty:
+        return []
+    label_free, _ = split_agreement(agree)
+    a = label_free[(label_free["family"] == "all")]
+    a = a[np.isfinite(a["kendall_tau"].to_numpy(np.float64))]
+    if a.empty:
+        return []
+    prefer = [o for o in SCATTER_ORACLES if o in set(a["oracle_metric"])]
+    o_name = prefer[0] if prefer else sorted(a["oracle_metric"])[0]
+    out = []
+    for ds, rows in a[a["oracle_metric"] == o_name].groupby("dataset", sort=False):
+        metrics_only = rows[rows["metric"] != "leaderboard_rank"]
+        if metrics_only.empty:
+            continue
+        best = metrics_only.loc[metrics_only["kendall_tau"].idxmax()]
+        text = (f"With labels ({ds}, {o_name}): <b>{html.escape(str(best['metric']))}</b> tracked "
+                f"the labels best on this zoo (Kendall τ = {best['kendall_tau']:+.2f}")
+        if np.isfinite(best["kendall_ci_low"]):
+            text += f", 95% interval {best['kendall_ci_low']:+.2f} to {best['kendall_ci_high']:+.2f}"
+        text += ")"
+        ordered = (settings.get("primary_metric") or {}).get(ds)
+        mine = rows[rows["metric"] == ordered]
+        if ordered and ordered != best["metric"] and len(mine):
+            text += (f"; the leaderboard's order, <code>{html.escape(str(ordered))}</code>, "
+                     f"τ = {float(mine['kendall_tau'].iloc[0]):+.2f}")
+        out.append(text + ".")
+    cross = crossovers(agree)
+    cross = cross[cross["oracle_metric"] == o_name] if not cross.empty else cross
+    if not cross.empty:
+        hits = cross[np.isfinite(cross["crossover_labels_per_class"].to_numpy(np.float64))]
+        if len(hits):
+            first = hits.loc[hits["crossover_labels_per_class"].idxmin()]
+            out.append(f"Labels would change the picture from <b>"
+                       f"{first['crossover_labels_per_class']:.0f} labels per class</b>: "
+                       f"{html.escape(str(first['score']))} then ranks the models closer to "
+                       f"{o_name} (τ = {first['tau_at_crossover']:+.2f}) than the best label-free "
+                       f"metric ({first['best_label_free_tau']:+.2f}).")
+        else:
+            top_k = float(cross["max_labels_per_class"].max())
+            out.append(f"Up to {top_k:.0f} labels per class, no few-label score ranks the models "
+                       f"closer to {o_name} than the best label-free metric.")
+    return out
+
+
+def version_warning_html(warning: str | None) -> str:
+    """The mixed-library-versions warning as a paragraph (redacted, escaped); "" for None."""
+    if not warning:
+        return ""
+    return f"<p id='version-warning' class='warn'>{html.escape(redact(warning))}</p>"
+
+
+def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame,
+                     images: dict[str, bytes], version_warning: str | None = None) -> str:
+    """The report's first screen: the top set with its rank intervals (a forest plot), flags as
+    badges, the consensus sentence, the warnings (embedding widths; ``version_warning``: the
+    libraries whose versions differ between the store's entries) and what the labels say."""
+    d = settings.get("decision") or {}
+    ranked = board[board["rank"].notna()] if "rank" in board else board.iloc[0:0]
+    if "in_top_set" not in board or ranked.empty:
+        return ("<section id='decision' class='decision'><h2>Recommended models</h2>"
+                "<p>No model could be ranked (see the failed models below).</p>"
+                + version_warning_html(version_warning) + "</section>")
+    top = ranked[ranked["in_top_set"].astype(bool)]
+    confidence = float(d.get("confidence", 0.95))
+    primary = settings.get("primary_metric") or {}
+    parts = ["<section id='decision' class='decision'>",
+             f"<h2>Recommended models: {len(top)} of {len(board)}</h2>",
+             f"<p id='top-set-rule'>The <b>top set</b> is the models not distinguishable from rank 1 "
+             f"at {confidence:.0%} confidence, ordered by <code>"
+             f"{html.escape(str(settings.get('ordered_by')))}</code>"
+             + (" (" + ", ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in primary.items())
+                + ")" if len(primary) > 1 else "")
+             + ". Rank interval: the ranks a model takes over "
+             f"{d.get('resamples', '')} resamples of the evaluation images "
+             f"({d.get('folds', '')} disjoint folds).</p>"]
+    if str(d.get("top_set_rule", "")).startswith("point"):
+        parts.append("<p class='warn'>No resampled rows in the store: the top set is the rank-1 "
+                     "model only, without intervals (run <code>zoorank score</code> with "
+                     "<code>score.resample_folds</code> ≥ 2).</p>")
+    rows = []
+    value_cols = [f"{ds}/{m}" for ds, m in primary.items() if f"{ds}/{m}" in board]
+    for _, r in top.iterrows():
+        values = "".join(f"<td>{fmt_cell(r[c])}</td>" for c in value_cols)
+        rows.append(f"<tr><td>{fmt_cell(r['rank'])}</td><td class='text'>{fmt_cell(r['model_id'])}</td>"
+                    f"<td>{_interval(r)}</td><td>{fmt_cell(r['p_best'])}</td>{values}"
+                    f"<td class='text'>{_badges(r.get('flags'))}</td></tr>")
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in value_cols)
+    parts.append("<table id='top-set'><thead><tr><th>rank</th><th class='text'>model</th>"
+                 f"<th>rank interval</th><th>p(best)</th>{head}<th class='text'>flags</th>"
+                 f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    flagged = ranked[ranked["flags"].astype(str) != ""] if "flags" in ranked else ranked.iloc[0:0]
+    held = flagged[~flagged["in_top_set"].astype(bool)]
+    if len(flagged):
+        items = "".join(f"<li>{fmt_cell(r['model_id'])} (rank {fmt_cell(r['rank'])}): "
+                        f"{_badges(r['flags'])}</li>" for _, r in flagged.head(12).iterrows())
+        more = f"<li>… {len(flagged) - 12} more in the full table</li>" if len(flagged) > 12 else ""
+        parts.append(f"<div id='flags'><p>{len(flagged)} model(s) carry health flags"
+                     + (f"; {len(held)} of them are outside the top set" if len(held) else "")
+                     + f":</p><ul>{items}{more}</ul></div>")
+    sentence = str(d.get("consensus_sentence") or "")
+    if sentence:
+        cls = "agree" if d.get("metrics_agree") else "disagree"
+        parts.append(f"<p id='consensus' class='{cls}'>{html.escape(sentence)}</p>")
+    if d.get("width_warning"):
+        parts.append(f"<p id='width-warning' class='warn'>{html.escape(d['width_warning'])}</p>")
+    if version_warning:
+        parts.append(version_warning_html(version_warning))
+    for line in labels_summary(agree, settings):
+        parts.append(f"<p class='labels'>{line}</p>")
+    images["forest.png"] = forest_png(board)
+    parts.append("<div id='forest'>" + img_tag("forest.png", "forest plot of rank intervals")
+                 + "</div></section>")
+    return "".join(parts)

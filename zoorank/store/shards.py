@@ -1,0 +1,83 @@
+"""Embedding shards: the immutable Parquet files of an entry (contract-2 columns), read back as
+:class:`Embeddings`, and the shard list a manifest row references (``shards``, a JSON list of file
+names)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Rows of one (dataset, view, model) entry, sorted by (sample_id, view_index)."""
+
+    sample_id: np.ndarray  # int64 (rows,)
+    view_index: np.ndarray  # int32 (rows,)
+    embedding: np.ndarray  # float32 (rows, dim)
+
+    def grouped(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sample_ids (n,), views (n, q, dim)) for augmented views; every sample must have q views."""
+        ids, counts = np.unique(self.sample_id, return_counts=True)
+        if len(ids) == 0:
+            return ids, self.embedding.reshape(0, 0, self.embedding.shape[-1])
+        if not np.all(counts == counts[0]):
+            raise ValueError("samples have different numbers of views; cannot group n×q")
+        q = int(counts[0])
+        return ids, self.embedding.reshape(len(ids), q, -1)
+
+
+def embedding_table(sample_id: np.ndarray, view_index: np.ndarray, embedding: np.ndarray) -> pa.Table:
+    """Arrow table with the contract-2 columns (embedding as fixed_size_list<float32>[dim])."""
+    emb = np.ascontiguousarray(embedding, dtype=np.float32)
+    if emb.ndim != 2:
+        raise ValueError(f"embedding must be 2-D (rows, dim), got {emb.shape}")
+    flat = pa.array(emb.reshape(-1), type=pa.float32())
+    column = pa.FixedSizeListArray.from_arrays(flat, emb.shape[1])
+    return pa.table(
+        {
+            "sample_id": pa.array(np.asarray(sample_id, dtype=np.int64)),
+            "view_index": pa.array(np.asarray(view_index, dtype=np.int32)),
+            "embedding": column,
+        }
+    )
+
+
+def embeddings_from_table(table: pa.Table) -> Embeddings:
+    """An entry's rows from a shard table (or Ray Data's tensor column), sorted by (sample_id, view_index)."""
+    sample_id = table.column("sample_id").to_numpy().astype(np.int64)
+    view_index = table.column("view_index").to_numpy().astype(np.int32)
+    col = table.column("embedding").combine_chunks()
+    if isinstance(col.type, pa.ExtensionType):  # a Ray Data tensor column
+        col = col.storage
+    if len(col) == 0:
+        emb = np.zeros((0, 0), dtype=np.float32)
+    else:
+        dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
+        emb = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
+    order = np.lexsort((view_index, sample_id))
+    return Embeddings(sample_id[order], view_index[order], emb[order])
+
+
+def referenced_shards(manifest: pd.DataFrame, dataset: str, view: str, model_id: str) -> list[str] | None:
+    """An entry's shards per ``manifest``: [] unless done; None when it has no row or no list."""
+    m = manifest
+    hit = m[(m["dataset"] == dataset) & (m["view"] == view) & (m["model_id"] == model_id)]
+    if hit.empty:
+        return None
+    if hit.iloc[-1]["status"] != "done":
+        return []
+    return parse_shards(hit.iloc[-1].get("shards"))
+
+
+def parse_shards(value: object) -> list[str] | None:
+    """A manifest row's ``shards`` cell as a list of file names (None when not recorded)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [str(v) for v in json.loads(str(value))]
