@@ -40,7 +40,8 @@ from zoorank.metrics.agreement import agreement  # noqa: E402
 from zoorank.metrics.learnability import clid  # noqa: E402
 from zoorank.tune.config import ObjectiveSpec, parse_tune_config  # noqa: E402
 from zoorank.tune.objective import evaluate_probe  # noqa: E402
-from zoorank.tune.search import make_trainer, prepare_search, run_search  # noqa: E402
+from zoorank.tune.search import prepare_search, run_search  # noqa: E402
+from zoorank.tune.trial import make_trainer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))

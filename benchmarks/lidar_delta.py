@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from zoorank.metrics.agreement import agreement
-from zoorank.metrics.spectral import lidar
+from zoorank.metrics.lidar_scatter import lidar
 from zoorank.score.worker import load_augmented
 from zoorank.store import Store
 

@@ -86,7 +86,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
     from zoorank.decision import consensus, metric_uncertainty
-    from zoorank.metrics import registry
+    from zoorank.metrics.primary import WIDTH_SENSITIVE
     from zoorank.metrics.uncertainty import rank_uncertainty
 
     _, replicates = metric_uncertainty(config, board, folds, blocked)
@@ -99,7 +99,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
     members = consensus(board, dataset, [], pd.DataFrame())["metrics"]
     sets = {"consensus": [m for m in members if (dataset, m) in replicates],
             "consensus_width_free": [m for m in members if (dataset, m) in replicates
-                                     and m not in registry.WIDTH_SENSITIVE]}
+                                     and m not in WIDTH_SENSITIVE]}
     for name, chosen in sets.items():
         if len(chosen) < 2:
             continue

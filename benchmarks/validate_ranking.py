@@ -263,8 +263,8 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from zoorank.config.loading import parse_config
     from zoorank.pipeline import run_embed, run_rank, run_report, run_score
     from zoorank.runtime import ensure_ray
-    from zoorank.tune.config import TuneConfig
-    from zoorank.tune.search import experiment_location, run_search
+    from zoorank.tune.config import TuneConfig, experiment_location
+    from zoorank.tune.search import run_search
 
     size, every, bootstrap = build_size(args)
     if out.exists() and not args.resume:

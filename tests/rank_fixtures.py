@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_digits
 
-from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.store import Store
+from zoorank.store.schema import METRICS_COLUMNS
 
 DATASET = "digits"
 FAMILIES = {"proj-a": "proj", "proj-b": "proj", "lowrank": "proj", "rot-0": "rot",
@@ -115,13 +116,13 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
     """Write samples, embeddings, manifest, metrics and reliability per dataset (dataset i uses
     the digits images i·n .. (i+1)·n); returns the first dataset's embeddings."""
     from zoorank.metrics.geometry import uniformity
+    from zoorank.metrics.rankme_family import rankme
     from zoorank.metrics.reliability import (
         embedding_norm,
         feature_variance,
         mean_knn_distance,
         neighborhood_consistency,
     )
-    from zoorank.metrics.spectral import rankme
 
     store = Store(root)
     manifest, rows, first = [], [], None

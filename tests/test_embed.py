@@ -727,13 +727,13 @@ def test_gpu_scheduled_work_runs_on_cpu_torch_only_when_allowed(monkeypatch):
 @pytest.mark.timeout(60)
 def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
     from zoorank.config import EmbedOptions
-    from zoorank.embed import _resources
+    from zoorank.embed.resources import cluster_resources
     from zoorank.runtime import autoscaler_gpus, cluster_gpus, wait_for_gpus
 
     assert cluster_gpus() == 0 and autoscaler_gpus() == 0  # a local Ray: no autoscaler
     with pytest.raises(ConfigError, match="embed.device"):
-        _resources(EmbedOptions(device="cuda"))
-    assert _resources(EmbedOptions()).device == "cpu"
+        cluster_resources(EmbedOptions(device="cuda"))
+    assert cluster_resources(EmbedOptions()).device == "cpu"
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="no GPU"):
         wait_for_gpus(2, timeout_s=1.0, poll_s=0.2)

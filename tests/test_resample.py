@@ -11,7 +11,7 @@ from test_score import scored  # noqa: F401  (the module's scored store fixture)
 from zoorank import resample
 from zoorank.catalog import build_catalog
 from zoorank.metrics.health import health_flags
-from zoorank.metrics.spectral import rankme
+from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.uncertainty import fold_assignment
 from zoorank.score import run_score
 

@@ -16,10 +16,13 @@ from zoorank.catalog import reliability_path
 from zoorank.config.loading import parse_config
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import cluster_learnability
-from zoorank.metrics.spectral import coding_rate, lidar, rankme
+from zoorank.metrics.lidar_scatter import lidar
+from zoorank.metrics.rankme_family import rankme
+from zoorank.metrics.spectrum_shape import coding_rate
 from zoorank.score import run_score
 from zoorank.score.worker import pool_size
-from zoorank.store import METRICS, METRICS_COLUMNS, Store
+from zoorank.store import METRICS, Store
+from zoorank.store.schema import METRICS_COLUMNS
 
 N_AUG, Q = 300, 4
 

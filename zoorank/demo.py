@@ -203,7 +203,8 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     """Train the demo zoo with Ray Tune, rank it, print the evidence; returns paths and timings."""
     from zoorank.pipeline import run_all
     from zoorank.runtime import ensure_ray
-    from zoorank.tune.search import experiment_location, run_search
+    from zoorank.tune.config import experiment_location
+    from zoorank.tune.search import run_search
 
     preset = SIZES[size]
     out_dir = Path(out).resolve()

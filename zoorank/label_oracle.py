@@ -26,8 +26,9 @@ from zoorank.catalog import ORACLE_VERSION, Catalog, build_catalog, reliability_
 from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
-from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.store import Store
 from zoorank.store.layout import ORACLE
+from zoorank.store.schema import METRICS_COLUMNS
 
 #: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
 #: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
@@ -91,7 +92,9 @@ def oracle_suite(
     R-AUROC on the points with an uncertainty. The loss-data curve trains on subsets of the train
     split and measures the loss on the test split.
     """
+    from zoorank.metrics import loss_data_costs as costs
     from zoorank.metrics import oracle as om
+    from zoorank.metrics.loss_data import loss_data_curve
 
     dim = int(train_Z.shape[1])
     n_tr, n_te = len(train_y), len(test_y)
@@ -138,7 +141,7 @@ def oracle_suite(
         curve: dict[str, Any] = {}
 
         def run_curve() -> float:
-            curve["ns"], curve["losses"] = om.loss_data_curve(
+            curve["ns"], curve["losses"] = loss_data_curve(
                 train_Z, train_y, test_Z, test_y, sizes, seeds, train_steps=spec.loss_data_steps)
             return float(curve["losses"][-1])
 
@@ -155,15 +158,15 @@ def oracle_suite(
                 bound: dict[str, Any] = {}
 
                 def sdl_value(eps=eps, bound=bound) -> float:
-                    value, bound["lower_bound"] = om.sdl(ns, losses, eps, return_bound=True)
+                    value, bound["lower_bound"] = costs.sdl(ns, losses, eps, return_bound=True)
                     return value
 
                 v, p = _measure("sdl", sdl_value, {**base, "eps": eps})
                 add(f"sdl_eps{_eps_name(eps)}", v, {**p, **bound}, n_tr)
                 # A curve that never reaches ε has εSC > max n: stored as +inf (ranks last).
-                v, p = _measure("esc", lambda eps=eps: om.esc(ns, losses, eps), {**base, "eps": eps})
+                v, p = _measure("esc", lambda eps=eps: costs.esc(ns, losses, eps), {**base, "eps": eps})
                 add(f"esc_eps{_eps_name(eps)}", v, p, n_tr)
-            v, p = _measure("mdl", lambda: om.mdl(ns, losses), base)
+            v, p = _measure("mdl", lambda: costs.mdl(ns, losses), base)
             add("mdl", v, p, n_tr)
     if spec.transferability:
         from zoorank.budget import transferability_rows

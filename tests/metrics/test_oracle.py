@@ -10,16 +10,9 @@ import pytest
 import torch
 
 from zoorank.metrics._checks import DegenerateInputWarning
-from zoorank.metrics.oracle import (
-    esc,
-    knn_accuracy,
-    linear_probe_accuracy,
-    loss_data_curve,
-    mdl,
-    r_auroc,
-    recall_at_1,
-    sdl,
-)
+from zoorank.metrics.loss_data import loss_data_curve
+from zoorank.metrics.loss_data_costs import esc, mdl, sdl
+from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, r_auroc, recall_at_1
 
 # ----------------------------------------------------------------------------------- helpers
 

@@ -1,4 +1,5 @@
-"""Tests for zoorank.metrics.spectral: RankMe, LiDAR, alpha-ReQ, MCR² coding rate.
+"""Tests for the spectral metrics: RankMe (metrics.rankme_family), LiDAR (metrics.lidar_scatter),
+alpha-ReQ and the MCR² coding rate (metrics.spectrum_shape).
 
 Every expected value is computed independently of the module: the entropy formula by hand on
 known singular values, LiDAR from scipy's generalised symmetric eigensolver on scatter matrices
@@ -16,13 +17,9 @@ import scipy.linalg
 import torch
 
 from zoorank.metrics._checks import DegenerateInputWarning
-from zoorank.metrics.spectral import (
-    alpha_req,
-    coding_rate,
-    coding_rate_reduction,
-    lidar,
-    rankme,
-)
+from zoorank.metrics.lidar_scatter import lidar
+from zoorank.metrics.rankme_family import rankme
+from zoorank.metrics.spectrum_shape import alpha_req, coding_rate, coding_rate_reduction
 
 # --------------------------------------------------------------------------------------------
 # independent references

@@ -7,7 +7,7 @@ import pytest
 from zoorank.config import ScoreOptions
 from zoorank.metrics import registry
 from zoorank.metrics.primary import WIDTH_SENSITIVE
-from zoorank.metrics.spectral import PROJECTION_DIM, rankme
+from zoorank.metrics.rankme_family import PROJECTION_DIM, rankme
 
 
 def _iso(n: int, d: int, seed: int = 0) -> np.ndarray:

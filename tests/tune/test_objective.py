@@ -13,7 +13,8 @@ from zoorank.data import load_samples
 from zoorank.images import decode_image
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import cluster_learnability
-from zoorank.metrics.spectral import lidar, rankme
+from zoorank.metrics.lidar_scatter import lidar
+from zoorank.metrics.rankme_family import rankme
 from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe, score_features
 from zoorank.tune.trainers import SSLTrainer, decode_images

@@ -19,8 +19,9 @@ from scipy import stats
 
 from zoorank.store import Store
 from zoorank.tune.config import TrialParams, parse_tune_config
-from zoorank.tune.results import oracle_summary
-from zoorank.tune.search import make_trainer, prepare_search, run_search
+from zoorank.tune.oracle import oracle_summary
+from zoorank.tune.search import prepare_search, run_search
+from zoorank.tune.trial import make_trainer
 from zoorank.zoo import read_zoo_file
 
 EPOCHS = 2
@@ -102,7 +103,7 @@ def test_the_oracle_regret_and_tau_follow_from_the_trials(digits_search):
 def test_an_exported_trial_reproduces_the_trainer_through_the_embed_stage(digits_search, tmp_path):
     from zoorank.config.loading import parse_config
     from zoorank.embed import run_embed
-    from zoorank.metrics.spectral import lidar
+    from zoorank.metrics.lidar_scatter import lidar
 
     config, frame = digits_search
     row = frame[frame["model_id"].str.startswith("vicreg")].iloc[0]

@@ -91,7 +91,8 @@ def test_the_cli_exits_2_with_a_message_for_bad_configs(tmp_path, capsys, extra,
 
 def test_a_named_experiment_of_another_config_is_neither_resumed_nor_exported(tmp_path):
     from zoorank.store import Store
-    from zoorank.tune.search import check_experiment_matches, experiment_location
+    from zoorank.tune.config import experiment_location
+    from zoorank.tune.search import check_experiment_matches
 
     first = parse_tune_config({**BASE, "store": str(tmp_path), "search": {"name": "sweep"}})
     store, _, rel = experiment_location(first)

@@ -189,7 +189,7 @@ def test_payload_beside_metadata_is_refused_and_never_runs(tmp_path, payload):
 
 def test_metadata_comes_back_as_inert_placeholders(tmp_path):
     from zoorank.zoo.checkpoints import load_checkpoint_object
-    from zoorank.zoo.safe_pickle import Placeholder
+    from zoorank.zoo.safe_pickle.allowlist import Placeholder
 
     path = tmp_path / "l.ckpt"
     torch.save(lightning_checkpoint(backbone_state(seed=0)), path)

@@ -28,8 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zoorank.zoo import CheckpointError
-from zoorank.zoo import safe_pickle as sp
 from zoorank.zoo.checkpoints import load_checkpoint_object
+from zoorank.zoo.safe_pickle import interpreter, restricted_pickle_module
+from zoorank.zoo.safe_pickle.allowlist import Placeholder, allowed_globals
+from zoorank.zoo.safe_pickle.checked_calls import SafeCall
+from zoorank.zoo.safe_pickle.errors import Refused, UnsafeGlobal
 
 P = pickle
 FIRED: list[str] = []
@@ -60,7 +63,7 @@ def load(data: bytes):
     """What the checkpoint loader runs on a pickle stream (torch.load's pickle_module)."""
     _WATCHING[0] = True
     try:
-        return sp.restricted_pickle_module().loads(data)
+        return restricted_pickle_module().loads(data)
     finally:
         _WATCHING[0] = False
 
@@ -96,7 +99,7 @@ def call(func: bytes, *args: bytes) -> bytes:
 def test_a_40_byte_list_of_range_bomb_is_refused_before_it_allocates():
     bomb = stream(call(glob("builtins", "list"), call(glob("builtins", "range"), long1(10**10))))
     assert len(bomb) <= 48
-    with pytest.raises(sp.Refused, match=r"calling builtins\.list"):
+    with pytest.raises(Refused, match=r"calling builtins\.list"):
         load(bomb)
 
 
@@ -104,19 +107,19 @@ def test_a_40_byte_list_of_range_bomb_is_refused_before_it_allocates():
                                   ("builtins", "tuple"), ("torch", "Tensor"),
                                   ("torch", "FloatTensor"), ("__builtin__", "bytearray")])
 def test_callables_that_allocate_by_argument_are_refused(func):
-    with pytest.raises(sp.Refused):
+    with pytest.raises(Refused):
         load(stream(call(glob(*func), long1(10**10))))
 
 
 def test_torch_tensor_by_newobj_is_refused():
-    with pytest.raises(sp.Refused, match="NEWOBJ of torch"):
+    with pytest.raises(Refused, match="NEWOBJ of torch"):
         load(stream(glob("torch", "Tensor"), long1(10**10), P.TUPLE1, P.NEWOBJ))
 
 
 def test_rebuild_from_type_cannot_smuggle_a_call_to_torch_tensor():
     data = stream(call(glob("torch._tensor", "_rebuild_from_type_v2"), glob("torch", "Tensor"),
                        glob("torch", "Tensor"), long1(10**10), P.TUPLE1, P.NONE))
-    with pytest.raises(sp.Refused, match="_rebuild_from_type_v2"):
+    with pytest.raises(Refused, match="_rebuild_from_type_v2"):
         load(data)
 
 
@@ -129,9 +132,9 @@ def test_build_on_a_global_is_refused_and_the_global_is_unchanged(target):
     before = torch._utils._rebuild_tensor_v2.__defaults__
     state = P.NONE + P.EMPTY_DICT + uni("__defaults__") + P.MARK + long1(1) + P.TUPLE \
         + P.SETITEM + P.TUPLE2
-    with pytest.raises(sp.Refused, match="BUILD on"):
+    with pytest.raises(Refused, match="BUILD on"):
         load(stream(glob(*target), state, P.BUILD))
-    with pytest.raises(sp.Refused, match="BUILD on"):
+    with pytest.raises(Refused, match="BUILD on"):
         load(stream(glob(*target), P.EMPTY_DICT + uni("x") + long1(1) + P.SETITEM, P.BUILD))
     assert torch._utils._rebuild_tensor_v2.__defaults__ == before
     assert not hasattr(torch._utils._rebuild_tensor_v2, "x") and not hasattr(OrderedDict, "x")
@@ -141,7 +144,7 @@ def test_build_on_a_global_is_refused_and_the_global_is_unchanged(target):
 def test_container_opcodes_on_a_global_are_refused(op):
     args = {P.APPEND: long1(1), P.SETITEM: uni("k") + long1(1),
             P.ADDITEMS: P.MARK + long1(1)}[op]
-    with pytest.raises(sp.Refused):
+    with pytest.raises(Refused):
         load(stream(glob("collections", "OrderedDict"), args, op))
 
 
@@ -149,12 +152,12 @@ def test_repeated_copies_of_one_list_hit_the_metadata_cap():
     n = 100_000
     big = P.EMPTY_LIST + P.BINPUT + b"\x00" + P.MARK + P.NONE * n + P.APPENDS
     copy = call(glob("builtins", "set"), P.BINGET + b"\x00") + P.POP
-    with pytest.raises(sp.Refused, match="allocate more than"):
+    with pytest.raises(Refused, match="allocate more than"):
         load(stream(big, copy * 10_000, P.NONE))  # 64 GB of set entries if each ran
 
 
 def test_length_fields_larger_than_the_pickle_are_refused_without_allocating():
-    with pytest.raises(sp.Refused, match="exceeds"):
+    with pytest.raises(Refused, match="exceeds"):
         load(stream(P.BYTEARRAY8 + struct.pack("<Q", 1 << 40), proto=5))
     with pytest.raises(pickle.UnpicklingError):
         load(stream(P.BINBYTES8 + struct.pack("<Q", 1 << 40) + b"xx", proto=4))
@@ -164,17 +167,17 @@ def test_length_fields_larger_than_the_pickle_are_refused_without_allocating():
 
 
 def test_a_pickle_longer_than_the_cap_is_refused(monkeypatch):
-    monkeypatch.setattr(sp, "MAX_METADATA_BYTES", 1000)
+    monkeypatch.setattr(interpreter, "MAX_METADATA_BYTES", 1000)
     assert load(stream(uni("x" * 500))) == "x" * 500
-    with pytest.raises(sp.Refused, match="exceeds 1000 bytes"):
+    with pytest.raises(Refused, match="exceeds 1000 bytes"):
         load(stream(uni("x" * 2000)))
 
 
 def test_unsafe_globals_are_named_and_metadata_calls_stay_inert():
-    with pytest.raises(sp.UnsafeGlobal, match=r"unsafe global posix\.system"):
+    with pytest.raises(UnsafeGlobal, match=r"unsafe global posix\.system"):
         load(stream(call(glob("posix", "system"), uni("true"))))
     obj = load(stream(call(glob("pathlib", "Path.write_text"), uni("/tmp/x"), uni("ran"))))
-    assert isinstance(obj, sp.Placeholder) and obj.args == ("/tmp/x", "ran")
+    assert isinstance(obj, Placeholder) and obj.args == ("/tmp/x", "ran")
     assert not pathlib.Path("/tmp/x").exists() or pathlib.Path("/tmp/x").read_text() != "ran"
 
 
@@ -204,7 +207,7 @@ def test_plain_metadata_round_trips_as_data_or_placeholders(tmp_path, protocol):
         else:
             assert got == value and type(got) is type(value), key
     for key in placeholders:
-        assert isinstance(obj[key], sp.Placeholder), key
+        assert isinstance(obj[key], Placeholder), key
 
 
 def test_a_bomb_inside_a_torch_checkpoint_is_a_checkpoint_error(tmp_path):
@@ -271,7 +274,7 @@ def _snapshot() -> dict[str, object]:
     attribute dict's own order (deterministic; an attribute added, removed, re-added or rebound
     changes it). Taken twice per example of the property tests: kept cheap (no copy, no sort)."""
     out = {}
-    for name, obj in [*sp._allowed_globals().items(), ("Placeholder", sp.Placeholder),
+    for name, obj in [*allowed_globals().items(), ("Placeholder", Placeholder),
                       ("canary", canary)]:
         try:
             attrs = vars(obj)
@@ -284,8 +287,8 @@ def _snapshot() -> dict[str, object]:
 
 INERT = (type(None), bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set,
          frozenset, OrderedDict, Counter, slice, range, torch.Tensor, torch.Size, torch.dtype,
-         torch.device, torch.layout, sp.Placeholder, sp.SafeCall, torch.serialization.StorageType)
-ALLOWED_VALUES = {id(v) for v in sp._allowed_globals().values()}
+         torch.device, torch.layout, Placeholder, SafeCall, torch.serialization.StorageType)
+ALLOWED_VALUES = {id(v) for v in allowed_globals().values()}
 
 
 def assert_inert(obj, seen=None) -> None:
@@ -293,7 +296,7 @@ def assert_inert(obj, seen=None) -> None:
     if id(obj) in seen:
         return
     seen.add(id(obj))
-    if id(obj) in ALLOWED_VALUES or (isinstance(obj, type) and issubclass(obj, sp.Placeholder)):
+    if id(obj) in ALLOWED_VALUES or (isinstance(obj, type) and issubclass(obj, Placeholder)):
         return  # a global itself (a class, a dtype): calling it is checked
     assert isinstance(obj, INERT), f"not inert: {type(obj)}"
     children = []
@@ -301,7 +304,7 @@ def assert_inert(obj, seen=None) -> None:
         children = list(obj)
     elif isinstance(obj, dict):
         children = [*obj.keys(), *obj.values()]
-    elif isinstance(obj, sp.Placeholder):
+    elif isinstance(obj, Placeholder):
         children = list(vars(obj).values())
     for child in children:
         assert_inert(child, seen)
@@ -356,6 +359,6 @@ def test_the_property_checks_would_catch_an_unrestricted_unpickler():
     pickle.loads(data)
     assert FIRED == ["canary"]
     FIRED.clear()
-    with pytest.raises(sp.UnsafeGlobal):
+    with pytest.raises(UnsafeGlobal):
         load(data)
     assert not FIRED and isinstance(io.BytesIO(), io.BytesIO)

@@ -66,6 +66,7 @@ from zoorank.catalog.scoring import (
 )
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
+from zoorank.metrics import registry
 from zoorank.sources import SampleIndex, index_samples
 from zoorank.store import Store, layout
 
@@ -117,7 +118,8 @@ class Catalog:
     digests: uris.DigestCache | None = field(default=None, repr=False)
     _labels: dict[str, str] = field(default_factory=dict, repr=False)
     #: SCORE's whole plan (every expected task, nothing stored) per manifest snapshot, keyed by
-    #: the snapshot's done and failed entries; computed once and reused by every reader.
+    #: the snapshot's done and failed entries (and the registry's metric versions); computed once
+    #: and reused by every reader.
     _score_plans: dict[Any, ScorePlan] = field(default_factory=dict, repr=False)
     #: how many SCORE plans this catalog computed (one per manifest snapshot it was asked about).
     score_plans_computed: int = 0
@@ -173,7 +175,10 @@ class Catalog:
         the fingerprints of every row it writes. Computed once per manifest snapshot (its done and
         failed entries) and shared; callers must not modify it."""
         done, failed = entry_fingerprints(manifest)
-        key = (frozenset(done.items()), frozenset(failed))
+        # the metrics' implementation versions are in every row's fingerprint: a registration
+        # made (or bumped) after the plan was computed gives a new plan
+        versions = tuple(sorted((name, e.version) for name, e in registry.REGISTRY.items()))
+        key = (frozenset(done.items()), frozenset(failed), versions)
         plan = self._score_plans.get(key)
         if plan is None:
             plan = plan_score(self.config, self.models, manifest, pd.DataFrame(columns=["model_id"]),

@@ -208,7 +208,7 @@ class OracleSpec(Strict):
     loss_data_curve: bool = False
     sdl_eps: tuple[float, ...] = (0.5, 0.2)
     #: loss-data curve: log-uniform subset sizes, probe seeds, and updates per probe
-    #: (None = the probe's default, zoorank.metrics.oracle.loss_data_curve).
+    #: (None = the probe's default, zoorank.metrics.loss_data.loss_data_curve).
     loss_data_points: int = Field(default=8, gt=1)
     loss_data_seeds: int = Field(default=3, gt=0)
     loss_data_steps: int | None = Field(default=None, gt=0)

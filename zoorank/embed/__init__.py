@@ -54,12 +54,12 @@ import pandas as pd
 
 from zoorank import viewcache
 from zoorank.catalog import Catalog, Entry, build_catalog, planned_precision, samples_path
-from zoorank.config import EmbedOptions, RunConfig
+from zoorank.config import RunConfig
 from zoorank.embed.decode_groups import Caches, Groups, decode_groups, with_undecodable
 from zoorank.embed.entry_rows import pending_row, verified_row
+from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
-from zoorank.embedplan import choose_device, chunk_entries, slices_for
-from zoorank.errors import ConfigError
+from zoorank.embedplan import chunk_entries, slices_for
 from zoorank.store import Store
 from zoorank.store.shards import parse_shards
 from zoorank.views import check_views
@@ -142,58 +142,6 @@ def complete_entries(
 
 # -- the driver ------------------------------------------------------------------------------------
 @dataclass
-class _Resources:
-    device: str
-    precision: str
-    num_workers: int  # embedding tasks that run at once (GPUs, or CPU workers)
-    num_threads: int
-    num_cpus: float
-    num_gpus: float
-    allow_cpu_torch: bool = False
-    total_cpus: float = 1.0
-
-
-def _resources(options: EmbedOptions) -> _Resources:
-    import ray
-
-    from zoorank.runtime import autoscaler_gpus, cluster_gpus
-
-    gpus, possible = cluster_gpus(), autoscaler_gpus()
-    device = choose_device(options.device, gpus, possible)
-    if device == "cuda" and gpus == 0 and possible == 0:
-        raise ConfigError("embed.device: 'cuda' but the Ray cluster has no GPU and its autoscaler "
-                          "config cannot add any")
-    precision = planned_precision(options, device)
-    cpus = float(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-    allow_cpu = options.allow_cpu_torch or os.environ.get("ZOORANK_GPU_AS_CPU") == "1"
-    if device == "cuda":
-        workers = options.num_actors or max(1, int(gpus if gpus > 0 else min(possible, 64)))
-        threads = max(1, int(options.num_cpus_per_actor))
-        return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 1.0,
-                          allow_cpu, cpus)
-    # On CPU, parallel batches beat parallel threads: intra-op threads wait on each other at every
-    # layer (badly so on a shared machine), so up to 4 workers share the cores.
-    workers = options.num_actors or max(1, min(4, int(cpus)))
-    threads = max(1, int(cpus // workers))
-    return _Resources(device, precision, workers, threads, options.num_cpus_per_actor, 0.0,
-                      allow_cpu, cpus)
-
-
-def _wait_for_gpus(res: _Resources, options: EmbedOptions) -> None:
-    from zoorank.runtime import wait_for_gpus
-
-    try:
-        have = wait_for_gpus(res.num_workers, options.gpu_wait_seconds)
-    except TimeoutError:
-        raise ConfigError(
-            f"embed.device: {options.device!r} needs GPUs, but none joined the Ray cluster within "
-            f"embed.gpu_wait_seconds={options.gpu_wait_seconds:g} s (the autoscaler was asked for "
-            f"{res.num_workers} GPU worker(s)); check the GPU node type of the cluster config, or "
-            "set embed.device: cpu") from None
-    log.info("embed: %g GPU(s) in the cluster", have)
-
-
-@dataclass
 class _Chunk:
     """One model chunk of a group in flight: its entries, its number of slice tasks, their reports."""
 
@@ -206,7 +154,7 @@ class _Chunk:
 
 
 def _embed_chunks(
-    store: Store, config: RunConfig, groups: Groups, caches: Caches, res: _Resources,
+    store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
     display: Display,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
@@ -300,7 +248,7 @@ def _lost_report(task: Any, error: str) -> dict[str, Any]:
             "images": 0, "load_seconds": 0.0, "called": now, "done": now, "node_id": ""}
 
 
-def _chunk_stats(chunk: _Chunk, res: _Resources) -> dict[str, Any]:
+def _chunk_stats(chunk: _Chunk, res: Resources) -> dict[str, Any]:
     reps = chunk.reports
     first_call = min(r["called"] for r in reps)
     last_done = max(r["done"] for r in reps)
@@ -350,7 +298,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         from zoorank.runtime import ensure_ray
 
         ensure_ray(address)
-        res = _resources(config.embed)
+        res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
 
@@ -380,7 +328,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         ensure_ray(address)
         quiet_ray_data()
         quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
-        res = res or _resources(config.embed)
+        res = res or cluster_resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         try:
             with Display(len(entries), enabled=show) as display:
@@ -402,7 +350,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 if os.environ.get(ENV_PAUSE_AFTER_CLEAR):
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
-                    _wait_for_gpus(res, config.embed)
+                    wait_for_gpus(res, config.embed)
                 for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
                     for r in rows:
                         results[(r["dataset"], r["view"], r["model_id"])] = r

@@ -11,37 +11,28 @@ Importing this package imports every family module, so every metric is registere
 
 # isort: off
 # Registration order is the order of `zoorank metrics`, of a config's default `metrics:` and of the
-# report's columns: spectral, geometry, learnability, reliability, collapse, suite (nc), then labels.
-from zoorank.metrics import registry, spectral, geometry, learnability, reliability, collapse, suite  # noqa: F401
-from zoorank.metrics import oracle, transferability  # noqa: F401
+# report's columns: spectral (rankme_family, lidar_scatter, spectrum_shape), geometry,
+# learnability, reliability, collapse, suite (nc), then labels.
+from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_shape  # noqa: F401
+from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
+from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
 # isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import clid, cluster_learnability
-from zoorank.metrics.oracle import (
-    esc,
-    knn_accuracy,
-    linear_probe_accuracy,
-    loss_data_curve,
-    mdl,
-    r_auroc,
-    recall_at_1,
-    sdl,
-)
+from zoorank.metrics.lidar_scatter import lidar
+from zoorank.metrics.loss_data import loss_data_curve
+from zoorank.metrics.loss_data_costs import esc, mdl, sdl
+from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, r_auroc, recall_at_1
+from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.reliability import (
     embedding_norm,
     feature_variance,
     mean_knn_distance,
     neighborhood_consistency,
 )
-from zoorank.metrics.spectral import (
-    alpha_req,
-    coding_rate,
-    coding_rate_reduction,
-    lidar,
-    rankme,
-)
+from zoorank.metrics.spectrum_shape import alpha_req, coding_rate, coding_rate_reduction
 from zoorank.metrics.transferability import gbc, h_score, logme, nleep
 
 __all__ = [

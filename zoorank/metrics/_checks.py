@@ -95,3 +95,23 @@ def l2_normalize(Z: np.ndarray, eps: float = 1e-12, out: np.ndarray | None = Non
 
 def warn_degenerate(message: str) -> None:
     warnings.warn(message, DegenerateInputWarning, stacklevel=3)
+
+
+def check_train_test(
+    train_Z: Any, train_y: Any, test_Z: Any, test_y: Any, *, dtype: type = np.float64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a labelled train/test pair; labels come back raw (checked for shape only)."""
+    Xtr = check_array(train_Z, "train_Z", dtype=dtype)
+    Xte = check_array(test_Z, "test_Z", dtype=dtype)
+    if Xtr.shape[1] != Xte.shape[1]:
+        raise ValueError(f"train_Z width {Xtr.shape[1]} differs from test_Z width {Xte.shape[1]}")
+    check_labels(train_y, Xtr.shape[0], "train_y")
+    check_labels(test_y, Xte.shape[0], "test_y")
+    return Xtr, to_numpy(train_y), Xte, to_numpy(test_y)
+
+
+def joint_codes(*label_arrays: np.ndarray) -> tuple[int, list[np.ndarray]]:
+    """Encode several label vectors with one shared code book; returns (n_classes, codes...)."""
+    classes, codes = np.unique(np.concatenate(label_arrays), return_inverse=True)
+    splits = np.cumsum([len(y) for y in label_arrays])[:-1]
+    return len(classes), [c.astype(np.int64) for c in np.split(codes.ravel(), splits)]

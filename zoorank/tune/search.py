@@ -19,12 +19,10 @@ the label-free choice is compared with the labelled one (regret, Kendall τ).
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import signal
 import sys
-import tempfile
 import threading
 import warnings
 from typing import Any
@@ -33,19 +31,19 @@ import pandas as pd
 from ray.tune import Callback
 
 from zoorank.errors import ConfigError
-from zoorank.metrics import registry
 from zoorank.redact import redact
 from zoorank.tune import results as R
-from zoorank.tune.config import (  # noqa: F401  (experiment_location, param_space: public here before)
-    TrialParams,
+from zoorank.tune.config import (
     TuneConfig,
     experiment_location,
     gpus_per_trial,
     load_tune_config,
     param_space,
 )
-from zoorank.tune.objective import build_probe_set, evaluate_probe
+from zoorank.tune.objective import build_probe_set
+from zoorank.tune.oracle import add_oracle
 from zoorank.tune.setup import SearchSetup
+from zoorank.tune.trial import train_trial
 from zoorank.uris import without_credentials
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
@@ -54,98 +52,11 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 
 __all__ = [
     "SearchSetup",
-    "experiment_location",
-    "make_trainer",
     "prepare_search",
     "run_search",
     "run_tune",
-    "train_trial",
 ]
 
-
-# ------------------------------------------------------------------------------------------------
-# the trial
-
-
-def make_trainer(setup: SearchSetup, params: TrialParams):
-    from zoorank.tune.trainers import SSLTrainer
-
-    return SSLTrainer(
-        params,
-        setup.factory,
-        setup.model_kwargs,
-        setup.images,
-        setup.geometry,
-        setup.mean,
-        setup.std,
-        setup.recipe,
-        setup.epochs,
-        device=setup.device,
-        precision=setup.precision,
-    )
-
-
-def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
-    """Function trainable: train, and at every report point score the probe set and checkpoint.
-
-    Reports ``epoch``, ``step``, ``train_loss``, ``train_seconds`` (since the last report),
-    ``objective_seconds``, ``overhead`` (their ratio), ``diverged`` and the label-free metrics.
-    A diverged trial (non-finite loss) reports the metrics' floor values once and stops.
-    """
-    import json
-
-    import torch
-    from ray import tune
-    from threadpoolctl import threadpool_limits
-
-    # one trial per fractional CPU: more BLAS/OpenMP threads (numpy, faiss) would only contend
-    torch.set_num_threads(setup.num_threads)
-    threadpool_limits(setup.num_threads)
-    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one INFO line per checkpoint
-    params = TrialParams.model_validate({**setup.base, **config})
-    trainer = make_trainer(setup, params)
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as directory:
-            trainer.load(directory)
-    per_report = setup.every_steps or setup.every * trainer.steps_per_epoch
-    while trainer.step < trainer.total_steps:
-        stats = trainer.train_steps(per_report)
-        diverged = not math.isfinite(stats["train_loss"])
-        if diverged:
-            floor = registry.tune_floors()
-            scores = {k: floor[k.removeprefix("projector_")] for k in _metric_keys(setup.objective)}
-            scores.update(degenerate=1.0, objective_seconds=0.0, probe_embed_seconds=0.0)
-        else:
-            scores = evaluate_probe(trainer, setup.probe, setup.objective)
-        metrics = {
-            **scores,
-            "epoch": trainer.epoch,
-            "step": trainer.step,
-            "train_loss": stats["train_loss"],
-            "train_seconds": stats["train_seconds"],
-            "overhead": scores["objective_seconds"] / max(stats["train_seconds"], 1e-9),
-            "diverged": float(diverged),
-        }
-        with tempfile.TemporaryDirectory() as directory:
-            trainer.save(directory)
-            with open(os.path.join(directory, "report.json"), "w") as f:
-                json.dump({"params": params.model_dump(mode="json"), "metrics": metrics}, f)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
-        if diverged:
-            return
-
-
-def _metric_keys(objective) -> list[str]:
-    names = list(objective.metrics)
-    # a pool metric (CLID) reports its terms too (the registry's requires)
-    names += [t for n in objective.metrics for t in registry.info(n).requires if t not in names]
-    keys = []
-    if objective.features in ("representation", "both"):
-        keys += names
-    if objective.features in ("projector", "both"):
-        keys += [f"projector_{m}" for m in names]
-    return keys
 
 
 # ------------------------------------------------------------------------------------------------
@@ -377,7 +288,7 @@ def run_search(
         raise KeyboardInterrupt
     frame = R.results_frame(config, setup, grid)
     if config.oracle is not None:
-        frame = R.add_oracle(config, setup, frame)
+        frame = add_oracle(config, setup, frame)
     frame = R.add_selection(config, frame)
     store.write_parquet(f"{rel}/tune_results.parquet", R.to_parquet_frame(frame))
     R.write_zoo(config, setup, frame, store, rel)

@@ -21,7 +21,8 @@ from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
 from zoorank.redact import redact
-from zoorank.zoo.safe_pickle import Refused, UnsafeGlobal, restricted_pickle_module
+from zoorank.zoo.safe_pickle import restricted_pickle_module
+from zoorank.zoo.safe_pickle.errors import Refused, UnsafeGlobal
 
 #: state-dict containers looked for, in order, when the top level is not a tensor dict.
 AUTO_STATE_DICT_KEYS = ("state_dict", "model", "module")
