@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_digits
 
-from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.store import Store
+from zoorank.store.schema import METRICS_COLUMNS
 
 DATASET = "digits"
 FAMILIES = {"proj-a": "proj", "proj-b": "proj", "lowrank": "proj", "rot-0": "rot",

@@ -16,7 +16,8 @@ from rank_fixtures import config_dict, write_store
 
 from zoorank.config.loading import parse_config
 from zoorank.gc import run_gc
-from zoorank.store import METRICS, METRICS_KEY, Store
+from zoorank.store import METRICS, Store
+from zoorank.store.schema import METRICS_KEY
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -222,7 +222,7 @@ def _split(n: int = 300):
 @pytest.mark.timeout(300)
 def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(ranked_store):
     from zoorank.metrics.oracle import knn_accuracy, recall_at_1
-    from zoorank.store import METRICS_COLUMNS
+    from zoorank.store.schema import METRICS_COLUMNS
 
     root, _, models, _ = ranked_store
     oracle = DeltaTable(str(root / "oracle")).to_pandas()

@@ -12,7 +12,8 @@ import pytest
 
 from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
-from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.store import Store
+from zoorank.store.schema import METRICS_COLUMNS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -21,7 +21,8 @@ from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.spectrum_shape import coding_rate
 from zoorank.score import run_score
 from zoorank.score.worker import pool_size
-from zoorank.store import METRICS, METRICS_COLUMNS, Store
+from zoorank.store import METRICS, Store
+from zoorank.store.schema import METRICS_COLUMNS
 
 N_AUG, Q = 300, 4
 

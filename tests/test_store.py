@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from zoorank.store import MANIFEST_COLUMNS, METRICS_KEY, Store, layout
+from zoorank.store import Store, layout
+from zoorank.store.schema import MANIFEST_COLUMNS, METRICS_KEY
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -135,7 +136,8 @@ def test_tables_are_delta_tables_that_pandas_and_duckdb_read(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from zoorank.store import Store, METRICS_KEY
+    from zoorank.store import Store
+    from zoorank.store.schema import METRICS_KEY
     store, who, n = Store(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(n):
         store.upsert_rows("metrics", [{"model_id": f"{who}-{i}", "dataset": "d", "metric": "x",

@@ -1,7 +1,7 @@
 """Several real `zoorank` processes on one store (local and loopback S3): no lease, no lost row.
 
 Every store write is one Delta commit with conflict detection (zoorank.store.tables); a row
-computed from the same inputs is never rewritten (zoorank.store.UPDATE_RULES). So two runs started
+computed from the same inputs is never rewritten (zoorank.store.schema.UPDATE_RULES). So two runs started
 together end like one run, a writer stopped (SIGSTOP) past any conflict window and resumed commits
 nothing over what the other finished, and `zoorank report` during a run reads one snapshot.
 """

@@ -42,7 +42,7 @@ import pyarrow.fs as pafs
 from zoorank.catalog import Catalog, build_catalog, reliability_path, samples_path, select_fresh
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.store import MANIFEST, MANIFEST_KEY, METRICS, METRICS_KEY, Store
+from zoorank.store import MANIFEST, METRICS, Store
 from zoorank.store.layout import (
     DATASETS_DIR,
     EMBEDDINGS_DIR,
@@ -52,6 +52,7 @@ from zoorank.store.layout import (
     VIEW_CACHE_DIR,
     reliability_dir,
 )
+from zoorank.store.schema import MANIFEST_KEY, METRICS_KEY
 from zoorank.store.shards import parse_shards
 
 #: files younger than this are never removed: without a lease, another process may be writing

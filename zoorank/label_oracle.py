@@ -26,8 +26,9 @@ from zoorank.catalog import ORACLE_VERSION, Catalog, build_catalog, reliability_
 from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
-from zoorank.store import METRICS_COLUMNS, Store
+from zoorank.store import Store
 from zoorank.store.layout import ORACLE
+from zoorank.store.schema import METRICS_COLUMNS
 
 #: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
 #: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.

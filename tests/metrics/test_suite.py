@@ -204,7 +204,6 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
     from zoorank.config.loading import parse_config
     from zoorank.leaderboard import ranking_vector
     from zoorank.metrics import registry
-    from zoorank.tune.config import OBJECTIVE_METRICS
     from zoorank.tune.objective import FLOOR
 
     assert LABEL_FREE_METRICS == registry.CONFIG_NAMES
@@ -217,7 +216,7 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
         assert (name in per_model_metrics(LABEL_FREE_METRICS)) == (entry.compute is not None)
     assert FLOOR == {n: e.tune_floor for n, e in registry.REGISTRY.items()
                      if e.tune_floor is not None}
-    assert set(OBJECTIVE_METRICS) <= set(FLOOR)
+    assert set(registry.tune_metrics()) <= set(FLOOR)
     base = {"datasets": [{"name": "d", "source": "sklearn_digits"}],
             "models": [{"source": "timm", "name": "resnet18"}],
             "views": [{"name": "clean"}, {"name": "a", "recipe": "simclr", "per_sample": 2},

@@ -50,8 +50,9 @@ from zoorank.runner import Task, run_tasks
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
-from zoorank.store import METRICS, METRICS_COLUMNS, Store
+from zoorank.store import METRICS, Store
 from zoorank.store.layout import reliability_dir
+from zoorank.store.schema import METRICS_COLUMNS
 
 # -- the stage --------------------------------------------------------------------------------------
 

@@ -27,9 +27,6 @@ from zoorank.store import Store
 from zoorank.store.layout import TUNE_DIR, tune_dir
 
 METHODS = ("simclr", "vicreg", "byol")
-#: label-free metrics a trial can report: the registry's metrics with a Tune floor (all higher is
-#: better), in the registry's order (the built-in ones; validation reads registry.tune_metrics()).
-OBJECTIVE_METRICS = registry.tune_metrics()
 
 
 def _tune_metric(name: str) -> str:
