@@ -239,8 +239,10 @@ class OracleSpec(Strict):
 class RankOptions(Strict):
     aggregation: Literal["rank_product", "mean_rank", "borda"] = "rank_product"
     dataset_weights: dict[str, float] = Field(default_factory=dict)
-    #: metric that orders the leaderboard; None = the first of metrics.primary.PRIMARY_PREFERENCE that
-    #: the config computes. Validated against the registry and ``metrics:``.
+    #: metric that orders the leaderboard; None = per dataset, the first of
+    #: metrics.primary.PRIMARY_PREFERENCE that the config computes and that ranks (nearly) every
+    #: model there (metrics.primary.default_for_coverage). Validated against the registry and
+    #: ``metrics:``.
     primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
@@ -296,7 +298,9 @@ class RunConfig(Strict):
 
     @property
     def primary_metric(self) -> str | None:
-        """The metric that orders the leaderboard (configured, else the registry's default)."""
+        """The configured primary metric, else the first default candidate the config computes
+        (RANK may pass over it per dataset when it ranks too few models there: NC without seed
+        ensembles; ``metrics.primary.default_for_coverage``)."""
         return self.rank.primary_metric or default_primary(self.metrics,
                                                            augmented=bool(self.augmented_views))
 
