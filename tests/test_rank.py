@@ -343,3 +343,38 @@ def test_a_rerun_of_rank_is_a_no_op(ranked_store):
     after = ({n: store.table_version(n) for n in tables},
              {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names})
     assert after == before
+
+
+def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_ranks(tmp_path):
+    """Unset ``rank.primary_metric``: NC (first in the preference) orders the board only when it
+    ranks nearly every model; in the fixture only the seed ensemble ``rot`` (2 of 7 scored models)
+    has NC, so RankMe (the next preference the config computes) orders it; restricted to the
+    ensemble, NC does (issue 17)."""
+    from types import SimpleNamespace
+
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.config.loading import parse_config
+    from zoorank.metrics.primary import PRIMARY_PREFERENCE
+    from zoorank.rank.board import build_leaderboard
+    from zoorank.store import Store
+
+    write_store(str(tmp_path))
+    raw = config_dict(str(tmp_path))
+    raw["rank"].pop("primary_metric")
+    config = parse_config(raw)
+    metrics = Store(str(tmp_path)).read_metrics()
+    infos = [SimpleNamespace(model_id=m["id"], family=m.get("family"), group=m.get("group"))
+             for m in raw["models"]]
+    no_oracle = pd.DataFrame(columns=metrics.columns)
+    assert PRIMARY_PREFERENCE.index("nc") < PRIMARY_PREFERENCE.index("rankme") \
+        < PRIMARY_PREFERENCE.index("uniformity")
+    board, settings = build_leaderboard(config, infos, metrics, no_oracle)
+    assert settings["primary_metric"] == {"digits": "rankme"}
+    assert settings["ordered_by"] == "rankme"
+    np.testing.assert_allclose(board["rank"], stats.rankdata(-board["digits/rankme"]))
+
+    ensemble = metrics[metrics["model_id"].isin(["rot-0", "rot-1"])]
+    _, settings = build_leaderboard(config, [i for i in infos if i.group == "rot"], ensemble,
+                                    no_oracle)
+    assert settings["primary_metric"] == {"digits": "nc"}
