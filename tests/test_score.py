@@ -347,3 +347,35 @@ def test_every_augmented_view_is_scored_under_its_own_name(tmp_path, digits, ray
         assert _value(table, mid, "rankme") == pytest.approx(
             rankme(maps[mid](pixels).astype(np.float32)), rel=1e-6)
     assert not (table["metric"] == "rankme@heavy").any()  # clean metrics are not repeated
+
+
+def test_a_pool_over_a_crashed_term_is_not_fresh_and_is_recomputed_once_the_term_has_a_value():
+    """A term row a crashed task left (NaN, ``"crashed": true``) is no term: the CLID rows built
+    over it do not carry the catalog's fingerprint (so they never count as fresh), and once the
+    term is recomputed the rows carry it and equal z(CL) + z(ID) over the whole pool."""
+    from zoorank.catalog import expected_pool_fingerprint
+    from zoorank.score.pools import pool_rows
+
+    cl = {"a": 0.9, "b": 0.5, "c": 0.7}
+    id_ = {"a": 12.0, "b": 20.0, "c": 7.0}
+
+    def term(model, metric, value, crashed=False):
+        params = json.dumps({"crashed": True, "error": "worker died"} if crashed else {})
+        return {"model_id": model, "dataset": "d", "metric": metric, "value": value,
+                "params": params, "n": 100, "dim": 8, "fingerprint": f"{model}-{metric}"}
+
+    good = [term(m, "cluster_learnability", cl[m]) for m in cl]
+    good += [term(m, "twonn_id", id_[m]) for m in id_]
+    expected_fps = {(r["model_id"], "d", r["metric"]): r["fingerprint"] for r in good}
+    expected = expected_pool_fingerprint("clid", "d", list(cl), None, expected_fps)
+    crashed = [r if (r["model_id"], r["metric"]) != ("c", "twonn_id")
+               else term("c", "twonn_id", math.nan, crashed=True) for r in good]
+
+    first = pool_rows("clid", "d", list(cl), pd.DataFrame(crashed), seed=0)
+    assert {r["fingerprint"] for r in first} != {expected}
+    assert math.isnan(next(r["value"] for r in first if r["model_id"] == "c"))
+
+    again = pool_rows("clid", "d", list(cl), pd.DataFrame(good), seed=0)
+    assert {r["fingerprint"] for r in again} == {expected}
+    z = scipy.stats.zscore(list(cl.values())) + scipy.stats.zscore(list(id_.values()))
+    assert np.allclose([next(r["value"] for r in again if r["model_id"] == m) for m in cl], z)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 
 # Ray binds to the machine's interface address by default; these keep a local Ray on loopback and
@@ -31,6 +32,10 @@ ENV_DEBUG = "ZOORANK_DEBUG"
 #: except those with their own handlers, as Ray Data's).
 RAY_LOGGERS = ("ray", "ray.data", "ray.data._internal.execution.streaming_executor", "ray.tune",
                "ray.train", "ray.air")
+
+
+#: tries at starting a local Ray when its node misses Ray's start-up deadline (a loaded machine).
+LOCAL_START_ATTEMPTS = 3
 
 
 def debug_enabled() -> bool:
@@ -66,7 +71,18 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                     "logging_level": "INFO" if debug else "ERROR"}
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
-    ray.init(address=address, **kwargs)
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **kwargs)
+            break
+        except Exception as err:  # Ray raises a bare Exception for this one
+            # Ray gives a local node a fixed 30 s to register; a busy machine can miss it.
+            if address is not None or "timed out during startup" not in str(err) \
+                    or attempt == LOCAL_START_ATTEMPTS:
+                raise
+            ray.shutdown()
+            print(f"zoorank: the local Ray did not start in Ray's 30 s (busy machine?); "
+                  f"starting it again ({attempt + 1}/{LOCAL_START_ATTEMPTS})", file=sys.stderr)
     quiet_ray_logging()  # after init: it sets the "ray" logger's level from logging_level
 
 

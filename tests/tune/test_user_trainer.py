@@ -23,7 +23,7 @@ def _config(tmp_path: Path, **trainer) -> dict:
         "store": str(tmp_path / "store"),
         "dataset": {"name": "digits", "source": "sklearn_digits", "limit": 600},
         "backbone": {"input_size": 8, "mean": MEAN, "std": STD},
-        "epochs": 4,
+        "epochs": 2,  # max_t 2, grace 1: one rung, at epoch 1
         "probe": {"samples": 128, "per_sample": 4},
         "objective": {"metric": "rankme", "report": ["lidar"]},
         "search": {"name": "user", "grace_period": 1, "reduction_factor": 2,
@@ -31,7 +31,7 @@ def _config(tmp_path: Path, **trainer) -> dict:
         "trainer": {"name": "ssl_digits:train",
                     "model": {"source": "python", "name": "zoorank.tune.models:small_cnn",
                               "model_kwargs": {"width": 16, "depth": 2}},
-                    "params": {"negatives": True, "limit": 1797, "batch_size": 64},
+                    "params": {"negatives": True, "limit": 600, "batch_size": 64},
                     "space": {"lr": {"grid": [0.05, 8.0]}}, **trainer},
     }
 
@@ -60,8 +60,8 @@ def test_zoorank_tune_runs_a_user_training_function_with_asha(ray_session, tmp_p
     assert len(written) == 2 and set(written.status) <= {"completed", "stopped"}
     lr = frame.config.map(lambda c: yaml.safe_load(c)["lr"])
     healthy, collapsing = frame[lr == 0.05].iloc[0], frame[lr == 8.0].iloc[0]
-    assert healthy.status == "completed" and healthy.reports == 4
-    assert collapsing.status == "stopped" and collapsing.reports < 4
+    assert healthy.status == "completed" and healthy.reports == 2
+    assert collapsing.status == "stopped" and collapsing.reports < 2
     assert collapsing.final < healthy.final
     zoo = read_zoo_file(Path(config.store) / "tune" / "user")
     assert sorted(s.id for s in zoo) == sorted(frame.model_id)

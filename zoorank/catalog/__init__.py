@@ -52,6 +52,7 @@ from zoorank.catalog.scoring import (
     ModelTask,
     ScorePlan,
     clid_pools,
+    crashed_mask,
     ensemble_metrics,
     entry_fingerprints,
     existing_fingerprints,
@@ -73,6 +74,7 @@ from zoorank.store import Store, layout
 __all__ = [
     "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",
     "Entry", "GroupTask", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
+    "crashed_mask",
     "dataset_selection", "ensemble_metrics", "entry_fingerprint", "entry_fingerprints",
     "existing_fingerprints",
     "expected_fingerprints", "group_fingerprint", "metric_fingerprint", "plan_entries",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig, ScoreOptions
@@ -114,13 +115,20 @@ def entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
     return done, failed
 
 
+def crashed_mask(metrics: pd.DataFrame) -> np.ndarray:
+    """Boolean mask of the rows a crashed task left (a worker that died or raised:
+    ``"crashed": true`` in params); such rows hold no result and are retried."""
+    if metrics.empty or "params" not in metrics:
+        return np.zeros(len(metrics), dtype=bool)
+    return metrics["params"].astype(str).str.contains('"crashed": true', regex=False).to_numpy()
+
+
 def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
-    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task (a worker that
-    died or raised: ``"crashed": true`` in params) are left out, so a rerun retries them."""
+    """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task are left out
+    (:func:`crashed_mask`), so a rerun retries them."""
     if metrics.empty or "fingerprint" not in metrics:
         return {}
-    crashed = metrics["params"].astype(str).str.contains('"crashed": true', regex=False)
-    metrics = metrics[~crashed.to_numpy()]
+    metrics = metrics[~crashed_mask(metrics)]
     return {
         (r.model_id, r.dataset, r.metric): r.fingerprint
         for r in metrics[METRICS_KEY + ["fingerprint"]].itertuples(index=False)

@@ -17,6 +17,7 @@ from zoorank.catalog import (
     ModelInfo,
     ScorePlan,
     clid_pools,
+    crashed_mask,
     existing_fingerprints,
     pool_fingerprint,
 )
@@ -29,9 +30,11 @@ from zoorank.score.worker import metric_row
 
 def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str],
                   needed: Iterable[str] = CLID_TERMS) -> dict[str, Any]:
-    """model_id → {metric: (value, fingerprint, n, dim)} for a pool metric's terms."""
+    """model_id → {metric: (value, fingerprint, n, dim)} for a pool metric's terms. A term row a
+    crashed task left is no term: the pool's fingerprint then differs from the catalog's, so its
+    rows are not fresh and are recomputed once the term has its value."""
     sub = metrics[(metrics["dataset"] == dataset) & metrics["metric"].isin(list(needed))
-                  & metrics["model_id"].isin(model_ids)]
+                  & metrics["model_id"].isin(model_ids) & ~crashed_mask(metrics)]
     terms: dict[str, dict[str, tuple]] = defaultdict(dict)
     for r in sub.itertuples(index=False):
         terms[r.model_id][r.metric] = (float(r.value), r.fingerprint, int(r.n), int(r.dim))
