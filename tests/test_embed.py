@@ -333,8 +333,8 @@ def test_config_error_exits_2_naming_the_field(tmp_path):
 def test_sigkill_mid_run_then_rerun_equals_the_uninterrupted_run(embedded, zoo, shared_data,
                                                                  photos, tmp_path):
     """Two model chunks (one model each); the driver (with the local Ray it started) is killed while
-    the second chunk writes shards; the rerun keeps the first chunk's finished entries and ends with exactly the
-    embeddings of the uninterrupted run."""
+    the second chunk writes shards; the rerun keeps the first chunk's finished entries and ends with
+    exactly the embeddings of the uninterrupted run."""
     import psutil
 
     reference, _, _ = embedded
