@@ -41,7 +41,7 @@ def _parquet_dataset(path) -> None:
 
 
 def _parquet_config(root, data, label_column: str, **oracle):
-    raw = config_dict(str(root), oracle={"knn": True, "linear_probe": True, **oracle},
+    raw = config_dict(str(root), oracle={"knn": True, **oracle},
                       bootstrap=0)
     raw["datasets"] = [{"name": "digits", "source": "parquet", "path": str(data),
                         "image_column": "image", "label_column": label_column}]

@@ -38,6 +38,11 @@ TINY_CONFIG = {
     "oracle": {"knn": True},
     "rank": {"bootstrap": 50},
 }
+#: what `ray job submit` runs: the same three models on fewer samples, one view and two metrics
+#: (the job path, not the metrics, is under test; those run in tests/test_pipeline_e2e.py).
+JOB_CONFIG = {**TINY_CONFIG, "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 120}],
+              "views": [{"name": "clean"}], "metrics": ["rankme", "twonn_id"],
+              "rank": {"bootstrap": 10}}
 
 
 @pytest.mark.slow
@@ -78,7 +83,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
         shutil.copy(REPO / "pipelines" / "rank_zoo.py", work / "pipelines" / "rank_zoo.py")
         store = tmp_path / "store"
         job_id = f"zoorank-test-{os.getpid()}-{int(time.time())}"
-        (work / "tiny.yaml").write_text(yaml.safe_dump({**TINY_CONFIG, "store": str(store)}))
+        (work / "tiny.yaml").write_text(yaml.safe_dump({**JOB_CONFIG, "store": str(store)}))
         proc = subprocess.run(
             [str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dash}",
              "--submission-id", job_id, "--working-dir", str(work), "--",
@@ -95,7 +100,7 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
         )
         assert status.stdout.strip().splitlines()[-1] == "SUCCEEDED", status.stdout + status.stderr
         leaderboard = DeltaTable(str(store / "leaderboard")).to_pandas()
-        assert set(leaderboard["model_id"]) == {m["id"] for m in TINY_CONFIG["models"]}
+        assert set(leaderboard["model_id"]) == {m["id"] for m in JOB_CONFIG["models"]}
         assert (store / "report" / "index.html").is_file()
     finally:
         os.killpg(head.pid, signal.SIGTERM)

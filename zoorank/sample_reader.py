@@ -61,19 +61,20 @@ def _retrying(what: str, fn: Any, tries: int = READ_TRIES, backoff: float = READ
 
 
 #: test hook: ``GLOB`` makes every read of a matching image-folder file fail with an OSError;
-#: ``GLOB:N`` only its first N tries in each process (a transient fault).
+#: ``GLOB:N`` only its first N tries in each process (a transient fault); several rules are
+#: separated by ``;`` (the first whose glob matches applies).
 ENV_FAIL_READS = "ZOORANK_TEST_FAIL_READS"
 _injected: dict[str, int] = {}
 
 
 def _read_file(uri: str) -> bytes:
-    rule = os.environ.get(ENV_FAIL_READS)
-    if rule:
+    for rule in filter(None, os.environ.get(ENV_FAIL_READS, "").split(";")):
         pattern, _, times = rule.partition(":")
         if fnmatch.fnmatch(uri, pattern):
             _injected[uri] = _injected.get(uri, 0) + 1
             if not times or _injected[uri] <= int(times):
                 raise OSError(f"injected read failure ({ENV_FAIL_READS})")
+            break
     fs, path = uris.resolve(uri)
     with fs.open_input_file(path) as f:
         return f.read()
