@@ -154,5 +154,5 @@ class FaultyProxy:
                                                                          headers}:
             h.send_header("Content-Length", str(len(body)))
         h.end_headers()
-        if body:
-            h.wfile.write(body)
+        if body and h.command != "HEAD":  # a HEAD reply has no body, or the connection's next
+            h.wfile.write(body)           # reply starts inside it ("Invalid status line")
