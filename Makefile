@@ -2,6 +2,8 @@
 VENV   := .venv
 STAMP  := $(VENV)/.zoorank-installed
 PYTEST_ARGS ?=
+#: pytest-xdist workers for `make test` (test files are the unit of work; 0 runs in one process)
+TEST_WORKERS ?= 2
 
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_USAGE_STATS_ENABLED := 0
@@ -20,7 +22,8 @@ demo: $(STAMP)
 	$(VENV)/bin/zoorank demo
 
 test: $(STAMP)
-	RAY_DATA_DISABLE_PROGRESS_BARS=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	RAY_DATA_DISABLE_PROGRESS_BARS=1 $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
+		$(PYTEST_ARGS)
 
 # ruff, then the import contracts of pyproject.toml ([tool.importlinter]: layers, stages side by side,
 # no cycle, a pure metrics layer).

@@ -134,3 +134,14 @@ def e2e_zoo(tmp_path_factory) -> dict[str, str]:
     from e2e_models import build_zoo
 
     return build_zoo(tmp_path_factory.mktemp("e2e-zoo"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files with end-to-end (``slow``) cases first, each file's tests in their own order.
+
+    ``make test`` runs the files on two pytest-xdist workers (``--dist loadfile``), handed out in
+    this order: the long files start at once and the many short ones fill in behind them, so the
+    workers end together instead of one finishing a long file alone.
+    """
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: file order kept
