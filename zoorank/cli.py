@@ -153,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from zoorank.runtime import ENV_DEBUG
 
         os.environ[ENV_DEBUG] = "1"
+    else:
+        # Tune's "new output engine" prints its experiment box and a TensorBoard hint even at
+        # verbose=0; its legacy engine honours verbose=0 (`zoorank tune` prints its own lines)
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     _terminate_cleanly()
     install_logging_filter("ray", "ray.data", "ray.tune", "zoorank")
     try:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from zoorank.cli import main
 from zoorank.errors import ConfigError
 from zoorank.tune.config import SEARCHABLE, TuneConfig, load_tune_config, parse_tune_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 BASE = {"dataset": {"name": "digits", "source": "sklearn_digits"}}
 
@@ -103,3 +107,31 @@ def test_a_named_experiment_of_another_config_is_neither_resumed_nor_exported(tm
                                  "search": {"name": "sweep"}})
     with pytest.raises(ConfigError, match="search.name"):
         check_experiment_matches(changed, Store(str(tmp_path)), rel)
+
+
+def test_the_trials_summary_piped_is_plain_text_within_100_columns(capsys):
+    """Off a terminal (a pipe, ``ray job logs``) the trials table has no border to cut and no line
+    over 100 columns, with long trial ids and both oracle columns."""
+    import numpy as np
+    import pandas as pd
+
+    from zoorank.console import PLAIN_WIDTH
+    from zoorank.tune.results import print_summary
+
+    config = load_tune_config(REPO / "pipelines" / "configs" / "tune_digits.yaml", store="/tmp/s")
+    ids = [f"vicreg-lr0.003-wd0.0001-s{i}" for i in range(3)]
+    frame = pd.DataFrame({
+        "model_id": ids, "status": ["completed", "stopped", "error"], "reports": [6, 2, 0],
+        "final": [41.5, 12.25, np.nan], "score": [41.5, 12.25, np.nan],
+        "selected": [True, False, False], "checkpoint": ["/runs/a/backbone.safetensors"] * 3,
+        "overhead": [0.031, 0.05, np.nan], "knn_accuracy": [0.93, 0.71, np.nan],
+        "linear_probe_accuracy": [0.95, 0.8, np.nan],
+    })
+    print_summary(config, frame, "/tmp/s/tune/tune-digits")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= PLAIN_WIDTH, out
+    assert not set(out) & set("─│┌┐└┘├┤┬┴┼━┃┏┓┗┛┡┩╇"), out
+    for i, status in zip(ids, frame["status"]):  # a row per trial, its id never wrapped
+        assert any(line.lstrip(" *").startswith(i) and status in line for line in lines), out
+    assert "knn acc" in out and "probe acc" in out and "winner: " + ids[0] in out

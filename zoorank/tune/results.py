@@ -240,17 +240,22 @@ def write_zoo(
 
 def print_summary(config: TuneConfig, frame: pd.DataFrame, location: str) -> None:
     """The trials table, the winner, and with the oracle its regret and Kendall τ."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if Console().is_terminal else 140)
+    from zoorank.console import output_console, table_box
+
+    console = output_console()
     key = config.objective.key
     table = Table(
-        title=f"zoorank tune: {len(frame)} trials, objective {key} ({config.objective.mode})"
+        title=f"zoorank tune: {len(frame)} trials, objective {key} ({config.objective.mode})",
+        box=table_box(console),
     )
     oracle_cols = [c for c in ORACLE_COLUMNS if c in frame]
+    # short headers for the oracle columns keep the table within 100 columns off a terminal
+    headers = {"knn_accuracy": "knn acc", "linear_probe_accuracy": "probe acc"}
     for col in ["model", "status", "reports", key, "score", *oracle_cols, "overhead"]:
-        table.add_column(col, justify="left" if col in ("model", "status") else "right")
+        table.add_column(headers.get(col, col), no_wrap=col == "model",
+                         justify="left" if col in ("model", "status") else "right")
     sign = 1.0 if config.objective.mode == "max" else -1.0
     order = frame.assign(_s=sign * frame["score"].fillna(-np.inf)).sort_values(
         "_s", ascending=False
