@@ -87,14 +87,32 @@ def test_changing_label_column_recomputes_the_oracle_on_the_new_labels(store_roo
     assert Store(str(store_root)).read_table_commit("oracle")[2] == version
 
 
-@pytest.mark.parametrize("change", ["nc removed", "older nc_k"])
-def test_reliability_tables_that_are_not_fresh_plot_nowhere_and_feed_no_r_auroc(store_root,
-                                                                              change):
+def _reliability_raw(root) -> dict:
+    return config_dict(str(root), oracle={"knn": True, "r_auroc": True}, bootstrap=0)
+
+
+@pytest.fixture(scope="module")
+def ranked_with_reliability(template, tmp_path_factory):
+    """A copy of the template store ranked and reported with NC and R-AUROC (fresh reliability
+    tables), once for the module; never written to: tests take a copy."""
     from zoorank.report import run_report
 
-    raw = config_dict(str(store_root), oracle={"knn": True, "r_auroc": True}, bootstrap=0)
-    run_rank(parse_config(raw), show=False)
-    run_report(parse_config(raw))
+    root = tmp_path_factory.mktemp("reliability") / "store"
+    shutil.copytree(template, root)
+    config = parse_config(_reliability_raw(root))
+    run_rank(config, show=False)
+    run_report(config)
+    return root
+
+
+@pytest.mark.parametrize("change", ["nc removed", "older nc_k"])
+def test_reliability_tables_that_are_not_fresh_plot_nowhere_and_feed_no_r_auroc(
+        ranked_with_reliability, tmp_path, change):
+    from zoorank.report import run_report
+
+    store_root = tmp_path / "store"  # the ranked and reported store, before the change
+    shutil.copytree(ranked_with_reliability, store_root)
+    raw = _reliability_raw(store_root)
     page = (store_root / "report" / "index.html").read_text()
     assert "reliability-digits-rot.png" in page
     oracle = Store(str(store_root)).read_frame("oracle")

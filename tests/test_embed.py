@@ -658,7 +658,8 @@ def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, z
                                                                   photos, tmp_path):
     """A re-embed (new seed: new subsets) is paused after it cleared its entries; SIGKILL; the
     manifest says pending with the new fingerprints (never done without rows), and a rerun ends
-    equal to a fresh run."""
+    equal to a fresh run. The killed `zoorank embed` is a process of its own joined to the
+    session's Ray (``--address``): what the kill leaves is the driver's manifest commits."""
     import psutil
 
     data = config_dict(tmp_path / "store", zoo, shared_data, photos, models=["cnn"])
@@ -673,7 +674,9 @@ def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, z
 
     env = {"ZOORANK_TEST_PAUSE_AFTER_CLEAR": "120"}
     with open(tmp_path / "log", "w") as log:
-        proc = _zoorank(["embed", str(cfg)], tmp_path, log, start_new_session=True,
+        address = ray_session.get_runtime_context().gcs_address
+        proc = _zoorank(["embed", str(cfg), "--address", address], tmp_path, log,
+                        start_new_session=True,
                         env=dict(os.environ, **env,
                                  PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)])))
         deadline = time.monotonic() + 150

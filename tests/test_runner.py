@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -141,7 +139,7 @@ import os, sys, time
 from pathlib import Path
 import ray
 from zoorank.runner import Task, run_tasks
-ray.init(num_cpus=2, include_dashboard=False)
+ray.init(address=sys.argv[2])  # the test session's Ray: a driver of its own, no Ray to start
 where = sys.argv[1]
 
 def body(i):
@@ -160,19 +158,21 @@ except BaseException as err:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, "SystemExit"),
                                                (signal.SIGINT, "KeyboardInterrupt")])
-def test_sigterm_and_ctrl_c_cancel_the_tasks_in_flight_then_unwind(tmp_path, signum, raised):
+def test_sigterm_and_ctrl_c_cancel_the_tasks_in_flight_then_unwind(ray_session, tmp_path, signum,
+                                                                   raised):
+    """The driver is a process of its own (the signal ends it) joined to the session's Ray."""
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(_SIGTERM_DRIVER))
-    ray_tmp = tempfile.mkdtemp(prefix="zr-", dir="/tmp")  # Ray's socket paths must stay short
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
+    address = ray_session.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env,
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), address], env=env,
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 150
         while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, "the driver exited before its tasks started"
-            time.sleep(0.5)
+            time.sleep(0.1)
         pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
         assert len(pids) == 2
         proc.send_signal(signum)
@@ -184,7 +184,6 @@ def test_sigterm_and_ctrl_c_cancel_the_tasks_in_flight_then_unwind(tmp_path, sig
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_dead_workers_are_crashes_and_exceptions_are_failures_even_when_ray_wraps_them():

@@ -117,13 +117,25 @@ def _no_duplicates(store: Store) -> None:
     assert set(m["status"]) == {"done"}
 
 
+def _run_here(cfg: Path) -> int:
+    """`zoorank run CFG` in this (the test) process, on the session's Ray: for a run that needs no
+    process of its own (one that is never stopped or killed, nor started together with another);
+    what it leaves is what a `zoorank` process leaves, at a fraction of the start-up cost (imports,
+    a local Ray, worker start-up)."""
+    from zoorank.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZOORANK_PROGRESS", "0")
+        return main(["run", str(cfg)])
+
+
 @pytest.fixture(scope="module")
-def single_run(tmp_path_factory) -> Path:
-    """One `zoorank run` alone on a fresh local store; its store's path (never written again:
-    tests that start from a finished run take a copy, :func:`_finished_store`)."""
+def single_run(ray_session, tmp_path_factory) -> Path:
+    """One `zoorank run` alone on a fresh local store (in this process: :func:`_run_here`); its
+    store's path (never written again: tests that start from a finished run take a copy,
+    :func:`_finished_store`)."""
     tmp = tmp_path_factory.mktemp("single")
-    proc = _zoorank(["run", str(_config(tmp, str(tmp / "store"), "single"))], tmp, "single")
-    assert _finish(proc, tmp, "single") == 0, _log(tmp, "single")
+    assert _run_here(_config(tmp, str(tmp / "store"), "single")) == 0
     return tmp / "store"
 
 
@@ -162,6 +174,7 @@ def test_two_runs_started_together_end_like_one_run(where, reference, tmp_path, 
 
 
 def test_a_writer_stopped_then_resumed_overwrites_nothing_the_other_committed(reference,
+                                                                               ray_session,
                                                                                tmp_path):
     uri = str(tmp_path / "store")
     cfg = _config(tmp_path, uri, "run")
@@ -174,8 +187,9 @@ def test_a_writer_stopped_then_resumed_overwrites_nothing_the_other_committed(re
         time.sleep(0.2)
     os.killpg(slow.pid, signal.SIGSTOP)
     try:
-        fast = _zoorank(["run", str(cfg)], tmp_path, "fast")
-        assert _finish(fast, tmp_path, "fast") == 0, _log(tmp_path, "fast")
+        # the other writer: a whole run while the slow one is stopped (this process, the
+        # session's Ray: the slow writer is the process that must be stopped and resumed)
+        assert _run_here(cfg) == 0
         committed = {
             "manifest": store.read_manifest().sort_values("model_id").reset_index(drop=True),
             "metrics": store.read_metrics().sort_values(["model_id", "metric"])
@@ -236,8 +250,7 @@ def test_a_truncated_shard_is_re_embedded_by_the_next_run(single_run, reference,
     old = store.shard_names(*key)
     victim = Path(store.path(Store.embedding_dir(*key), old[0]))
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # a torn write
-    again = _zoorank(["run", str(cfg)], tmp_path, "again")
-    assert _finish(again, tmp_path, "again") == 0, _log(tmp_path, "again")
+    assert _run_here(cfg) == 0  # the next run (this process: nothing stops or races it)
     new = store.shard_names(*key)
     assert new and not set(new) & set(old)  # new files; the torn one is only unreferenced
     assert victim.exists()
