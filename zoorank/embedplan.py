@@ -13,7 +13,7 @@ import numpy as np
 
 from zoorank.catalog import Entry
 from zoorank.config import EmbedOptions
-from zoorank.zoo import ResolvedModel, estimate_model_bytes
+from zoorank.zoo import ResolvedModel
 
 #: a chunk is split into slices only while each slice keeps this many rows of its smallest entry.
 SLICE_MIN_ROWS = 4096
@@ -27,6 +27,8 @@ def chunk_models(models: Sequence[ResolvedModel], options: EmbedOptions) -> list
     if options.models_per_actor is not None:
         k = options.models_per_actor
         return [list(models[i : i + k]) for i in range(0, len(models), k)]
+    from zoorank.zoo import estimate_model_bytes  # imports torch: only when there is work
+
     budget = options.actor_memory_gb * 1024**3
     chunks: list[list[ResolvedModel]] = []
     used = 0.0

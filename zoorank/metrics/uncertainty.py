@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "fold_assignment",
@@ -162,6 +161,10 @@ def replicate_ranks(values: Any, method: str = "min") -> np.ndarray:
     """Ranks (1 = best) of each row of (B, m) oriented values (higher is better); ties share the
     best (``method="min"``) or the worst (``"max"``) place they span; NaN values get NaN ranks
     and take no place."""
+    # imported here: the score workers import this module for fold_assignment alone, and
+    # scipy.stats costs them ~1 s of CPU to import
+    from scipy import stats
+
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 2:
         raise ValueError(f"values must be (B, m), got shape {v.shape}")

@@ -53,9 +53,6 @@ Conventions
   factory is not hashed: bump a ``model_kwargs`` entry when it changes.
 """
 
-from zoorank.zoo.build import FeatureExtractor, check_features, load_model, pool_features
-from zoorank.zoo.checkpoints import PREFIX_PRESETS, CheckpointError, read_checkpoint
-from zoorank.zoo.memory import estimate_model_bytes
 from zoorank.zoo.preprocessing import (
     DEFAULT_GEOMETRY,
     DEFAULT_NORMALIZATION,
@@ -92,3 +89,28 @@ __all__ = [
     "resolve_models",
     "write_zoo_file",
 ]
+
+#: names whose modules import torch, imported on first use (PEP 562): a process that only resolves
+#: the zoo (the driver of ``zoorank rank``/``report``, a score worker) never imports torch (~1.5 s
+#: of CPU).
+_LAZY = {
+    "FeatureExtractor": "zoorank.zoo.build",
+    "check_features": "zoorank.zoo.build",
+    "load_model": "zoorank.zoo.build",
+    "pool_features": "zoorank.zoo.build",
+    "PREFIX_PRESETS": "zoorank.zoo.checkpoints",
+    "CheckpointError": "zoorank.zoo.checkpoints",
+    "read_checkpoint": "zoorank.zoo.checkpoints",
+    "estimate_model_bytes": "zoorank.zoo.memory",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

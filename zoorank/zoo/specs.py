@@ -12,15 +12,15 @@ import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import ConfigError
 from zoorank.zoo.hub import hub_cache_dir
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = ["hub_cache", "hub_kwargs", "image_side", "kwargs_json", "timm_meta_model", "torchscript_file"]
 
@@ -41,6 +41,7 @@ def torchscript_file(spec: ModelSpec, label: str = "") -> str:
 @lru_cache(maxsize=256)
 def timm_meta_model(name: str, kwargs_json: str) -> nn.Module:
     import timm
+    import torch
 
     kwargs = {"num_classes": 0, **hub_kwargs(name, False), **json.loads(kwargs_json)}
     with torch.device("meta"):
