@@ -743,28 +743,6 @@ def test_cuda_without_gpus_is_a_clear_error_or_a_bounded_wait(ray_session):
     assert time.monotonic() - t0 < 10
 
 
-def test_the_dashboard_dependency_check_locates_what_ray_imports():
-    """zoorank answers Ray's "are the dashboard's dependencies installed?" by locating them (no
-    import into the driver); the answer is Ray's own, and a missing one is named."""
-    from zoorank import runtime
-
-    ours = runtime._dashboard_dependency_error()
-    try:  # Ray's own check (ray._private.utils.get_dashboard_dependency_error)
-        import ray.dashboard.optional_deps  # noqa: F401
-
-        theirs = None
-    except ImportError as err:
-        theirs = err
-    assert (ours is None) == (theirs is None)
-    deps = runtime.DASHBOARD_DEPS
-    try:
-        runtime.DASHBOARD_DEPS = (*deps, "zoorank_no_such_module")
-        missing = runtime._dashboard_dependency_error()
-    finally:
-        runtime.DASHBOARD_DEPS = deps
-    assert isinstance(missing, ImportError) and missing.name == "zoorank_no_such_module"
-
-
 @pytest.mark.timeout(300)
 def test_dataset_and_store_on_s3_embed_as_the_local_run(ray_session, s3_server, zoo, shared_data,
                                                         photos, tmp_path):

@@ -53,42 +53,6 @@ def quiet_ray_logging() -> None:
         warnings.filterwarnings("ignore", module=r"ray(\.|$)")
 
 
-#: what ``ray.dashboard.optional_deps`` imports (Ray 2.60), by top-level distribution: the
-#: dashboard's dependencies (``ray[default]``).
-DASHBOARD_DEPS = ("aiohttp", "aiohttp_cors", "grpc", "opencensus", "opentelemetry",
-                  "opentelemetry.exporter.prometheus", "opentelemetry.proto", "prometheus_client",
-                  "pydantic")
-
-
-def _dashboard_dependency_error() -> ImportError | None:
-    """Ray's ``get_dashboard_dependency_error``, answered with ``find_spec`` (locating the
-    packages) instead of importing them."""
-    from importlib.util import find_spec
-
-    for name in DASHBOARD_DEPS:
-        try:
-            found = find_spec(name) is not None
-        except (ImportError, ValueError) as err:
-            return err if isinstance(err, ImportError) else ImportError(str(err))
-        if not found:
-            return ModuleNotFoundError(f"No module named {name!r}", name=name)
-    return None
-
-
-def _find_dashboard_deps_without_importing() -> None:
-    """Starting a local node, Ray asks (twice) whether its dashboard's dependencies are installed
-    by importing all of them into the driver (aiohttp, grpc, opentelemetry, prometheus_client:
-    ~1.3 s of CPU on ray.init's critical path, for modules the driver never uses), only to start
-    the dashboard processes with ``--minimal`` when one is missing. The same question is answered
-    by locating them; Ray's own check is kept where this Ray has no such function."""
-    try:
-        import ray._private.utils as ray_utils
-    except ImportError:
-        return
-    if callable(getattr(ray_utils, "get_dashboard_dependency_error", None)):
-        ray_utils.get_dashboard_dependency_error = _dashboard_dependency_error
-
-
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Start a local Ray on demand (``address=None``) or join one (``"auto"`` / ``ray://...``).
 
@@ -107,7 +71,6 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                     "logging_level": "INFO" if debug else "ERROR"}
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
-        _find_dashboard_deps_without_importing()
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(address=address, **kwargs)
