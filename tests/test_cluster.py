@@ -101,7 +101,7 @@ def _config(s3_server, shared_data: Path) -> dict:
         "rank": {"bootstrap": 50},
         "embed": {"device": "cuda", "allow_cpu_torch": True, "precision": "fp32",
                   "batch_size": 64, "models_per_actor": 1, "num_cpus_per_actor": 0.25},
-        "score": {"num_cpus_per_actor": 0.25},
+        "score": {"num_cpus_per_actor": 0.5},
     }
 
 

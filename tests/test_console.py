@@ -128,8 +128,10 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     assert not RAY_LINE.search(out.stdout), RAY_LINE.findall(out.stdout)
     assert not RAY_LINE.search(out.stderr), out.stderr[-3000:]
 
-    # --debug brings them back: a cheap rerun (one more metric: SCORE starts Ray, nothing is embedded)
+    # --debug brings them back: a cheap rerun (one model, one more metric: SCORE starts Ray for one
+    # task, nothing is embedded)
     config["metrics"] = [*config["metrics"], "alpha_req"]
+    config["models"] = config["models"][:1]
     path.write_text(yaml.safe_dump(config))
     debug = subprocess.run(f"{sys.executable} -m zoorank --debug score {path} 2>&1 | cat",
                            shell=True, env=env, capture_output=True, text=True, timeout=300,

@@ -225,11 +225,11 @@ def test_a_cache_with_unreadable_or_only_undecodable_samples_is_refused():
 
 
 # -- through `zoorank run` -------------------------------------------------------------------------
-def _run_cli(tmp_path: Path, config: dict, name: str) -> tuple[int, str]:
+def _run_cli(tmp_path: Path, config: dict, name: str, **env_extra: str) -> tuple[int, str]:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]),
-               ZOORANK_PROGRESS="0")
+               ZOORANK_PROGRESS="0", **env_extra)
     proc = subprocess.run([sys.executable, "-m", "zoorank", "run", str(path)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=400)
     return proc.returncode, proc.stdout + proc.stderr
@@ -248,16 +248,19 @@ def _config(store: Path, datasets: list[dict]) -> dict:
     }
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
-    """One run over the whole corpus (image folder) and a Parquet with null images and string
-    labels: exit 0, each bad image skipped and counted, the pixels model sees the upright photo,
-    the 8-bit copy of the 16-bit image and the first frame; then a 0-row Parquet and an all-bad
-    folder each exit 2 naming the dataset."""
-    from zoorank.data import read_samples
-    from zoorank.store import Store
+#: the images of datasets ``flaky`` and ``broken`` (the first five that decode)
+FAULT_IMAGES = 5
 
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory, corpus):
+    """One ``zoorank run`` shared by the two tests below (each asserts on its own datasets): the
+    whole corpus as an image folder and a Parquet with null images and string labels (hostile
+    inputs), plus datasets ``flaky`` and ``broken`` whose reads of one file fail twice (retried)
+    and always (transient read faults)."""
+    from zoorank.sample_reader import ENV_FAIL_READS
+
+    tmp_path = tmp_path_factory.mktemp("hostile-run")
     cases = list(corpus.values())
     refs = [("ref-gray16-8bit.png", Image.fromarray(gray16_png()[1])),
             ("ref-red.png", Image.new("RGB", (16, 16), (255, 0, 0)))]
@@ -266,10 +269,32 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
         img.save(folder / name)
     table = write_parquet(tmp_path / "t.parquet", [upright_jpeg(), None, animated_gif()],
                           ["dog", "cat", "dog"])
+    good = [c for c in image_cases(big=False) if c.outcome == "embedded"][:FAULT_IMAGES]
+    flaky = write_folder(tmp_path / "flaky", good)
+    broken = write_folder(tmp_path / "broken", good)
     config = _config(tmp_path / "store", [
         {"name": "corpus", "source": "image_folder", "path": str(folder)},
-        {"name": "table", "source": "parquet", "path": str(table), "label_column": "label"}])
-    rc, out = _run_cli(tmp_path, config, "run")
+        {"name": "table", "source": "parquet", "path": str(table), "label_column": "label"},
+        {"name": "flaky", "source": "image_folder", "path": str(flaky)},
+        {"name": "broken", "source": "image_folder", "path": str(broken)}])
+    faults = f"*/flaky/{good[0].name}:2;*/broken/{good[1].name}"
+    rc, out = _run_cli(tmp_path, config, "run", **{ENV_FAIL_READS: faults})
+    return {"tmp_path": tmp_path, "cases": cases, "refs": refs, "good": good, "rc": rc,
+            "out": out}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_hostile_corpus_through_zoorank_run(hostile_run):
+    """One run over the whole corpus (image folder) and a Parquet with null images and string
+    labels: exit 0, each bad image skipped and counted, the pixels model sees the upright photo,
+    the 8-bit copy of the 16-bit image and the first frame; then a 0-row Parquet and an all-bad
+    folder each exit 2 naming the dataset."""
+    from zoorank.data import read_samples
+    from zoorank.store import Store
+
+    tmp_path, cases, refs = hostile_run["tmp_path"], hostile_run["cases"], hostile_run["refs"]
+    rc, out = hostile_run["rc"], hostile_run["out"]
     assert rc == 0, out[-3000:]
     store = Store(str(tmp_path / "store"))
     manifest = store.read_manifest().set_index(["dataset", "model_id"])
@@ -292,12 +317,16 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
     assert close("gray16.png", "ref-gray16-8bit.png", 0.02)
     assert close("animated.gif", "ref-red.png", 0.05)
     assert not close("upright.jpg", "ref-red.png", 0.5)
-    # the undecodable set is recorded and in the fingerprints readers expect: every entry fresh
+    # the undecodable set is recorded and in the fingerprints readers expect: every entry of the
+    # corpus and the table fresh (flaky and broken belong to the read-fault test below)
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import load_config
 
     expected = build_catalog(load_config(tmp_path / "run.yaml")).entries
-    for r in store.read_manifest().to_dict("records"):
+    rows = [r for r in store.read_manifest().to_dict("records")
+            if r["dataset"] in ("corpus", "table")]
+    assert len(rows) == 4
+    for r in rows:
         assert r["fingerprint"] in expected[(r["dataset"], r["view"], r["model_id"])]
         assert r["precision"] == "fp32" and "torch" in r["versions"]
     labels = read_samples(store, "table")
@@ -317,28 +346,20 @@ def test_hostile_corpus_through_zoorank_run(tmp_path, corpus):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(tmp_path):
+def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(hostile_run):
     """In one run, reads of one file of dataset ``flaky`` fail twice (retried: every sample
     embedded) and every read of one file of ``broken`` fails (its entries fail naming the file;
     none is done with fewer samples); the run goes on and exits 0."""
-    from zoorank.sample_reader import ENV_FAIL_READS
     from zoorank.store import Store
 
-    good = [c for c in image_cases(big=False) if c.outcome == "embedded"][:5]
-    flaky = write_folder(tmp_path / "flaky", good)
-    broken = write_folder(tmp_path / "broken", good)
-    os.environ[ENV_FAIL_READS] = f"*/flaky/{good[0].name}:2;*/broken/{good[1].name}"
-    try:
-        rc, out = _run_cli(tmp_path, _config(tmp_path / "store", [
-            {"name": "flaky", "source": "image_folder", "path": str(flaky)},
-            {"name": "broken", "source": "image_folder", "path": str(broken)}]), "faults")
-    finally:
-        del os.environ[ENV_FAIL_READS]
+    rc, out, good = hostile_run["rc"], hostile_run["out"], hostile_run["good"]
     assert rc == 0, out[-3000:]
-    manifest = Store(str(tmp_path / "store")).read_manifest().set_index(["dataset", "model_id"])
+    manifest = Store(str(hostile_run["tmp_path"] / "store")).read_manifest().set_index(
+        ["dataset", "model_id"])
     for model in ("pixels", "cnn"):
         row = manifest.loc[("flaky", model)]
-        assert row["status"] == "done" and row["rows"] == 5 and row["bad_images"] == 0
+        assert row["status"] == "done" and row["rows"] == FAULT_IMAGES
+        assert row["bad_images"] == 0
         row = manifest.loc[("broken", model)]
         assert row["status"] == "failed" and good[1].name in row["error"]
         assert "after 4 tries" in row["error"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +27,7 @@ BIN = Path(sys.executable).parent
 
 TINY_CONFIG = {
     "seed": 0,
-    "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 240}],
+    "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 120}],
     "models": [
         {"id": "cnn-w8", "source": "python", "name": "zoorank.tune.models:small_cnn",
          "model_kwargs": {"width": 8}, "input_size": 8},
@@ -34,16 +36,17 @@ TINY_CONFIG = {
         {"id": "cnn-w16-d2", "source": "python", "name": "zoorank.tune.models:small_cnn",
          "model_kwargs": {"width": 16, "depth": 2}, "input_size": 8},
     ],
-    "views": [{"name": "clean"}, {"name": "simclr", "samples": 60, "per_sample": 4}],
-    "metrics": ["rankme", "rankme_aug", "lidar", "twonn_id", "cluster_learnability", "clid"],
+    "views": [{"name": "clean"}, {"name": "simclr", "samples": 30, "per_sample": 4}],
+    # a clean-view, an augmented-view and a pool metric: the store's paths, not the metrics, are
+    # under test (those run in tests/test_pipeline_e2e.py)
+    "metrics": ["rankme", "lidar", "clid"],
     "oracle": {"knn": True},
-    "rank": {"bootstrap": 50},
+    "rank": {"bootstrap": 10},
 }
-#: what `ray job submit` runs: the same three models on fewer samples, one view and two metrics
-#: (the job path, not the metrics, is under test; those run in tests/test_pipeline_e2e.py).
-JOB_CONFIG = {**TINY_CONFIG, "datasets": [{"name": "digits", "source": "sklearn_digits", "limit": 120}],
-              "views": [{"name": "clean"}], "metrics": ["rankme", "twonn_id"],
-              "rank": {"bootstrap": 10}}
+#: what `ray job submit` runs: the same three models, one view, two metrics and no oracle (the job
+#: path, not the metrics, is under test).
+JOB_CONFIG = {**{k: v for k, v in TINY_CONFIG.items() if k != "oracle"},
+              "views": [{"name": "clean"}], "metrics": ["rankme", "twonn_id"]}
 
 
 @pytest.mark.slow
@@ -94,14 +97,10 @@ def test_ray_job_submit_runs_the_rank_pipeline(tmp_path):
             env=env, capture_output=True, text=True, timeout=720,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        # the job SDK's status, asked with the same environment (auth mode) as the submission
-        status = subprocess.run(
-            [sys.executable, "-c", "import sys; from ray.job_submission import JobSubmissionClient as C;"
-             " print(C(sys.argv[1]).get_job_status(sys.argv[2]).value)",
-             f"http://127.0.0.1:{dash}", job_id],
-            env=env, capture_output=True, text=True, timeout=120,
-        )
-        assert status.stdout.strip().splitlines()[-1] == "SUCCEEDED", status.stdout + status.stderr
+        # the job's status from the head's Jobs REST API (what the job SDK asks; no auth here)
+        with urllib.request.urlopen(f"http://127.0.0.1:{dash}/api/jobs/{job_id}", timeout=60) as r:
+            job = json.load(r)
+        assert job["status"] == "SUCCEEDED", job
         leaderboard = DeltaTable(str(store / "leaderboard")).to_pandas()
         assert set(leaderboard["model_id"]) == {m["id"] for m in JOB_CONFIG["models"]}
         assert (store / "report" / "index.html").is_file()
