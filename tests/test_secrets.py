@@ -108,6 +108,12 @@ def test_planted_secrets_appear_in_no_byte_written(tmp_path, s3_server):
         assert b"***@secret-ckpts/corrupt.pt" in logs["mixed.out"] + logs["mixed.err"]
         assert b"1 of 2 embeddings failed" in logs["mixed.out"]  # the corrupt entry, the good one
         assert b"***@secret-ckpts/good.safetensors" in logs["bad-uri.err"]
+        # piped `zoorank tune` prints its own lines only (Ray Tune's experiment box and TensorBoard
+        # hint only with --debug), none over 100 columns
+        tune_out = logs["tune.out"].decode()
+        assert "winner: " in tune_out and "Configuration for experiment" not in tune_out, tune_out
+        assert "tensorboard" not in tune_out.lower(), tune_out
+        assert max(map(len, tune_out.splitlines())) <= 100, tune_out
 
         written: dict[str, bytes] = dict(logs)
         client = s3_server.client
