@@ -228,8 +228,8 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     table = agreement_table(rcfg.store)
     _print_agreement(table)  # the crossover verdicts were printed once, by the report
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
-    print(f"config: {config_path}  (zoorank run|score|rank|report {config_path} reruns a stage; "
-          "finished work is skipped)")
+    print(f"config: {config_path}  (a rerun skips finished work)")
+    print(f"  rerun a stage: zoorank run|score|rank|report {config_path}")
     print(f"report: {report}")
     print(f"time: tune {timings['tune']:.0f} s, embed+score+rank+report {timings['rank']:.0f} s")
     return {"store": rcfg.store, "zoo": zoo_dir, "report": report, "agreement": table,
