@@ -716,9 +716,11 @@ def test_sigkill_between_clear_and_rewrite_leaves_entries_pending(ray_session, z
 def test_gpu_scheduled_work_runs_on_cpu_torch_only_when_allowed(monkeypatch):
     from zoorank.embedder import torch_device
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA: GPU-scheduled work runs on it")
     monkeypatch.delenv("ZOORANK_GPU_AS_CPU", raising=False)
+    if torch.cuda.is_available():  # a worker with CUDA runs on it, allowed CPU or not
+        assert torch_device("cuda", False) == torch_device("cuda", True) == "cuda"
+        assert torch_device("cpu", False) == "cpu"
+        return
     assert torch_device("cpu", False) == "cpu"
     with pytest.raises(RuntimeError, match="allow_cpu_torch"):
         torch_device("cuda", False)

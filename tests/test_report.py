@@ -277,7 +277,7 @@ def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consen
 
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api  # a dev dependency: its absence is a broken install, no skip
     root, _, _, settings = decided_report
     decision = settings["decision"]
     with sync_api.sync_playwright() as p:
