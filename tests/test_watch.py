@@ -15,7 +15,7 @@ import pytest
 
 from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
-from zoorank.pipeline import parse_until, read_leaderboard, settled_config
+from zoorank.pipeline import _manifest_state, parse_until, read_leaderboard, settled_config
 from zoorank.zoo import resolve_models
 
 
@@ -157,3 +157,77 @@ def test_watch_ranks_each_uploaded_checkpoint_once_and_ends_where_one_run_ends(
     numeric = [c for c in fresh.columns if pd.api.types.is_float_dtype(fresh[c])]
     np.testing.assert_allclose(watched[numeric].to_numpy(float), fresh[numeric].to_numpy(float),
                                rtol=1e-5, equal_nan=True)
+
+
+def _read_until(proc: subprocess.Popen, prefix: str, seen: list[str]) -> None:
+    """Read ``proc``'s lines into ``seen`` until one starts with ``prefix`` (or EOF)."""
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return
+
+
+def _stop(proc: subprocess.Popen, seen: list[str]) -> str:
+    """SIGTERM ``proc``; its whole output once it has exited."""
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=300)
+    return "".join(seen) + rest
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sigterm_ends_watch_and_run_with_143_and_the_next_run_resumes(tmp_path):
+    """Each process starts its own local Ray, whose ``ray.init`` replaces the SIGTERM handler."""
+    import yaml
+
+    ckpts = tmp_path / "ckpts"
+    ckpts.mkdir()
+    for i in range(2):
+        _checkpoint(ckpts / f"run{i}.safetensors", i)
+    raw = _config(str(tmp_path / "store"), str(ckpts / "*.safetensors"))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "ZOORANK_PROGRESS": "0", "RAY_ADDRESS": ""}
+    procs = []
+    try:
+        # the watch: SIGTERM after its first round ends it, with its closing line
+        watcher = _zoorank("run", str(tmp_path / "run.yaml"), "--watch", "--interval", "0.5",
+                           "--settle", "0", env=env)
+        procs.append(watcher)
+        seen: list[str] = []
+        _read_until(watcher, "watch: round", seen)
+        output = _stop(watcher, seen)
+        assert watcher.returncode == 143, output
+        assert "watch: stopped (signal) after 1 round(s); 2 model(s) ranked" in output, output
+        watched = _manifest_state(parse_config(raw))
+        assert {k[2] for k in watched} == {"run0", "run1"}
+
+        # a run over two more checkpoints, SIGTERM once its first new embedding is committed
+        for i in (2, 3):
+            _checkpoint(ckpts / f"run{i}.safetensors", i)
+        log = tmp_path / "store" / "manifest" / "_delta_log"
+        commits = len(list(log.glob("*.json")))
+        run = _zoorank("run", str(tmp_path / "run.yaml"), env=env)
+        procs.append(run)
+        deadline = time.monotonic() + 600
+        while len(list(log.glob("*.json"))) == commits and time.monotonic() < deadline:
+            assert run.poll() is None, run.stdout.read()
+            time.sleep(0.05)
+        output = _stop(run, [])
+        assert run.returncode == 143, output
+        assert "zoorank: terminated (SIGTERM)" in output, output
+
+        # the next run resumes: what the watch embedded is not embedded again
+        rerun = _zoorank("run", str(tmp_path / "run.yaml"), env=env)
+        procs.append(rerun)
+        output, _ = rerun.communicate(timeout=600)
+        assert rerun.returncode == 0, output
+        after = _manifest_state(parse_config(raw))
+        assert {k: after[k] for k in watched} == watched
+        board = read_leaderboard(parse_config(raw))
+        assert sorted(board["model_id"]) == [f"run{i}" for i in range(4)]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()

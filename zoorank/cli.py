@@ -1,9 +1,9 @@
 """The ``zoorank`` command (contract 1).
 
 Exit status: 0 success (failed models are recorded and reported); 2 a config or input error with a
-one-line message naming the field or file, or a store held by another zoorank process; 3 nothing
-could be ranked (every model failed or is missing: see the report and the ``failed`` table); 1
-anything else (traceback only with ``--debug``).
+one-line message naming the field or file; 3 nothing could be ranked (every model failed or is
+missing: see the report and the ``failed`` table); 130 Ctrl-C and 143 SIGTERM (finished work stays
+in the store, the next run resumes); 1 anything else (traceback only with ``--debug``).
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     from zoorank import pipeline
 
     if args.command == "run" and args.watch:
-        pipeline.watch(config, address=args.address, interval=args.interval, until=args.until,
-                       settle=args.settle)
+        return pipeline.watch(config, address=args.address, interval=args.interval,
+                              until=args.until, settle=args.settle).exit_status
     elif args.command == "run":
         pipeline.run_all(config, address=args.address)
     elif args.command == "gc":
@@ -127,9 +127,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+_RESUMES = "finished work is kept in the store and the next run resumes from it"
+
+
 def _terminate_cleanly() -> None:
     """SIGTERM (``ray job stop``, a scheduler) unwinds like Ctrl-C, so partial outputs
-    are released by their ``finally`` blocks."""
+    are released by their ``finally`` blocks. :func:`zoorank.runtime.ensure_ray` puts this
+    handler back after ``ray.init`` replaces it."""
     import signal
     import threading
 
@@ -168,8 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"zoorank: error: {err}")
         return 2
     except KeyboardInterrupt:
-        _error("zoorank: interrupted")
+        _error(f"zoorank: interrupted (Ctrl-C); {_RESUMES}")
         return 130
+    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.runner mid-task
+        if err.code != 143:
+            raise
+        _error(f"zoorank: terminated (SIGTERM); {_RESUMES}")
+        return 143
     except Exception as err:  # a bug: one line, the traceback behind --debug
         if args.debug:
             print(redact(traceback.format_exc()), file=sys.stderr, end="")

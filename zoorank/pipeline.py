@@ -1,6 +1,6 @@
 """Stage runners the CLI and the Ray-job entry points call: each stage is one function.
 
-No lease: every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
+Every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
 several processes may run stages on one store at once and readers see consistent snapshots.
 Each command builds the config's catalog (:mod:`zoorank.catalog`: what should exist, with
 fingerprints) once and hands it to every stage it runs; the stages stand side by side on it.
@@ -111,6 +111,13 @@ class WatchSummary:
     rounds: list[WatchRound] = field(default_factory=list)
     #: "until" (time or count reached), "signal" (Ctrl-C / SIGTERM)
     stopped_by: str = ""
+    #: the signal that stopped the watch (``signal.SIGINT`` / ``SIGTERM``), else None
+    signum: int | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """0, or 128 + the signal that stopped the watch (130 Ctrl-C, 143 SIGTERM)."""
+        return 0 if self.signum is None else 128 + self.signum
 
 
 def parse_until(text: str | None, now: float | None = None) -> tuple[float | None, int | None]:
@@ -230,14 +237,18 @@ def watch(
     :func:`run_all` embeds and scores only what is new (fingerprints), recomputes the pool and
     ensemble scores and rewrites leaderboard and report, and a line says what changed (new models,
     the new top set). Stops after ``until`` (:func:`parse_until`) or on Ctrl-C / SIGTERM: the
-    first one ends the watch after the current round, a second interrupts the round.
+    first one between rounds ends the watch; one while a round's tasks run (or a second one)
+    interrupts the round, whose finished work stays in the store. Either way the closing line is
+    printed and ``summary.signum`` names the signal.
     """
+    import signal
+
     from zoorank.errors import NothingRankedError
 
     stop = stop or threading.Event()
     deadline, count = parse_until(until)
     summary = WatchSummary()
-    restore = _stop_on_signals(stop)
+    restore = _stop_on_signals(stop, summary)
     seen: dict[str, tuple[int, int]] = {}
     previous_models: list[str] | None = None
     previous_top: list[str] = []
@@ -282,7 +293,11 @@ def watch(
                 summary.stopped_by = "signal"
                 break
     except KeyboardInterrupt:
-        summary.stopped_by = "signal"
+        summary.stopped_by, summary.signum = "signal", summary.signum or signal.SIGINT
+    except SystemExit as exc:  # SIGTERM while a round's tasks ran (zoorank.runner)
+        if exc.code != 128 + signal.SIGTERM:
+            raise
+        summary.stopped_by, summary.signum = "signal", signal.SIGTERM
     finally:
         restore()
     out(f"watch: stopped ({summary.stopped_by}) after {len(summary.rounds)} round(s); "
@@ -310,8 +325,9 @@ def _describe_round(r: WatchRound, previous_top: list[str], ranked: int) -> str:
     return line
 
 
-def _stop_on_signals(stop: threading.Event):
-    """SIGINT/SIGTERM set ``stop``; a second one raises KeyboardInterrupt. Returns the restorer."""
+def _stop_on_signals(stop: threading.Event, summary: WatchSummary):
+    """SIGINT/SIGTERM set ``stop`` (and ``summary.signum``); a second one raises
+    KeyboardInterrupt. Returns the restorer."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
@@ -319,6 +335,7 @@ def _stop_on_signals(stop: threading.Event):
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def handler(signum, frame):
+        summary.signum = summary.signum or signum
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()

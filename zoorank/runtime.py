@@ -71,6 +71,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
                     "logging_level": "INFO" if debug else "ERROR"}
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+    handlers = _signal_handlers()
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(address=address, **kwargs)
@@ -83,7 +84,34 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             ray.shutdown()
             print(f"zoorank: the local Ray did not start in Ray's 30 s (busy machine?); "
                   f"starting it again ({attempt + 1}/{LOCAL_START_ATTEMPTS})", file=sys.stderr)
+    _reinstall_signal_handlers(handlers)
     quiet_ray_logging()  # after init: it sets the "ray" logger's level from logging_level
+
+
+def _signal_handlers() -> dict[int, object]:
+    """The SIGTERM/SIGINT handlers of the main thread (none from another thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _reinstall_signal_handlers(handlers: dict[int, object]) -> None:
+    """Put back the Python handlers that ``ray.init`` replaced.
+
+    ``ray.init`` sets the driver's SIGTERM handler to ``sys.exit(signum)`` (exit 15, and for a
+    local head, after killing Ray's processes): zoorank's own handlers (the CLI's exit 143, the
+    watch's clean stop) would be lost. Only Python callables are put back: where the process had
+    the default action, Ray's handler stays, so its local processes are still cleaned up. Ray's
+    ``atexit`` hook shuts a local Ray down on any exit, ours included.
+    """
+    import signal
+
+    for signum, handler in handlers.items():
+        if callable(handler) and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 def cluster_gpus() -> float:
