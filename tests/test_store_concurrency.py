@@ -1,4 +1,4 @@
-"""Several real `zoorank` processes on one store (local and loopback S3): no lease, no lost row.
+"""Several real `zoorank` processes on one store (local and loopback S3): no lock, no lost row.
 
 Every store write is one Delta commit with conflict detection (zoorank.store.tables); a row
 computed from the same inputs is never rewritten (zoorank.store.schema.UPDATE_RULES). So two runs started

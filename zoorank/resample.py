@@ -16,7 +16,7 @@ Freshness. A fold row's fingerprint hashes the fingerprint of the metric row it 
 already covers embeddings, settings, seed and versions), the fold settings and
 :data:`RESAMPLE_VERSION`; a health row's hashes its clean embedding entry and
 :data:`HEALTH_VERSION`. Readers keep only rows whose fingerprint is the expected one, exactly as
-:mod:`zoorank.freshness` does for metric rows.
+:mod:`zoorank.catalog` does for metric rows.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Where each artifact lives is :mod:`zoorank.store.layout`; URIs are parsed and re
 
 Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, digests) are Delta Lake
 tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
-several processes may write one store at once and readers see a consistent snapshot; no lease.
+several processes may write one store at once and readers see a consistent snapshot.
 
 Fingerprints (the freshness rule; :mod:`zoorank.catalog` applies it for every reader): each
 manifest row and each ``metrics`` row carries the fingerprint of exactly what produced it —

@@ -11,7 +11,7 @@ atomic create-if-absent; on S3 (delta-rs ≥ 1.0) with a conditional PUT (``If-N
 which AWS S3, MinIO, R2 and moto's server (≥ 5.0.15) honour; GCS has generation preconditions. The
 DynamoDB lock of delta-rs 0.x is gone in 1.x.
 
-Readers see one committed version (snapshot isolation) and need no lease.
+Readers see one committed version (snapshot isolation) and take no lock.
 """
 
 from __future__ import annotations
