@@ -116,8 +116,20 @@ def test_a_zoo_mixing_widths_shows_the_width_warning(decided):
 
 
 def test_uncertainty_table_is_readable_by_pandas(decided):
-    store, _, _, _ = decided
-    assert isinstance(store.read_frame("uncertainty"), pd.DataFrame)
+    """Read as the README shows (deltalake → pandas), not through the store: one row per model
+    and resampled metric, the same rows zoorank reads."""
+    from deltalake import DeltaTable
+
+    store, _, board, _ = decided
+    table = DeltaTable(f"{store.uri}/uncertainty").to_pandas()
+    assert {"model_id", "dataset", "metric", "rank", "rank_low", "rank_high"} <= set(table.columns)
+    assert set(table["model_id"]) == set(board.index)
+    assert not table.duplicated(["model_id", "dataset", "metric"]).any()
+    ours = store.read_frame("uncertainty")
+    key = ["model_id", "dataset", "metric"]
+    pd.testing.assert_frame_equal(
+        table.sort_values(key).reset_index(drop=True)[list(ours.columns)],
+        ours.sort_values(key).reset_index(drop=True), check_dtype=False)
 
 
 # -- two datasets, no Ray: the aggregate's intervals over replicates of both datasets -----------
