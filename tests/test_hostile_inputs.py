@@ -390,3 +390,37 @@ def test_undecodable_samples_are_part_of_the_datasets_identity(tmp_path):
     assert set(limited.undecodable) == set(bad) & set(limited.sample_id)
     # other content: nothing known
     assert len(known_undecodable(store, "f", "other-digest")) == 0
+
+
+def test_undecodable_ids_recorded_at_once_by_two_writers_all_land(tmp_path):
+    """Each record is one append commit: two writers adding ids at the same time lose none (a
+    read-merge-rewrite of one file keeps only the last writer's view)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zoorank.sources import known_undecodable, record_undecodable
+    from zoorank.store import Store
+
+    store = Store(str(tmp_path / "store"))
+    record_undecodable(store, "f", "d1", [0])  # the table exists before the race
+    batches = [[i, i + 100] for i in range(1, 9)]
+    with ThreadPoolExecutor(2) as pool:
+        grew = list(pool.map(lambda ids: record_undecodable(store, "f", "d1", ids), batches))
+    assert all(grew)
+    expected = sorted({0} | {i for b in batches for i in b})
+    assert known_undecodable(store, "f", "d1").tolist() == expected
+    assert len(known_undecodable(store, "f", "d2")) == 0  # another content: its own ids
+
+
+def test_an_old_stores_undecodable_json_moves_into_the_table(tmp_path):
+    from zoorank.sources import known_undecodable, record_undecodable
+    from zoorank.store import Store
+    from zoorank.store.layout import undecodable_file
+
+    store = Store(str(tmp_path / "store"))
+    store.write_json(undecodable_file("f"), {"d1": [7, 3], "d0": [1]})
+    assert known_undecodable(store, "f", "d1").tolist() == [3, 7]
+    assert not store.exists(undecodable_file("f"))
+    assert known_undecodable(store, "f", "d0").tolist() == [1]
+    assert not record_undecodable(store, "f", "d1", [3])
+    assert record_undecodable(store, "f", "d1", [5])
+    assert known_undecodable(store, "f", "d1").tolist() == [3, 5, 7]

@@ -260,6 +260,11 @@ class Store:
                 raise ValueError(f"rows for {name} repeat the key {key}")
         tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name), group)
 
+    def append_rows(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> None:
+        """Add ``rows`` to table ``name`` (one append commit; readers must take the union)."""
+        new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        tables.append(self.table(name), new)
+
     def replace_table(self, name: str, frame: pd.DataFrame,
                       metadata: dict[str, str] | None = None) -> int:
         """Make ``frame`` the content of table ``name`` (one commit; ``metadata`` rides on it).

@@ -15,6 +15,8 @@ AGREEMENT = "agreement"
 FAILED = "failed"
 LEADERBOARD = "leaderboard"
 DIGESTS = "cache/digests"
+#: running writers and their heartbeats (:mod:`zoorank.store.writers`; gc spares what they need).
+WRITERS = "writers"
 #: every table at the store's top level or under ``cache/`` (samples tables are per dataset).
 TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS)
 
@@ -34,8 +36,13 @@ def samples_table(dataset: str) -> str:
     return f"{DATASETS_DIR}/{dataset}/samples"
 
 
+def undecodable_table(dataset: str) -> str:
+    """The sample_ids a decode found undecodable (Delta table: content_digest, sample_id)."""
+    return f"{DATASETS_DIR}/{dataset}/undecodable"
+
+
 def undecodable_file(dataset: str) -> str:
-    """The sample_ids a decode found undecodable, per content digest of a dataset (JSON)."""
+    """Where stores before the undecodable table kept those ids (JSON; migrated on first use)."""
     return f"{DATASETS_DIR}/{dataset}/undecodable.json"
 
 

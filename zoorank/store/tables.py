@@ -236,6 +236,24 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     _retry(action, f"merge into {loc!r}")
 
 
+def append(loc: TableLocation, rows: pd.DataFrame | pa.Table) -> None:
+    """Add ``rows`` (one commit). Appends never conflict with each other, so concurrent writers
+    both land; a retried append may repeat rows, so use it only where readers take the union."""
+    from deltalake import write_deltalake
+
+    source = redact_table(_arrow(rows))
+    if source.num_rows == 0:
+        return
+
+    def action() -> None:
+        table = _open(loc)
+        data = source if table is None else _conform(source, _schema(table))
+        write_deltalake(loc.uri, data, mode="append", configuration=TABLE_CONFIGURATION,
+                        storage_options=loc.storage_options or None)
+
+    _retry(action, f"append to {loc!r}")
+
+
 def delete(loc: TableLocation, keys: pd.DataFrame, key: Sequence[str]) -> None:
     """Delete the rows whose ``key`` values appear in ``keys`` (one MERGE commit)."""
     keys = keys[list(key)].drop_duplicates()
