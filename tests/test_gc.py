@@ -72,3 +72,67 @@ def test_gc_vacuums_the_table_files_a_rerun_superseded_and_the_table_reads_the_s
         check_dtype=False)
     pd.testing.assert_frame_equal(_sorted(store.read_metrics()), before)
     assert run_gc(config).table_files == 0  # nothing left to vacuum
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_gc_beside_an_embed_older_than_the_grace_period_spares_what_it_needs(tmp_path,
+                                                                             monkeypatch):
+    """A `zoorank embed` (its own local Ray) paused after it wrote its pending rows, its view
+    cache decoded: everything it has is older than gc's (shortened) grace period, yet gc deletes
+    none of it, only a dead writer's row; the embed then finishes."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+    from test_watch import _checkpoint, _config
+
+    from zoorank.store.layout import WRITERS
+    from zoorank.store.writers import read_writers
+
+    grace = 1.0
+    monkeypatch.setenv("ZOORANK_GC_GRACE_SECONDS", str(grace))
+    (tmp_path / "ckpts").mkdir()
+    for i in range(2):
+        _checkpoint(tmp_path / "ckpts" / f"run{i}.safetensors", i)
+    raw = _config(str(tmp_path / "store"), str(tmp_path / "ckpts" / "*.safetensors"))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
+    config = parse_config(raw)
+    store = Store(raw["store"])
+    # a writer killed long ago: its row protects nothing
+    dead = {"writer_id": "dead", "host": "elsewhere", "pid": 1, "stage": "embed",
+            "started": 0.0, "heartbeat": 0.0, "paths": '["cache/views/gone"]'}
+    store.upsert_rows(WRITERS, [dead], ["writer_id"])
+    env = {**os.environ, "ZOORANK_PROGRESS": "0", "RAY_ADDRESS": "",
+           "ZOORANK_TEST_PAUSE_AFTER_CLEAR": "30"}
+    proc = subprocess.Popen([sys.executable, "-m", "zoorank", "embed", str(tmp_path / "run.yaml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while (store.read_manifest().get("status", pd.Series(dtype=str)) != "pending").all():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+            time.sleep(0.1)
+        time.sleep(2 * grace)  # the pause has begun: every file of the embed is older than grace
+        caches = store.list_dirs("cache/views")
+        pending = store.read_manifest()
+        assert caches and set(pending["status"]) == {"pending"} and len(pending) == 2
+        writers = read_writers(store)
+        assert set(writers["pid"]) == {1, proc.pid}
+
+        report = run_gc(config)
+        assert store.list_dirs("cache/views") == caches
+        assert store.read_manifest().equals(pending)
+        assert not report.removed and report.manifest_rows == 0, report
+        assert set(report.spared) >= {f"cache/views/{d}" for d in caches}
+        assert report.dead_writers == 1
+        assert set(read_writers(store)["writer_id"]) == set(writers["writer_id"]) - {"dead"}
+
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    assert set(store.read_manifest()["status"]) == {"done"}
+    assert read_writers(store).empty  # the embed's row went with it

@@ -19,8 +19,12 @@ Removed (each counted, with the bytes freed):
   (the files a MERGE, replace or delete superseded; Delta's ``VACUUM``), after the row deletions
   above.
 
-Files written less than :data:`GC_GRACE_SECONDS` ago stay: without a lease another process may be
-writing them right now. Table rows are deleted by key and fingerprint in one commit each, so a row
+What a live writer needs stays (:mod:`zoorank.store.writers`: a running embed registers its shard
+directories and view caches with a heartbeat): its pending manifest rows, shard directories and
+view caches, however old their files; dead writers' rows (heartbeat older than
+:data:`zoorank.store.writers.STALE_SECONDS`) are deleted. Files written less than
+:data:`GC_GRACE_SECONDS` ago stay too (a writer that has not registered yet, table data files of a
+commit in flight). Table rows are deleted by key and fingerprint in one commit each, so a row
 another writer refreshed meanwhile stays.
 
 While a checkpoint of the config cannot be read (:attr:`zoorank.zoo.ResolvedModel.unreadable`)
@@ -50,13 +54,17 @@ from zoorank.store.layout import (
     RELIABILITY_DIR,
     REPORT_DIR,
     VIEW_CACHE_DIR,
+    WRITERS,
     reliability_dir,
 )
 from zoorank.store.schema import MANIFEST_KEY, METRICS_KEY
 from zoorank.store.shards import parse_shards
+from zoorank.store.writers import KEY as WRITER_KEY
+from zoorank.store.writers import live_paths, protected, read_writers, split_live
 
-#: files younger than this are never removed: without a lease, another process may be writing
-#: them right now (an embed's new shards or view cache); ``ZOORANK_GC_GRACE_SECONDS`` overrides.
+#: files younger than this are never removed: another process may be writing them right now
+#: before it registered as a writer, or a table commit be in flight;
+#: ``ZOORANK_GC_GRACE_SECONDS`` overrides.
 GC_GRACE_SECONDS = 900.0
 
 
@@ -71,6 +79,10 @@ class GcReport:
     sample_tables: int = 0
     view_caches: int = 0
     table_files: int = 0
+    #: writers whose heartbeat stopped (their rows are deleted)
+    dead_writers: int = 0
+    #: store-relative paths spared because a live writer needs them
+    spared: list[str] = field(default_factory=list)
     bytes_freed: int = 0
     removed: list[str] = field(default_factory=list)
     #: the table data files vacuumed (or that would be), store-relative
@@ -83,7 +95,8 @@ class GcReport:
                 f"{self.reliability_tables} reliability table(s), "
                 f"{self.sample_tables} sample table(s), "
                 f"{self.view_caches} decoded-view cache(s), "
-                f"{self.table_files} unreferenced table file(s); "
+                f"{self.table_files} unreferenced table file(s), "
+                f"{self.dead_writers} dead writer(s); "
                 f"{self.bytes_freed / 1e6:.2f} MB")
 
 
@@ -113,6 +126,15 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
             f"{unreadable[0].model_id}: {unreadable[0].unreadable}; rerun when it can be read")
     store = Store(config.store)
     report = GcReport()
+    live, dead = split_live(read_writers(store))
+    needed = live_paths(live)
+
+    def spared(relpath: str) -> bool:
+        if protected(relpath, needed):
+            report.spared.append(relpath)
+            return True
+        return store.modified_within(relpath, grace)
+
     raw_manifest = store.read_manifest()
     manifest = catalog.fresh_manifest(raw_manifest)
     raw_metrics = store.read_metrics()
@@ -142,6 +164,9 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
     # manifest rows the config does not describe (absent, stale, pending) and their shards
     kept = manifest[manifest["status"].isin(["done", "failed"])] if not manifest.empty else manifest
     keep_keys = set(zip(kept["dataset"], kept["view"], kept["model_id"])) if len(kept) else set()
+    keep_keys |= {k for k in zip(raw_manifest["dataset"], raw_manifest["view"],
+                                 raw_manifest["model_id"])
+                  if protected(Store.embedding_dir(*k), needed)}  # a live writer's pending rows
     keep_rows = [k in keep_keys for k in zip(raw_manifest["dataset"], raw_manifest["view"],
                                             raw_manifest["model_id"])]
     report.manifest_rows = keep_rows.count(False)
@@ -150,7 +175,7 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
                for m in store.list_dirs(EMBEDDINGS_DIR, d, v)}
     for key in sorted(on_disk - keep_keys):
         rel = Store.embedding_dir(*key)
-        if store.modified_within(rel, grace):
+        if spared(rel):
             continue
         report.shard_dirs += 1
         _remove(store, rel, report, dry_run)
@@ -162,7 +187,7 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
         referenced = set(parse_shards(row.shards))
         for name in store.list_files(Store.embedding_dir(*key), suffix=".parquet"):
             rel = f"{Store.embedding_dir(*key)}/{name}"
-            if name not in referenced and not store.modified_within(rel, grace):
+            if name not in referenced and not spared(rel):
                 report.shard_files += 1
                 _remove(store, rel, report, dry_run)
     if report.manifest_rows and not dry_run:
@@ -186,7 +211,7 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
     # decoded-view caches left by an interrupted embed (a finished group deletes its own)
     for name in store.list_dirs(VIEW_CACHE_DIR):
         rel = f"{VIEW_CACHE_DIR}/{name}"
-        if store.modified_within(rel, grace):
+        if spared(rel):
             continue
         report.view_caches += 1
         _remove(store, rel, report, dry_run)
@@ -203,6 +228,10 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
         report.table_files += len(present)
         report.bytes_freed += sum(size for _, size in present)
         report.vacuumed += [f for f, _ in present]
+
+    report.dead_writers = len(dead)
+    if len(dead) and not dry_run:
+        store.delete_rows(WRITERS, dead, list(WRITER_KEY))
 
     verb = "would free" if dry_run else "freed"
     Console().print(f"gc {store.name}: {verb} {report.summary()}")

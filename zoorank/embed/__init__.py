@@ -61,7 +61,9 @@ from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import chunk_entries, slices_for
 from zoorank.store import Store
+from zoorank.store.layout import VIEW_CACHE_DIR
 from zoorank.store.shards import parse_shards
+from zoorank.store.writers import Heartbeat
 from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
 
@@ -330,8 +332,11 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
         res = res or cluster_resources(config.embed)
         total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
+        # registered as a live writer: gc spares these shard directories and view caches
+        needs = [Store.embedding_dir(*e.key) for e in todo] + sorted(
+            {f"{VIEW_CACHE_DIR}/{e.key[0]}" for e in todo})
         try:
-            with Display(len(entries), enabled=show) as display:
+            with Heartbeat(store, "embed", needs), Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped) + len(unreadable))
                 display.pipeline("images", total)
                 groups, caches, unread = decode_groups(store, config, indexes, todo)
