@@ -15,7 +15,6 @@ It imports nothing from the store (the store stands on it).
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import re
@@ -26,6 +25,9 @@ from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, unquote
 
 import pyarrow.fs as pafs
+
+# Python 3.13's glob.translate, backported (recursive, hidden files matched); we support 3.10+
+from fsspec.utils import glob_translate
 
 from zoorank.errors import InputError
 
@@ -239,7 +241,11 @@ def glob_files(pattern: str) -> list[str]:
     """Files matching a glob (``*``, ``?``, ``[...]``, ``**``), sorted; URIs stay URIs.
 
     Only the part before the first wildcard is listed (recursively), so ``s3://b/runs/*/last.pt``
-    lists ``s3://b/runs`` once.
+    lists ``s3://b/runs`` once. Local paths are matched by :func:`glob.glob` (``recursive=True``),
+    URIs by the regex of :func:`fsspec.utils.glob_translate` (Python 3.13's ``glob.translate``):
+    ``*`` stays within one path segment, ``**`` spans any number of segments (zero included), and
+    names starting with ``.`` match too. In a URI ``?`` starts the query and Arrow's URI parser
+    refuses ``[``: both work on local paths only.
     """
     if not is_uri(pattern):
         import glob
@@ -263,22 +269,9 @@ def glob_files(pattern: str) -> list[str]:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError as err:
         raise InputError(redact(f"{pattern}: cannot list ({err})")) from None
-    regex = re.compile(_glob_regex(path))
+    regex = re.compile(glob_translate(path))
     return sorted(join(pattern, i.path) for i in infos
                   if i.type == pafs.FileType.File and regex.fullmatch(i.path))
-
-
-def _glob_regex(pattern: str) -> str:
-    """fnmatch semantics per path segment; ``**`` spans segments."""
-    out = []
-    for i, seg in enumerate(pattern.split("/")):
-        sep = "/" if i else ""
-        if seg == "**":
-            out.append(f"(?:{sep}[^/]+)*" if i else "(?:[^/]+/)*")
-            continue
-        body = fnmatch.translate(seg).removeprefix("(?s:").removesuffix(")\\Z")
-        out.append(sep + body.replace(".*", "[^/]*"))
-    return "".join(out)
 
 
 def open_input(uri: str | os.PathLike[str]) -> BinaryIO:
