@@ -10,9 +10,9 @@ export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean lock
 
-$(STAMP): pyproject.toml scripts/install.sh scripts/torchvision_cpu_fix.py
+$(STAMP): pyproject.toml requirements.lock scripts/install.sh scripts/torchvision_cpu_fix.py
 	bash scripts/install.sh dev
 	touch $@
 
@@ -33,6 +33,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
+
+# requirements.lock: what install.sh installs, pinned; run after changing pyproject's dependencies
+# (needs uv on PATH or in .venv: `pip install uv`)
+lock:
+	bash scripts/lock.sh
 
 clean:
 	rm -rf $(VENV) zoorank-demo zoorank-store .pytest_cache

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install zoorank with its test tools, CPU torch pinned first.
-# Usage: scripts/install.sh [EXTRAS]   (default extras: dev)
+# Create .venv (if missing) and install zoorank with its test tools, CPU torch pinned first, then
+# every other package at the version requirements.lock pins (refresh it with `make lock`).
+# Usage: scripts/install.sh [EXTRAS]   (default extras: dev; the lock covers dev)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
@@ -11,7 +12,9 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # newer torch plus several GB of CUDA packages.
 "${pip[@]}" "torch==2.13.0"
 "${pip[@]}" --no-deps "torchvision==0.28.0"
-"${pip[@]}" -e ".[${extras}]" "torch==2.13.0" "torchvision==0.28.0"
+"${pip[@]}" -r requirements.lock
+# the package itself; the lock's pins as constraints (an extra outside the lock resolves freely)
+"${pip[@]}" -e ".[${extras}]" -c requirements.lock "torch==2.13.0" "torchvision==0.28.0"
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp scripts/torchvision_cpu_fix.py "$site/zoorank_torchvision_cpu_fix.py"
 echo "import zoorank_torchvision_cpu_fix" > "$site/zoorank_torchvision_cpu_fix.pth"
