@@ -33,7 +33,7 @@ from zoorank.store.schema import METRICS_COLUMNS
 #: per-sample reliability columns (``reliability/<dataset>/<group>.parquet``) turned into an
 #: uncertainty for R-AUROC (larger = less reliable): sign applied to the column.
 UNCERTAINTY_SIGNS: dict[str, int] = {
-    "nc": -1,
+    registry.ensemble_metric().name: -1,
     "mean_knn_distance": +1,
     "embedding_norm": -1,
     "feature_variance": +1,

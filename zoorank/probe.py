@@ -36,7 +36,8 @@ Conventions
   ``nc``) need a pool of models and are left to ``zoorank run``; ``clid_raw`` (``100·CL + ID``, the
   per-model sum the Tune objective reports) is added when CL and ID are computed.
 * **Health flags** (True = a problem): ``nonfinite`` (NaN/Inf features; no metric is computed),
-  ``collapsed`` (half or more of the clean rows repeat exactly, or numerical rank ≤ 1),
+  ``collapsed`` (half or more of the clean rows repeat exactly, or numerical rank ≤ 1; the rule is
+  :func:`zoorank.metrics.collapse.collapse_flags`),
   ``low_rank`` (RankMe below max(2, 1% of min(n, d))), ``degenerate`` (a metric warned of degenerate input
   or failed; see ``errors`` / ``warnings``).
 """
@@ -57,6 +58,7 @@ from zoorank.data import load_samples
 from zoorank.errors import ConfigError, InputError
 from zoorank.images import decode_image
 from zoorank.metrics import registry
+from zoorank.metrics.collapse import collapse_flags
 from zoorank.metrics.suite import label_free_suite, select_samples
 from zoorank.views import clean_view, make_views, view_subset
 from zoorank.zoo import IMAGENET_MEAN, IMAGENET_STD, Geometry, pool_features
@@ -352,19 +354,24 @@ def evaluate(
             if row["metric"] in _stored_names(names):
                 result.metrics[row["metric"]] = row["value"]
         values = {r["metric"]: r["value"] for r in rows}
-        if "cluster_learnability" in result.metrics and "twonn_id" in result.metrics:
-            cl, id_ = result.metrics["cluster_learnability"], result.metrics["twonn_id"]
-            result.metrics["clid_raw"] = 100.0 * cl + id_
-        flags["collapsed"] = bool(values["duplicate_fraction"] >= 0.5
-                                  or values["numerical_rank"] <= 1)
-        rank = values.get("rankme", math.nan)
-        flags["low_rank"] = bool(math.isfinite(rank) and rank < max(2.0, 0.01 * min(n_clean, dim)))
+        # a pool metric's one-model value (CLID: 100·CL + ID), as a Tune trial reports it
+        for name in _solo_metrics(result.metrics):
+            result.metrics[f"{name}_raw"] = registry.solo_value(name, result.metrics)
+        flags.update(collapse_flags(values["numerical_rank"], values["duplicate_fraction"],
+                                    values.get("rankme", math.nan), n_clean, dim))
         flags["degenerate"] = bool(result.errors) or any(
             "degenerate" in w.lower() or "collapse" in w.lower()
             for ws in result.warnings.values() for w in ws)
     done = time.perf_counter()
     result.seconds = {"embed": embedded - t0, "metrics": done - embedded, "total": done - t0}
     return result
+
+
+def _solo_metrics(computed: Mapping[str, float]) -> list[str]:
+    """The registry's pool metrics with a one-model value whose terms were all computed."""
+    return [m.name for m in registry.REGISTRY.values()
+            if m.inputs == "pool" and m.solo is not None and m.config_name == m.name
+            and all(t in computed for t in m.requires)]
 
 
 def _stored_names(names: Sequence[str]) -> list[str]:

@@ -103,7 +103,7 @@ def nc_fold_values(reliability: pd.DataFrame, options: ScoreOptions, seed: int) 
 
     folds = fold_assignment(reliability["sample_id"].to_numpy(), options.resample_folds,
                             options.resample_fraction, seed)
-    nc = reliability["nc"].to_numpy(dtype=np.float64)
+    nc = reliability[registry.ensemble_metric().name].to_numpy(dtype=np.float64)
     return [float(np.mean(nc[folds == k])) if np.any(folds == k) else math.nan
             for k in range(options.resample_folds)]
 

@@ -198,3 +198,21 @@ def test_the_metrics_layer_imports_no_config():
             "print(sorted(m for m in sys.modules if m in ('zoorank.config', 'zoorank.store')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_ensemble_metric_is_nc_with_its_settings_and_function():
+    from zoorank.metrics.suite import ensemble_reliability, nc_settings
+
+    nc = registry.ensemble_metric()
+    assert (nc.name, nc.inputs, nc.function) == ("nc", "ensemble", ensemble_reliability)
+    assert nc.kwargs({"nc_k": 7}, 3) == nc_settings({"nc_k": 7}, 3)
+
+
+def test_a_pool_metrics_one_model_value_is_its_solo_combination():
+    # CLID's solo mode is raw_percent: 100·CL + ID
+    assert registry.solo_value("clid", {"cluster_learnability": 0.25, "twonn_id": 7.5}) == 32.5
+    assert math.isnan(registry.solo_value("clid", {"cluster_learnability": 0.25}))
+    assert math.isnan(registry.solo_value("clid", {"cluster_learnability": 0.25,
+                                                   "twonn_id": math.inf}))
+    with pytest.raises(ValueError, match="rankme has no one-model value"):
+        registry.solo_value("rankme", {"rankme": 3.0})

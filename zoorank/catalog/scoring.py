@@ -22,7 +22,7 @@ import pandas as pd
 from zoorank.config import RunConfig, ScoreOptions
 from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
-from zoorank.metrics.suite import metric_inputs, metric_settings, nc_settings, per_model_metrics
+from zoorank.metrics.suite import metric_inputs, metric_settings, per_model_metrics
 from zoorank.store import layout
 
 METRICS_KEY = ["model_id", "dataset", "metric"]
@@ -151,9 +151,10 @@ def metric_fingerprint(
 def group_fingerprint(
     dataset: str, group: str, entries: Iterable[tuple[str, str]], options: ScoreOptions, seed: int
 ) -> str:
+    ensemble = registry.ensemble_metric()
     return fingerprint(
-        "nc", dataset, group, sorted(entries), nc_settings(options, seed), options.max_samples,
-        seed, SCORE_VERSION, registry.info("nc").version,
+        ensemble.name, dataset, group, sorted(entries), ensemble.kwargs(options, seed),
+        options.max_samples, seed, SCORE_VERSION, ensemble.version,
     )
 
 
@@ -228,7 +229,8 @@ def plan_score(
             fp = group_fingerprint(
                 dataset, group, [(m, done[(dataset, clean, m)]) for m in ids], options, seed
             )
-            current = all(stored.get((m, dataset, "nc")) == fp for m in ids)
+            current = all(stored.get((m, dataset, registry.ensemble_metric().name)) == fp
+                          for m in ids)
             if not (current and reliability_exists(dataset, group)):
                 plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
     return plan
@@ -251,7 +253,8 @@ def remaining_plan(expected: ScorePlan, stored: dict[tuple[str, str, str], str],
         else:
             plan.up_to_date += 1
     for g in expected.group_tasks:
-        current = all(stored.get((m, g.dataset, "nc")) == g.fingerprint for m in g.members)
+        current = all(stored.get((m, g.dataset, registry.ensemble_metric().name)) == g.fingerprint
+                      for m in g.members)
         if not (current and reliability_exists(g.dataset, g.group)):
             plan.group_tasks.append(g)
     return plan

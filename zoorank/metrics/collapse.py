@@ -14,7 +14,15 @@ import numpy as np
 from zoorank.metrics._checks import check_array
 from zoorank.metrics.registry import fixed, register
 
-__all__ = ["duplicate_fraction", "numerical_rank"]
+__all__ = ["collapse_flags", "duplicate_fraction", "numerical_rank"]
+
+#: ``collapsed`` when at least this share of the clean rows repeats an earlier row exactly ...
+COLLAPSED_DUPLICATE_SHARE = 0.5
+#: ... or the numerical rank is at most this (constant rows: 1, all zero: 0).
+COLLAPSED_MAX_RANK = 1
+#: ``low_rank`` when RankMe is below max(2, this share of min(n, d)) (the leaderboard's
+#: ``dim_collapsed`` uses the same share: :class:`zoorank.metrics.health.HealthThresholds`).
+LOW_RANK_FRACTION = 0.01
 
 
 def numerical_rank(Z: Any) -> int:
@@ -58,3 +66,18 @@ register(
     "duplicate_fraction", -1, "clean", config_name="collapse", primary=False, settings=fixed(),
     notes={"exact": True}, description="share of exactly repeated rows (collapse diagnostic)",
 )(duplicate_fraction)
+
+
+def collapse_flags(numerical_rank: float, duplicate_fraction: float, rankme: float, n: int,
+                   dim: int) -> dict[str, bool]:
+    """``collapsed`` and ``low_rank`` of one model from its collapse diagnostics and RankMe.
+
+    ``collapsed``: ``duplicate_fraction ≥`` :data:`COLLAPSED_DUPLICATE_SHARE` or
+    ``numerical_rank ≤`` :data:`COLLAPSED_MAX_RANK`; ``low_rank``: a finite ``rankme`` below
+    ``max(2, LOW_RANK_FRACTION · min(n, dim))``. A NaN diagnostic flags nothing. Cost O(1).
+    """
+    collapsed = bool(duplicate_fraction >= COLLAPSED_DUPLICATE_SHARE
+                     or numerical_rank <= COLLAPSED_MAX_RANK)
+    low_rank = bool(np.isfinite(rankme)
+                    and rankme < max(2.0, LOW_RANK_FRACTION * min(n, dim)))
+    return {"collapsed": collapsed, "low_rank": low_rank}

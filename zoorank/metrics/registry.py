@@ -327,6 +327,38 @@ def ensemble_metrics(config_names_: Iterable[str]) -> list[str]:
     return with_inputs(config_names_, "ensemble")
 
 
+def ensemble_metric() -> MetricInfo:
+    """The seed-ensemble metric: the one registered with ``inputs="ensemble"`` (NC).
+
+    SCORE computes it once per seed ensemble, with the per-sample reliability table whose column
+    of the same name holds its per-sample values; its row name, settings and version come from
+    here, so nothing else names it.
+    """
+    found = [m for m in REGISTRY.values() if m.inputs == "ensemble"]
+    if len(found) != 1:
+        raise RuntimeError(f"one ensemble metric is expected, {len(found)} are registered")
+    return found[0]
+
+
+def solo_value(name: str, values: Mapping[str, float]) -> float:
+    """A pool metric's one-model value (its ``solo`` settings) from its terms' ``values``.
+
+    What a Tune trial reports for CLID and the probe's ``clid_raw`` (``100·CL + ID``). ValueError
+    for a metric with no one-model value; NaN when a term is missing or not finite.
+    """
+    import math
+
+    import numpy as np
+
+    entry = info(name)
+    if entry.inputs != "pool" or entry.solo is None or entry.combine is None:
+        raise ValueError(f"{name} has no one-model value")
+    terms = [float(values.get(t, math.nan)) for t in entry.requires]
+    if not all(math.isfinite(v) for v in terms):
+        return math.nan
+    return float(entry.combine(*[np.array([v]) for v in terms], **entry.solo)[0])
+
+
 def directions() -> dict[str, int]:
     return {name: m.direction for name, m in label_free().items()}
 

@@ -182,8 +182,12 @@ def nc_settings(options: Any, seed: int) -> dict[str, Any]:
     }
 
 
+#: the seed-ensemble metric's name: its rows, and the per-sample column of its reliability table
+NC = "nc"
+
+
 @registry.register(
-    "nc", +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"), settings=nc_settings,
+    NC, +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"), settings=nc_settings,
     description="mean neighbourhood consistency over a seed ensemble (Park 2024)",
 )
 def ensemble_reliability(
@@ -242,7 +246,7 @@ def ensemble_reliability(
         warnings.simplefilter("always")
         table = {
             "sample_id": ids[~is_ref],
-            "nc": neighborhood_consistency(test, ref, k=k, metric=metric),
+            NC: neighborhood_consistency(test, ref, k=k, metric=metric),
             "mean_knn_distance": mean_knn_distance(test, ref, k=1, metric=metric),
             "embedding_norm": embedding_norm(test),
         }

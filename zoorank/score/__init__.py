@@ -68,7 +68,8 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
         keys = pd.MultiIndex.from_frame(metrics[["dataset", "model_id"]])
         members = [(d, m) for d, groups in plan.ensembles.items() for ids in groups.values()
                    for m in ids]
-        nc = (metrics["metric"] == "nc") & metrics["dataset"].isin(list(plan.ensembles))
+        nc = (metrics["metric"] == registry.ensemble_metric().name) & metrics["dataset"].isin(
+            list(plan.ensembles))
         stale = keys.isin(plan.failed) | (nc.to_numpy() & ~keys.isin(members))
         if stale.any():
             store.delete_rows(METRICS, metrics[stale], METRICS_KEY)
@@ -113,8 +114,8 @@ def crashed_rows(task: ModelTask | GroupTask, error: str, seed: int) -> list[dic
     """
     params = {"error": f"score task failed: {error}", "crashed": True}
     if isinstance(task, GroupTask):
-        return [metric_row(m, task.dataset, "nc", math.nan, params, 0, 0, seed, task.fingerprint)
-                for m in task.members]
+        return [metric_row(m, task.dataset, registry.ensemble_metric().name, math.nan, params, 0,
+                           0, seed, task.fingerprint) for m in task.members]
     return [metric_row(task.model_id, task.dataset, metric, math.nan, params, 0, 0, seed, fp)
             for metric, fp in task.fingerprints]
 

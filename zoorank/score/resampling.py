@@ -20,6 +20,7 @@ from zoorank.catalog import (
     reliability_path,
 )
 from zoorank.config import RunConfig, ScoreOptions
+from zoorank.metrics import registry
 from zoorank.metrics.suite import metric_inputs
 from zoorank.runner import Task, run_tasks
 from zoorank.score.worker import limit_threads, load_augmented, load_clean, pool_size
@@ -157,13 +158,14 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
     pooled: list[dict[str, Any]] = []
     for dataset, groups in plan.ensembles.items():
         for group, members in groups.items():
-            wanted_nc = [(m, f) for m in members if (f := todo(m, dataset, "nc"))]
+            nc = registry.ensemble_metric().name
+            wanted_nc = [(m, f) for m in members if (f := todo(m, dataset, nc))]
             if not wanted_nc or not store.exists(reliability_path(dataset, group)):
                 continue
             values = resample.nc_fold_values(store.read_frame(reliability_path(dataset, group)),
                                               o, config.seed)
             for m, f in wanted_nc:
-                pooled += resample.fold_rows(m, dataset, "nc", values, f)
+                pooled += resample.fold_rows(m, dataset, nc, values, f)
     fresh = resample.fresh_resamples(store, metrics, o) if not stored.empty else stored
     folds = {(r.model_id, r.dataset, r.metric, int(r.fold)): float(r.value)
              for r in fresh.itertuples(index=False)}

@@ -19,13 +19,7 @@ import zoorank
 from zoorank.catalog import GroupTask, ModelTask
 from zoorank.config import ScoreOptions
 from zoorank.metrics import registry
-from zoorank.metrics.suite import (
-    ensemble_reliability,
-    label_free_suite,
-    metric_inputs,
-    nc_settings,
-    select_samples,
-)
+from zoorank.metrics.suite import label_free_suite, metric_inputs, select_samples
 from zoorank.store import Store
 
 # -- rows ------------------------------------------------------------------------------------------
@@ -151,17 +145,19 @@ class ScoreWorker:
         members = [Z[np.searchsorted(ids, common)] for ids, Z in loaded]
         params: dict[str, Any] = {"group": task.group, "members_ids": list(task.members)}
         start = time.perf_counter()
+        ensemble = registry.ensemble_metric()  # NC: its function, name and settings
         try:
-            table, nc_params = ensemble_reliability(members, common, o, seed)
+            table, nc_params = ensemble.function(members, common, o, seed)
             params.update(nc_params)
-            value, n, frame = float(np.mean(table["nc"])), nc_params["n_test"], pd.DataFrame(table)
+            value, n, frame = (float(np.mean(table[ensemble.name])), nc_params["n_test"],
+                               pd.DataFrame(table))
         except ValueError as err:
-            params.update(nc_settings(o, seed))
+            params.update(ensemble.kwargs(o, seed))
             params["error"] = str(err)
             value, n, frame = math.nan, 0, None
         params["seconds"] = round(time.perf_counter() - start, 4)
         rows = [
-            metric_row(m, task.dataset, "nc", value, params, n, Z.shape[1], seed,
+            metric_row(m, task.dataset, ensemble.name, value, params, n, Z.shape[1], seed,
                        task.fingerprint)
             for m, Z in zip(task.members, members)
         ]
