@@ -12,9 +12,9 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # newer torch plus several GB of CUDA packages.
 "${pip[@]}" "torch==2.13.0"
 "${pip[@]}" --no-deps "torchvision==0.28.0"
-"${pip[@]}" -r requirements.lock
-# the package itself; the lock's pins as constraints (an extra outside the lock resolves freely)
-"${pip[@]}" -e ".[${extras}]" -c requirements.lock "torch==2.13.0" "torchvision==0.28.0"
+# one resolver pass: the package itself and every pin of the lock (an extra outside the lock, e.g.
+# gpu, resolves freely beside them)
+"${pip[@]}" -r requirements.lock -e ".[${extras}]" "torch==2.13.0" "torchvision==0.28.0"
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp scripts/torchvision_cpu_fix.py "$site/zoorank_torchvision_cpu_fix.py"
 echo "import zoorank_torchvision_cpu_fix" > "$site/zoorank_torchvision_cpu_fix.pth"
