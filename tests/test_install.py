@@ -28,3 +28,31 @@ def test_fix_defines_schemas_only_when_the_extension_is_missing():
     # Either torchvision's own extension defines nms (GPU/normal installs) or our hook did.
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() in ("True", "False")
+
+
+def test_the_lock_pins_every_dependency_of_pyproject():
+    """requirements.lock (what install.sh installs) pins each dependency and dev tool that
+    pyproject.toml names, at a version its range allows; torch and torchvision are pinned by
+    install.sh itself. Fails when a dependency was added without ``make lock``."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    pins = {canonicalize_name(m.group(1)): m.group(2) for m in re.finditer(
+        r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", (root / "requirements.lock")
+        .read_text(), re.MULTILINE)}
+    wanted = [Requirement(r) for r in [*project["dependencies"],
+                                       *project["optional-dependencies"]["dev"]]]
+    for req in wanted:
+        name = canonicalize_name(req.name)
+        if name in ("torch", "torchvision"):
+            assert name not in pins
+            continue
+        assert name in pins, f"{req.name} is not in requirements.lock: run `make lock`"
+        assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
+    assert len(pins) > len(wanted)  # their dependencies are pinned too
