@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 from zoorank import uris
 from zoorank.store import layout, tables
+from zoorank.store.batching import BatchedRows
 from zoorank.store.layout import MANIFEST, METRICS
 from zoorank.store.schema import (
     MANIFEST_COLUMNS,
@@ -300,6 +301,19 @@ class Store:
         """Delete (or list) the data files of table ``name`` that it stopped referencing at least
         ``older_than_s`` seconds ago (rounded up to whole hours); their store-relative paths."""
         return [f"{name}/{f}" for f in tables.vacuum(self.table(name), older_than_s, dry_run)]
+
+    def compact_table(self, name: str, only_above: bool = False) -> dict:
+        """Compact table ``name``'s small files and checkpoint its log (:func:`tables.compact`);
+        ``only_above``: only when it holds more than ``tables.COMPACT_ABOVE_FILES`` files (a
+        stage calls it at its end without, its batched writers with). Returns the optimize
+        metrics (empty when nothing was done)."""
+        above = tables.COMPACT_ABOVE_FILES if only_above else 1
+        return tables.compact(self.table(name), above_files=above)
+
+    def batched(self, name: str, key: Sequence[str], **options) -> BatchedRows:
+        """A :class:`zoorank.store.batching.BatchedRows` committing rows of table ``name`` on
+        ``key`` per K models or T seconds (``options``: ``models``, ``seconds``)."""
+        return BatchedRows(self, name, key, **options)
 
     def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
         """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""
