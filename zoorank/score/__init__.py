@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from zoorank import resample
 from zoorank.catalog import (
     METRICS_KEY,
     Catalog,
@@ -51,7 +52,7 @@ from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
 from zoorank.store import METRICS, Store
-from zoorank.store.layout import reliability_dir
+from zoorank.store.layout import POOLS, reliability_dir
 from zoorank.store.schema import METRICS_COLUMNS
 
 # -- the stage --------------------------------------------------------------------------------------
@@ -158,24 +159,31 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         ensure_ray(address)
         work_start = time.perf_counter()
 
-        def on_done(task, result, error):
-            if result is None:
-                rows = crashed_rows(task, error, config.seed)
-            elif isinstance(task, GroupTask):
-                rows, frame = result
-                if frame is not None:
-                    store.write_parquet(reliability_path(task.dataset, task.group), frame)
-            else:
-                rows = result
-            store.upsert_rows(METRICS, rows, key=METRICS_KEY)
+        # rows are committed per K models or T seconds (zoorank.store.batching): a killed run
+        # loses at most one batch, a stopped one nothing (leaving the block commits it)
+        with store.batched(METRICS, METRICS_KEY) as out:
 
-        errors = _execute(store, config, plan, on_done)
+            def on_done(task, result, error):
+                if result is None:
+                    rows = crashed_rows(task, error, config.seed)
+                elif isinstance(task, GroupTask):
+                    rows, frame = result
+                    if frame is not None:  # before its rows: a fresh row finds its table
+                        store.write_parquet(reliability_path(task.dataset, task.group), frame)
+                else:
+                    rows = result
+                out.add(rows)
+
+            errors = _execute(store, config, plan, on_done)
         work_s = time.perf_counter() - work_start
 
-    pool = plan_pool_rows(config, models, plan, store.read_metrics())
+    pool, pools = plan_pool_rows(config, models, plan, store.read_metrics())
     if pool:
+        store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
     errors += score_resamples(config, store, models, plan, manifest, address)
+    for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
+        store.compact_table(name)  # few files and a checkpointed log for every reader
 
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)

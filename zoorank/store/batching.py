@@ -58,11 +58,12 @@ class BatchedRows:
         self._since: float | None = None
         self.commits = 0
 
-    def add(self, rows: Iterable[dict]) -> None:
-        """One finished task's rows (one model, or one ensemble); commits when the batch is full
-        (K tasks) or its first rows have waited T seconds."""
+    def add(self, rows: Iterable[dict], tasks: int = 1) -> None:
+        """One finished task's rows (one model, or one ensemble; ``tasks``: how many models they
+        hold, for a task over several); commits when the batch holds K models or its first rows
+        have waited T seconds."""
         self._rows.extend(rows)
-        self._tasks += 1
+        self._tasks += tasks
         now = self.clock()
         if self._since is None:
             self._since = now

@@ -276,7 +276,7 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
 def file_count(loc: TableLocation) -> int:
     """Data files the current snapshot references (0 when the table does not exist)."""
     table = _open(loc)
-    return 0 if table is None else len(table.files())
+    return 0 if table is None else len(table.file_uris())
 
 
 def compact(loc: TableLocation, above_files: int = 1) -> dict:
@@ -290,7 +290,7 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
     """
     def action() -> dict:
         table = _open(loc)
-        if table is None or len(table.files()) <= above_files:
+        if table is None or len(table.file_uris()) <= above_files:
             return {}
         out = table.optimize.compact()
         _open(loc).create_checkpoint()
