@@ -359,7 +359,7 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
              for model_id, dataset, fp, (note, args) in work]
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
     results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
-                        max_in_flight=max(1, int(cpus / 0.5)), retries=1,
+                        max_in_flight=max(1, int(cpus / 0.5)), reruns=1,
                         label="oracle (models × datasets)")
     failures: list[dict[str, Any]] = []
     with contextlib.closing(results), store.batched(ORACLE, key, write=write) as out:

@@ -154,7 +154,7 @@ def crashed_mask(metrics: pd.DataFrame) -> np.ndarray:
 
 def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
     """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task are left out
-    (:func:`crashed_mask`), so a rerun retries them."""
+    (:func:`crashed_mask`), so a rerun computes them again."""
     if metrics.empty or "fingerprint" not in metrics:
         return {}
     metrics = metrics[~crashed_mask(metrics)]

@@ -214,7 +214,7 @@ def _embed_chunks(
         tasks += [slice_task(len(chunks) - 1, gkey, part_names, si, models, wanted)
                   for si, part_names in enumerate(slices)]
     finished = [0] * len(chunks)
-    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, retries=1,
+    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, reruns=1,
                         options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
     with contextlib.closing(results):
         for outcome in results:
@@ -308,7 +308,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
     # a checkpoint the store cannot read right now (zoorank.zoo.resolve): failed with the reason,
-    # no work; every other model goes on, and the next run retries it
+    # no work; every other model goes on, and the next run tries it again
     unreadable = [{**pending_row(e), "status": "failed", "error": e.model.unreadable}
                   for e in todo if e.model.unreadable]
     todo = [e for e in todo if not e.model.unreadable]

@@ -11,7 +11,7 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    one per core at once on CPU, one per GPU when the cluster has GPUs; either way each task's
    BLAS/faiss threads share out the cores), each reading one model's shards (or one ensemble's)
    from the store; a task that raises or whose worker dies leaves NaN rows marked ``crashed``
-   with the reason (a rerun retries them); the
+   with the reason (a rerun computes them again); the
    driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
@@ -93,7 +93,7 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
             threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                         options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
-                        max_in_flight=n_workers, retries=1, label="score: models")
+                        max_in_flight=n_workers, reruns=1, label="score: models")
     errors: list[str] = []
     with contextlib.closing(results):
         for outcome in results:
@@ -110,7 +110,7 @@ def crashed_rows(task: ModelTask | GroupTask, error: str, seed: int) -> list[dic
     """NaN rows with the reason for every metric of a task that raised or whose worker died.
 
     They carry the task's fingerprints (the leaderboard shows the metric as missing, with the
-    reason) and ``"crashed": true``, so the next run retries them.
+    reason) and ``"crashed": true``, so the next run tries them again.
     """
     params = {"error": f"score task failed: {error}", "crashed": True}
     if isinstance(task, GroupTask):
@@ -195,6 +195,6 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         f"{elapsed:.1f} s{rate}"
     )
     for line in errors:
-        console.print(f"[red]score: {line} (recorded as missing; a rerun retries it)")
+        console.print(f"[red]score: {line} (recorded as missing; a rerun tries it again)")
     table = store.read_metrics()
     return table[[c for c in METRICS_COLUMNS if c in table]]

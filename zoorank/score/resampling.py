@@ -81,7 +81,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
                     manifest: pd.DataFrame, address: str | None = None) -> list[str]:
     """Fold rows of every ranked metric (per model on Ray; NC and CLID pools on the driver) and
     the health rows, for the rows that are not up to date (:mod:`zoorank.resample`); returns the
-    errors (a failed task leaves its rows missing, so a rerun retries it)."""
+    errors (a failed task leaves its rows missing, so a rerun tries it again)."""
     from zoorank import resample
 
     o = config.score
@@ -138,7 +138,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         # whose worker dies is recorded, the others go on, the next run tries it again
         results = run_tasks(resample_model, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                             options={"num_cpus": o.num_cpus_per_actor}, max_in_flight=n_workers,
-                            retries=1, label="score: resamples")
+                            reruns=1, label="score: resamples")
         # rows are committed per K models or T seconds (zoorank.store.batching)
         with contextlib.closing(results), \
                 store.batched(resample.RESAMPLES, resample.RESAMPLES_KEY) as folds_out, \
