@@ -163,10 +163,13 @@ def print_size(where: str, r: dict) -> None:
 @contextlib.contextmanager
 def loopback_s3(latency_s: float):
     """(store URI maker, checkpoint upload) on moto behind the fault proxy with ``latency_s``."""
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
     from s3_faults import FaultyProxy
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -191,12 +194,15 @@ def main(argv: list[str] | None = None) -> None:
 
     import ray
 
+    # the CLI drivers join the Ray started here: no token to hand them on loopback
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
+           "RAY_AUTH_MODE": "disabled",
            "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "PYTHONPATH": str(REPO)}
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                           "AWS_DEFAULT_REGION", "RAY_USAGE_STATS_ENABLED")})
+                                           "AWS_DEFAULT_REGION", "RAY_USAGE_STATS_ENABLED",
+                                           "RAY_AUTH_MODE")})
     WORK.mkdir(parents=True, exist_ok=True)
     zoo = WORK / "zoo"
     t0 = time.perf_counter()
