@@ -2,9 +2,12 @@
 
 One small API over every table (manifest, metrics, oracle, agreement, failed, leaderboard, samples,
 digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), :func:`delete`
-rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content. Every write
-is one Delta commit; a commit that loses a race to another writer (``CommitFailedError``) is
-retried on the new snapshot, so concurrent writers never lose each other's rows.
+rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content, and
+:func:`compact` the small files (then checkpoint the log). Every write is one Delta commit; a
+commit that loses a race to another writer (``CommitFailedError``) runs again on the new snapshot
+(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows. Merges read only the
+files whose key ranges overlap the new rows (``streamed_exec=False``); callers batch their rows
+(:mod:`zoorank.store.batching`) so a stage makes few commits and few files.
 
 Concurrency without a lock service: on local disk delta-rs commits ``_delta_log/N.json`` with an
 atomic create-if-absent; on S3 (delta-rs ≥ 1.0) with a conditional PUT (``If-None-Match: *``),
@@ -160,12 +163,13 @@ def _conform(source: pa.Table, target_schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def _retry(action, what: str) -> None:
-    """Run ``action`` until it commits (:data:`zoorank.retry.COMMITS`): a lost commit race
-    (``CommitFailedError``) or a transient I/O failure re-reads the table and tries again; any
-    other error raises at once. ``what`` names the write in the error a give-up raises."""
+def _retry(action, what: str):
+    """``action()`` until it commits (:data:`zoorank.retry.COMMITS`), returning its value: a lost
+    commit race (``CommitFailedError``) or a transient I/O failure re-reads the table and tries
+    again; any other error raises at once. ``what`` names the write in the error a give-up
+    raises."""
     try:
-        retry.call(action, policy=retry.COMMITS, on=retry.COMMIT)
+        return retry.call(action, policy=retry.COMMITS, on=retry.COMMIT)
     except Exception as err:
         err.add_note(f"zoorank: {what}")
         raise
@@ -210,6 +214,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     dedup = source.to_pandas().drop_duplicates(subset=list(key), keep="last")
     source = _arrow(pa.Table.from_pandas(dedup, preserve_index=False, schema=source.schema))
     stale_in_group = _group_predicate(dedup, group) if group else None
+    stats: dict = {}
 
     def action() -> None:
         table = _open(loc)
@@ -229,7 +234,6 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
             merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
         stats.update(merger.execute())
 
-    stats: dict = {}
     _retry(action, f"merge into {loc!r}")
     return stats
 
@@ -296,20 +300,7 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
         _open(loc).create_checkpoint()
         return out
 
-    out: dict = {}
-    try:
-        out = retry.call(action, policy=retry.COMMITS, on=retry.COMMIT)
-    except Exception as err:
-        err.add_note(f"zoorank: compact {loc!r}")
-        raise
-    return out
-
-
-def checkpoint(loc: TableLocation) -> None:
-    """Write a log checkpoint at the current version (a reader then reads no JSON commits)."""
-    table = _open(loc)
-    if table is not None:
-        table.create_checkpoint()
+    return _retry(action, f"compact {loc!r}")
 
 
 def vacuum(loc: TableLocation, older_than_s: float, dry_run: bool = False) -> list[str]:
