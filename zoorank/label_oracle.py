@@ -302,7 +302,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
     failures: list[dict[str, Any]] = []
     if work:
         failures = _run_oracle_tasks(store, work, config.seed, version, address, existing)
-    store.compact_table(ORACLE)  # few files and a checkpointed log for every reader
+        store.compact_table(ORACLE)  # few files and a checkpointed log for every reader
     table = store.read_frame(ORACLE, METRICS_COLUMNS)
     if table.empty:
         return table, failures

@@ -182,8 +182,9 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
     errors += score_resamples(config, store, models, plan, manifest, address)
-    for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
-        store.compact_table(name)  # few files and a checkpointed log for every reader
+    if plan.model_tasks or plan.group_tasks or pool:  # a stage that wrote nothing commits nothing
+        for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
+            store.compact_table(name)  # few files and a checkpointed log for every reader
 
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)
