@@ -1,6 +1,6 @@
 """COMMITS: what one store commit costs, per batch size, and what the retry policy adds (issues 23, 26).
 
-1. A metrics table holding 40 one-model files (as a per-model writer leaves it); then commits of
+1. A metrics table holding ``--files`` (40) one-model files (as a per-model writer leaves it); then commits of
    K new models (25 metric rows each) for K in 1, 8, 32, 128: seconds per commit and per model,
    and the files each merge read (delta-rs merge metrics). This is what ``BATCH_MODELS`` (K) was
    chosen from.
@@ -40,10 +40,11 @@ def rows(models):
 
 store = Store(tempfile.mkdtemp())
 key = ["model_id", "dataset", "metric"]
-for m in range(40):
+files, sizes = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
+for m in range(files):
     store.upsert_rows("metrics", rows([m]), key)
 out = {}
-for k in [int(a) for a in sys.argv[1:]]:
+for k in sizes:
     t, first = [], 1000 * k
     for b in range(3):
         t0 = time.perf_counter()
@@ -54,10 +55,11 @@ print(json.dumps(out))
 """
 
 
-def commit_costs(path: str, sizes: list[int]) -> dict[int, float]:
-    """Seconds per commit of K models with the zoorank found at ``path`` (best of 3)."""
+def commit_costs(path: str, files: int, sizes: list[int]) -> dict[int, float]:
+    """Seconds per commit of K models into a table of ``files`` one-model files, with the
+    zoorank found at ``path`` (best of 3)."""
     env = {**os.environ, "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, "-c", MEASURE, *map(str, sizes)], env=env,
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(files), *map(str, sizes)], env=env,
                           capture_output=True, text=True, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
 
@@ -79,11 +81,13 @@ def files_read(k: int) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", help="a directory holding another checkout's zoorank/")
+    parser.add_argument("--files", type=int, default=40, help="one-model files in the table")
     args = parser.parse_args(argv)
     sizes = [1, 8, 32, 128]
 
-    new = commit_costs(REPO, sizes)
-    print("== one commit of K models (25 metric rows each) into a 40-file table, local disk ==")
+    new = commit_costs(REPO, args.files, sizes)
+    print(f"== one commit of K models (25 metric rows each) into a {args.files}-file table, "
+          "local disk ==")
     print(f"{'K':>4} {'s/commit':>9} {'ms/model':>9}")
     for k in sizes:
         print(f"{k:4d} {new[k]:9.3f} {1000 * new[k] / k:9.2f}")
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"files a merge of 1 / 8 matching models reads out of 40: {files_read(1)} / "
           f"{files_read(8)} (streamed_exec=False prunes by key range)")
     if args.baseline:
-        old = commit_costs(args.baseline, [1, 32])
+        old = commit_costs(args.baseline, args.files, [1, 32])
         print(f"one model per commit: baseline {1000 * old[1]:.1f} ms, now {1000 * new[1]:.1f} ms "
               f"({old[1] / new[1]:.2f}× faster); a 32-model commit: baseline "
               f"{1000 * old[32]:.0f} ms, now {1000 * new[32]:.0f} ms")
