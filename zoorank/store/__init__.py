@@ -83,7 +83,8 @@ class Store:
             self.fs, self.root = uris.resolve(uri)
             self.root = self.root.rstrip("/")
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.fs.create_dir(self.root, recursive=True)
+        if self.is_local:  # an object store has no directories: a marker costs 2 requests a Store
+            self.fs.create_dir(self.root, recursive=True)
 
     def __repr__(self) -> str:
         return f"Store({self.name!r})"
@@ -162,8 +163,8 @@ class Store:
         data = redact_file(relpath, data)
         final = self.path(relpath)
         parent = final.rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
         if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
             tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{final.rsplit('/', 1)[1]}"
             with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
