@@ -53,7 +53,7 @@ def any_of(*predicates: Callable[[BaseException], bool]) -> Callable[[BaseExcept
     return lambda err: any(p(err) for p in predicates)
 
 
-#: what a store commit retries on: a lost race or a transient I/O failure (every commit action
+#: what a store commit tries again on: a lost race or a transient I/O failure (every commit action
 #: re-reads the table and is idempotent, so running it again is safe).
 COMMIT = any_of(commit_conflict, transient_io)
 
@@ -68,7 +68,7 @@ class Policy:
     def retrying(self, on: Callable[[BaseException], bool],
                  before_sleep: Callable[[tenacity.RetryCallState], None] | None = None
                  ) -> tenacity.Retrying:
-        """A ``tenacity.Retrying`` that retries errors ``on`` accepts and re-raises the last."""
+        """A ``tenacity.Retrying`` that tries again on errors ``on`` accepts, re-raising the last."""
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts),
             wait=tenacity.wait_random_exponential(multiplier=self.first_wait_s,

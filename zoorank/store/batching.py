@@ -1,14 +1,14 @@
 """Rows committed in batches: one Delta commit per K models or T seconds, whichever comes first.
 
 A stage that commits per model pays a commit (a log listing, a snapshot read, a data file, a
-commit file) per model: about 22 ms each on local disk, ~0.3 s on S3 with 20 ms per request, and
-one small data file and one log file per model. :class:`BatchedRows` buffers the rows of finished
-tasks and commits them together:
+commit file: a dozen requests or more on an object store) per model, about 22 ms each on local
+disk, and leaves one small data file and one log file per model. :class:`BatchedRows` buffers the
+rows of finished tasks and commits them together:
 
-- :data:`BATCH_MODELS` (K = 32): a 32-model commit of 25 metric rows each costs 32 ms locally
-  against 22 ms for one model (measured, ``benchmarks/bench_scale.py`` and the module note in
-  ``README.md``), so the commit cost per model falls ~20×, and a 1,000-model table gets ~32 files
-  before compaction instead of 1,000;
+- :data:`BATCH_MODELS` (K = 32): a 32-model commit of 25 metric rows each costs 37–51 ms locally
+  against 22–33 ms for one model (``benchmarks/bench_commits.py``, figures in
+  ``benchmarks/results/bench_scale.md``), so the commit cost per model falls 15–20×, and a
+  1,000-model table gets ~32 files before compaction instead of 1,000;
 - :data:`BATCH_SECONDS` (T = 10 s): rows wait at most this long once another result arrives.
 
 **What a killed run loses** (SIGKILL, a lost driver): the buffered rows only, i.e. at most K models,
