@@ -234,7 +234,10 @@ class Store:
             if data is None:
                 raise FileNotFoundError(f"no table {relpath} in {self.name}")
             return data
-        return pq.read_table(self.path(relpath), filesystem=self.fs)
+        # one open file, not a dataset: pyarrow's dataset path would look the file up (a HEAD)
+        # before opening it (another HEAD), for every shard every reader reads
+        with self.fs.open_input_file(self.path(relpath)) as f:
+            return pq.read_table(f)
 
     def read_frame(self, relpath: str, columns: Sequence[str] | None = None,
                    version: int | None = None) -> pd.DataFrame:
