@@ -8,6 +8,9 @@ retried request is never applied twice):
 * ``reset``: the connection is closed with a TCP reset, no response,
 * ``slow``: the request stalls ``stall_s`` seconds, then is forwarded and answered.
 
+``latency_s`` delays every request that is forwarded by that much (an object store's round trip,
+for benchmarks; at most 1 s).
+
 Objects whose key contains one of ``broken`` fail every time with a 500 (a permanently failing
 object). Only loopback addresses are served and forwarded to; the stall is bounded; ``counts``
 says how many requests met each fault. Use it as a context manager or ``start()``/``stop()``.
@@ -52,11 +55,14 @@ class FaultyProxy:
 
     def __init__(self, upstream_host: str, upstream_port: int, *, rate: float = 0.0,
                  faults: tuple[str, ...] = FAULTS, stall_s: float = 1.0, seed: int = 0,
-                 broken: tuple[str, ...] = ()) -> None:
+                 broken: tuple[str, ...] = (), latency_s: float = 0.0) -> None:
         if upstream_host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the proxy forwards to loopback only")
         if not 0.0 <= rate < 1.0 or not 0.0 <= stall_s <= 10.0:
             raise ValueError("rate must be in [0, 1) and stall_s in [0, 10]")
+        if not 0.0 <= latency_s <= 1.0:
+            raise ValueError("latency_s must be in [0, 1]")
+        self.latency_s = latency_s
         self.upstream = (upstream_host, upstream_port)
         self.rate, self.faults, self.stall_s, self.broken = rate, faults, stall_s, broken
         self.counts: Counter[str] = Counter()
@@ -128,6 +134,8 @@ class FaultyProxy:
             return
         if fault == "slow":
             time.sleep(self.stall_s)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _HOP}
         if chunked:  # forwarded as it came: the chunk framing (and aws-chunked trailers) intact
             headers["Transfer-Encoding"] = "chunked"

@@ -409,7 +409,7 @@ def _entry_files(store: Path, model_id: str) -> dict[Path, int]:
 @pytest.mark.timeout(300)
 def test_a_model_that_kills_its_worker_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
     """One chunk of four models whose fourth SIGKILLs its worker: ``zoorank run`` exits 0, the
-    three others are done, the fourth failed with a reason naming a dead worker; the rerun retries
+    three others are done, the fourth failed with a reason naming a dead worker; the rerun tries again
     only the fourth (here it no longer kills) and touches nothing that was done."""
     from zoorank.cli import main
 

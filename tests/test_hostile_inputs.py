@@ -188,7 +188,10 @@ def test_npy_images_load_and_string_or_fractional_numpy_labels_are_handled(tmp_p
 
 def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp_path,
                                                                              monkeypatch):
-    monkeypatch.setattr(sample_reader, "READ_BACKOFF_S", 0.001)
+    from zoorank import retry
+
+    monkeypatch.setattr(retry, "READS", retry.Policy(attempts=4, first_wait_s=0.001,
+                                                     max_wait_s=0.01))
     calls = []
 
     def flaky() -> bytes:  # a filesystem that fails twice, then answers
@@ -206,7 +209,7 @@ def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp
     names = np.concatenate([b["name"] for b in blocks]).tolist()
     payloads = np.concatenate([b["payload"] for b in blocks]).tolist()
     assert names[1].startswith(UNREADABLE) and "upright.jpg" in names[1] and payloads[1] is None
-    assert "after 4 tries" in names[1] and payloads[0] is not None
+    assert "after 1 try" in names[1] and payloads[0] is not None  # missing: final at once
 
 
 def test_a_cache_with_unreadable_or_only_undecodable_samples_is_refused():

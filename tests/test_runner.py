@@ -52,7 +52,7 @@ def test_a_raising_task_fails_with_its_own_error_and_the_others_finish(ray_sessi
         return i * i
 
     out = _by_key(list(run_tasks(body, [Task(i, (i,)) for i in range(4)],
-                                 options={"num_cpus": 0.25}, retries=3)))
+                                 options={"num_cpus": 0.25}, reruns=3)))
     assert {k: o.value for k, o in out.items() if o.ok} == {0: 0, 1: 1, 3: 9}
     assert out[2].status == "failed"
     assert out[2].error == "ValueError: model 2 gives NaN"
@@ -67,7 +67,7 @@ def test_a_task_whose_worker_dies_is_retried_then_recorded_crashed(ray_session):
         return i
 
     out = _by_key(list(run_tasks(body, [Task(i, (i,)) for i in range(3)],
-                                 options={"num_cpus": 0.25}, retries=1)))
+                                 options={"num_cpus": 0.25}, reruns=1)))
     assert out[0].value == 0 and out[2].value == 2
     assert out[1].status == "crashed"
     assert out[1].error.startswith("worker died (WorkerCrashedError")
@@ -86,7 +86,7 @@ def test_a_dead_chunk_is_split_so_only_the_culprit_is_crashed(ray_session):
                     split=lambda: [chunk_task([m]) for m in models] if len(models) > 1 else [])
 
     chunk = ["a", "killer", "b"]
-    (outcome,) = run_tasks(body, [chunk_task(chunk)], options={"num_cpus": 0.25}, retries=1)
+    (outcome,) = run_tasks(body, [chunk_task(chunk)], options={"num_cpus": 0.25}, reruns=1)
     assert outcome.status == "split"
     assert outcome.error.startswith("worker died")
     parts = _by_key(outcome.parts)

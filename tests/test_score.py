@@ -110,14 +110,17 @@ def _value(table: pd.DataFrame, model_id: str, metric: str) -> float:
 @pytest.mark.timeout(180)
 def test_metrics_table_has_contract_columns_and_is_readable_by_duckdb(scored):
     import duckdb
+    from deltalake import DeltaTable
 
+    # a Delta table is read as its snapshot: compaction leaves the files it replaced on disk
+    # for readers of older snapshots, so a plain read of every Parquet file would count them
     path = scored["store"].local_path(METRICS)
-    on_disk = pd.read_parquet(path)
+    on_disk = DeltaTable(str(path)).to_pandas()
     assert list(on_disk.columns) == METRICS_COLUMNS
     assert len(on_disk) == len(scored["table"])
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB scans it by name)
     [(count, distinct)] = duckdb.sql(
-        f"SELECT count(*), count(DISTINCT model_id || metric) FROM read_parquet('{path}')"
-    ).fetchall()
+        "SELECT count(*), count(DISTINCT model_id || metric) FROM dataset").fetchall()
     assert count == distinct == len(on_disk)  # one row per (model, dataset, metric)
     for params in on_disk.params:
         json.loads(params)
@@ -379,3 +382,50 @@ def test_a_pool_over_a_crashed_term_is_not_fresh_and_is_recomputed_once_the_term
     assert {r["fingerprint"] for r in again} == {expected}
     z = scipy.stats.zscore(list(cl.values())) + scipy.stats.zscore(list(id_.values()))
     assert np.allclose([next(r["value"] for r in again if r["model_id"] == m) for m in cl], z)
+
+
+def test_a_task_reads_exactly_the_shards_of_the_snapshot_whose_fingerprints_it_stamps(tmp_path):
+    """The plan hands each task the shard lists of the manifest snapshot its fingerprints come
+    from; a re-embed committed after planning (new shards, same directory) does not leak into it,
+    and a CLID row names its pool by id instead of listing the pool."""
+    from zoorank.catalog import build_catalog
+    from zoorank.score.pools import pool_rows
+    from zoorank.score.worker import load_clean
+
+    store = Store(tmp_path / "store")
+    config = parse_config({
+        "store": str(tmp_path / "store"), "seed": 0,
+        "datasets": [{"name": "digits", "source": "sklearn_digits"}],
+        "models": [{"id": m, "source": "python", "name": "torch.nn:Flatten"} for m in "ab"],
+        "views": [{"name": "clean"}],
+    })
+    fps = entry_fingerprints(config)
+    ids = np.arange(20, dtype=np.int64)
+    old = np.ones((20, 4), np.float32)
+    names = {m: store.write_shard("digits", "clean", m, 0, ids, np.zeros(20), old) for m in "ab"}
+    store.update_manifest([{"dataset": "digits", "view": "clean", "model_id": m,
+                            "fingerprint": fps[("digits", "clean", m)], "status": "done",
+                            "rows": 20, "dim": 4, "shards": [names[m]]} for m in "ab"])
+    catalog = build_catalog(config)
+    plan = catalog.plan_score(catalog.fresh_manifest(store.read_manifest()))
+    task = next(t for t in plan.model_tasks if t.model_id == "a")
+    assert task.shards == (("clean", (names["a"],)),)
+    # a re-embed of "a" lands (new shard, manifest swapped) while the task waits to run
+    new = store.write_shard("digits", "clean", "a", 0, ids, np.zeros(20), 2 * old)
+    store.update_manifest([{"dataset": "digits", "view": "clean", "model_id": "a",
+                            "fingerprint": "another", "status": "done", "rows": 20, "dim": 4,
+                            "shards": [new]}])
+    _, Z = load_clean(store, "digits", "clean", "a", None, 0, task.shards_of("clean"))
+    assert np.array_equal(Z, old)  # what the stamped fingerprint describes, not the newer rows
+    _, Z = load_clean(store, "digits", "clean", "a", None, 0)  # the manifest's list: the new one
+    assert np.array_equal(Z, 2 * old)
+
+    terms = pd.DataFrame([{"model_id": m, "dataset": "d", "metric": t, "value": v + i,
+                           "params": "{}", "n": 10, "dim": 4, "fingerprint": f"{m}{t}"}
+                          for i, m in enumerate(["a", "b", "c"])
+                          for t, v in (("cluster_learnability", 0.5), ("twonn_id", 3.0))])
+    records: list[dict] = []
+    rows = pool_rows("clid", "d", ["a", "b", "c"], terms, seed=0, records=records)
+    params = [json.loads(r["params"]) for r in rows]
+    assert all("pool" not in p and p["pool_id"] == records[0]["pool_id"] for p in params)
+    assert json.loads(records[0]["members"]) == ["a", "b", "c"] and records[0]["pool_size"] == 3

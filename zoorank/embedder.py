@@ -8,7 +8,7 @@ until :data:`PART_BYTES` or the end, so an entry gets one file per slice (more o
 names with the same rows.
 
 Failures stay per model: a model that cannot be loaded, gives NaN/Inf or fails its forward is
-recorded with its reason and skipped for the rest of the slice; the others go on. A CUDA OOM retries
+recorded with its reason and skipped for the rest of the slice; the others go on. A CUDA OOM runs
 the batch in halves.
 """
 
@@ -143,7 +143,7 @@ class ChunkEmbedder:
         return self.torch.cat([self._forward(net, x[i:i + b]) for i in range(0, len(x), b)])
 
     def _forward(self, net: Any, x: Any) -> Any:
-        """Forward with autocast where asked; a CUDA OOM retries the batch in halves; running out
+        """Forward with autocast where asked; a CUDA OOM runs the batch again in halves; running out
         of CPU memory is an error that says which batch size failed."""
         torch = self.torch
         try:

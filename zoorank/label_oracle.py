@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.catalog import ORACLE_VERSION, Catalog, build_catalog, reliability_path, samples_path
+from zoorank.catalog import (
+    ORACLE_VERSION,
+    Catalog,
+    build_catalog,
+    entry_shards,
+    reliability_path,
+    samples_path,
+)
 from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
@@ -188,8 +195,10 @@ def _oracle_task(
     spec: OracleSpec,
     seed: int,
     reliability: pd.DataFrame | None,
+    shards: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Ray task body: read one model's clean embeddings, run the oracle on the split."""
+    """Ray task body: read one model's clean embeddings (exactly ``shards``, the catalog's list
+    from the snapshot the fingerprint hashes), run the oracle on the split."""
     import torch
 
     torch.set_num_threads(1)
@@ -199,7 +208,7 @@ def _oracle_task(
         faiss.omp_set_num_threads(1)
     except (ImportError, AttributeError):
         pass
-    emb = Store(store_uri).read_embeddings(dataset, view, model_id)
+    emb = Store(store_uri).read_embeddings(dataset, view, model_id, shards)
     clean = emb.view_index == 0
     ids, Z = emb.sample_id[clean], emb.embedding[clean]
     pos = pd.Series(np.arange(len(ids)), index=ids)
@@ -264,10 +273,9 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
         manifest = catalog.fresh_manifest(store.read_manifest())
     expected = catalog.oracle_fingerprints(manifest, store.read_metrics())
     existing = store.read_frame(ORACLE, METRICS_COLUMNS)
-    have = {(r.model_id, r.dataset): r.fingerprint
-            for r in existing.drop_duplicates(["model_id", "dataset"], keep="last")
-            .itertuples(index=False)} if not existing.empty else {}
-    todo = {k: v for k, v in expected.items() if have.get(k) != v[0]}
+    have = set(zip(existing["model_id"], existing["dataset"], existing["fingerprint"]))
+    todo = {k: v for k, v in expected.items() if (*k, v[0]) not in have}
+    shards = entry_shards(manifest)
     if todo:
         sync_samples(catalog, store)
     work: list[tuple[str, str, str, tuple]] = []
@@ -286,12 +294,15 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
             if group not in rel_cache:
                 rel_cache[group] = (store.read_frame(reliability_path(ds.name, group))
                                     if group else None)
+            names = shards.get((ds.name, clean_view.name, m.model_id))
             args = (store.root if store.is_local else store.uri, ds.name, clean_view.name,
-                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel_cache[group])
+                    m.model_id, tr, ytr, te, yte, spec, config.seed, rel_cache[group],
+                    None if names is None else list(names))
             work.append((m.model_id, ds.name, fp, (note, args)))
     failures: list[dict[str, Any]] = []
     if work:
-        failures = _run_oracle_tasks(store, work, config.seed, version, address)
+        failures = _run_oracle_tasks(store, work, config.seed, version, address, existing)
+        store.compact_table(ORACLE)  # few files and a checkpointed log for every reader
     table = store.read_frame(ORACLE, METRICS_COLUMNS)
     if table.empty:
         return table, failures
@@ -301,9 +312,17 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
 
 
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
-                      address: str | None) -> list[dict[str, Any]]:
-    """Run the oracle tasks on :func:`zoorank.runner.run_tasks`; upsert each model's rows as they
-    arrive; (model, dataset) failures with the reason (a task that raised, or whose worker died)."""
+                      address: str | None, existing: pd.DataFrame) -> list[dict[str, Any]]:
+    """Run the oracle tasks on :func:`zoorank.runner.run_tasks`; commit the rows per K models or
+    T seconds (:mod:`zoorank.store.batching`); (model, dataset) failures with the reason (a task
+    that raised, or whose worker died).
+
+    Rows are upserted on (model_id, dataset, metric), so a commit reads only the files whose key
+    ranges overlap the batch (no clause over rows the batch does not match, which would read the
+    whole table). An earlier row of a (model, dataset) that the new rows do not replace (another
+    oracle spec's metric) has another fingerprint: readers skip it, and it is deleted by key and
+    fingerprint after the batch that replaced its (model, dataset).
+    """
     import contextlib
 
     import ray
@@ -323,27 +342,38 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
             return shared[id(value)]
         return value
 
+    key = ["model_id", "dataset", "metric"]
+
+    def write(frame: pd.DataFrame) -> None:
+        store.upsert_rows(ORACLE, frame, key=key)
+        if existing.empty:
+            return
+        fresh = frame[["model_id", "dataset", "fingerprint"]].drop_duplicates()
+        old = existing.merge(fresh[["model_id", "dataset"]], on=["model_id", "dataset"])
+        old = old.merge(fresh, on=["model_id", "dataset"], suffixes=("", "_new"))
+        stale = old[old["fingerprint"] != old["fingerprint_new"]]
+        if not stale.empty:
+            store.delete_rows(ORACLE, stale, ["model_id", "dataset", "fingerprint"])
+
     tasks = [Task((model_id, dataset, args[2], fp, note), tuple(by_ref(a) for a in args))
              for model_id, dataset, fp, (note, args) in work]
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
     results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
-                        max_in_flight=max(1, int(cpus / 0.5)), retries=1,
+                        max_in_flight=max(1, int(cpus / 0.5)), reruns=1,
                         label="oracle (models × datasets)")
     failures: list[dict[str, Any]] = []
-    with contextlib.closing(results):
+    with contextlib.closing(results), store.batched(ORACLE, key, write=write) as out:
         for outcome in results:
             model_id, dataset, view, fp, note = outcome.task.key
             if not outcome.ok:  # this model's failure, not the run's
                 failures.append({"model_id": model_id, "dataset": dataset, "view": view,
                                  "stage": "oracle", "error": outcome.error})
                 continue
-            out = [{
+            out.add([{
                 "model_id": model_id, "dataset": dataset, "metric": r["metric"],
                 "value": float(r["value"]),
                 "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
                 "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
                 "zoorank_version": version, "fingerprint": fp,
-            } for r in outcome.value]
-            # Replace every earlier oracle row of this (model, dataset), not only matching metrics.
-            store.upsert_rows(ORACLE, out, key=["model_id", "dataset"])
+            } for r in outcome.value])
     return failures

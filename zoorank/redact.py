@@ -90,8 +90,9 @@ def _mask_query(match: re.Match[str]) -> str:
     return f"{sep}{name}={MASK}"
 
 
-def redact(text: object) -> str:
+def redact(text: object, environ_secrets: set[str] | None = None) -> str:
     """``text`` (any object: its ``str``) with every secret replaced by ``***`` (module docstring).
+    ``environ_secrets``: :func:`env_secrets` computed once by a caller that redacts many values.
 
     >>> redact("s3://AKIA:a/b+c=d@bucket/store?region=eu&secret_key=x/y+z=")
     's3://***@bucket/store?region=eu&secret_key=***'
@@ -105,7 +106,8 @@ def redact(text: object) -> str:
     out = _QUERY.sub(_mask_query, out)
     with _lock:
         known = set(_learned)
-    for secret in sorted(known | env_secrets(), key=len, reverse=True):
+    from_env = env_secrets() if environ_secrets is None else environ_secrets
+    for secret in sorted(known | from_env, key=len, reverse=True):
         if secret in out:
             out = out.replace(secret, MASK)
     return _AWS_KEY_ID.sub(MASK, out)
@@ -160,6 +162,11 @@ def redact_table(table: Any) -> Any:
     import pandas as pd
     import pyarrow as pa
 
+    env = env_secrets()  # once per table, not per value (a scan of os.environ each)
+
+    def redact(value: object) -> str:
+        return _redact(value, env)
+
     if isinstance(table, pd.DataFrame):
         frame = table
         changed = {}
@@ -187,6 +194,9 @@ def redact_table(table: Any) -> Any:
     if not changed:
         return table
     return pa.Table.from_arrays(columns, schema=table.schema.with_metadata(clean_meta))
+
+
+_redact = redact
 
 
 def redact_file(relpath: str, data: bytes) -> bytes:

@@ -11,12 +11,12 @@ The failure contract (ARCHITECTURE.md, contract 6), per submitted :class:`Task`:
   :attr:`Outcome.error` starts with ``worker died``. A task with a :attr:`Task.split` is split
   once into smaller tasks that run apart (an embed chunk: one task per model), so one culprit does
   not take healthy work with it; the outcome is then ``split`` and :attr:`Outcome.parts` holds the
-  parts' outcomes. A task without one is retried ``retries`` times first (every zoorank task is
+  parts' outcomes. A task without one is run again up to ``reruns`` times first (every zoorank task is
   idempotent: a retried embed slice rewrites the same file names with the same rows, the others
   only return values), since a node loss is not the task's fault.
 
 The caller records what is not ``done`` (manifest rows ``failed``, metric rows ``crashed``) and
-goes on; a rerun retries it, because only ``done`` work is skipped.
+goes on; the next run tries it again, because only ``done`` work is skipped.
 
 At most ``max_in_flight`` tasks are submitted at once (the rest wait here, not in Ray's queue, so
 the stage's thread counts hold). Ctrl-C, and SIGTERM (turned into ``SystemExit(143)`` while tasks
@@ -187,15 +187,15 @@ def run_tasks(
     *,
     options: dict[str, Any] | None = None,
     max_in_flight: int | None = None,
-    retries: int = 1,
+    reruns: int = 1,
     label: str | None = None,
 ) -> Iterator[Outcome]:
     """Run ``fn`` (a plain function or a ``ray.remote`` one) on every task; yield their outcomes.
 
     ``options`` are Ray options for every task (``num_cpus``, ``num_gpus``, ...), overridden by a
-    task's own. Ray's own retries are off (``max_retries=0``): this runner decides, by the
+    task's own. Ray's own task re-execution is off (``max_retries=0``): this runner decides, by the
     contract above. ``max_in_flight`` (default: all) bounds the tasks submitted at once;
-    ``retries`` is how often an unsplittable task whose worker died is run again; ``label`` names
+    ``reruns`` is how often an unsplittable task whose worker died is run again; ``label`` names
     the progress bar (none without it). Use it under ``contextlib.closing`` (or exhaust it): leaving
     the loop early, or an exception in the caller's loop, cancels what is still running.
     """
@@ -236,7 +236,7 @@ def run_tasks(
                                                attempts=node.attempts)
                         queue.extendleft(reversed(parts))  # first: they finish their chunk
                         continue
-                if status == "crashed" and node.parent is None and node.attempts <= retries:
+                if status == "crashed" and node.parent is None and node.attempts <= reruns:
                     queue.appendleft(node)
                     continue
                 outcome = Outcome(node.task, status, error=reason, attempts=node.attempts)

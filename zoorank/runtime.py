@@ -15,6 +15,8 @@ import os
 import sys
 import warnings
 
+from zoorank import retry
+
 # Ray binds to the machine's interface address by default; these keep a local Ray on loopback and
 # quiet. They must be set before Ray starts, so they are set on import of this module.
 _RAY_ENV = {
@@ -35,7 +37,7 @@ RAY_LOGGERS = ("ray", "ray.data", "ray.data._internal.execution.streaming_execut
 
 
 #: tries at starting a local Ray when its node misses Ray's start-up deadline (a loaded machine).
-LOCAL_START_ATTEMPTS = 3
+LOCAL_START_ATTEMPTS = retry.RAY_START.attempts
 
 
 def debug_enabled() -> bool:
@@ -72,18 +74,19 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
     handlers = _signal_handlers()
-    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
-        try:
-            ray.init(address=address, **kwargs)
-            break
-        except Exception as err:  # Ray raises a bare Exception for this one
-            # Ray gives a local node a fixed 30 s to register; a busy machine can miss it.
-            if address is not None or "timed out during startup" not in str(err) \
-                    or attempt == LOCAL_START_ATTEMPTS:
-                raise
+    if address is None:
+        # Ray gives a local node a fixed 30 s to register, and a busy machine can miss it: its
+        # bare Exception for that is tried again under the one retry policy (zoorank.retry)
+        def again(state) -> None:
             ray.shutdown()
             print(f"zoorank: the local Ray did not start in Ray's 30 s (busy machine?); "
-                  f"starting it again ({attempt + 1}/{LOCAL_START_ATTEMPTS})", file=sys.stderr)
+                  f"starting it again ({state.attempt_number + 1}/{retry.RAY_START.attempts})",
+                  file=sys.stderr)
+
+        retry.call(ray.init, policy=retry.RAY_START, on=retry.ray_start_timeout,
+                   before_sleep=again, **kwargs)
+    else:
+        ray.init(address=address, **kwargs)
     _reinstall_signal_handlers(handlers)
     quiet_ray_logging()  # after init: it sets the "ray" logger's level from logging_level
 

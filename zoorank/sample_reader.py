@@ -5,8 +5,9 @@ Conventions:
 
 - A read never holds more than one unit's ids on the driver and one block of encoded images on a
   worker (:data:`READ_BLOCK_ROWS` rows); image bytes never travel through the driver.
-- A read that fails is retried with back-off (:data:`READ_TRIES`); a sample whose bytes still cannot
-  be read is yielded with a None payload and a name starting with :data:`UNREADABLE`, never dropped
+- A read that fails with a transient error is tried again with back-off (:data:`READ_TRIES`,
+  :mod:`zoorank.retry`); a missing file is final at once. A sample whose bytes still cannot be
+  read is yielded with a None payload and a name starting with :data:`UNREADABLE`, never dropped
   and never taken for an undecodable image.
 """
 
@@ -17,13 +18,12 @@ import fnmatch
 import functools
 import io
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from zoorank import uris
+from zoorank import retry, uris
 from zoorank.errors import InputError
 from zoorank.sources import SampleIndex
 
@@ -31,10 +31,9 @@ from zoorank.sources import SampleIndex
 READ_BLOCK_ROWS = 128
 #: needed samples per read task (a Parquet row group larger than this is read by several tasks).
 READ_TASK_ROWS = 1024
-#: tries of one read (a file, or a Parquet row-group slice) before it counts as unreadable, and the
-#: first back-off in seconds (doubled after each failed try).
-READ_TRIES = 4
-READ_BACKOFF_S = 0.2
+#: tries of one read (a file, or a Parquet row-group slice) before it counts as unreadable: the
+#: :data:`zoorank.retry.READS` policy's.
+READ_TRIES = retry.READS.attempts
 #: prefix of the ``name`` of a sample whose bytes could not be read (not an undecodable image).
 UNREADABLE = "unreadable: "
 
@@ -43,21 +42,24 @@ class UnreadableError(InputError):
     """Bytes of a dataset that could not be read after :data:`READ_TRIES` tries (names the file)."""
 
 
-def _retrying(what: str, fn: Any, tries: int = READ_TRIES, backoff: float = READ_BACKOFF_S) -> Any:
-    """``fn()``, retried with exponential back-off on ``OSError`` (a flaky disk or object store).
+def _retrying(what: str, fn: Any) -> Any:
+    """``fn()`` under :data:`zoorank.retry.READS`, tried again on a transient ``OSError`` (a flaky
+    disk or object store; a missing file or a denied read is final at once).
 
     A read that still fails raises :class:`UnreadableError` with the last reason: an unreadable
     sample is never taken for an undecodable image, which would drop it silently.
     """
-    for attempt in range(tries):
-        try:
-            return fn()
-        except (OSError, InputError) as err:
-            if attempt + 1 == tries:
-                raise UnreadableError(f"{what}: cannot read after {tries} tries: "
-                                      f"{uris.redact(str(err))}") from None
-            time.sleep(backoff * 2 ** attempt)
-    raise AssertionError("unreachable")
+    policy = retry.READS.retrying(retry.transient_io)
+    try:
+        return policy(fn)
+    except OSError as err:
+        raise UnreadableError(f"{what}: cannot read after {_tries(policy)}: "
+                              f"{uris.redact(str(err))}") from None
+
+
+def _tries(policy: Any) -> str:
+    n = int(policy.statistics.get("attempt_number", 1))
+    return f"{n} tries" if n > 1 else "1 try"
 
 
 #: test hook: ``GLOB`` makes every read of a matching image-folder file fail with an OSError;
@@ -123,23 +125,25 @@ def read_unit(index: SampleIndex, unit: tuple[str, Any],
     if kind == "parquet":
         group, start, ids = arg
         ids = np.asarray(ids, dtype=np.int64)
-        sent = 0  # ids already yielded: a retried read resumes after them
-        for attempt in range(READ_TRIES):
-            try:
-                for block in _parquet_blocks(index, group, start, ids[sent:], block_rows, label):
-                    sent += len(block["sample_id"])
-                    yield block
-                return
-            except (OSError, InputError) as err:  # pyarrow's IOError on a flaky read
-                if attempt + 1 < READ_TRIES:
-                    time.sleep(READ_BACKOFF_S * 2 ** attempt)
-                    continue
-                why = (f"{UNREADABLE}{label}{uris.basename(index.uri)} row group {group}: cannot "
-                       f"read after {READ_TRIES} tries: {uris.redact(str(err))}")
-                left = [int(x) for x in ids[sent:]]
-                for a in range(0, len(left), block_rows):  # flagged, never dropped
-                    yield _block(left[a:a + block_rows], [None] * len(left[a:a + block_rows]),
-                                 [why] * len(left[a:a + block_rows]))
+        # a read that fails part-way is tried again from the first id not yet yielded, under
+        # the one read policy (blocks stream out as they are read); what is still unreadable is
+        # flagged, never dropped
+        got = 0
+        policy = retry.READS.retrying(retry.transient_io)
+        try:
+            for tried in policy:
+                with tried:
+                    for block in _parquet_blocks(index, group, start, ids[got:], block_rows,
+                                                 label):
+                        got += len(block["sample_id"])
+                        yield block
+        except OSError as err:
+            why = (f"{UNREADABLE}{label}{uris.basename(index.uri)} row group {group}: cannot "
+                   f"read after {_tries(policy)}: {uris.redact(str(err))}")
+            left = [int(x) for x in ids[got:]]
+            for a in range(0, len(left), block_rows):
+                yield _block(left[a:a + block_rows], [None] * len(left[a:a + block_rows]),
+                             [why] * len(left[a:a + block_rows]))
     elif kind == "files":
         for a in range(0, len(arg), block_rows):
             part = arg[a:a + block_rows]

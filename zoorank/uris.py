@@ -155,20 +155,20 @@ def resolve(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
         fs, path = pafs.FileSystem.from_uri(text)
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise InputError(redact(f"{text}: cannot open ({type(err).__name__}: {err})")) from None
-    return with_retries(fs), path
+    return with_retry_strategy(fs), path
 
 
 def without_credentials(fs: pafs.FileSystem) -> pafs.FileSystem:
-    """``fs`` (with retries) taking its credentials from the environment or the instance role,
+    """``fs`` (with its retry strategy) taking its credentials from the environment or the instance role,
     not from the URI it was built from: for a filesystem that a library pickles into files it
     writes (Ray Tune's experiment state), where explicit credentials would be written too."""
     if not isinstance(fs, pafs.S3FileSystem):
         return fs
     options = dict(fs.__reduce__()[1][0], access_key=None, secret_key=None, session_token=None)
-    return with_retries(pafs.S3FileSystem(**options))
+    return with_retry_strategy(pafs.S3FileSystem(**options))
 
 
-def with_retries(fs: pafs.FileSystem) -> pafs.FileSystem:
+def with_retry_strategy(fs: pafs.FileSystem) -> pafs.FileSystem:
     """``fs`` retrying transient object-store failures (500s, throttling, resets, timeouts).
 
     S3: the AWS standard retry strategy (exponential backoff with jitter) with

@@ -119,7 +119,7 @@ def check_decoded(dataset: str, found: dict[str, Any], plans: list[ViewPlan]) ->
     """Refuse a cache that would give entries with dropped or no samples.
 
     Raises :class:`zoorank.sample_reader.UnreadableError` when bytes of a sample could not be read
-    (a flaky store: the next run retries; such a sample is never counted as undecodable), and
+    (a flaky store: the next run tries again; such a sample is never counted as undecodable), and
     :class:`InputError` naming the dataset (and view) when none of a view's samples could be
     decoded (the entry would hold 0 rows).
     """

@@ -55,6 +55,7 @@ from zoorank.catalog.scoring import (
     crashed_mask,
     ensemble_metrics,
     entry_fingerprints,
+    entry_shards,
     existing_fingerprints,
     expected_pool_fingerprint,
     group_fingerprint,
@@ -75,7 +76,7 @@ __all__ = [
     "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",
     "Entry", "GroupTask", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
     "crashed_mask",
-    "dataset_selection", "ensemble_metrics", "entry_fingerprint", "entry_fingerprints",
+    "dataset_selection", "ensemble_metrics", "entry_fingerprint", "entry_fingerprints", "entry_shards",
     "existing_fingerprints",
     "expected_fingerprints", "group_fingerprint", "metric_fingerprint", "plan_entries",
     "plan_score", "planned_precision", "pool_fingerprint", "pool_metrics", "reliability_path",
@@ -178,9 +179,11 @@ class Catalog:
         failed entries) and shared; callers must not modify it."""
         done, failed = entry_fingerprints(manifest)
         # the metrics' implementation versions are in every row's fingerprint: a registration
-        # made (or bumped) after the plan was computed gives a new plan
+        # made (or bumped) after the plan was computed gives a new plan; the tasks carry the
+        # entries' shard lists, so a re-embed under the same fingerprint gives a new plan too
         versions = tuple(sorted((name, e.version) for name, e in registry.REGISTRY.items()))
-        key = (frozenset(done.items()), frozenset(failed), versions)
+        key = (frozenset(done.items()), frozenset(failed), versions,
+               frozenset(entry_shards(manifest).items()))
         plan = self._score_plans.get(key)
         if plan is None:
             plan = plan_score(self.config, self.models, manifest, pd.DataFrame(columns=["model_id"]),

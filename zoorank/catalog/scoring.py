@@ -24,6 +24,7 @@ from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 from zoorank.metrics.suite import metric_inputs, metric_settings, per_model_metrics
 from zoorank.store import layout
+from zoorank.store.shards import parse_shards
 
 METRICS_KEY = ["model_id", "dataset", "metric"]
 
@@ -73,6 +74,15 @@ class ModelTask:
     augmented_view: str | None  # the first augmented view (plain metric names)
     metrics: tuple[str, ...]  # per-model names; ``<name>@<view>`` reads augmented view <view>
     fingerprints: tuple[tuple[str, str], ...]  # (metric, fingerprint)
+    #: (view, shard file names) of every entry the task reads, from the same manifest snapshot
+    #: as the entry fingerprints in ``fingerprints``: the worker reads exactly these (None: the
+    #: row lists no shards, an older store; the worker lists the entry's directory).
+    shards: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
+
+    def shards_of(self, view: str) -> list[str] | None:
+        """The shard names of this task's entry of ``view`` (None when not listed)."""
+        names = dict(self.shards).get(view)
+        return None if names is None else list(names)
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,12 @@ class GroupTask:
     members: tuple[str, ...]
     clean_view: str
     fingerprint: str
+    #: (member, its clean entry's shard names) from the snapshot ``fingerprint`` hashes.
+    shards: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
+
+    def shards_of(self, member: str) -> list[str] | None:
+        names = dict(self.shards).get(member)
+        return None if names is None else list(names)
 
 
 @dataclass
@@ -100,6 +116,19 @@ class ScorePlan:
 
 
 # -- planning (pure) ----------------------------------------------------------------------------
+
+
+def entry_shards(manifest: pd.DataFrame) -> dict[tuple[str, str, str], tuple[str, ...] | None]:
+    """(dataset, view, model_id) → the shard names a ``done`` row lists (None when it lists
+    none): what a task reading that entry reads (O(rows))."""
+    if manifest.empty or "shards" not in manifest:
+        return {}
+    done = manifest[manifest["status"] == "done"]
+    out: dict[tuple[str, str, str], tuple[str, ...] | None] = {}
+    for d, v, m, names in zip(done["dataset"], done["view"], done["model_id"], done["shards"]):
+        parsed = parse_shards(names)
+        out[(d, v, m)] = None if parsed is None else tuple(parsed)
+    return out
 
 
 def entry_fingerprints(manifest: pd.DataFrame) -> tuple[dict, set]:
@@ -125,7 +154,7 @@ def crashed_mask(metrics: pd.DataFrame) -> np.ndarray:
 
 def existing_fingerprints(metrics: pd.DataFrame) -> dict[tuple[str, str, str], str]:
     """(model_id, dataset, metric) → stored fingerprint; rows of a crashed task are left out
-    (:func:`crashed_mask`), so a rerun retries them."""
+    (:func:`crashed_mask`), so a rerun computes them again."""
     if metrics.empty or "fingerprint" not in metrics:
         return {}
     metrics = metrics[~crashed_mask(metrics)]
@@ -177,6 +206,7 @@ def plan_score(
     """Which (dataset, model) metrics and which ensembles need computing; the rest is up to date."""
     options, seed = config.score, config.seed
     done, failed = entry_fingerprints(manifest)
+    shards = entry_shards(manifest)
     stored = existing_fingerprints(metrics)
     clean = config.clean_view.name if config.clean_view else None
     augmented_views = [v.name for v in config.augmented_views]
@@ -213,9 +243,12 @@ def plan_score(
                     todo.append(metric)
                     fps.append((metric, fp))
             if todo:
+                reads = {view for metric, view in wanted if metric in todo and view}
                 plan.model_tasks.append(
                     ModelTask(dataset, mid, clean if clean_fp else None,
-                              augmented if aug_fp else None, tuple(todo), tuple(fps))
+                              augmented if aug_fp else None, tuple(todo), tuple(fps),
+                              tuple((v, shards.get((dataset, v, mid))) for v in sorted(reads)
+                                    if (dataset, v, mid) in done))
                 )
             else:
                 plan.up_to_date += 1
@@ -232,7 +265,9 @@ def plan_score(
             current = all(stored.get((m, dataset, registry.ensemble_metric().name)) == fp
                           for m in ids)
             if not (current and reliability_exists(dataset, group)):
-                plan.group_tasks.append(GroupTask(dataset, group, tuple(ids), clean, fp))
+                plan.group_tasks.append(GroupTask(
+                    dataset, group, tuple(ids), clean, fp,
+                    tuple((m, shards.get((dataset, clean, m))) for m in ids)))
     return plan
 
 

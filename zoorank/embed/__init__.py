@@ -60,8 +60,9 @@ from zoorank.embed.entry_rows import pending_row, verified_row
 from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import chunk_entries, slices_for
-from zoorank.store import Store
+from zoorank.store import MANIFEST, Store
 from zoorank.store.layout import VIEW_CACHE_DIR
+from zoorank.store.schema import MANIFEST_KEY
 from zoorank.store.shards import parse_shards
 from zoorank.store.writers import Heartbeat
 from zoorank.views import check_views
@@ -215,7 +216,7 @@ def _embed_chunks(
         tasks += [slice_task(len(chunks) - 1, gkey, part_names, si, models, wanted)
                   for si, part_names in enumerate(slices)]
     finished = [0] * len(chunks)
-    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, retries=1,
+    results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, reruns=1,
                         options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
     with contextlib.closing(results):
         for outcome in results:
@@ -309,7 +310,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     skipped = complete_entries(store, entries, manifest)
     todo = [e for e in entries if e.key not in skipped]
     # a checkpoint the store cannot read right now (zoorank.zoo.resolve): failed with the reason,
-    # no work; every other model goes on, and the next run retries it
+    # no work; every other model goes on, and the next run tries it again
     unreadable = [{**pending_row(e), "status": "failed", "error": e.model.unreadable}
                   for e in todo if e.model.unreadable]
     todo = [e for e in todo if not e.model.unreadable]
@@ -356,16 +357,21 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
                     wait_for_gpus(res, config.embed)
-                for rows, stats in _embed_chunks(store, config, groups, caches, res, display):
-                    for r in rows:
-                        results[(r["dataset"], r["view"], r["model_id"])] = r
-                    store.update_manifest(rows)
-                    display.entries_done(len(rows))
-                    pipelines.append(stats)
-                    log.info("embed chunk %s", stats)
+                # done rows are committed per K models or T seconds (zoorank.store.batching)
+                with store.batched(MANIFEST, MANIFEST_KEY, write=lambda frame: (
+                        store.update_manifest(frame.to_dict("records")))) as done_rows:
+                    for rows, stats in _embed_chunks(store, config, groups, caches, res,
+                                                     display):
+                        for r in rows:
+                            results[(r["dataset"], r["view"], r["model_id"])] = r
+                        done_rows.add(rows, tasks=len({r["model_id"] for r in rows}))
+                        display.entries_done(len(rows))
+                        pipelines.append(stats)
+                        log.info("embed chunk %s", stats)
         finally:
             if res.num_gpus > 0:
                 release_gpu_request()
+        store.compact_table(MANIFEST)  # few files and a checkpointed log for every reader
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
     from zoorank.zoo import describe_preprocessing
 

@@ -53,8 +53,8 @@ def decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInde
                    todo: list[Entry]) -> tuple[Groups, Caches, list[dict[str, Any]]]:
     """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
 
-    A group with samples whose bytes could not be read (after retries) is left out: its entries
-    come back as failed manifest rows with the reason (the next run retries them), never as
+    A group with samples whose bytes could not be read (after pyarrow's own attempts) is left out: its entries
+    come back as failed manifest rows with the reason (the next run tries them again), never as
     entries with fewer samples.
     """
     specs = {s.name: s for s in config.datasets}

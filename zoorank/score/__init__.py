@@ -11,7 +11,7 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    one per core at once on CPU, one per GPU when the cluster has GPUs; either way each task's
    BLAS/faiss threads share out the cores), each reading one model's shards (or one ensemble's)
    from the store; a task that raises or whose worker dies leaves NaN rows marked ``crashed``
-   with the reason (a rerun retries them); the
+   with the reason (a rerun computes them again); the
    driver upserts the rows into ``metrics.parquet`` as results arrive, so an interrupted run keeps
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from zoorank import resample
 from zoorank.catalog import (
     METRICS_KEY,
     Catalog,
@@ -51,7 +52,7 @@ from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
 from zoorank.store import METRICS, Store
-from zoorank.store.layout import reliability_dir
+from zoorank.store.layout import POOLS, reliability_dir
 from zoorank.store.schema import METRICS_COLUMNS
 
 # -- the stage --------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
             threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                         options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
-                        max_in_flight=n_workers, retries=1, label="score: models")
+                        max_in_flight=n_workers, reruns=1, label="score: models")
     errors: list[str] = []
     with contextlib.closing(results):
         for outcome in results:
@@ -110,7 +111,7 @@ def crashed_rows(task: ModelTask | GroupTask, error: str, seed: int) -> list[dic
     """NaN rows with the reason for every metric of a task that raised or whose worker died.
 
     They carry the task's fingerprints (the leaderboard shows the metric as missing, with the
-    reason) and ``"crashed": true``, so the next run retries them.
+    reason) and ``"crashed": true``, so the next run tries them again.
     """
     params = {"error": f"score task failed: {error}", "crashed": True}
     if isinstance(task, GroupTask):
@@ -159,24 +160,32 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         ensure_ray(address)
         work_start = time.perf_counter()
 
-        def on_done(task, result, error):
-            if result is None:
-                rows = crashed_rows(task, error, config.seed)
-            elif isinstance(task, GroupTask):
-                rows, frame = result
-                if frame is not None:
-                    store.write_parquet(reliability_path(task.dataset, task.group), frame)
-            else:
-                rows = result
-            store.upsert_rows(METRICS, rows, key=METRICS_KEY)
+        # rows are committed per K models or T seconds (zoorank.store.batching): a killed run
+        # loses at most one batch, a stopped one nothing (leaving the block commits it)
+        with store.batched(METRICS, METRICS_KEY) as out:
 
-        errors = _execute(store, config, plan, on_done)
+            def on_done(task, result, error):
+                if result is None:
+                    rows = crashed_rows(task, error, config.seed)
+                elif isinstance(task, GroupTask):
+                    rows, frame = result
+                    if frame is not None:  # before its rows: a fresh row finds its table
+                        store.write_parquet(reliability_path(task.dataset, task.group), frame)
+                else:
+                    rows = result
+                out.add(rows)
+
+            errors = _execute(store, config, plan, on_done)
         work_s = time.perf_counter() - work_start
 
-    pool = plan_pool_rows(config, models, plan, store.read_metrics())
+    pool, pools = plan_pool_rows(config, models, plan, store.read_metrics())
     if pool:
+        store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
     errors += score_resamples(config, store, models, plan, manifest, address)
+    if plan.model_tasks or plan.group_tasks or pool:  # a stage that wrote nothing commits nothing
+        for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
+            store.compact_table(name)  # few files and a checkpointed log for every reader
 
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)
@@ -188,6 +197,6 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         f"{elapsed:.1f} s{rate}"
     )
     for line in errors:
-        console.print(f"[red]score: {line} (recorded as missing; a rerun retries it)")
+        console.print(f"[red]score: {line} (recorded as missing; a rerun tries it again)")
     table = store.read_metrics()
     return table[[c for c in METRICS_COLUMNS if c in table]]

@@ -1,8 +1,15 @@
 """Pool-level SCORE rows: a pool metric (CLID = z(CL) + z(ID)) over the dataset's pool of models,
-from the per-model rows of its terms (the registry's ``requires``)."""
+from the per-model rows of its terms (the registry's ``requires``).
+
+A pool's members are stored once, in the ``pools`` table (:func:`pool_record`: ``pool_id``,
+metric, dataset, members as JSON); each row of the pool names it by ``pool_id`` in its params, so
+the metrics table grows O(n) in bytes with the pool, not O(n²).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import warnings
 from collections import defaultdict
@@ -43,7 +50,7 @@ def _finite_terms(metrics: pd.DataFrame, dataset: str, model_ids: list[str],
 
 def pool_rows(
     metric: str, dataset: str, model_ids: list[str], metrics: pd.DataFrame, seed: int,
-    extra: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None, records: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of a pool metric (CLID: z(CL) + z(ID)) over the pool of ``model_ids`` whose terms
     (the registry's ``requires``) are all finite; its registered ``combine`` computes the values.
@@ -51,6 +58,8 @@ def pool_rows(
     Every candidate gets a row: the pool members a finite value, the others NaN with the reason;
     when the combination fails (CLID: fewer than 2 pool members) every row is NaN with the reason.
     The fingerprint hashes the candidates' term fingerprints, so any change in the pool recomputes it.
+    The rows name the pool by ``pool_id``; ``records`` (when given) receives its
+    :func:`pool_record`, the one place its members are written.
     """
     entry = registry.info(metric)
     needed = entry.requires
@@ -62,8 +71,10 @@ def pool_rows(
     )
     pool = [m for m in model_ids
             if all(t in terms[m] and math.isfinite(terms[m][t][0]) for t in needed)]
-    base = {**entry.kwargs(), "terms": list(needed), "pool": pool, "pool_size": len(pool),
-            **(extra or {})}
+    base = {**entry.kwargs(), "terms": list(needed), "pool_id": pool_id(metric, dataset, pool, extra),
+            "pool_size": len(pool), **(extra or {})}
+    if records is not None:
+        records.append(pool_record(metric, dataset, pool, extra))
     values: dict[str, float] = {}
     failure = None
     if pool:
@@ -96,15 +107,32 @@ def pool_rows(
     return rows
 
 
+def pool_id(metric: str, dataset: str, pool: list[str], extra: dict[str, Any] | None) -> str:
+    """A short, stable id of a pool: its metric, dataset, members (in order) and scope."""
+    text = json.dumps([metric, dataset, list(pool), extra or {}], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def pool_record(metric: str, dataset: str, pool: list[str], extra: dict[str, Any] | None
+                ) -> dict[str, Any]:
+    """The ``pools`` table row of a pool: its id, metric, dataset, scope and members (JSON)."""
+    return {"pool_id": pool_id(metric, dataset, pool, extra), "metric": metric,
+            "dataset": dataset, "scope": json.dumps(extra or {}, sort_keys=True),
+            "pool_size": len(pool), "members": json.dumps(list(pool))}
+
+
 def plan_pool_rows(
     config: RunConfig, models: list[ModelInfo], plan: ScorePlan, metrics: pd.DataFrame
-) -> list[dict[str, Any]]:
-    """The ``clid`` / ``clid_family`` rows whose fingerprint changed (empty when up to date)."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the ``clid`` / ``clid_family`` rows whose fingerprint changed, the ``pools`` rows of their
+    pools); both empty when up to date. Cost: O(n) per pool."""
     stored = existing_fingerprints(metrics)
-    out = []
+    out, pools = [], []
     for metric, dataset, members, extra in clid_pools(config, models, plan):
-        rows = pool_rows(metric, dataset, members, metrics, config.seed, extra=extra)
+        record: list[dict[str, Any]] = []
+        rows = pool_rows(metric, dataset, members, metrics, config.seed, extra, record)
         if any(stored.get((r["model_id"], dataset, r["metric"])) != r["fingerprint"]
                for r in rows):
             out.extend(rows)
-    return out
+            pools.extend(record)
+    return out, pools

@@ -17,6 +17,7 @@ from zoorank.catalog import (
     ScorePlan,
     clid_pools,
     entry_fingerprints,
+    entry_shards,
     reliability_path,
 )
 from zoorank.config import RunConfig, ScoreOptions
@@ -39,6 +40,10 @@ class ResampleTask:
     augmented_view: str | None
     metrics: tuple[tuple[str, str], ...]  # (metric, fold fingerprint)
     health_fingerprint: str | None  # None: the health row is up to date (or no clean view)
+    #: shard names of the clean and augmented entries (the same manifest snapshot as the
+    #: fingerprints; None: the row lists none)
+    clean_shards: tuple[str, ...] | None = None
+    augmented_shards: tuple[str, ...] | None = None
 
 
 def resample_model(store_uri: str, options: dict, seed: int, threads: int,
@@ -53,9 +58,10 @@ def resample_model(store_uri: str, options: dict, seed: int, threads: int,
     clean_ids = clean = aug_ids = views = None
     if task.clean_view:
         clean_ids, clean = load_clean(store, task.dataset, task.clean_view, task.model_id,
-                                      o.max_samples, seed)
+                                      o.max_samples, seed, _names(task.clean_shards))
     if task.augmented_view and any(metric_inputs(m) == "augmented" for m in names):
-        aug_ids, views = load_augmented(store, task.dataset, task.augmented_view, task.model_id)
+        aug_ids, views = load_augmented(store, task.dataset, task.augmented_view, task.model_id,
+                                        _names(task.augmented_shards))
     rows: list[dict[str, Any]] = []
     if names:
         values = resample.fold_values(clean_ids, clean, aug_ids, views, names, o, seed)
@@ -68,11 +74,15 @@ def resample_model(store_uri: str, options: dict, seed: int, threads: int,
     return rows, health
 
 
+def _names(shards: tuple[str, ...] | None) -> list[str] | None:
+    return None if shards is None else list(shards)
+
+
 def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], plan: ScorePlan,
                     manifest: pd.DataFrame, address: str | None = None) -> list[str]:
     """Fold rows of every ranked metric (per model on Ray; NC and CLID pools on the driver) and
     the health rows, for the rows that are not up to date (:mod:`zoorank.resample`); returns the
-    errors (a failed task leaves its rows missing, so a rerun retries it)."""
+    errors (a failed task leaves its rows missing, so a rerun tries it again)."""
     from zoorank import resample
 
     o = config.score
@@ -98,6 +108,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         return None if have.get((mid, dataset, metric, ffp), 0) == o.resample_folds else ffp
 
     done, _ = entry_fingerprints(manifest)
+    shards = entry_shards(manifest)
     clean = config.clean_view.name if config.clean_view else None
     augmented = config.augmented_views[0].name if config.augmented_views else None
     names = resample.resampled_metrics(config)
@@ -111,7 +122,8 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
             if wanted or hfp:
                 aug = augmented if (dataset, augmented, mid) in done else None
                 tasks.append(ResampleTask(dataset, mid, clean if clean_fp else None, aug, wanted,
-                                          hfp))
+                                          hfp, shards.get((dataset, clean, mid)),
+                                          shards.get((dataset, aug, mid)) if aug else None))
     errors: list[str] = []
     if tasks:
         import ray
@@ -123,23 +135,15 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         n_workers, gpus, threads = pool_size(len(tasks), o.num_cpus_per_actor,
                                              resources.get("CPU", 1.0), 0.0)
         args = (store.uri, o.model_dump(mode="json"), config.seed, threads)
-        fold_buf: list[dict[str, Any]] = []
-        health_buf: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            if fold_buf:
-                store.upsert_rows(resample.RESAMPLES, fold_buf, key=resample.RESAMPLES_KEY)
-            if health_buf:
-                store.upsert_rows(resample.HEALTH, health_buf, key=resample.HEALTH_KEY)
-            fold_buf.clear()
-            health_buf.clear()
-
         # the same runner and failure contract as every stage's Ray work: a task that raises or
-        # whose worker dies is recorded, the others go on, the next run retries it
+        # whose worker dies is recorded, the others go on, the next run tries it again
         results = run_tasks(resample_model, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                             options={"num_cpus": o.num_cpus_per_actor}, max_in_flight=n_workers,
-                            retries=1, label="score: resamples")
-        with contextlib.closing(results):
+                            reruns=1, label="score: resamples")
+        # rows are committed per K models or T seconds (zoorank.store.batching)
+        with contextlib.closing(results), \
+                store.batched(resample.RESAMPLES, resample.RESAMPLES_KEY) as folds_out, \
+                store.batched(resample.HEALTH, resample.HEALTH_KEY) as health_out:
             for outcome in results:
                 task = tasks[outcome.task.key]
                 if not outcome.ok:
@@ -147,12 +151,9 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
                                   f"{outcome.error}")
                     continue
                 rows, row = outcome.value
-                fold_buf.extend(rows)
+                folds_out.add(rows)
                 if row is not None:
-                    health_buf.append(row)
-                if len(fold_buf) >= 2000:
-                    flush()
-        flush()
+                    health_out.add([row])
         stored = store.read_frame(resample.RESAMPLES, resample.RESAMPLES_COLUMNS)
     # driver: NC's fold means from its per-sample table, then CLID on each fold over its pool
     pooled: list[dict[str, Any]] = []

@@ -62,10 +62,12 @@ def metric_row(
 
 
 def load_clean(
-    store: Store, dataset: str, view: str, model_id: str, max_samples: int | None, seed: int
+    store: Store, dataset: str, view: str, model_id: str, max_samples: int | None, seed: int,
+    shards: list[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(sample_ids, n × d) clean embeddings, capped to ``max_samples`` deterministically."""
-    emb = store.read_embeddings(dataset, view, model_id)
+    """(sample_ids, n × d) clean embeddings, capped to ``max_samples`` deterministically; from
+    exactly ``shards`` when given (the task's, from the catalog), else those the manifest lists."""
+    emb = store.read_embeddings(dataset, view, model_id, shards)
     first = emb.view_index == emb.view_index.min() if len(emb.view_index) else slice(None)
     ids, Z = emb.sample_id[first], emb.embedding[first]
     keep = select_samples(ids, max_samples, seed)
@@ -73,10 +75,11 @@ def load_clean(
 
 
 def load_augmented(
-    store: Store, dataset: str, view: str, model_id: str
+    store: Store, dataset: str, view: str, model_id: str, shards: list[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(sample_ids, n × q × d) augmented views grouped by clean sample."""
-    return store.read_embeddings(dataset, view, model_id).grouped()
+    """(sample_ids, n × q × d) augmented views grouped by clean sample (from ``shards`` when
+    given, as :func:`load_clean`)."""
+    return store.read_embeddings(dataset, view, model_id, shards).grouped()
 
 
 # -- the worker -----------------------------------------------------------------------------------
@@ -103,7 +106,7 @@ class ScoreWorker:
         problems: dict[str, str] = {}
         if task.clean_view:
             _, clean = load_clean(self.store, task.dataset, task.clean_view, task.model_id,
-                                  o.max_samples, seed)
+                                  o.max_samples, seed, task.shards_of(task.clean_view))
         else:
             problems["clean"] = "no done clean embeddings for this model (config.views / manifest)"
         by_view: dict[str | None, list[str]] = defaultdict(list)
@@ -118,7 +121,8 @@ class ScoreWorker:
                 problems["augmented"] = "no done augmented view for this model (config.views)"
             elif any(metric_inputs(m) == "augmented" for m in names):
                 try:
-                    _, views = load_augmented(self.store, task.dataset, view, task.model_id)
+                    _, views = load_augmented(self.store, task.dataset, view, task.model_id,
+                                              task.shards_of(view))
                     problems.pop("augmented", None)
                 except (ValueError, OSError) as err:
                     problems["augmented"] = f"view {view!r}: {type(err).__name__}: {err}"
@@ -137,7 +141,8 @@ class ScoreWorker:
 
     def score_group(self, task: GroupTask) -> tuple[list[dict[str, Any]], pd.DataFrame | None]:
         o, seed = self.options, self.seed
-        loaded = [load_clean(self.store, task.dataset, task.clean_view, m, o.max_samples, seed)
+        loaded = [load_clean(self.store, task.dataset, task.clean_view, m, o.max_samples, seed,
+                             task.shards_of(m))
                   for m in task.members]
         common = loaded[0][0]
         for ids, _ in loaded[1:]:

@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 from zoorank import uris
 from zoorank.store import layout, tables
+from zoorank.store.batching import BatchedRows
 from zoorank.store.layout import MANIFEST, METRICS
 from zoorank.store.schema import (
     MANIFEST_COLUMNS,
@@ -82,7 +83,8 @@ class Store:
             self.fs, self.root = uris.resolve(uri)
             self.root = self.root.rstrip("/")
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.fs.create_dir(self.root, recursive=True)
+        if self.is_local:  # an object store has no directories: a marker costs 2 requests a Store
+            self.fs.create_dir(self.root, recursive=True)
 
     def __repr__(self) -> str:
         return f"Store({self.name!r})"
@@ -161,8 +163,8 @@ class Store:
         data = redact_file(relpath, data)
         final = self.path(relpath)
         parent = final.rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
         if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
             tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{final.rsplit('/', 1)[1]}"
             with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
@@ -232,7 +234,10 @@ class Store:
             if data is None:
                 raise FileNotFoundError(f"no table {relpath} in {self.name}")
             return data
-        return pq.read_table(self.path(relpath), filesystem=self.fs)
+        # one open file, not a dataset: pyarrow's dataset path would look the file up (a HEAD)
+        # before opening it (another HEAD), for every shard every reader reads
+        with self.fs.open_input_file(self.path(relpath)) as f:
+            return pq.read_table(f)
 
     def read_frame(self, relpath: str, columns: Sequence[str] | None = None,
                    version: int | None = None) -> pd.DataFrame:
@@ -305,6 +310,19 @@ class Store:
         """Delete (or list) the data files of table ``name`` that it stopped referencing at least
         ``older_than_s`` seconds ago (rounded up to whole hours); their store-relative paths."""
         return [f"{name}/{f}" for f in tables.vacuum(self.table(name), older_than_s, dry_run)]
+
+    def compact_table(self, name: str, only_above: bool = False) -> dict:
+        """Compact table ``name``'s small files and checkpoint its log (:func:`tables.compact`);
+        ``only_above``: only when it holds more than ``tables.COMPACT_ABOVE_FILES`` files (a
+        stage calls it at its end without, its batched writers with). Returns the optimize
+        metrics (empty when nothing was done)."""
+        above = tables.COMPACT_ABOVE_FILES if only_above else 1
+        return tables.compact(self.table(name), above_files=above)
+
+    def batched(self, name: str, key: Sequence[str], **options) -> BatchedRows:
+        """A :class:`zoorank.store.batching.BatchedRows` committing rows of table ``name`` on
+        ``key`` per K models or T seconds (``options``: ``models``, ``seconds``)."""
+        return BatchedRows(self, name, key, **options)
 
     def delete_rows(self, name: str, keys: pd.DataFrame, key: Sequence[str]) -> None:
         """Delete the rows of table ``name`` whose ``key`` values appear in ``keys`` (one commit)."""

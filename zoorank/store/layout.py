@@ -17,8 +17,10 @@ LEADERBOARD = "leaderboard"
 DIGESTS = "cache/digests"
 #: running writers and their heartbeats (:mod:`zoorank.store.writers`; gc spares what they need).
 WRITERS = "writers"
+#: the members of each pool of a pool metric (CLID), once: its rows in ``metrics`` name it by id.
+POOLS = "pools"
 #: every table at the store's top level or under ``cache/`` (samples tables are per dataset).
-TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS)
+TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS, POOLS)
 
 # -- plain files and directories -------------------------------------------------------------------
 LEADERBOARD_CSV = "leaderboard.csv"

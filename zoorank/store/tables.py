@@ -2,9 +2,12 @@
 
 One small API over every table (manifest, metrics, oracle, agreement, failed, leaderboard, samples,
 digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), :func:`delete`
-rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content. Every write
-is one Delta commit; a commit that loses a race to another writer (``CommitFailedError``) is
-retried on the new snapshot, so concurrent writers never lose each other's rows.
+rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content, and
+:func:`compact` the small files (then checkpoint the log). Every write is one Delta commit; a
+commit that loses a race to another writer (``CommitFailedError``) runs again on the new snapshot
+(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows. Merges read only the
+files whose key ranges overlap the new rows (``streamed_exec=False``); callers batch their rows
+(:mod:`zoorank.store.batching`) so a stage makes few commits and few files.
 
 Concurrency without a lock service: on local disk delta-rs commits ``_delta_log/N.json`` with an
 atomic create-if-absent; on S3 (delta-rs ≥ 1.0) with a conditional PUT (``If-None-Match: *``),
@@ -17,20 +20,20 @@ Readers see one committed version (snapshot isolation) and take no lock.
 from __future__ import annotations
 
 import math
-import random
-import time
 from collections.abc import Sequence
 
 import pandas as pd
 import pyarrow as pa
 
+from zoorank import retry
 from zoorank.redact import redact, redact_table
 
-#: commit attempts before a write gives up (each waits a little longer, with jitter).
-COMMIT_ATTEMPTS = 12
 #: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
 #: checkpoint plus at most 19 small JSON commits (object-store reads pay per request).
 TABLE_CONFIGURATION = {"delta.checkpointInterval": "20"}
+#: a table with more data files than this is compacted by the batched writer mid-stage (F); every
+#: stage compacts the tables it wrote at its end anyway (:func:`compact`).
+COMPACT_ABOVE_FILES = 32
 
 
 class TableLocation:
@@ -160,25 +163,16 @@ def _conform(source: pa.Table, target_schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def _retry(action, what: str) -> None:
-    """Run ``action`` until it commits; a lost commit race re-reads the table and tries again."""
-    from deltalake.exceptions import CommitFailedError, DeltaError
-
-    for attempt in range(COMMIT_ATTEMPTS):
-        try:
-            action()
-            return
-        except (CommitFailedError, DeltaError, OSError) as err:
-            text = str(err).lower()
-            # OSError: an object-store request that failed even after delta-rs's own retries
-            # (it never retries the conditional PUT of a commit file); every action re-reads the
-            # table and is idempotent (keyed merge, overwrite), so running it again is safe
-            transient = isinstance(err, (CommitFailedError, OSError)) or any(
-                s in text for s in ("conflict", "already exists", "version", "concurrent"))
-            if not transient or attempt == COMMIT_ATTEMPTS - 1:
-                raise
-            time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
-    raise RuntimeError(f"{what}: no commit after {COMMIT_ATTEMPTS} attempts")  # pragma: no cover
+def _retry(action, what: str):
+    """``action()`` until it commits (:data:`zoorank.retry.COMMITS`), returning its value: a lost
+    commit race (``CommitFailedError``) or a transient I/O failure re-reads the table and tries
+    again; any other error raises at once. ``what`` names the write in the error a give-up
+    raises."""
+    try:
+        return retry.call(action, policy=retry.COMMITS, on=retry.COMMIT)
+    except Exception as err:
+        err.add_note(f"zoorank: {what}")
+        raise
 
 
 def _key_predicate(key: Sequence[str]) -> str:
@@ -199,8 +193,10 @@ def _group_predicate(rows: pd.DataFrame, group: Sequence[str]) -> str:
 
 
 def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
-          update_if: str | None = None, group: Sequence[str] | None = None) -> None:
+          update_if: str | None = None, group: Sequence[str] | None = None) -> dict:
     """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
+    Returns delta-rs's merge metrics (``num_target_files_scanned``, ...; empty when the write
+    created the table). Cost: reads the files whose key ranges overlap ``rows``'.
 
     ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
     is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
@@ -214,10 +210,11 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
 
     source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
-        return
+        return {}
     dedup = source.to_pandas().drop_duplicates(subset=list(key), keep="last")
     source = _arrow(pa.Table.from_pandas(dedup, preserve_index=False, schema=source.schema))
     stale_in_group = _group_predicate(dedup, group) if group else None
+    stats: dict = {}
 
     def action() -> None:
         table = _open(loc)
@@ -226,14 +223,19 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
                             storage_options=loc.storage_options or None)
             return
         data = _conform(source, _schema(table))
+        # streamed_exec=False: delta-rs materialises the (small) source and derives a filter on
+        # the key columns' ranges from it, so only files whose statistics overlap the new keys
+        # are read (the default streamed execution reads every file). A ``group`` clause
+        # (not matched by source) still reads every file: keep it to small tables.
         merger = (table.merge(data, predicate=_key_predicate(key), source_alias="s",
-                              target_alias="t", merge_schema=True)
+                              target_alias="t", merge_schema=True, streamed_exec=False)
                   .when_matched_update_all(predicate=update_if).when_not_matched_insert_all())
         if stale_in_group:
             merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
-        merger.execute()
+        stats.update(merger.execute())
 
     _retry(action, f"merge into {loc!r}")
+    return stats
 
 
 def append(loc: TableLocation, rows: pd.DataFrame | pa.Table) -> None:
@@ -265,7 +267,8 @@ def delete(loc: TableLocation, keys: pd.DataFrame, key: Sequence[str]) -> None:
         if table is None:
             return
         data = _conform(_arrow(keys), _schema(table))
-        (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t")
+        (table.merge(data, predicate=_key_predicate(key), source_alias="s", target_alias="t",
+                     streamed_exec=False)
          .when_matched_delete().execute())
 
     _retry(action, f"delete from {loc!r}")
@@ -290,6 +293,32 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
                         storage_options=loc.storage_options or None, commit_properties=props)
 
     _retry(action, f"replace {loc!r}")
+
+
+def file_count(loc: TableLocation) -> int:
+    """Data files the current snapshot references (0 when the table does not exist)."""
+    table = _open(loc)
+    return 0 if table is None else len(table.file_uris())
+
+
+def compact(loc: TableLocation, above_files: int = 1) -> dict:
+    """Rewrite the small data files of a table into few (delta-rs ``optimize.compact``, one
+    commit) when it has more than ``above_files`` of them, then checkpoint the log
+    (``create_checkpoint``) so a snapshot read is one Parquet checkpoint and no JSON commits.
+
+    Returns delta-rs's optimize metrics (``numFilesRemoved``, ...; empty when nothing was done).
+    The files it replaces stay on disk for readers that hold an older snapshot (no vacuum here).
+    Cost: reads and writes the table's small files once, O(rows).
+    """
+    def action() -> dict:
+        table = _open(loc)
+        if table is None or len(table.file_uris()) <= above_files:
+            return {}
+        out = table.optimize.compact()
+        _open(loc).create_checkpoint()
+        return out
+
+    return _retry(action, f"compact {loc!r}")
 
 
 def vacuum(loc: TableLocation, older_than_s: float, dry_run: bool = False) -> list[str]:

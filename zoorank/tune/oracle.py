@@ -158,7 +158,7 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
         if wanted:
             frame[col] = np.nan
     errors: dict[Any, str] = {}
-    results = run_tasks(_oracle_scores, tasks, options=options, retries=1,
+    results = run_tasks(_oracle_scores, tasks, options=options, reruns=1,
                         label="tune: oracle of the trials")
     with contextlib.closing(results):
         for outcome in results:

@@ -13,10 +13,10 @@ Which checkpoint problems stop the run and which fail one entry:
   ids. Fixing them needs an edit of the config or of the files.
 * **unreadable checkpoints** (:attr:`ResolvedModel.unreadable`, the run goes on, exit 0): the
   object exists or may exist but cannot be read right now -- the store answers with an error
-  after its retries (an S3 500, a timeout, a reset connection, access denied), or reading a local
+  after pyarrow's own attempts (an S3 500, a timeout, a reset connection, access denied), or reading a local
   file fails (permission denied, an I/O error). That model is kept with the redacted reason; EMBED
   records its entries ``failed`` with it (manifest, the ``failed`` table, the report), every other
-  model is embedded, scored and ranked on the same samples, and the next run retries it.
+  model is embedded, scored and ranked on the same samples, and the next run tries it again.
   ``zoorank gc`` deletes nothing while a checkpoint cannot be read (it cannot tell what is fresh).
 """
 
@@ -233,7 +233,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     if spec.checkpoint:
         try:
             found = uris.stat(spec.checkpoint) is not None
-        except OSError as err:  # the store answered with an error (after retries), not "missing"
+        except OSError as err:  # an error from the store (after pyarrow's attempts), not "missing"
             found, unreadable = True, _unreadable(spec, err)
         if not found:
             raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
@@ -261,7 +261,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     elif unreadable is None:
         try:
             digest = _weights_digest(spec, label, digests, directory)
-        except OSError as err:  # listed, but its bytes cannot be read (after retries)
+        except OSError as err:  # listed, but its bytes cannot be read (after pyarrow's own attempts)
             unreadable = _unreadable(spec, err)
     if unreadable is not None:
         digest = None
