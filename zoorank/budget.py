@@ -191,6 +191,7 @@ def budget_agreement(cells: pd.DataFrame, oracle_values: Mapping[str, pd.Series]
     value); ``oracle_values[o]``: the oracle metric o per model_id (NaN dropped). One row per
     (score, oracle, k, seed) from :func:`~zoorank.metrics.agreement.agreement`, plus one with
     ``budget_seed = "mean"``: the mean τ over seeds with a bootstrap interval over models.
+    Cost O(S · B · n log n) per (score, oracle, k) for S seeds, B resamples and n models.
     """
     rows: list[dict[str, Any]] = []
     for o_name, o_series in oracle_values.items():
