@@ -35,9 +35,11 @@ import numpy as np
 import pandas as pd
 
 from zoorank.metrics.agreement import (
+    ResampledKendall,
     agreement,
+    draw_counts,
     kendall_tau_b_rows,
-    paired_bootstrap,
+    model_bootstrap,
     percentile_interval,
 )
 from zoorank.metrics.ranks import rank_within
@@ -161,8 +163,8 @@ def _seed_mean(values: np.ndarray, oracle: np.ndarray, oracle_dir: int, bootstra
     mean = _mean_tau(sm, np.broadcast_to(so, sm.shape))
     if bootstrap <= 0:
         return mean, math.nan, math.nan
-    dist = paired_bootstrap((sm, np.broadcast_to(so, sm.shape)), _seed_mean_statistic,
-                            bootstrap, seed)
+    dist = model_bootstrap(len(so), _seed_mean_statistic(sm, so), bootstrap, seed,
+                           rows=len(sm))
     low, high = percentile_interval(dist, confidence)[0]
     return mean, float(low), float(high)
 
@@ -172,14 +174,20 @@ def _mean_tau(sm: np.ndarray, so: np.ndarray) -> float:
     return float(np.nanmean(taus)) if np.isfinite(taus).any() else math.nan
 
 
-def _seed_mean_statistic(sm: np.ndarray, so: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Per replicate: the mean τ over the seeds whose τ is defined in it (a resample of tied
-    models has none); NaN when no seed's is. ``sm``, ``so``: (seeds, batch, n)."""
-    taus = kendall_tau_b_rows(sm, so)
-    ok = np.isfinite(taus)
-    counts = ok.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, np.where(ok, taus, 0.0).sum(axis=0) / counts, np.nan)
+def _seed_mean_statistic(sm: np.ndarray, so: np.ndarray) -> Any:
+    """Model indices (batch, n) → per replicate the mean τ over the seeds whose τ is defined in it
+    (a resample of tied models has none); NaN when no seed's is. ``sm``: (seeds, n)."""
+    per_seed = [ResampledKendall(row, so) for row in sm]
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        counts = draw_counts(idx, len(so))
+        taus = np.stack([kendall(counts) for kendall in per_seed])
+        ok = np.isfinite(taus)
+        n_ok = ok.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n_ok > 0, np.where(ok, taus, 0.0).sum(axis=0) / n_ok, np.nan)
+
+    return statistic
 
 
 def budget_agreement(cells: pd.DataFrame, oracle_values: Mapping[str, pd.Series],

@@ -31,7 +31,9 @@ __all__ = [
     "bootstrap_indices",
     "bootstrap_batch",
     "kendall_tau_b_rows",
-    "paired_bootstrap",
+    "ResampledKendall",
+    "draw_counts",
+    "model_bootstrap",
     "percentile_interval",
     "agreement",
 ]
@@ -90,8 +92,8 @@ def topk_recall(metric_values: Any, oracle_values: Any, k: int, direction: int =
 #: ``scipy.stats.bootstrap`` draws and evaluates ``batch`` replicates at a time, so the memory of
 #: a bootstrap is O(batch · n) whatever the number of resamples (:func:`bootstrap_batch`).
 BOOTSTRAP_MEMORY = 64 << 20
-#: float64 arrays of length n one replicate holds while the statistics run (indices, 4 resampled
-#: vectors, 2 rank vectors, Pearson's centred copies and masks, with slack).
+#: float64 arrays of length n one replicate holds while the statistics run (indices, counts, the
+#: merge levels' cumulative sums, resampled vectors and ranks, Pearson's centred copies, slack).
 _ARRAYS_PER_REPLICATE = 16
 
 
@@ -105,9 +107,11 @@ def bootstrap_indices(n: int, n_resamples: int, seed: int = 0) -> np.ndarray:
     return rng.integers(0, n, size=(n_resamples, n), dtype=np.int64)
 
 
-def bootstrap_batch(cells: int, memory: int = BOOTSTRAP_MEMORY) -> int:
-    """Replicates per batch so that a batch fits in ``memory`` bytes, for replicates of ``cells``
-    values each (n models, times the rows of a stacked sample)."""
+def bootstrap_batch(cells: int, memory: int | None = None) -> int:
+    """Replicates per batch so that a batch fits in ``memory`` bytes (default
+    :data:`BOOTSTRAP_MEMORY`), for replicates of ``cells`` values each (n models, times the rows
+    of a stacked sample)."""
+    memory = BOOTSTRAP_MEMORY if memory is None else memory
     return max(1, int(memory) // (8 * max(int(cells), 1) * _ARRAYS_PER_REPLICATE))
 
 
@@ -141,12 +145,100 @@ def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.clip(r, -1.0, 1.0)
 
 
-def _correlations(sm: np.ndarray, so: np.ndarray, pm: np.ndarray, po: np.ndarray,
-                  axis: int = -1) -> np.ndarray:
-    """(3, ...) Kendall τ-b and Spearman ρ of the rank scores, Pearson r of the raw values: the
-    vectorised paired statistic of :func:`agreement`'s bootstrap (rows = replicates)."""
-    spearman = _pearson_rows(stats.rankdata(sm, axis=axis), stats.rankdata(so, axis=axis))
-    return np.stack([kendall_tau_b_rows(sm, so), spearman, _pearson_rows(pm, po)])
+class ResampledKendall:
+    """Kendall τ-b of bootstrap resamples of fixed pairs (x_i, y_i), from their multiplicities.
+
+    A resample of the n models is given by how often it draws each one (``counts``, (B, n));
+    its τ-b is scipy's (Knight's) formula on the resampled pairs::
+
+        τ_b = (P − X − Y + J − 2 D) / sqrt((P − X)(P − Y))
+
+    with P = N(N − 1)/2 pairs of the N drawn models, X, Y, J the pairs tied in x, in y and in
+    both (Σ T(T − 1)/2 over the groups of equal values, T the group's drawn count), and D the
+    discordant pairs. The models are sorted by (x, y) once; D is counted by the levels of a merge
+    sort whose blocks do not depend on the resample, so every level is a few vectorised passes
+    over (B, n): O(n log n) to build, O(B · n log n) time and O(B · n) memory per call, whatever
+    the resample (no model pair is ever formed). Equals ``scipy.stats.kendalltau`` of each
+    resample (``x[idx], y[idx]``). NaN where undefined (a side tied throughout, or a NaN value).
+
+    Why not ``scipy.stats.kendalltau`` per resample (:func:`kendall_tau_b_rows`, the reference
+    in the tests): its per-call cost dominates small zoos. Measured with 1,000 resamples on the
+    2-core machine (busy): 12 models 0.38 s per agreement row against 0.02 s here, 100 models
+    0.45 s against 0.07 s; 1,000 and 2,000 models about the same (0.7–1.4 s). A demo's agreement
+    table has about 50 rows.
+    """
+
+    def __init__(self, x: Any, y: Any):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.ndim != 1 or x.shape != y.shape:
+            raise ValueError(f"x and y must be 1-D of one length, got {x.shape} and {y.shape}")
+        self.n = n = x.shape[0]
+        self.defined = not (np.isnan(x).any() or np.isnan(y).any())
+        self.order = order = np.lexsort((y, x))  # by x, ties by y
+        xs, ys = x[order], y[order]
+        self.x_starts = _run_starts(xs)
+        self.xy_starts = _run_starts(xs, ys)
+        self.y_order = np.argsort(ys, kind="stable")
+        self.y_starts = _run_starts(ys[self.y_order])
+        y_rank = np.unique(ys, return_inverse=True)[1].astype(np.int64)
+        # per level w (blocks of 2w in (x, y) order): the left halves' positions sorted by y,
+        # and for each right position the range of its block's left entries with a larger y
+        self.levels = []
+        pos, span, w = np.arange(n), n + 1, 1
+        while w < n:
+            block = pos // (2 * w)
+            left = (pos % (2 * w)) < w
+            key = block[left] * span + y_rank[left]
+            sort = np.argsort(key, kind="stable")
+            lpos, key = pos[left][sort], key[sort]
+            rpos = pos[~left]
+            rb = block[rpos]
+            above = np.searchsorted(key, rb * span + y_rank[rpos], side="right")
+            end = np.searchsorted(key, (rb + 1) * span, side="left")
+            self.levels.append((lpos, rpos, above, end))
+            w *= 2
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        """τ-b of each resample: ``counts`` (B, n) draws of each model (in the models' order)."""
+        c = np.asarray(counts, np.float64)[:, self.order]
+        if not self.defined or self.n < 2:
+            return np.full(c.shape[0], np.nan)
+        total = c.sum(axis=1)
+        pairs = total * (total - 1) / 2
+        x_ties, xy_ties = _tied_pairs(c, self.x_starts), _tied_pairs(c, self.xy_starts)
+        y_ties = _tied_pairs(c[:, self.y_order], self.y_starts)
+        discordant = np.zeros(c.shape[0])
+        for lpos, rpos, above, end in self.levels:
+            cum = np.zeros((c.shape[0], len(lpos) + 1))
+            np.cumsum(c[:, lpos], axis=1, out=cum[:, 1:])
+            discordant += (c[:, rpos] * (cum[:, end] - cum[:, above])).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            den = np.sqrt(pairs - x_ties) * np.sqrt(pairs - y_ties)
+            tau = (pairs - x_ties - y_ties + xy_ties - 2 * discordant) / den
+        return np.clip(np.where(den > 0, tau, np.nan), -1.0, 1.0)
+
+
+def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:
+    """Start positions of the runs of equal values (of every key at once) in sorted keys."""
+    n = sorted_keys[0].shape[0]
+    change = np.zeros(n, dtype=bool)
+    change[:1] = True
+    for k in sorted_keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _tied_pairs(c: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Σ over runs of T(T − 1)/2, T the run's drawn count, per row of ``c``."""
+    t = np.add.reduceat(c, starts, axis=1)
+    return (t * (t - 1) / 2).sum(axis=1)
+
+
+def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
+    """(B, n) how often each of n models is drawn in each row of bootstrap ``indices`` (B, n)."""
+    i = np.asarray(indices, dtype=np.int64)
+    flat = (i + n * np.arange(i.shape[0])[:, None]).ravel()
+    return np.bincount(flat, minlength=i.shape[0] * n).reshape(i.shape[0], n)
 
 
 def percentile_interval(distribution: np.ndarray, confidence: float) -> np.ndarray:
@@ -162,27 +254,41 @@ def percentile_interval(distribution: np.ndarray, confidence: float) -> np.ndarr
     return out
 
 
-def paired_bootstrap(data: tuple[np.ndarray, ...], statistic: Any, n_resamples: int,
-                     seed: int, memory: int = BOOTSTRAP_MEMORY) -> np.ndarray:
-    """The bootstrap distribution (..., B) of a vectorised paired statistic of the models.
+def model_bootstrap(n: int, statistic: Any, n_resamples: int, seed: int, rows: int = 1,
+                    memory: int | None = None) -> np.ndarray:
+    """The bootstrap distribution (..., B) of a vectorised statistic of resampled models.
 
-    ``scipy.stats.bootstrap`` (``paired=True``: the models are resampled with replacement, the
-    same draw for every array of ``data``; seeded with ``numpy.random.default_rng(seed)``, so the
-    draws are :func:`bootstrap_indices`, in any batch size), in batches of
-    :func:`bootstrap_batch` replicates: memory O(batch · n) under ``memory``, time B × the
-    statistic's cost (O(B · n log n) for Kendall's τ). Arrays of ``data`` may stack rows before
-    their model axis (the last); the statistic receives (..., batch, n) arrays. scipy's own
-    percentile interval is not used: it is NaN as soon as one replicate is (a resample of tied
-    models has no τ; with 3 models one in 9 resamples), where :func:`percentile_interval` drops
-    those replicates, as the intervals always have.
+    ``scipy.stats.bootstrap`` resamples the model indices 0..n−1 with replacement (as it does for
+    ``paired=True``; seeded with ``numpy.random.default_rng(seed)``, so the draws are
+    :func:`bootstrap_indices`, in any batch size) and calls ``statistic(indices, axis=-1)`` on
+    (batch, n) index arrays, so one draw serves every vector of a model and the statistic may
+    work from draw counts (:class:`ResampledKendall`). Batches of :func:`bootstrap_batch`
+    replicates (``rows`` vectors of n each) keep memory O(batch · n) under ``memory``; time is
+    B × the statistic's cost. scipy's own percentile interval is not used: it is NaN as soon as
+    one replicate is (a resample of tied models has no τ; with 3 models one in 9 resamples), where
+    :func:`percentile_interval` drops those replicates, as the intervals always have.
     """
-    cells = max(np.asarray(d).size for d in data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the NaN-interval warning; see the docstring
-        res = stats.bootstrap(data, statistic, n_resamples=n_resamples, paired=True,
+        res = stats.bootstrap((np.arange(n),), statistic, n_resamples=n_resamples,
                               vectorized=True, axis=-1, method="percentile",
-                              batch=bootstrap_batch(cells, memory), rng=np.random.default_rng(seed))
+                              batch=bootstrap_batch(n * rows, memory),  # None: the default
+                              rng=np.random.default_rng(seed))
     return np.asarray(res.bootstrap_distribution, dtype=np.float64)
+
+
+def _correlations(sm: np.ndarray, so: np.ndarray, pm: np.ndarray, po: np.ndarray) -> Any:
+    """The statistic of :func:`agreement`'s bootstrap: model indices (batch, n) → (3, batch)
+    Kendall τ-b and Spearman ρ of the rank scores, Pearson r of the raw values."""
+    kendall = ResampledKendall(sm, so)
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        spearman = _pearson_rows(stats.rankdata(sm[idx], axis=-1),
+                                 stats.rankdata(so[idx], axis=-1))
+        return np.stack([kendall(draw_counts(idx, len(sm))), spearman,
+                         _pearson_rows(pm[idx], po[idx])])
+
+    return statistic
 
 
 def quiet_statistic(fn, *args) -> float:
@@ -267,7 +373,7 @@ def agreement(
         # Pearson on the raw (oriented) values; a resample drops the models without finite values
         pm_all = np.where(finite, direction * m, np.nan)
         po_all = np.where(finite, oracle_direction * o, np.nan)
-        dist = paired_bootstrap((sm, so, pm_all, po_all), _correlations, bootstrap, seed)
+        dist = model_bootstrap(n, _correlations(sm, so, pm_all, po_all), bootstrap, seed)
         for name, (low, high) in zip(("kendall", "spearman", "pearson"),
                                      percentile_interval(dist, confidence)):
             result[f"{name}_ci_low"], result[f"{name}_ci_high"] = float(low), float(high)
