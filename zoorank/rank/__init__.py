@@ -21,7 +21,11 @@ Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) ar
 :mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
 module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
 :mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
-Only rows that are fresh for the config are read (:mod:`zoorank.catalog`).
+Only rows that are fresh for the config are read (:mod:`zoorank.catalog`). The fingerprint of
+everything RANK reads (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`) rides on the
+leaderboard's commit (``zoorank_inputs``); a run whose inputs have that fingerprint computes nothing.
+Cost: O(B · n log n) per agreement row and per resampled metric (n models, B resamples), memory
+O(B · n) in bounded batches; no array has two model axes.
 """
 
 from __future__ import annotations
