@@ -101,9 +101,8 @@ def _report_unchanged(store) -> str:
     console = output_console()
     for line in crossover_lines(crossovers(tables[AGREEMENT])):
         console.print(line, markup=False, highlight=False)
-    # soft_wrap: a long path or URI stays on one line, whole
     console.print(f"report: {where} is current (inputs unchanged): not re-rendered",
-                  markup=False, highlight=False, soft_wrap=True)
+                  markup=False, highlight=False)
     return where
 
 

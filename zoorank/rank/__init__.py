@@ -109,8 +109,7 @@ def _unchanged(store: Store, inputs: str, show: bool) -> pd.DataFrame | None:
     if board is None:
         return None
     output_console().print(f"rank: inputs unchanged since {LEADERBOARD} version {version}: "
-                           "skipped (nothing recomputed)", markup=False, highlight=False,
-                           soft_wrap=True)
+                           "skipped (nothing recomputed)", markup=False, highlight=False)
     if show and len(board):
         from zoorank import budget
 
