@@ -3,10 +3,12 @@
 Synthetic long tables stand in for a finished SCORE: n models on one dataset, 7 ranked label-free
 metrics (values from a latent quality plus noise), the kNN and linear-probe oracle, 8 fold rows per
 ranked metric (the rank-uncertainty resamples), healthy health rows, and two model families (so the
-agreement table has 'all' + 2 families × 8 candidates × 2 oracles = 48 bootstrapped rows). RANK's
-real functions run on them, as ``zoorank.rank.write_rank_outputs`` calls them: ``build_leaderboard``,
-``decide`` (fold bootstrap, rank intervals, consensus), ``build_agreement`` (Kendall τ-b, Spearman,
-Pearson with their bootstrap intervals) and the input fingerprint that lets a rerun skip it all.
+agreement table has 'all' + 2 families × 8 candidates × 2 oracles = 48 bootstrapped rows), and
+few-label cells (LogME at 5 labels per class, 2 seeds: 6 more bootstrapped rows of the label-budget
+curve). RANK's real functions run on them, as ``zoorank.rank.write_rank_outputs`` calls them:
+``build_leaderboard``, ``decide`` (fold bootstrap, rank intervals, consensus), ``build_agreement``
+(Kendall τ-b, Spearman, Pearson with their bootstrap intervals), ``budget.with_budget_rows`` and
+the input fingerprint that lets a rerun skip it all.
 
 Each size runs in a fresh child process, so its peak RSS (``ru_maxrss``) is RANK's alone (above
 the RSS after imports and table building, printed beside it). In the same child the old quadratic
@@ -41,6 +43,8 @@ METRICS = ["rankme", "alpha_req", "twonn_id", "mle_id", "uniformity", "coding_ra
 ORACLES = ["knn_accuracy", "linear_probe_accuracy"]
 DATASET = "synth"
 FOLDS = 8
+BUDGET_K = (5,)
+BUDGET_SEEDS = 2
 MB = 1 << 20
 
 
@@ -61,6 +65,7 @@ def kendall_tau_b_rows_quadratic(x: np.ndarray, y: np.ndarray, chunk: int = 256)
 
 def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
     """Long metric, oracle, fold and health rows of n synthetic models (SCORE's schema)."""
+    from zoorank.budget import budget_metric_name
     from zoorank.resample import HEALTH_COLUMNS, RESAMPLES_COLUMNS
     from zoorank.store.schema import METRICS_COLUMNS
 
@@ -79,6 +84,10 @@ def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
     metric_values = {name: quality * scale[name] + rng.normal(0, 1.0, n) for name in METRICS}
     metrics = long(METRICS, lambda name: metric_values[name])
     oracle = long(ORACLES, lambda name: 1 / (1 + np.exp(-(quality + rng.normal(0, 0.5, n)))))
+    # few-label cells of the label-budget curve: LogME on k labels per class, seeds 0 and 1
+    cells = [budget_metric_name("logme", k, s) for k in BUDGET_K for s in range(BUDGET_SEEDS)]
+    oracle = pd.concat([oracle, long(cells, lambda name: quality + rng.normal(0, 1.5, n))],
+                       ignore_index=True)
     fold_noise = rng.normal(0, 0.3, (len(METRICS), n, FOLDS))
     folds = pd.DataFrame({
         "model_id": np.tile(np.repeat(ids, FOLDS), len(METRICS)),
@@ -100,6 +109,7 @@ def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 def child(n: int, bootstrap: int, baseline_replicates: int) -> dict:
     """One size in this (fresh) process: RANK's phases, then the τ baseline."""
+    from zoorank import budget
     from zoorank.config.loading import parse_config
     from zoorank.decision import decide
     from zoorank.metrics.agreement import (
@@ -125,14 +135,19 @@ def child(n: int, bootstrap: int, baseline_replicates: int) -> dict:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     seconds = {}
     start = time.perf_counter()
-    board, settings = build_leaderboard(config, models, t["metrics"], t["oracle"])
+    oracle, cells = budget.split_oracle(t["oracle"])
+    board, settings = build_leaderboard(config, models, t["metrics"], oracle)
     seconds["leaderboard"] = time.perf_counter() - start
     start = time.perf_counter()
     board, _ = decide(config, board, settings, t["metrics"], t["folds"], t["health"])
     seconds["decide"] = time.perf_counter() - start
     start = time.perf_counter()
-    agree = build_agreement(config, board, t["metrics"], t["oracle"])
+    agree = build_agreement(config, board, t["metrics"], oracle)
     seconds["agreement"] = time.perf_counter() - start
+    start = time.perf_counter()
+    agree = budget.with_budget_rows(agree, board, cells, {o: 1 for o in ORACLES},
+                                    config.rank.bootstrap, config.seed)
+    seconds["budget"] = time.perf_counter() - start
     start = time.perf_counter()
     rank_inputs_fingerprint(config, models, t["metrics"], t["oracle"], t["folds"], t["health"],
                             t["manifest"])
@@ -187,14 +202,15 @@ def main() -> None:
         r = results[-1]
         print(f"{n} models done: RANK {sum(r['seconds'].values()):.1f} s", flush=True)
     print()
-    head = ["models", "agreement rows", "leaderboard s", "decide s", "agreement s",
+    head = ["models", "agreement rows", "leaderboard s", "decide s", "agreement s", "budget s",
             "skip check s", "RANK s", "RANK s/model", "RSS setup MB", "RSS peak MB"]
     print(" | ".join(head))
     for r in results:
         s = r["seconds"]
-        total = s["leaderboard"] + s["decide"] + s["agreement"]
+        total = s["leaderboard"] + s["decide"] + s["agreement"] + s["budget"]
         print(f"{r['models']} | {r['agreement_rows']} | {s['leaderboard']:.2f} | "
-              f"{s['decide']:.2f} | {s['agreement']:.2f} | {s['skip check']:.3f} | {total:.1f} | "
+              f"{s['decide']:.2f} | {s['agreement']:.2f} | {s['budget']:.2f} | "
+              f"{s['skip check']:.3f} | {total:.1f} | "
               f"{total / r['models'] * 1000:.1f} ms | {r['rss_setup'] / MB:.0f} | "
               f"{r['rss_peak'] / MB:.0f}")
     print()
@@ -209,8 +225,8 @@ def main() -> None:
               f"{min(b, 256)})  {old_full / r['tau_new_s']:.0f}× faster")
     base = results[0]
     for r in results[1:]:
-        per = lambda x: (x["seconds"]["leaderboard"] + x["seconds"]["decide"]  # noqa: E731
-                         + x["seconds"]["agreement"]) / x["models"]
+        per = lambda x: sum(v for k, v in x["seconds"].items()  # noqa: E731
+                            if k != "skip check") / x["models"]
         print(f"rank  {r['models']} vs {base['models']} models  time per model "
               f"{per(r) * 1000:.1f} ms vs {per(base) * 1000:.1f} ms  ratio {per(r) / per(base):.2f}"
               f"  peak RSS {r['rss_peak'] / MB:.0f} MB")
