@@ -327,7 +327,7 @@ def test_failed_models_are_listed_with_their_reason(ranked_store):
 
 
 @pytest.mark.timeout(300)
-def test_a_rerun_of_rank_is_a_no_op(ranked_store):
+def test_a_rerun_of_rank_is_a_no_op(ranked_store, capsys):
     from zoorank.rank import run_rank
 
     root, config, _, board = ranked_store
@@ -338,11 +338,63 @@ def test_a_rerun_of_rank_is_a_no_op(ranked_store):
     names = ["leaderboard.csv", "leaderboard.md"]
     before = ({n: store.table_version(n) for n in tables},
               {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names})
+    capsys.readouterr()
     again = run_rank(config)
     pd.testing.assert_frame_equal(again, board)
     after = ({n: store.table_version(n) for n in tables},
              {n: ((root / n).stat().st_mtime_ns, (root / n).read_bytes()) for n in names})
     assert after == before
+    # nothing was recomputed: the console says so, naming the leaderboard version it kept
+    assert (f"rank: inputs unchanged since leaderboard version {before[0]['leaderboard']}: "
+            "skipped") in capsys.readouterr().out
+
+
+@pytest.mark.timeout(300)
+def test_a_changed_metric_row_or_rank_setting_recomputes_rank(ranked_store, capsys):
+    """The leaderboard's commit records the fingerprint of RANK's inputs: a metric value changed
+    in the store, or another rank setting, moves the leaderboard; restoring both skips again."""
+    from zoorank.rank import run_rank
+    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
+    from zoorank.store import Store
+
+    root, config, _, board = ranked_store
+    store = Store(root)
+    version, info = leaderboard_commit(store)
+    metrics = store.read_metrics()
+    row = metrics[(metrics.model_id == "noise") & (metrics.metric == "rankme")]
+    original = row.copy()
+    changed = row.assign(value=row["value"] + 1000.0)  # noise becomes the best by RankMe
+    key = ["model_id", "dataset", "metric"]
+    same_row = "t.fingerprint = s.fingerprint"  # the same fresh row with another value
+    try:
+        store.upsert_rows("metrics", changed, key=key, update_if=same_row)
+        capsys.readouterr()
+        moved = run_rank(config, show=False)
+        assert "skipped" not in capsys.readouterr().out
+        assert moved.set_index("model_id").loc["noise", "digits/rankme"] == pytest.approx(
+            float(changed["value"].iloc[0]))
+        assert moved["model_id"].iloc[0] == "noise"
+        v1, info1 = leaderboard_commit(store)
+        assert v1 > version and info1[INPUTS_KEY] != info[INPUTS_KEY]
+    finally:
+        store.upsert_rows("metrics", original, key=key, update_if=same_row)
+    # a rank setting: top-k recall of the agreement table is computed with the new k
+    other = config.model_copy(update={"rank": config.rank.model_copy(update={"top_k": 2})})
+    run_rank(other, show=False)
+    v2, info2 = leaderboard_commit(store)
+    assert v2 > v1 and info2[INPUTS_KEY] not in (info[INPUTS_KEY], info1[INPUTS_KEY])
+    agree = store.read_frame("agreement")
+    assert set(agree["top_k"]) == {2}
+    # back to the original inputs: recomputed once (the leaderboard of v2 has other inputs) ...
+    restored = run_rank(config, show=False)
+    pd.testing.assert_frame_equal(restored, board)
+    v3, info3 = leaderboard_commit(store)
+    assert info3[INPUTS_KEY] == info[INPUTS_KEY]
+    # ... then skipped
+    capsys.readouterr()
+    run_rank(config, show=False)
+    assert leaderboard_commit(store)[0] == v3
+    assert "skipped" in capsys.readouterr().out
 
 
 def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_ranks(tmp_path):

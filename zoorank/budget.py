@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.agreement import agreement, bootstrap_indices, kendall_tau_b_rows
+from zoorank.metrics.agreement import (
+    ResampledKendall,
+    agreement,
+    draw_counts,
+    kendall_tau_b_rows,
+    model_bootstrap,
+    percentile_interval,
+)
 from zoorank.metrics.ranks import rank_within
 from zoorank.metrics.registry import BUDGET_SEPARATOR
 
@@ -146,24 +153,41 @@ def split_agreement(agree: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _seed_mean(values: np.ndarray, oracle: np.ndarray, oracle_dir: int, bootstrap: int,
                seed: int, confidence: float) -> tuple[float, float, float]:
-    """(mean τ over seeds, CI low, CI high): values (seeds × models), one resample for all seeds."""
+    """(mean τ over seeds, CI low, CI high): values (seeds × models), one resample for all seeds.
+
+    Cost O(S · B · n log n) for S seeds, B resamples and n models; memory bounded by
+    :data:`~zoorank.metrics.agreement.BOOTSTRAP_MEMORY`.
+    """
     so = -rank_within(oracle, oracle_dir)
     sm = np.stack([-rank_within(v, +1) for v in values])
-    taus = kendall_tau_b_rows(sm, np.broadcast_to(so, sm.shape))
-    mean = float(np.nanmean(taus)) if np.isfinite(taus).any() else math.nan
+    mean = _mean_tau(sm, np.broadcast_to(so, sm.shape))
     if bootstrap <= 0:
         return mean, math.nan, math.nan
-    idx = bootstrap_indices(len(so), bootstrap, seed)
-    per_seed = np.stack([kendall_tau_b_rows(row[idx], so[idx]) for row in sm])
-    ok = np.isfinite(per_seed)
-    counts = ok.sum(axis=0)
-    # mean over the seeds whose τ is defined in a resample (a resample of tied models has none)
-    sample = np.where(ok, per_seed, 0.0).sum(axis=0)[counts > 0] / counts[counts > 0]
-    if not len(sample):
-        return mean, math.nan, math.nan
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(sample, [alpha, 1 - alpha])
+    dist = model_bootstrap(len(so), _seed_mean_statistic(sm, so), bootstrap, seed,
+                           rows=len(sm))
+    low, high = percentile_interval(dist, confidence)[0]
     return mean, float(low), float(high)
+
+
+def _mean_tau(sm: np.ndarray, so: np.ndarray) -> float:
+    taus = kendall_tau_b_rows(sm, so)
+    return float(np.nanmean(taus)) if np.isfinite(taus).any() else math.nan
+
+
+def _seed_mean_statistic(sm: np.ndarray, so: np.ndarray) -> Any:
+    """Model indices (batch, n) → per replicate the mean τ over the seeds whose τ is defined in it
+    (a resample of tied models has none); NaN when no seed's is. ``sm``: (seeds, n)."""
+    per_seed = [ResampledKendall(row, so) for row in sm]
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        counts = draw_counts(idx, len(so))
+        taus = np.stack([kendall(counts) for kendall in per_seed])
+        ok = np.isfinite(taus)
+        n_ok = ok.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n_ok > 0, np.where(ok, taus, 0.0).sum(axis=0) / n_ok, np.nan)
+
+    return statistic
 
 
 def budget_agreement(cells: pd.DataFrame, oracle_values: Mapping[str, pd.Series],
@@ -175,6 +199,7 @@ def budget_agreement(cells: pd.DataFrame, oracle_values: Mapping[str, pd.Series]
     value); ``oracle_values[o]``: the oracle metric o per model_id (NaN dropped). One row per
     (score, oracle, k, seed) from :func:`~zoorank.metrics.agreement.agreement`, plus one with
     ``budget_seed = "mean"``: the mean τ over seeds with a bootstrap interval over models.
+    Cost O(S · B · n log n) per (score, oracle, k) for S seeds, B resamples and n models.
     """
     rows: list[dict[str, Any]] = []
     for o_name, o_series in oracle_values.items():

@@ -74,7 +74,7 @@ def model_flags(
     board: pd.DataFrame, metrics: pd.DataFrame, health: pd.DataFrame, datasets: Sequence[str]
 ) -> dict[str, dict[str, list[str]]]:
     """model_id → dataset → health flags (:func:`zoorank.metrics.health.health_flags`), with the
-    configured label-free metrics that have no value as ``failed:<metric>``."""
+    configured label-free metrics that have no value as ``failed:<metric>``. O(rows + n · datasets)."""
     ids = list(board["model_id"])
     stats = {(r["model_id"], r["dataset"]): r for r in health.to_dict("records")} \
         if not health.empty else {}
@@ -98,7 +98,10 @@ def metric_uncertainty(
     config: RunConfig, board: pd.DataFrame, folds: pd.DataFrame,
     blocked: Mapping[str, np.ndarray],
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]:
-    """Per (dataset, resampled metric): the uncertainty rows and (oriented point, replicates)."""
+    """Per (dataset, resampled metric): the uncertainty rows and (oriented point, replicates).
+
+    Cost per metric: O(B · n log n) time (ranking each replicate) and O(B · n) memory for n
+    models and B = ``rank.resamples``; no array has two model axes."""
     o, r = config.score, config.rank
     ids = list(board["model_id"])
     rows: list[dict[str, Any]] = []
@@ -131,7 +134,9 @@ def aggregate_uncertainty(
     replicates: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], blocked: np.ndarray,
 ) -> RankUncertainty | None:
     """Uncertainty of the leaderboard's own order: each replicate's primary-metric ranks per
-    dataset aggregated as the leaderboard aggregates them; None without replicates."""
+    dataset aggregated as the leaderboard aggregates them; None without replicates.
+
+    Cost O(B · n log n · datasets) time, O(B · n · datasets) memory."""
     keys = [(ds, m) for ds, m in primary.items() if (ds, m) in replicates]
     if not keys or len(keys) < len(primary):
         return None
@@ -144,12 +149,10 @@ def aggregate_uncertainty(
     point = sign * board["aggregate"].to_numpy(dtype=np.float64)
     n_rep = replicates[keys[0]][1].shape[0]
     out = np.full((n_rep, len(board)), np.nan)
+    # every replicate of a dataset ranked at once (NaN: no value, no rank)
+    ranks = {ds: replicate_ranks(replicates[(ds, m)][1]) for ds, m in keys}
     for b in range(n_rep):
-        table = {}
-        for ds, m in keys:
-            v = replicates[(ds, m)][1][b]
-            table[ds] = np.where(np.isfinite(v), replicate_ranks(v[None, :])[0], np.nan)
-        frame = pd.DataFrame(table)
+        frame = pd.DataFrame({ds: r[b] for ds, r in ranks.items()})
         has = frame.notna().any(axis=1).to_numpy()
         agg = np.full(len(board), np.nan)
         if has.any():
@@ -166,7 +169,8 @@ def consensus(
     whether it lies in the leaderboard's top set, per-model disagreement, and a plain sentence.
 
     Metrics that rank fewer than :data:`COVERAGE` of the ranked models are left out (``partial``);
-    W uses the models every included metric ranks (:func:`kendall_w`)."""
+    W uses the models every included metric ranks (:func:`kendall_w`). Cost O(k · n log n) for k
+    metrics and n models: (k, n) rank matrices, never a model pair."""
     ranked = board["rank"].notna().to_numpy() if "rank" in board else np.ones(len(board), bool)
     need = max(2, math.ceil(COVERAGE * int(ranked.sum())))
     candidates = _ranked_metrics(board, dataset)
@@ -240,7 +244,8 @@ def decide(
     folds: pd.DataFrame, health: pd.DataFrame,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Add the decision columns to ``board`` and ``settings["decision"]``; returns (board, the
-    per-metric uncertainty table)."""
+    per-metric uncertainty table). Cost O(B · n log n) per resampled metric (n models, B
+    resamples); memory O(B · n) per metric: nothing here pairs models."""
     datasets = [d.name for d in config.datasets]
     board = board.copy()
     ids = list(board["model_id"])
@@ -275,7 +280,7 @@ def decide(
     computed = sorted({c.split("/", 1)[1] for c in board.columns if "/" in c
                        and registry.is_label_free(c.split("/", 1)[1])})
     warning = width_warning(metrics, ids, primary, computed)
-    flagged = [m for m in ids if board.loc[board["model_id"] == m, "flags"].iloc[0]]
+    flagged = [m for m, f in zip(ids, board["flags"]) if f]
     settings["decision"] = {
         "confidence": config.rank.confidence,
         "resamples": config.rank.resamples,

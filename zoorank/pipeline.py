@@ -44,19 +44,66 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
 def run_report(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
                check: bool = True):
     """REPORT; the page is written even when nothing could be ranked, then (``check``)
-    NothingRankedError (exit 3) is raised, as ``zoorank run`` does."""
-    from zoorank.leaderboard import read_leaderboard
+    NothingRankedError (exit 3) is raised, as ``zoorank run`` does.
+
+    Skipped (the page is not re-rendered) when it was rendered from the same inputs
+    (:func:`zoorank.stage_inputs.report_inputs_fingerprint`); the leaderboard is printed anyway."""
+    from zoorank import stage_inputs
+    from zoorank.leaderboard import metrics_fingerprint, read_leaderboard
     from zoorank.rank import check_ranked
     from zoorank.report import run_report as _run
     from zoorank.store import Store
 
-    out = _run(config, catalog=catalog or build_catalog(config))
+    catalog = catalog or build_catalog(config)
+    store = Store(config.store)
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    stored_metrics = store.read_metrics()
+    fresh = _fresh_metrics(catalog, stored_metrics, manifest)
+    inputs = stage_inputs.report_inputs_fingerprint(
+        config, store, manifest, catalog.fresh_reliability(manifest, stored_metrics),
+        metrics_fingerprint(config, fresh))
+    if stage_inputs.report_is_current(store, inputs):
+        out = _report_unchanged(store)
+    else:
+        out = _run(config, catalog=catalog)
+        stage_inputs.record_report_inputs(store, inputs)
     if check:
         import pandas as pd
 
         board, _ = read_leaderboard(Store(config.store))
         check_ranked(board if board is not None else pd.DataFrame())
     return out
+
+
+def _fresh_metrics(catalog: Catalog, metrics, manifest):
+    """The fresh rows of an already read ``metrics`` table (:meth:`Catalog.fresh_metrics`)."""
+    from zoorank.catalog import select_fresh
+
+    return select_fresh(metrics, catalog.metric_fingerprints(manifest))
+
+
+def _report_unchanged(store) -> str:
+    """What REPORT prints, for a page that is already current: the leaderboard, the label-budget
+    verdicts and where the page is; returns the page's path or URI."""
+    from zoorank.budget import crossover_lines, crossovers
+    from zoorank.console import output_console
+    from zoorank.leaderboard import AGREEMENT, print_leaderboard, read_rank_outputs
+    from zoorank.store.layout import REPORT_DIR
+
+    board, settings, tables = read_rank_outputs(store)
+    where = store.path(REPORT_DIR, "index.html")
+    if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
+        from zoorank.uris import join, redact
+
+        where = redact(join(store.uri, where))
+    if board is not None and len(board):
+        print_leaderboard(board, settings)
+    console = output_console()
+    for line in crossover_lines(crossovers(tables[AGREEMENT])):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"report: {where} is current (inputs unchanged): not re-rendered",
+                  markup=False, highlight=False)
+    return where
 
 
 def run_all(config: RunConfig, address: str | None = None):

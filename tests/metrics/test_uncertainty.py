@@ -126,3 +126,21 @@ def test_values_equal_to_six_significant_digits_tie():
     assert u.rank_low.tolist() == [1, 1, 3] and u.rank_high.tolist() == [2, 2, 3]
     assert u.in_top_set.tolist() == [True, True, False]
     assert snap([[123456.7, 0.5]]).tolist() == [[123457.0, 0.0]]
+
+
+def test_fold_bootstrap_equals_the_resampled_fold_means_of_its_seeded_draws():
+    """Each replicate is point + scale · (mean of the drawn folds' values − mean of all folds),
+    with the draws of ``default_rng(seed).integers(0, F, (B, F))`` and NaN folds skipped."""
+    rng = np.random.default_rng(6)
+    point = rng.normal(size=5)
+    folds = rng.normal(size=(5, 4))
+    folds[1, 2] = np.nan
+    reps = fold_bootstrap(point, folds, 30, seed=9, scale=1.3)
+    draws = np.random.default_rng(9).integers(0, 4, size=(30, 4))
+    for b, draw in enumerate(draws):
+        for m in range(5):
+            drawn = folds[m, draw]
+            expected = point[m] + 1.3 * (np.nanmean(drawn) - np.nanmean(folds[m]))
+            if np.isnan(drawn).all():
+                expected = point[m]
+            assert reps[b, m] == pytest.approx(expected, abs=1e-12)

@@ -13,6 +13,8 @@ pool row (CLID)             (model_id, dataset, metric)         :func:`scoring.p
 reliability table           (dataset, group)                    the group's fingerprint
 sample and label table      dataset                             :meth:`Catalog.labels_fingerprint`
 oracle / few-label rows     (model_id, dataset)                 :meth:`Catalog.oracle_fingerprints`
+RANK's outputs              the leaderboard commit              :mod:`zoorank.stage_inputs` (of the
+                                                                fresh rows above and the settings)
 ==========================  ==================================  ====================================
 
 Rows derived from embeddings (metrics, ensembles, pools, reliability, oracle) are expected only

@@ -117,6 +117,8 @@ def fold_bootstrap(
     Returns
     -------
     ndarray (B, m): ``point + scale · (resampled fold mean − all-fold mean)``.
+
+    Cost O(m · B · F) time and O(m · B) memory for m models (one row per model: no model pair).
     """
     point = np.asarray(point, dtype=np.float64)
     folds = np.asarray(folds, dtype=np.float64)
@@ -132,8 +134,12 @@ def fold_bootstrap(
         return out
     finite = np.isfinite(folds)
     filled = np.where(finite, folds, 0.0)
-    sums = filled[:, draws].sum(axis=2)  # (m, B)
-    counts = finite[:, draws].sum(axis=2)
+    # how often each fold is drawn in each replicate: the sums are then (m, F) @ (F, B), O(m · B)
+    # memory (indexing filled[:, draws] would hold m · B · F values)
+    times = np.zeros((n_resamples, n_folds))
+    np.add.at(times, (np.arange(n_resamples)[:, None], draws), 1.0)
+    sums = filled @ times.T  # (m, B)
+    counts = finite.astype(np.float64) @ times.T
     with np.errstate(invalid="ignore", divide="ignore"):
         resampled = sums / counts
         centre = filled.sum(axis=1) / finite.sum(axis=1)
@@ -160,7 +166,7 @@ def snap(values: Any, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
 def replicate_ranks(values: Any, method: str = "min") -> np.ndarray:
     """Ranks (1 = best) of each row of (B, m) oriented values (higher is better); ties share the
     best (``method="min"``) or the worst (``"max"``) place they span; NaN values get NaN ranks
-    and take no place."""
+    and take no place. O(B · m log m)."""
     # imported here: the score workers import this module for fold_assignment alone, and
     # scipy.stats costs them ~1 s of CPU to import
     from scipy import stats
@@ -205,6 +211,9 @@ def rank_uncertainty(
         models at least as good as the best in ≥ 1 − c of the replicates.
     blocked : (m,) bool, models that may not enter the top set (blocking health flags); they
         still get an interval and p_best.
+
+    Cost O(B · m log m) time (two rankings of each replicate) and O(B · m) memory: each model is
+    compared with the point-best one only, never with every other model.
     """
     point = np.asarray(point, dtype=np.float64)
     reps = np.asarray(replicates, dtype=np.float64)

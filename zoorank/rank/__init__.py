@@ -21,7 +21,11 @@ Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) ar
 :mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
 module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
 :mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
-Only rows that are fresh for the config are read (:mod:`zoorank.catalog`).
+Only rows that are fresh for the config are read (:mod:`zoorank.catalog`). The fingerprint of
+everything RANK reads (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`) rides on the
+leaderboard's commit (``zoorank_inputs``); a run whose inputs have that fingerprint computes nothing.
+Cost: O(B · n log n) per agreement row and per resampled metric (n models, B resamples), memory
+O(B · n) in bounded batches; no array has two model axes.
 """
 
 from __future__ import annotations
@@ -38,11 +42,17 @@ from zoorank.console import output_console
 from zoorank.decision import UNCERTAINTY
 from zoorank.errors import NothingRankedError
 from zoorank.label_oracle import oracle_direction, run_oracle
-from zoorank.leaderboard import FAILED_COLUMNS, print_leaderboard, write_if_changed
+from zoorank.leaderboard import (
+    FAILED_COLUMNS,
+    print_leaderboard,
+    read_rank_outputs,
+    write_if_changed,
+)
 from zoorank.rank.agreement_table import build_agreement
 from zoorank.rank.board import build_leaderboard
 from zoorank.rank.failed import failed_models
 from zoorank.rank.markdown import leaderboard_markdown
+from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit, rank_inputs_fingerprint
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
 
@@ -57,16 +67,56 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
              catalog: Catalog | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
+    Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
+    inputs (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`: the fresh metric, oracle, fold
+    and health rows, the manifest, the settings, :data:`~zoorank.stage_inputs.RANK_VERSION`).
     ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
     """
+    from zoorank import resample
+
     store = Store(config.store)
     catalog = build_catalog(config) if catalog is None else catalog
     models = catalog.models
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
     oracle, oracle_failures = run_oracle(config, store, models, address, manifest, catalog)
+    folds = resample.fresh_resamples(store, metrics, config.score)
+    clean = config.clean_view.name if config.clean_view else None
+    health = resample.fresh_health(store, manifest, clean)
+    inputs = rank_inputs_fingerprint(config, models, metrics, _ranked_oracle(oracle, models),
+                                     folds, health, manifest, oracle_failures)
+    board = _unchanged(store, inputs, show)
+    if board is not None:
+        return board
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
-                              manifest)
+                              manifest, folds=folds, health=health, inputs=inputs)
+
+
+def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
+    if oracle.empty:
+        return oracle
+    return oracle[oracle["model_id"].isin([m.model_id for m in models])].reset_index(drop=True)
+
+
+def _unchanged(store: Store, inputs: str, show: bool) -> pd.DataFrame | None:
+    """The stored leaderboard when its commit was computed from ``inputs`` and its files are
+    there (then RANK does nothing but say so); else None."""
+    version, info = leaderboard_commit(store)
+    if version is None or info.get(INPUTS_KEY) != inputs or not all(
+            store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD)):
+        return None
+    board, settings, tables = read_rank_outputs(store)
+    if board is None:
+        return None
+    output_console().print(f"rank: inputs unchanged since {LEADERBOARD} version {version}: "
+                           "skipped (nothing recomputed)", markup=False, highlight=False)
+    if show and len(board):
+        from zoorank import budget
+
+        print_leaderboard(board, settings)
+        for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
+            output_console().print(line, markup=False, highlight=False)
+    return board
 
 
 def check_ranked(board: pd.DataFrame) -> None:
@@ -78,15 +128,18 @@ def check_ranked(board: pd.DataFrame) -> None:
 
 
 def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict[str, Any],
-            metrics: pd.DataFrame, manifest: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+            metrics: pd.DataFrame, manifest: pd.DataFrame, folds: pd.DataFrame | None = None,
+            health: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decision`) from
-    the fresh fold and health rows."""
+    the fresh fold and health rows (read here unless given)."""
     from zoorank import resample
     from zoorank.decision import decide
 
-    folds = resample.fresh_resamples(store, metrics, config.score)
-    clean = config.clean_view.name if config.clean_view else None
-    health = resample.fresh_health(store, manifest, clean)
+    if folds is None:
+        folds = resample.fresh_resamples(store, metrics, config.score)
+    if health is None:
+        clean = config.clean_view.name if config.clean_view else None
+        health = resample.fresh_health(store, manifest, clean)
     return decide(config, board, settings, metrics, folds, health)
 
 
@@ -99,11 +152,15 @@ def write_rank_outputs(
     oracle_failures: Sequence[Mapping[str, Any]] = (),
     show: bool = True,
     manifest: pd.DataFrame | None = None,
+    folds: pd.DataFrame | None = None,
+    health: pd.DataFrame | None = None,
+    inputs: str | None = None,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
     Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
-    when their bytes change), prints the top rows and returns the leaderboard.
+    when their bytes change), prints the top rows and returns the leaderboard. ``inputs``
+    (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`) rides on the leaderboard's commit.
     """
     from zoorank import budget
 
@@ -114,7 +171,7 @@ def write_rank_outputs(
     board, settings = build_leaderboard(config, models, metrics, oracle)
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
-    board, per_metric = _decide(config, store, board, settings, metrics, manifest)
+    board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health)
     agree = build_agreement(config, board, metrics, oracle)
     agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
                                     config.rank.bootstrap, config.seed)
@@ -131,8 +188,11 @@ def write_rank_outputs(
     versions = {AGREEMENT: store.replace_table(AGREEMENT, agree),
                 FAILED: store.replace_table(FAILED, failed),
                 UNCERTAINTY: store.replace_table(UNCERTAINTY, per_metric)}
-    store.replace_table(LEADERBOARD, board, {"zoorank": json.dumps(settings, sort_keys=True),
-                                             "zoorank_tables": json.dumps(versions)})
+    metadata = {"zoorank": json.dumps(settings, sort_keys=True),
+                "zoorank_tables": json.dumps(versions)}
+    if inputs is not None:
+        metadata[INPUTS_KEY] = inputs
+    store.replace_table(LEADERBOARD, board, metadata)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
     write_if_changed(store, LEADERBOARD_MD, leaderboard_markdown(board, failed, settings).encode())
     if show and len(board):

@@ -28,6 +28,10 @@ def build_agreement(
 
     Models whose metric value is missing (NaN) are excluded from that metric's row;
     ``n_metric_nan`` counts them and ``n_models`` counts the models used.
+
+    Cost per row (dataset × oracle metric × family × metric): O(B · n log n) time for n models
+    and B = ``rank.bootstrap`` (:func:`~zoorank.metrics.agreement.agreement`), memory bounded by
+    :data:`~zoorank.metrics.agreement.BOOTSTRAP_MEMORY`.
     """
     columns = ["metric", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
                "kendall_ci_low", "kendall_ci_high", "spearman", "spearman_ci_low",

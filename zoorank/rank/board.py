@@ -69,9 +69,13 @@ def build_leaderboard(
     metrics: pd.DataFrame,
     oracle: pd.DataFrame,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(leaderboard frame sorted by rank, settings) from the long metric and oracle tables."""
+    """(leaderboard frame sorted by rank, settings) from the long metric and oracle tables.
+
+    Cost O(rows + c · n log n) for n models and c ``<dataset>/<metric>`` columns (one sort per
+    column); the frame is models × columns."""
     info = {m.model_id: m for m in models}
-    model_ids = [m for m in info if not metrics.empty and m in set(metrics["model_id"])]
+    scored = set(metrics["model_id"]) if not metrics.empty else set()
+    model_ids = [m for m in info if m in scored]
     datasets = [d.name for d in config.datasets]
     unknown = sorted(set(config.rank.dataset_weights) - set(datasets))
     if unknown:

@@ -13,7 +13,9 @@ from zoorank.leaderboard import FAILED_COLUMNS
 def failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequence[str],
                    metrics: pd.DataFrame,
                    wanted: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
-    """Failed or missing (model, dataset) entries with the reason, from a fresh manifest."""
+    """Failed or missing (model, dataset) entries with the reason, from a fresh manifest.
+
+    O(manifest rows + metric rows + n · datasets) (set lookups per model)."""
     names = {d.name for d in config.datasets}
     rows = []
     reasons = {"failed": None, "pending": "embedding interrupted (pending): rerun `zoorank embed`",
