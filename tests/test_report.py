@@ -29,7 +29,7 @@ class _Page(HTMLParser):
         attrs = dict(attrs)
         if tag == "img":
             self.images.append(attrs["src"])
-        if tag in ("link", "script") or any(
+        if tag == "link" or (tag == "script" and attrs.get("src")) or any(
             str(v).startswith(("http:", "https:", "//", "/")) for k, v in attrs.items()
             if k in ("src", "href")
         ):
@@ -89,16 +89,32 @@ def test_every_image_of_the_report_exists_beside_it_as_a_png(report):
     root, _, _ = report
     page = _Page()
     page.feed((root / "report" / "index.html").read_text())
-    assert page.external == []  # self-contained: relative links only, no scripts or stylesheets
-    assert len(page.images) >= 4
+    # self-contained: relative links only, inline scripts and CSS only
+    assert page.external == []
+    assert len(page.images) >= 3
     for src in page.images:
         path = root / "report" / src
         assert path.is_file(), src
         assert path.read_bytes()[:8] == PNG_SIGNATURE
     names = " ".join(page.images)
-    for kind in ("scatter-digits-knn_accuracy", "agreement-digits", "ranks",
-                 "reliability-digits-rot"):
+    for kind in ("agreement-digits", "ranks", "reliability-digits-rot"):
         assert kind in names
+
+
+def test_scatter_is_an_interactive_plot_with_plotly_inlined_once(report):
+    from plotly.offline import get_plotlyjs
+
+    root, config, _ = report
+    html_text = (root / "report" / "index.html").read_text()
+    assert html_text.count(get_plotlyjs()) == 1  # inline, once: works offline
+    assert "id=\"scatter-digits-knn_accuracy\"" in html_text
+    assert 'Plotly.newPlot(                        "scatter-digits-knn_accuracy"' in html_text \
+        or re.search(r'Plotly\.newPlot\(\s*"scatter-digits-knn_accuracy"', html_text)
+    # each point's hover text is its model id: every ranked model appears in the figure's JSON
+    figure = html_text[html_text.index('"scatter-digits-knn_accuracy",'):]
+    figure = figure[:figure.index("</script>")]
+    for model in ("proj-a", "proj-b", "rot-0", "lowrank"):
+        assert f'"{model}"' in figure
 
 
 def test_a_second_report_rewrites_nothing(report):

@@ -43,11 +43,12 @@ def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | 
         return None
 
 
-def write_if_changed(store: Store, relpath: str, data: bytes) -> None:
-    """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
+def write_if_changed(store: Store, relpath: str, data: bytes, redacted: bool = False) -> None:
+    """Write only when the bytes differ, so a rerun leaves finished outputs untouched
+    (``redacted``: see :meth:`Store.write_bytes`)."""
     if store.exists(relpath) and store.read_bytes(relpath) == data:
         return
-    store.write_bytes(relpath, data)
+    store.write_bytes(relpath, data, redacted=redacted)
 
 
 def read_leaderboard(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any]]:
