@@ -155,7 +155,7 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
 
         where = redact(join(store.uri, where))
     if len(board):
-        print_leaderboard(board, settings)
+        print_leaderboard(board, settings, where=store.name)
     from zoorank.budget import crossover_lines, crossovers
     from zoorank.console import output_console
 
