@@ -107,11 +107,10 @@ def test_scatter_is_an_interactive_plot_with_plotly_inlined_once(report):
     root, config, _ = report
     html_text = (root / "report" / "index.html").read_text()
     assert html_text.count(get_plotlyjs()) == 1  # inline, once: works offline
-    assert "id=\"scatter-digits-knn_accuracy\"" in html_text
-    assert 'Plotly.newPlot(                        "scatter-digits-knn_accuracy"' in html_text \
-        or re.search(r'Plotly\.newPlot\(\s*"scatter-digits-knn_accuracy"', html_text)
+    assert "<section id='scatter-digits-knn_accuracy'>" in html_text
+    assert re.search(r'Plotly\.newPlot\(\s*"plot-scatter-digits-knn_accuracy"', html_text)
     # each point's hover text is its model id: every ranked model appears in the figure's JSON
-    figure = html_text[html_text.index('"scatter-digits-knn_accuracy",'):]
+    figure = html_text[html_text.index('"plot-scatter-digits-knn_accuracy",'):]
     figure = figure[:figure.index("</script>")]
     for model in ("proj-a", "proj-b", "rot-0", "lowrank"):
         assert f'"{model}"' in figure

@@ -189,7 +189,7 @@ def _dataset_sections(board: pd.DataFrame, metrics: pd.DataFrame, oracle: pd.Dat
             rows = -(-len(ds_metrics) // 3)
             out.append(Section(
                 id=f"scatter-{ds}-{o_name}", title=f"{ds}: metrics vs {o_name}",
-                plots=[Plot(f"scatter-{ds}-{o_name}",
+                plots=[Plot(f"plot-scatter-{ds}-{o_name}",
                             scatter_figure(board, ds, ds_metrics, o_name, taus),
                             height=120 + 280 * rows)]))
     names = ds_metrics + sorted(o for o in ds_oracle if f"{ds}/{o}" in board)

@@ -73,7 +73,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Plot:
-    """A Plotly figure as a dict (``data`` traces and ``layout``); ``id`` is its element's id."""
+    """A Plotly figure as a dict (``data`` traces and ``layout``); ``id`` is its element's id
+    (unique on the page, like every section's)."""
 
     id: str
     figure: Mapping[str, Any]
@@ -184,6 +185,10 @@ def render_page(title: str, sections: Sequence[Section]) -> str:
     from zoorank.redact import redact
 
     every = list(walk(sections))
+    ids = [s.id for s in every] + [p.id for s in every for p in s.plots]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"report sections and plots share ids: "
+                         f"{sorted({i for i in ids if ids.count(i) > 1})}")
     has_plots = any(s.plots for s in every)
     paged = any(t is not None and t.paged for s in every
                 for t in (s.table, *[v for v in s.context.values() if isinstance(v, Table)]))
