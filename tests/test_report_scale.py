@@ -109,6 +109,7 @@ def big_report(tmp_path_factory):
     return root, index, board, time.perf_counter() - t0
 
 
+@pytest.mark.slow  # the store's writers take ~45 s for 2,000 models' rows on 2 busy cores
 def test_report_of_2000_models_is_one_self_contained_file_of_reasonable_size(big_report):
     from plotly.offline import get_plotlyjs
 
@@ -127,6 +128,7 @@ def test_report_of_2000_models_is_one_self_contained_file_of_reasonable_size(big
     assert table.count("<tr>") == N_MODELS + 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_report_of_2000_models_in_chromium_filters_pages_and_names_a_point_on_hover(big_report):
     if not os.path.exists(CHROMIUM):
