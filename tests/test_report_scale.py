@@ -172,23 +172,9 @@ def test_report_of_2000_models_in_chromium_filters_pages_and_names_a_point_on_ho
             assert rows.count() == 50 and "of 500 (filtered from 2000)" in info.inner_text()
             assert "page 1 of 10" in info.inner_text()
 
-            # hover: the outlier point of the scatter names its model
-            plot = page.locator("#plot-scatter-digits-knn_accuracy")
-            plot.scroll_into_view_if_needed()
-            where = plot.evaluate(
-                """(gd, id) => {
-                    const trace = gd.querySelectorAll('.scatterlayer .trace')[0];
-                    const i = gd.data[0].text.indexOf(id);
-                    const pt = Array.from(trace.querySelectorAll('path.point'))
-                        .find(p => p.__data__ && p.__data__.i === i);
-                    const r = pt.getBoundingClientRect();
-                    return [r.x + r.width / 2, r.y + r.height / 2];
-                }""", OUTLIER)
-            page.mouse.move(where[0] - 30, where[1] - 30)
-            page.mouse.move(where[0], where[1], steps=5)
-            label = page.locator(".hoverlayer .hovertext")
-            label.first.wait_for(timeout=10_000)
-            assert OUTLIER in label.first.text_content()
+            # hover: the outlier point names its model, on the scatter and on the rank overview
+            for plot_id in ("plot-scatter-digits-knn_accuracy", "plot-rank-overview"):
+                assert _hover_label(page, plot_id, OUTLIER) == OUTLIER, plot_id
 
             # autoescaped: the failure's error is shown as text, no image made of it, no alert
             failed = page.locator("#failed").inner_text()
@@ -197,6 +183,27 @@ def test_report_of_2000_models_in_chromium_filters_pages_and_names_a_point_on_ho
             assert dialogs == []
         finally:
             browser.close()
+
+
+def _hover_label(page, plot_id: str, model_id: str) -> str:
+    """Move the mouse onto ``model_id``'s point of the first trace of plot ``plot_id``; returns
+    the first line of the hover label Plotly draws."""
+    plot = page.locator(f"#{plot_id}")
+    plot.scroll_into_view_if_needed()
+    where = plot.evaluate(
+        """(gd, id) => {
+            const trace = gd.querySelectorAll('.scatterlayer .trace')[0];
+            const i = gd.data[0].text.indexOf(id);
+            const pt = Array.from(trace.querySelectorAll('path.point'))
+                .find(p => p.__data__ && p.__data__.i === i);
+            const r = pt.getBoundingClientRect();
+            return [r.x + r.width / 2, r.y + r.height / 2];
+        }""", model_id)
+    page.mouse.move(where[0] - 30, where[1] - 30)
+    page.mouse.move(where[0], where[1], steps=5)
+    label = plot.locator(".hoverlayer .hovertext").first
+    label.wait_for(timeout=10_000)
+    return label.locator("text tspan").first.text_content()
 
 
 def test_templates_escape_model_ids_errors_and_warnings():

@@ -11,7 +11,8 @@ writes through :class:`~zoorank.store.Store` (so an object store works too):
 * per dataset and oracle metric, an interactive (Plotly) scatter of each label-free metric against
   it, τ in titles, a point's model id on hover; ``agreement-<dataset>.png``: a heat map of signed
   Kendall τ-b between the rankings of all metrics;
-* ``ranks.png``: each model's rank per dataset (primary metric) and aggregated;
+* ``ranks.png``: each model's rank per dataset (primary metric) and aggregated (the first 30); beyond
+  30 ranked models, an interactive plot of every model's rank and interval vs its primary metric;
 * ``nc-<dataset>.png``, ``reliability-<dataset>-<group>.png``: NC and its baselines per ensemble;
 * ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
   few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
@@ -52,12 +53,14 @@ from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
 from zoorank.report.page import Image, Plot, Section, page_images, render_page
 from zoorank.report.plots import (
+    MAX_RANK_CHART_MODELS,
     MAX_RELIABILITY_HISTOGRAMS,
     SCATTER_ORACLES,
     by_median_nc,
     ends,
     heatmap_png,
     nc_boxes_png,
+    rank_overview_figure,
     ranks_png,
     reliability_png,
     scatter_figure,
@@ -117,9 +120,12 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     sections.append(decision_section(board, settings, agree_all, version_warning))
     sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
-    # -- per-dataset rank chart
+    # -- per-dataset rank chart (the first models); every model, interactive, beyond them
     if len(board) and board["rank"].notna().any():
-        sections.append(Section(id="ranks", title="Ranks per dataset", images=[
+        overview = [Plot("plot-rank-overview", rank_overview_figure(
+            board, settings.get("primary_metric") or {}), height=480)] \
+            if board["rank"].notna().sum() > MAX_RANK_CHART_MODELS else []
+        sections.append(Section(id="ranks", title="Ranks per dataset", plots=overview, images=[
             Image("ranks.png", "rank chart", ranks_png(board, datasets))]))
 
     # -- agreement with the oracle: table, scatter plots (interactive), metric-vs-metric heat map

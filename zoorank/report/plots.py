@@ -130,6 +130,43 @@ def scatter_figure(board: pd.DataFrame, dataset: str, metrics: Sequence[str], or
     return {"data": data, "layout": layout}
 
 
+def rank_overview_figure(board: pd.DataFrame, primary: Mapping[str, str]) -> dict:
+    """A Plotly figure (plain dict) of every ranked model: its rank (x, with its rank interval as
+    a bar) against the primary metric's value on each dataset (one trace per dataset); hovering a
+    point names its model. O(models × datasets)."""
+    ranked = board[board["rank"].notna()]
+    rank = ranked["rank"].to_numpy(np.float64)
+    low = ranked["rank_low"].to_numpy(np.float64) if "rank_low" in ranked else rank
+    high = ranked["rank_high"].to_numpy(np.float64) if "rank_high" in ranked else rank
+    ids = [str(m) for m in ranked["model_id"]]
+    interval = [f"{a:.0f}–{b:.0f}" if np.isfinite(a) and np.isfinite(b) else "n/a"
+                for a, b in zip(low, high)]
+    data = []
+    for ds, metric in primary.items():
+        column = f"{ds}/{metric}"
+        if column not in ranked:
+            continue
+        data.append({"type": "scatter", "mode": "markers", "name": column,
+                     "x": _finite_list(rank), "y": _finite_list(ranked[column].to_numpy(
+                         np.float64)), "text": ids, "customdata": interval,
+                     "marker": {"size": 6, "opacity": 0.75},
+                     "error_x": {"type": "data", "symmetric": False, "thickness": 0.8,
+                                 "width": 0, "array": _finite_list(np.where(
+                                     np.isfinite(high), high - rank, 0.0)),
+                                 "arrayminus": _finite_list(np.where(
+                                     np.isfinite(low), rank - low, 0.0))},
+                     "hovertemplate": "%{text}<br>rank %{x} (interval %{customdata})<br>"
+                                      + column + " = %{y}<extra></extra>"})
+    return {"data": data, "layout": {
+        "hovermode": "closest", "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "title": {"text": f"every ranked model ({len(ranked)}): rank vs the primary metric "
+                          "(bars: rank interval; hover a point for its model)",
+                  "font": {"size": 14}},
+        "xaxis": {"title": {"text": "rank (1 = best)"}},
+        "yaxis": {"title": {"text": "primary metric value"}},
+        "legend": {"orientation": "h", "y": -0.2}}}
+
+
 def heatmap_png(tau: pd.DataFrame, dataset: str) -> bytes:
     """Signed Kendall τ-b between the rankings of every pair of metrics (−1 … 1)."""
     n = len(tau)
