@@ -800,7 +800,7 @@ def test_progress_bars_end_at_their_totals_and_count_images_read_once(ray_sessio
     out = run_embed(parse_config(data))
     assert len(out.attrs["pipelines"]) == 1  # one chunk: one read of the decoded views
     expected = 40 + 8 * 2
-    assert out.attrs["progress"] == {"entries": (6, 6), "images": (expected, expected)}
     err = capfd.readouterr().err
     bars = dict(re.findall(r"^(images|entries done)\s.*?(\d+/\d+)", err, re.MULTILINE))
     assert bars == {"images": f"{expected}/{expected}", "entries done": "6/6"}, err
+    assert out.attrs["progress"] == {"entries": (6, 6), "images": (expected, expected)}
