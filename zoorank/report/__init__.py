@@ -11,8 +11,9 @@ writes through :class:`~zoorank.store.Store` (so an object store works too):
 * per dataset and oracle metric, an interactive (Plotly) scatter of each label-free metric against
   it, τ in titles, a point's model id on hover; ``agreement-<dataset>.png``: a heat map of signed
   Kendall τ-b between the rankings of all metrics;
-* ``ranks.png``: each model's rank per dataset (primary metric) and aggregated (the first 30); beyond
-  30 ranked models, an interactive plot of every model's rank and interval vs its primary metric;
+* ``ranks.png`` (2+ datasets): each model's rank per dataset (primary metric) and aggregated (the
+  first 30); beyond 30 ranked models, an interactive plot of every model's rank and interval vs its
+  primary metric;
 * ``nc-<dataset>.png``, ``reliability-<dataset>-<group>.png``: NC and its baselines per ensemble;
 * ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
   few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
@@ -51,7 +52,7 @@ from zoorank.leaderboard import (
 )
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
-from zoorank.report.page import Image, Plot, Section, page_images, render_page
+from zoorank.report.page import Image, Plot, Section, page_images, render_page, walk
 from zoorank.report.plots import (
     MAX_RANK_CHART_MODELS,
     MAX_RELIABILITY_HISTOGRAMS,
@@ -120,13 +121,17 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     sections.append(decision_section(board, settings, agree_all, version_warning))
     sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
-    # -- per-dataset rank chart (the first models); every model, interactive, beyond them
-    if len(board) and board["rank"].notna().any():
-        overview = [Plot("plot-rank-overview", rank_overview_figure(
-            board, settings.get("primary_metric") or {}), height=480)] \
-            if board["rank"].notna().sum() > MAX_RANK_CHART_MODELS else []
-        sections.append(Section(id="ranks", title="Ranks per dataset", plots=overview, images=[
-            Image("ranks.png", "rank chart", ranks_png(board, datasets))]))
+    # -- per-dataset rank chart of the first models (with 2+ datasets: one dataset draws flat
+    # lines); every model, interactive, beyond what the static charts show
+    ranked = int(board["rank"].notna().sum()) if len(board) else 0
+    overview = [Plot("plot-rank-overview", rank_overview_figure(
+        board, settings.get("primary_metric") or {}), height=480)] \
+        if ranked > MAX_RANK_CHART_MODELS else []
+    chart = [Image("ranks.png", "rank chart", ranks_png(board, datasets))] \
+        if ranked and sum(f"rank/{d}" in board for d in datasets) > 1 else []
+    if overview or chart:
+        sections.append(Section(id="ranks", title="Ranks per dataset", plots=overview,
+                                images=chart))
 
     # -- agreement with the oracle: table, scatter plots (interactive), metric-vs-metric heat map
     if not agree.empty:
@@ -171,7 +176,9 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     if len(failed):
         console.print(f"{len(failed)} failed or missing (model, dataset) entries (listed in the "
                       "report)", style="yellow")
-    console.print(f"report: {where} ({len(images)} plots)", markup=False, highlight=False)
+    interactive = sum(len(s.plots) for s in walk(sections))
+    console.print(f"report: {where} ({len(images)} images, {interactive} interactive plots)",
+                  markup=False, highlight=False)
     return where
 
 
