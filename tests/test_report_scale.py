@@ -234,3 +234,30 @@ def test_templates_escape_model_ids_errors_and_warnings():
     assert page.count(escaped) >= 12
     assert f"<code>{escaped}</code> and <b>{escaped}</b>" in page  # the only inline markup
     assert str(inline("a < b")) == "a &lt; b"
+
+
+def test_a_wide_top_set_gets_pages_and_a_forest_plot_of_bounded_height():
+    """300 of 2,000 models in the top set: the decision screen pages its table (20 rows) and the
+    forest plot draws the first 30 of them, not a figure 300 rows tall."""
+    import io
+
+    from PIL import Image
+
+    from zoorank.report.decision_screen import MAX_FOREST_MODELS, TOP_SET_PAGE_SIZE, decision_section
+    from zoorank.report.page import render_page
+
+    rank = np.arange(1, N_MODELS + 1, dtype=float)
+    board = pd.DataFrame({"rank": rank, "rank_low": np.maximum(1, rank - 300),
+                          "rank_high": rank + 300, "p_best": 1 / N_MODELS,
+                          "in_top_set": rank <= 300, "model_id": _ids(), "flags": "",
+                          "digits/rankme": -rank})
+    settings = {"ordered_by": "rankme", "primary_metric": {"digits": "rankme"},
+                "decision": {"confidence": 0.95, "top_set": _ids()[:300]}}
+    section = decision_section(board, settings, pd.DataFrame())
+    page = render_page("wide", [section])
+    table = page.index("<table id='top-set'>")
+    assert page.rindex(f"<div class='paged' data-page-size='{TOP_SET_PAGE_SIZE}'>", 0, table) > 0
+    assert page[table:].count("<tr>") == 300 + 1  # every top-set model, paged in the browser
+    assert 'document.querySelectorAll("div.paged")' in page  # the table script is on the page
+    height = Image.open(io.BytesIO(section.images[0].data)).size[1]
+    assert height < 0.26 * 90 * (MAX_FOREST_MODELS + 12), height  # ≈ 30 rows, not 300

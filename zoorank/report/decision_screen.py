@@ -16,8 +16,11 @@ from zoorank.redact import redact
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
 
-#: models drawn in the forest plot of rank intervals (the top set is always drawn).
+#: models drawn in the forest plot of rank intervals (the top set first).
 MAX_FOREST_MODELS = 30
+
+#: top-set rows per page on the decision screen (a longer top set gets a filter box and pages).
+TOP_SET_PAGE_SIZE = 20
 
 
 def forest_png(board: pd.DataFrame) -> bytes:
@@ -27,8 +30,10 @@ def forest_png(board: pd.DataFrame) -> bytes:
 
     ranked = board[board["rank"].notna()]
     top = ranked[ranked["in_top_set"].astype(bool)]
+    # the top set first, then the best of the rest; at most MAX_FOREST_MODELS rows (a top set of
+    # hundreds would make the figure metres tall: the full list is the table above it)
     rows = pd.concat([top, ranked[~ranked["in_top_set"].astype(bool)]]).head(
-        max(MAX_FOREST_MODELS, len(top))).sort_values("rank", kind="stable")
+        MAX_FOREST_MODELS).sort_values("rank", kind="stable")
     fig = new_figure(6.5, max(2.2, 0.26 * len(rows) + 1.1))
     ax = fig.add_subplot(1, 1, 1)
     y = np.arange(len(rows))[::-1]
@@ -46,7 +51,10 @@ def forest_png(board: pd.DataFrame) -> bytes:
                          + 0.5) if len(rows) else 2)
     ax.tick_params(axis="x", labelsize=7)
     ax.grid(axis="x", color="#eee")
-    ax.set_title("rank intervals (blue: top set; red: health flag keeps it out)", fontsize=9)
+    title = "rank intervals (blue: top set; red: health flag keeps it out)"
+    if len(top) > MAX_FOREST_MODELS:
+        title = f"rank intervals of the first {MAX_FOREST_MODELS} of the top set's {len(top)}"
+    ax.set_title(title, fontsize=9)
     return png_bytes(fig)
 
 
@@ -156,6 +164,9 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
                  "flags": _flags(r.get("flags"))} for _, r in top.iterrows()],
         "flagged": [{"model_id": str(r["model_id"]), "rank": r["rank"],
                      "flags": _flags(r["flags"])} for _, r in flagged.head(12).iterrows()],
+        # a wide top set (an uncertain ranking of a large zoo) gets pages, not a screen-long table
+        "uses_pager": len(top) > TOP_SET_PAGE_SIZE,
+        "page_size": TOP_SET_PAGE_SIZE,
         "n_flagged": len(flagged),
         "n_held": len(held),
         "consensus": str(d.get("consensus_sentence") or ""),

@@ -27,7 +27,9 @@ escaped by hand, and a template that names a missing value fails instead of prin
 * ``images``: PNG bytes, written beside ``index.html``.
 * ``subsections``: sections one heading level down (a section with an empty ``title`` has none).
 * ``template`` / ``context``: a section that needs its own layout names a template of
-  ``templates/`` (which may extend ``section.html.j2``) and passes what it shows in ``context``.
+  ``templates/`` (which may extend ``section.html.j2``) and passes what it shows in ``context``;
+  a template that wraps a table of its own in the ``paged`` macro of ``pager.html.j2`` says so
+  with ``context["uses_pager"] = True`` (the page then carries the table script).
 
 Cost: rendering is linear in the rows and points shown.
 """
@@ -191,7 +193,8 @@ def render_page(title: str, sections: Sequence[Section]) -> str:
                          f"{sorted({i for i in ids if ids.count(i) > 1})}")
     has_plots = any(s.plots for s in every)
     paged = any(t is not None and t.paged for s in every
-                for t in (s.table, *[v for v in s.context.values() if isinstance(v, Table)]))
+                for t in (s.table, *[v for v in s.context.values() if isinstance(v, Table)])
+                ) or any(s.context.get("uses_pager") for s in every)
     page = redact(environment().get_template("page.html.j2").render(
         title=title, sections=[render_section(s) for s in sections],
         plotly_js=Markup(_PLOTLY_SLOT) if has_plots else "", paged=paged))
