@@ -188,11 +188,14 @@ def test_a_small_zoo_keeps_its_embed_table_and_names_each_failed_model(capsys):
     from zoorank.embed_progress import print_summary
 
     rows, skipped, recipes = _large_embed_rows(models=4)
-    rows.loc[rows["model_id"] == "sweep-0003", ["status", "error"]] = ["failed", "bad <keys>"]
+    rows.loc[rows["model_id"] == "sweep-0003", ["status", "error"]] = [
+        "failed", "bad <keys>\n" + "x" * 400]  # a multi-line error: one line, cut
     print_summary(rows, skipped, enabled=True, preprocessing=recipes, where="/s/manifest")
     out = capsys.readouterr().out
     assert sum(" sweep-0002 " in f" {line} " for line in out.splitlines()) >= 2  # the table rows
     assert "failed sweep-0003 (digits/clean, digits/simclr): bad <keys>" in out
+    flat = out.replace("\n", "")  # rich wraps at 100 columns
+    assert "x" * 228 + "…" in flat and "x" * 229 not in flat  # the error cut to 240 characters
     assert "failed sweep-0000 (digits/clean, digits/simclr): corrupt checkpoint" in out
 
 

@@ -94,6 +94,12 @@ MAX_FAILED_SHOWN = 8
 MAX_REASONS_SHOWN = 5
 
 
+def _one_line(text: object, width: int = 240) -> str:
+    """``text`` on one line (newlines as spaces), cut to ``width`` characters with "…"."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def _some(ids: list[str], k: int = 3) -> str:
     """The first ``k`` of ``ids`` and "+N more"."""
     return ", ".join(ids[:k]) + (f" (+{len(ids) - k} more)" if len(ids) > k else "")
@@ -126,12 +132,12 @@ def summary_lines(rows: pd.DataFrame, skipped: set[tuple[str, str, str]],
         for (model_id, error), group in by_model:
             where_ = ", ".join(f"{d}/{v}" for d, v in zip(group["dataset"], group["view"]))
             lines.append(f"[red]failed[/red] {escape(str(model_id))} ({escape(where_)}): "
-                         f"{escape(str(error))}")
+                         f"{escape(_one_line(error))}")
     elif by_model:
         reasons = failed.groupby("error", sort=False, dropna=False)["model_id"].unique()
         reasons = reasons.iloc[np.argsort([-len(v) for v in reasons], kind="stable")]
         for error, ids in reasons.head(MAX_REASONS_SHOWN).items():
-            lines.append(f"[red]failed[/red] {len(ids)} model(s): {escape(str(error)[:160])} "
+            lines.append(f"[red]failed[/red] {len(ids)} model(s): {escape(_one_line(error, 160))} "
                          f"— {escape(_some([str(i) for i in ids]))}")
         if len(reasons) > MAX_REASONS_SHOWN:
             rest = reasons.iloc[MAX_REASONS_SHOWN:]
