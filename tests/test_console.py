@@ -138,3 +138,81 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
                            cwd=Path(__file__).resolve().parents[1])
     assert debug.returncode == 0, debug.stdout[-3000:]
     assert "Started a local Ray instance" in debug.stdout, debug.stdout[-3000:]
+
+
+def _large_embed_rows(models: int = 1000) -> tuple[pd.DataFrame, set, dict]:
+    """A 1,000-model zoo's manifest rows (2 views): 37 failed models (30 corrupt, 6 missing keys,
+    1 out of memory), 3 undecodable clean images, the first 500 models cached, 7 recipes."""
+    rows, skipped, recipes = [], set(), {}
+    for i in range(models):
+        mid = f"sweep-{i:04d}"
+        error = ("corrupt checkpoint" if i < 30 else "missing keys: fc.weight" if i < 36
+                 else "CUDA out of memory" if i == 36 else None)
+        for view in ("clean", "simclr"):
+            rows.append({"dataset": "digits", "view": view, "model_id": mid,
+                         "status": "failed" if error else "done", "error": error,
+                         "rows": 0 if error else 100, "dim": None if error else 64,
+                         "seconds": 0.5, "bad_images": 3 if view == "clean" else 0})
+            if i < 500:
+                skipped.add(("digits", view, mid))
+        recipes[mid] = f"resize 36 crop 32 recipe-{i % 7}"
+    return pd.DataFrame(rows), skipped, recipes
+
+
+def test_embed_summary_of_a_thousand_models_stays_within_its_line_budget(capsys):
+    from zoorank.embed_progress import MAX_REASONS_SHOWN, print_summary
+
+    rows, skipped, recipes = _large_embed_rows()
+    print_summary(rows, skipped, enabled=True, preprocessing=recipes, where="/s/manifest")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= 25, out  # not one line per entry (2,000 entries)
+    assert all(len(line) <= PLAIN_WIDTH for line in lines), out
+    # counts by status: 37 failed models × 2 views; 500 cached models × 2 views, none failed
+    assert lines[0] == ("embed: 2000 entries (1000 models × 2 dataset/views): 1926 done "
+                        "(1000 cached), 74 failed"), out
+    # failures grouped by reason, most frequent first, a few ids each and "+N more"
+    failed = [line for line in lines if line.startswith("failed")]
+    assert failed[0].startswith("failed 30 model(s): corrupt checkpoint — sweep-0000, "
+                                "sweep-0001, sweep-0002 (+27 more)"), out
+    assert failed[1].startswith("failed 6 model(s): missing keys"), out
+    assert failed[2].startswith("failed 1 model(s): CUDA out of memory — sweep-0036"), out
+    assert "74 of 2000 embeddings failed (recorded in the manifest)" in lines
+    assert "digits/clean: skipped 3 undecodable image(s)" in lines
+    assert sum(line.startswith("preprocessing of") for line in lines) == MAX_REASONS_SHOWN
+    assert f"+{7 - MAX_REASONS_SHOWN} more preprocessing recipes" in out
+    assert lines[-1].endswith("the manifest table /s/manifest")
+
+
+def test_a_small_zoo_keeps_its_embed_table_and_names_each_failed_model(capsys):
+    from zoorank.embed_progress import print_summary
+
+    rows, skipped, recipes = _large_embed_rows(models=4)
+    rows.loc[rows["model_id"] == "sweep-0003", ["status", "error"]] = [
+        "failed", "bad <keys>\n" + "x" * 400]  # a multi-line error: one line, cut
+    print_summary(rows, skipped, enabled=True, preprocessing=recipes, where="/s/manifest")
+    out = capsys.readouterr().out
+    assert sum(" sweep-0002 " in f" {line} " for line in out.splitlines()) >= 2  # the table rows
+    assert "failed sweep-0003 (digits/clean, digits/simclr): bad <keys>" in out
+    flat = out.replace("\n", "")  # rich wraps at 100 columns
+    assert "x" * 228 + "…" in flat and "x" * 229 not in flat  # the error cut to 240 characters
+    assert "failed sweep-0000 (digits/clean, digits/simclr): corrupt checkpoint" in out
+
+
+def test_leaderboard_print_of_a_thousand_models_is_the_top_rows_and_where_the_rest_is(capsys):
+    from zoorank.leaderboard import print_leaderboard
+
+    n = 1000
+    board = pd.DataFrame({"rank": np.arange(1, n + 1, dtype=float), "model_id":
+                          [f"sweep-{i:04d}" for i in range(n)], "flags": "",
+                          "rank_low": np.arange(1, n + 1.0), "rank_high": np.arange(1, n + 1.0) + 2,
+                          "p_best": np.r_[0.6, 0.4, np.zeros(n - 2)],
+                          "in_top_set": np.arange(n) < 3, "digits/rankme": np.linspace(50, 1, n)})
+    settings = {"ordered_by": "rankme", "primary_metric": {"digits": "rankme"},
+                "decision": {"top_set": list(board["model_id"][:3]), "confidence": 0.95}}
+    print_leaderboard(board, settings, where="/s")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 20, lines
+    assert sum("sweep-" in line for line in lines) <= 11  # 10 rows + the top-set line
+    assert lines[-1] == ("the whole leaderboard (1000 models): /s/leaderboard.csv (and "
+                         "leaderboard.md, the report)")

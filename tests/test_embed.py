@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -780,3 +781,26 @@ def test_dataset_and_store_on_s3_embed_as_the_local_run(ray_session, s3_server, 
         np.testing.assert_array_equal(x.view_index, y.view_index)
         np.testing.assert_allclose(x.embedding, y.embedding, rtol=1e-6, atol=1e-6)
     assert not b.exists("cache/views/cifar")  # the view cache is gone once the entries are done
+
+
+@pytest.mark.timeout(300)
+def test_progress_bars_end_at_their_totals_and_count_images_read_once(ray_session, zoo,
+                                                                       shared_data, photos,
+                                                                       tmp_path, capfd,
+                                                                       monkeypatch):
+    """Three models in one chunk read 40 clean + 8 × 2 augmented view rows once between them:
+    the images bar ends at 56/56 (the old total counted every model's rows: 56/168), the entries
+    bar at 6/6, a failed model included."""
+    monkeypatch.setenv("ZOORANK_PROGRESS", "1")
+    data = config_dict(tmp_path / "store", zoo, shared_data, photos,
+                       models=["cnn", "corrupt"], models_per_actor=3, num_actors=1)
+    data["models"].append({**zoo["cnn"], "id": "cnn-again"})
+    data["datasets"] = [{"name": "digits", "source": "sklearn_digits", "limit": 40}]
+    data["views"] = [{"name": "clean"}, {"name": "simclr", "samples": 8, "per_sample": 2}]
+    out = run_embed(parse_config(data))
+    assert len(out.attrs["pipelines"]) == 1  # one chunk: one read of the decoded views
+    expected = 40 + 8 * 2
+    err = capfd.readouterr().err
+    bars = dict(re.findall(r"^(images|entries done)\s.*?(\d+/\d+)", err, re.MULTILINE))
+    assert bars == {"images": f"{expected}/{expected}", "entries done": "6/6"}, err
+    assert out.attrs["progress"] == {"entries": (6, 6), "images": (expected, expected)}

@@ -29,7 +29,7 @@ class _Page(HTMLParser):
         attrs = dict(attrs)
         if tag == "img":
             self.images.append(attrs["src"])
-        if tag in ("link", "script") or any(
+        if tag == "link" or (tag == "script" and attrs.get("src")) or any(
             str(v).startswith(("http:", "https:", "//", "/")) for k, v in attrs.items()
             if k in ("src", "href")
         ):
@@ -89,16 +89,32 @@ def test_every_image_of_the_report_exists_beside_it_as_a_png(report):
     root, _, _ = report
     page = _Page()
     page.feed((root / "report" / "index.html").read_text())
-    assert page.external == []  # self-contained: relative links only, no scripts or stylesheets
-    assert len(page.images) >= 4
+    # self-contained: relative links only, inline scripts and CSS only
+    assert page.external == []
+    assert len(page.images) >= 3
     for src in page.images:
         path = root / "report" / src
         assert path.is_file(), src
         assert path.read_bytes()[:8] == PNG_SIGNATURE
     names = " ".join(page.images)
-    for kind in ("scatter-digits-knn_accuracy", "agreement-digits", "ranks",
-                 "reliability-digits-rot"):
+    for kind in ("agreement-digits", "reliability-digits-rot"):
         assert kind in names
+    assert "ranks.png" not in names  # one dataset: a per-dataset rank chart is flat lines
+
+
+def test_scatter_is_an_interactive_plot_with_plotly_inlined_once(report):
+    from plotly.offline import get_plotlyjs
+
+    root, config, _ = report
+    html_text = (root / "report" / "index.html").read_text()
+    assert html_text.count(get_plotlyjs()) == 1  # inline, once: works offline
+    assert "<section id='scatter-digits-knn_accuracy'>" in html_text
+    assert re.search(r'Plotly\.newPlot\(\s*"plot-scatter-digits-knn_accuracy"', html_text)
+    # each point's hover text is its model id: every ranked model appears in the figure's JSON
+    figure = html_text[html_text.index('"plot-scatter-digits-knn_accuracy",'):]
+    figure = figure[:figure.index("</script>")]
+    for model in ("proj-a", "proj-b", "rot-0", "lowrank"):
+        assert f'"{model}"' in figure
 
 
 def test_a_second_report_rewrites_nothing(report):
@@ -359,3 +375,23 @@ def test_a_store_embedded_with_two_torch_versions_is_warned_about_on_the_decisio
 def test_a_store_embedded_with_one_set_of_versions_has_no_version_warning(report, tmp_path):
     found, page = _report_with_versions(report, tmp_path, ["2.13.0"])
     assert found == [] and "version-warning" not in page
+
+
+def test_two_datasets_get_the_per_dataset_rank_chart(tmp_path):
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.rank import write_rank_outputs
+    from zoorank.report import run_report
+    from zoorank.zoo import resolve_models
+
+    datasets = ("digits", "digits2")
+    write_store(str(tmp_path), n=150, datasets=datasets)
+    config = parse_config(config_dict(str(tmp_path), datasets=datasets))
+    store = Store(config.store)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
+                       pd.DataFrame(columns=METRICS_COLUMNS), show=False)
+    run_report(config)
+    page = _Page()
+    page.feed((tmp_path / "report" / "index.html").read_text())
+    assert "ranks.png" in page.images
+    assert (tmp_path / "report" / "ranks.png").read_bytes()[:8] == PNG_SIGNATURE

@@ -7,11 +7,14 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
 class Display:
-    """The live rich progress of the run (images/s and models done)."""
+    """The live rich progress of the run: entries done of the entries planned, and images read of
+    the images the chunks will read (each chunk reads its group's decoded views once, whatever
+    its number of models: one read, many models)."""
 
     def __init__(self, total_entries: int, enabled: bool) -> None:
         from rich.console import Console
@@ -47,6 +50,7 @@ class Display:
         self.progress.__exit__(*exc)
 
     def pipeline(self, label: str, total: int) -> None:
+        """A new images bar of ``total`` images (the view rows the chunks' tasks will read)."""
         if self.images is not None:
             self.progress.remove_task(self.images)
         self.images = self.progress.add_task(label, total=total, rate="")
@@ -60,6 +64,14 @@ class Display:
     def entries_done(self, n: int) -> None:
         self.progress.update(self.models, advance=n)
 
+    def state(self) -> dict[str, tuple[int, int]]:
+        """``{bar: (completed, total)}`` of each bar (for tests and benchmarks)."""
+        out = {}
+        for name, task_id in (("entries", self.models), ("images", self.images)):
+            if task_id is not None:
+                task = self.progress.tasks[[t.id for t in self.progress.tasks].index(task_id)]
+                out[name] = (int(task.completed), int(task.total or 0))
+        return out
 
 
 def quiet_ray_data() -> None:
@@ -72,11 +84,92 @@ def quiet_ray_data() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool,
-                  preprocessing: dict[str, str] | None = None) -> None:
-    """The embed table (one row per entry, with each model's resolved preprocessing) and the
-    failures; ``preprocessing`` maps model_id → ``zoorank.zoo.describe_preprocessing``."""
+#: entries up to which the embed summary is a table (one row per entry); beyond, counts only.
+SUMMARY_TABLE_MAX = 40
+
+#: failed models named one per line (the rest counted; every one is in the manifest).
+MAX_FAILED_SHOWN = 8
+
+#: distinct failure reasons listed with their models; distinct preprocessing recipes printed.
+MAX_REASONS_SHOWN = 5
+
+
+def _one_line(text: object, width: int = 240) -> str:
+    """``text`` on one line (newlines as spaces), cut to ``width`` characters with "…"."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _some(ids: list[str], k: int = 3) -> str:
+    """The first ``k`` of ``ids`` and "+N more"."""
+    return ", ".join(ids[:k]) + (f" (+{len(ids) - k} more)" if len(ids) > k else "")
+
+
+def summary_lines(rows: pd.DataFrame, skipped: set[tuple[str, str, str]],
+                  preprocessing: dict[str, str] | None = None,
+                  where: str | None = None) -> list[str]:
+    """The embed summary whatever the zoo's size (rich markup, values escaped): entries by status,
+    the failed models (at most :data:`MAX_FAILED_SHOWN` one per line, else grouped by reason),
+    undecodable images per dataset/view, the preprocessing recipes, and where the full table is
+    (``where``: the manifest's location). At most about 25 lines. O(entries)."""
     from rich.markup import escape
+
+    lines: list[str] = []
+    models = rows["model_id"].nunique()
+    status = rows["status"].astype(str)
+    cached = sum((d, v, m) in skipped for d, v, m in zip(rows["dataset"], rows["view"],
+                                                          rows["model_id"]))
+    counts = status.value_counts()
+    parts = [f"{int(counts.get('done', 0))} done"
+             + (f" ({cached} cached)" if cached else "")]
+    parts += [f"{int(n)} {escape(k)}" for k, n in counts.items() if k != "done"]
+    lines.append(f"embed: {len(rows)} entries ({models} models × "
+                 f"{rows[['dataset', 'view']].drop_duplicates().shape[0]} dataset/views): "
+                 + ", ".join(parts))
+    failed = rows[status == "failed"]
+    by_model = list(failed.groupby(["model_id", "error"], sort=False, dropna=False))
+    if 0 < len(by_model) <= MAX_FAILED_SHOWN:
+        for (model_id, error), group in by_model:
+            where_ = ", ".join(f"{d}/{v}" for d, v in zip(group["dataset"], group["view"]))
+            lines.append(f"[red]failed[/red] {escape(str(model_id))} ({escape(where_)}): "
+                         f"{escape(_one_line(error))}")
+    elif by_model:
+        reasons = failed.groupby("error", sort=False, dropna=False)["model_id"].unique()
+        reasons = reasons.iloc[np.argsort([-len(v) for v in reasons], kind="stable")]
+        for error, ids in reasons.head(MAX_REASONS_SHOWN).items():
+            lines.append(f"[red]failed[/red] {len(ids)} model(s): {escape(_one_line(error, 160))} "
+                         f"— {escape(_some([str(i) for i in ids]))}")
+        if len(reasons) > MAX_REASONS_SHOWN:
+            rest = reasons.iloc[MAX_REASONS_SHOWN:]
+            lines.append(f"[red]failed[/red] +{sum(len(v) for v in rest)} more model(s) with "
+                         f"{len(rest)} other reason(s)")
+    if len(failed):
+        lines.append(f"{len(failed)} of {len(rows)} embeddings failed (recorded in the manifest)")
+    bad = rows[(status == "done") & (rows["bad_images"].fillna(0) > 0)]
+    for (dataset, view), n in bad.groupby(["dataset", "view"])["bad_images"].max().items():
+        lines.append(escape(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)"))
+    recipes: dict[str, list[str]] = {}
+    for mid in dict.fromkeys(rows["model_id"]):
+        recipes.setdefault((preprocessing or {}).get(mid, ""), []).append(str(mid))
+    shown = [(r, ids) for r, ids in recipes.items() if r]
+    for recipe, ids in shown[:MAX_REASONS_SHOWN]:
+        lines.append(escape(f"preprocessing of {_some(ids)}: {recipe}"))
+    if len(shown) > MAX_REASONS_SHOWN:
+        lines.append(f"+{len(shown) - MAX_REASONS_SHOWN} more preprocessing recipes "
+                     "(`zoorank zoo CONFIG` lists each model's)")
+    mixed = mixed_versions(rows)
+    if mixed:
+        lines.append(f"[yellow]warning[/yellow]: {escape(mixed)}")
+    if where and len(rows) > SUMMARY_TABLE_MAX:
+        lines.append(escape(f"every entry (status, rows, dim, seconds, error): the manifest "
+                            f"table {where}"))
+    return lines
+
+
+def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enabled: bool,
+                  preprocessing: dict[str, str] | None = None, where: str | None = None) -> None:
+    """The embed summary: a table of the entries for a small zoo (at most
+    :data:`SUMMARY_TABLE_MAX` entries, and ``enabled``), then :func:`summary_lines`."""
     from rich.table import Table
 
     from zoorank.console import output_console, table_box
@@ -84,9 +177,7 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
     console = output_console()
     if rows.empty:
         return
-    if enabled:
-        # the preprocessing is one line per distinct recipe under the table (a column of it
-        # wrapped into a dozen lines per model)
+    if enabled and len(rows) <= SUMMARY_TABLE_MAX:
         table = Table(title="embed", box=table_box(console), title_justify="left",
                       pad_edge=False)
         for col in ("dataset", "view", "model", "status", "rows", "dim", "seconds"):
@@ -100,26 +191,8 @@ def print_summary(rows: pd.DataFrame, skipped: set[tuple[str, str, str]], enable
             table.add_row(r["dataset"], r["view"], r["model_id"], status, str(int(r["rows"] or 0)),
                           dim, f"{float(r['seconds'] or 0):.2f}", style=style)
         console.print(table)
-        recipes: dict[str, list[str]] = {}
-        for mid in dict.fromkeys(rows["model_id"]):
-            recipes.setdefault((preprocessing or {}).get(mid, ""), []).append(str(mid))
-        for recipe, ids in recipes.items():
-            if recipe:
-                who = ", ".join(ids[:3]) + (f" (+{len(ids) - 3} more)" if len(ids) > 3 else "")
-                console.print(escape(f"preprocessing of {who}: {recipe}"))
-    failed = rows[rows["status"] == "failed"]
-    bad = rows[(rows["status"] == "done") & (rows["bad_images"].fillna(0) > 0)]
-    for (model_id, error), group in failed.groupby(["model_id", "error"], sort=False):
-        where = ", ".join(f"{d}/{v}" for d, v in zip(group["dataset"], group["view"]))
-        console.print(f"[red]failed[/red] {escape(str(model_id))} ({escape(where)}): "
-                      f"{escape(str(error))}")
-    if len(failed):
-        console.print(f"{len(failed)} of {len(rows)} embeddings failed (recorded in the manifest)")
-    for (dataset, view), n in bad.groupby(["dataset", "view"])["bad_images"].max().items():
-        console.print(escape(f"{dataset}/{view}: skipped {int(n)} undecodable image(s)"))
-    mixed = mixed_versions(rows)
-    if mixed:
-        console.print(f"[yellow]warning[/yellow]: {escape(mixed)}")
+    for line in summary_lines(rows, skipped, preprocessing if enabled else None, where):
+        console.print(line)
 
 
 def mixed_versions(rows: pd.DataFrame) -> str | None:

@@ -43,11 +43,12 @@ def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | 
         return None
 
 
-def write_if_changed(store: Store, relpath: str, data: bytes) -> None:
-    """Write only when the bytes differ, so a rerun leaves finished outputs untouched."""
+def write_if_changed(store: Store, relpath: str, data: bytes, redacted: bool = False) -> None:
+    """Write only when the bytes differ, so a rerun leaves finished outputs untouched
+    (``redacted``: see :meth:`Store.write_bytes`)."""
     if store.exists(relpath) and store.read_bytes(relpath) == data:
         return
-    store.write_bytes(relpath, data)
+    store.write_bytes(relpath, data, redacted=redacted)
 
 
 def read_leaderboard(store: Store) -> tuple[pd.DataFrame | None, dict[str, Any]]:
@@ -158,11 +159,17 @@ def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     return lines
 
 
-def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10) -> None:
+def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10,
+                      where: str | None = None) -> None:
     """The leaderboard's top rows and the decision lines, fitted to the terminal (plain text
-    within :data:`PLAIN_WIDTH` columns when stdout is not a terminal)."""
+    within :data:`PLAIN_WIDTH` columns when stdout is not a terminal), and where the whole
+    table is when it has more rows (``where``: the store's name)."""
     console = output_console()
     plain = not console.is_terminal
     console.print(leaderboard_table(board, settings, top, plain=plain))
     for line in decision_lines(board, settings):
         console.print(line, markup=False, highlight=False)
+    if len(board) > top:
+        base = f"{where}/" if where else "the store's "
+        console.print(f"the whole leaderboard ({len(board)} models): {base}leaderboard.csv "
+                      "(and leaderboard.md, the report)", markup=False, highlight=False)

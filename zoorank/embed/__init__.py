@@ -216,6 +216,10 @@ def _embed_chunks(
         tasks += [slice_task(len(chunks) - 1, gkey, part_names, si, models, wanted)
                   for si, part_names in enumerate(slices)]
     finished = [0] * len(chunks)
+    # the images bar: each chunk's tasks read its group's decoded view rows once between them
+    planned = [caches[c.group][1]["rows"] for c in chunks]
+    counted = [0] * len(chunks)
+    display.pipeline("images", sum(planned))
     results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, reruns=1,
                         options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
     with contextlib.closing(results):
@@ -225,10 +229,16 @@ def _embed_chunks(
             for leaf in outcome.leaves():
                 report = leaf.value if leaf.ok else _lost_report(leaf.task, crash_reason(leaf))
                 chunk.reports.append(report)
-                display.advance_images(report["images"])
+                # a dead worker's models re-read the same parts one task each: count each row once
+                step = min(report["images"], planned[chunk_index] - counted[chunk_index])
+                counted[chunk_index] += step
+                display.advance_images(step)
             finished[chunk_index] += 1
             if finished[chunk_index] < chunk.slices:
                 continue
+            # rows never embedded (undecodable, or a task that failed) are settled: the bar ends
+            # at its total
+            display.advance_images(planned[chunk_index] - counted[chunk_index])
             bad = caches[chunk.group][1]["bad"]
             rows = [verified_row(store, e,
                                   [r for rep in chunk.reports for r in rep["records"]
@@ -325,6 +335,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         results.update({(r["dataset"], r["view"], r["model_id"]): r for r in unreadable})
     show = os.environ.get("ZOORANK_PROGRESS", "1") != "0"
     pipelines: list[dict[str, Any]] = []
+    progress: dict[str, tuple[int, int]] = {}
     if todo:
         from zoorank.runtime import ensure_ray, quiet_ray_logging, release_gpu_request
 
@@ -332,14 +343,12 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         quiet_ray_data()
         quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
         res = res or cluster_resources(config.embed)
-        total = sum(len(e.samples) * e.view.per_sample for e in todo)  # rough, for the display
         # registered as a live writer: gc spares these shard directories and view caches
         needs = [Store.embedding_dir(*e.key) for e in todo] + sorted(
             {f"{VIEW_CACHE_DIR}/{e.key[0]}" for e in todo})
         try:
             with Heartbeat(store, "embed", needs), Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped) + len(unreadable))
-                display.pipeline("images", total)
                 groups, caches, unread = decode_groups(store, config, indexes, todo)
                 before = dict(indexes)
                 todo, groups = with_undecodable(store, config, models, indexes, todo, groups,
@@ -376,10 +385,13 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     from zoorank.zoo import describe_preprocessing
 
     print_summary(out, skipped, enabled=show,
-                  preprocessing={m.model_id: describe_preprocessing(m) for m in models})
+                  preprocessing={m.model_id: describe_preprocessing(m) for m in models},
+                  where=f"{store.name}/{MANIFEST}")
     out = out.reset_index(drop=True)
     #: timings of each chunk (start-up, steady-state images/s) for benchmarks and logs.
     out.attrs["pipelines"] = pipelines
+    #: each progress bar's (completed, total) at the end: entries, images read.
+    out.attrs["progress"] = progress
     from zoorank.runtime import peak_rss_bytes
 
     #: the driver's peak RSS so far (the process's lifetime peak: measure in a fresh process).

@@ -1,29 +1,34 @@
-"""REPORT stage: a static, self-contained ``report/index.html`` with its PNG plots beside it.
+"""REPORT stage: a self-contained ``report/index.html`` with its PNG plots beside it.
 
 Reads what RANK wrote (the ``leaderboard``, ``agreement`` and ``failed`` tables,
 ``oracle``) plus ``metrics`` and ``reliability/<dataset>/<group>.parquet``, and
 writes through :class:`~zoorank.store.Store` (so an object store works too):
 
-* the leaderboard (headline columns, the full table folded), the agreement of every label-free
+* the decision screen (:mod:`~zoorank.report.decision_screen`: top set, ``forest.png``, flags);
+* the leaderboard: headline columns of every model (filterable, paged), every metric and rank
+  folded, links to ``leaderboard.csv`` / ``leaderboard.md``; the agreement of every label-free
   metric with every oracle metric (Kendall τ-b with its bootstrap interval);
-* ``scatter-<dataset>-<oracle>.png``: each label-free metric against an oracle metric, τ in titles;
-* ``agreement-<dataset>.png``: a heat map of signed Kendall τ-b between the rankings of all metrics;
-* ``ranks.png``: each model's rank per dataset (primary metric) and aggregated;
-* ``reliability-<dataset>-<group>.png``: histograms of NC and its baselines per seed ensemble;
+* per dataset and oracle metric, an interactive (Plotly) scatter of each label-free metric against
+  it, τ in titles, a point's model id on hover; ``agreement-<dataset>.png``: a heat map of signed
+  Kendall τ-b between the rankings of all metrics;
+* ``ranks.png`` (2+ datasets): each model's rank per dataset (primary metric) and aggregated (the
+  first 30); beyond 30 ranked models, an interactive plot of every model's rank and interval vs its
+  primary metric;
+* ``nc-<dataset>.png``, ``reliability-<dataset>-<group>.png``: NC and its baselines per ensemble;
 * ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
   few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
   line per score (:mod:`zoorank.budget`);
-* the failed models with their reasons.
+* the failed models with their reasons, and the settings.
 
-The page opens with the decision screen (:mod:`~zoorank.report.decision_screen`), then the full
-tables and plots (:mod:`~zoorank.report.plots`, :mod:`~zoorank.report.sections`). HTML uses
-relative image links and inline CSS only (:mod:`~zoorank.report.markup`).
+Every section is plain data (:class:`~zoorank.report.page.Section`) drawn by jinja2 templates with
+autoescaping (:mod:`~zoorank.report.page`, which says how a feature adds its own section: pass it
+in ``extra_sections``). The page has no external link: inline CSS and scripts (plotly.js once, when
+the page has a plot), relative image links.
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,19 +52,27 @@ from zoorank.leaderboard import (
 )
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
-from zoorank.report.markup import CSS, html_table, img_tag
+from zoorank.report.page import Image, Plot, Section, page_images, render_page, walk
 from zoorank.report.plots import (
+    MAX_RANK_CHART_MODELS,
     MAX_RELIABILITY_HISTOGRAMS,
     SCATTER_ORACLES,
     by_median_nc,
     ends,
     heatmap_png,
     nc_boxes_png,
+    rank_overview_figure,
     ranks_png,
     reliability_png,
-    scatter_png,
+    scatter_figure,
 )
-from zoorank.report.sections import agreement_summary, budget_section, settings_section
+from zoorank.report.sections import (
+    agreement_section,
+    budget_section,
+    failed_section,
+    leaderboard_section,
+    settings_section,
+)
 from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 
@@ -68,10 +81,13 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
     return store.read_frame(relpath, columns)
 
 
-def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
+def run_report(config: RunConfig, catalog: Catalog | None = None,
+               extra_sections: Sequence[Section] = ()) -> str:
     """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI.
 
-    Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given)."""
+    Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given).
+    ``extra_sections`` (other features' sections, plain data) go after the built-in analyses,
+    before the failed models and the settings."""
 
     store = Store(config.store)
     # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
@@ -96,130 +112,61 @@ def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
     metrics = metrics[metrics["model_id"].isin(model_ids)] if not metrics.empty else metrics
     oracle = oracle[oracle["model_id"].isin(model_ids)] if not oracle.empty else oracle
 
-    images: dict[str, bytes] = {}
-    sections: list[str] = []
+    sections: list[Section] = []
 
     # -- the decision first, then the leaderboard
     # the libraries whose versions differ between the ranked models' embeddings (the console says so
     # after embed; the page says it beside the width warning)
     version_warning = mixed_versions(manifest[manifest["model_id"].isin(model_ids)])
-    sections.append(decision_section(board, settings, agree_all, images, version_warning))
-    primary = settings.get("primary_metric") or {}
-    lead = [f"<h2>Leaderboard</h2><p class='note'>{len(board)} models, ordered by "
-            f"<code>{html.escape(str(settings.get('ordered_by')))}</code>: aggregation "
-            f"<code>{html.escape(str(settings.get('aggregation')))}</code> of the primary metric's "
-            "ranks (" + ", ".join(f"{html.escape(d)}: <code>{html.escape(m)}</code>"
-                                  for d, m in primary.items())
-            + "). Rank 1 = best; ties averaged. A model with no value on a dataset has no rank "
-            "there (aggregated over the datasets it has); the <code>missing</code> column says "
-            "why."]
-    if settings.get("in_domain"):
-        lead.append(f" Joint rank = sqrt(rank · rank of <code>"
-                    f"{html.escape(settings['in_domain'])}</code>) (CLID §3.5).")
-    lead.append("</p>")
-    headline = leaderboard_headline(board, settings)
-    lead.append(html_table(headline, ["model_id", "family", "group", "flags"]))
-    lead.append("<details><summary>Every metric and rank</summary>"
-                + html_table(board, ["model_id", "family", "group"]) + "</details>")
-    sections.append("".join(lead))
+    sections.append(decision_section(board, settings, agree_all, version_warning))
+    sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
-    # -- per-dataset rank chart
-    if len(board) and board["rank"].notna().any():
-        images["ranks.png"] = ranks_png(board, datasets)
-        sections.append("<h2>Ranks per dataset</h2>" + img_tag("ranks.png", "rank chart"))
+    # -- per-dataset rank chart of the first models (with 2+ datasets: one dataset draws flat
+    # lines); every model, interactive, beyond what the static charts show
+    ranked = int(board["rank"].notna().sum()) if len(board) else 0
+    overview = [Plot("plot-rank-overview", rank_overview_figure(
+        board, settings.get("primary_metric") or {}), height=480)] \
+        if ranked > MAX_RANK_CHART_MODELS else []
+    chart = [Image("ranks.png", "rank chart", ranks_png(board, datasets))] \
+        if ranked and sum(f"rank/{d}" in board for d in datasets) > 1 else []
+    if overview or chart:
+        sections.append(Section(id="ranks", title="Ranks per dataset", plots=overview,
+                                images=chart))
 
-    # -- agreement with the oracle: table, scatter plots
+    # -- agreement with the oracle: table, scatter plots (interactive), metric-vs-metric heat map
     if not agree.empty:
-        sections.append("<h2>Agreement with the label oracle</h2><p class='note'>Signed Kendall "
-                        "τ-b between each label-free metric (oriented: higher = better) and each "
-                        "oracle metric over all models, with its bootstrap 95% interval over "
-                        "models. The full table (Spearman, Pearson, top-1 regret, top-k recall, "
-                        "per family) is the <code>agreement</code> table.</p>"
-                        + html_table(agreement_summary(agree), ["metric"]))
+        sections.append(agreement_section(agree))
     for ds in datasets:
-        ds_metrics = sorted(m for m in metrics.loc[metrics["dataset"] == ds, "metric"].unique()
-                            if f"{ds}/{m}" in board
-                            and ranking_vector(m, np.zeros(1)) is not None) \
-            if not metrics.empty else []
-        ds_oracle = set(oracle.loc[oracle["dataset"] == ds, "metric"]) if not oracle.empty else set()
-        chosen = [o for o in SCATTER_ORACLES if o in ds_oracle and f"{ds}/{o}" in board][:2]
-        for o_name in chosen:
-            a = agree[(agree["dataset"] == ds) & (agree["oracle_metric"] == o_name)
-                       & (agree["family"] == "all")] if not agree.empty else agree
-            taus = dict(zip(a["metric"], a["kendall_tau"])) if not a.empty else {}
-            if ds_metrics:
-                name = f"scatter-{ds}-{o_name}.png"
-                images[name] = scatter_png(board, ds, ds_metrics, o_name, taus)
-                sections.append(f"<h3>{html.escape(ds)}: metrics vs {html.escape(o_name)}</h3>"
-                                + img_tag(name, f"{ds} metrics vs {o_name}"))
-        # -- heat map of rank agreement between metrics (label-free and oracle)
-        names = ds_metrics + sorted(o for o in ds_oracle if f"{ds}/{o}" in board)
-        if len(names) >= 2 and len(board) >= 2:
-            values, directions = {}, {}
-            for m in names:
-                oriented = ranking_vector(m, board[f"{ds}/{m}"].to_numpy(np.float64))
-                if oriented is not None:
-                    values[m], directions[m] = oriented
-            tau = rank_agreement_matrix(pd.DataFrame(values), directions)
-            name = f"agreement-{ds}.png"
-            images[name] = heatmap_png(tau, ds)
-            sections.append(f"<h2>Rank agreement between metrics: {html.escape(ds)}</h2>"
-                            + img_tag(name, f"{ds} rank agreement heat map"))
+        sections += _dataset_sections(board, metrics, oracle, agree, ds)
 
     # -- label-budget curve (oracle.transferability)
-    if section := budget_section(agree_all, images):
-        sections.append(section)
+    if budget := budget_section(agree_all):
+        sections.append(budget)
 
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
-    rel_parts = []
-    for ds in datasets:
-        rels = {group: store.read_frame(reliability_path(ds, group))
-                for d, group in sorted(fresh_rel)
-                if d == ds and store.exists(reliability_path(ds, group))}
-        rels = by_median_nc({g: r for g, r in rels.items() if not r.empty})
-        with_nc = {g: r for g, r in rels.items() if "nc" in r}
-        if len(with_nc) > 1:
-            name = f"nc-{ds}.png"
-            images[name] = nc_boxes_png(with_nc, ds)
-            rel_parts.append(img_tag(name, f"{ds} NC per ensemble"))
-        shown = ends(list(rels), MAX_RELIABILITY_HISTOGRAMS)
-        if len(shown) < len(rels):
-            rel_parts.append(f"<p class='note'>{html.escape(ds)}: histograms of the "
-                             f"{len(shown) // 2} ensembles with the highest and the "
-                             f"{len(shown) - len(shown) // 2} with the lowest median NC; all "
-                             f"{len(rels)} tables are under <code>reliability/{html.escape(ds)}/"
-                             "</code>.</p>")
-        for group in shown:
-            name = f"reliability-{ds}-{group}.png"
-            images[name] = reliability_png(rels[group], ds, group)
-            rel_parts.append(img_tag(name, f"{ds} {group} reliability"))
-    if rel_parts:
-        sections.append("<h2>Per-sample reliability of seed ensembles</h2><p class='note'>NC: "
-                        "higher = more reliable; mean k-NN distance and feature variance: higher "
-                        "= less reliable.</p>" + "".join(rel_parts))
+    if reliability := _reliability_section(store, datasets, fresh_rel):
+        sections.append(reliability)
 
+    sections += extra_sections
     # -- failed models, settings
-    sections.append("<h2>Failed models</h2>" + (
-        html_table(failed, FAILED_COLUMNS) if not failed.empty else "<p>None.</p>"))
+    sections.append(failed_section(failed, FAILED_COLUMNS))
     sections.append(settings_section(settings, store.name))
 
-    title = "zoorank report"
-    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-            f"<style>{CSS}</style></head><body><h1>{title}</h1>"
-            + "".join(sections) + "</body></html>\n")
+    page = render_page("zoorank report", sections)
+    images = page_images(sections)
     for name, data in images.items():
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
     for name in store.list_files(REPORT_DIR, suffix=".png"):  # plots of an earlier report
         if name not in images:
             store.delete(f"{REPORT_DIR}/{name}")
-    write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode())
+    write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode(), redacted=True)
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
         from zoorank.uris import join, redact
 
         where = redact(join(store.uri, where))
     if len(board):
-        print_leaderboard(board, settings)
+        print_leaderboard(board, settings, where=store.name)
     from zoorank.budget import crossover_lines, crossovers
     from zoorank.console import output_console
 
@@ -229,5 +176,76 @@ def run_report(config: RunConfig, catalog: Catalog | None = None) -> str:
     if len(failed):
         console.print(f"{len(failed)} failed or missing (model, dataset) entries (listed in the "
                       "report)", style="yellow")
-    console.print(f"report: {where} ({len(images)} plots)", markup=False, highlight=False)
+    interactive = sum(len(s.plots) for s in walk(sections))
+    console.print(f"report: {where} ({len(images)} images, {interactive} interactive plots)",
+                  markup=False, highlight=False)
     return where
+
+
+def _dataset_sections(board: pd.DataFrame, metrics: pd.DataFrame, oracle: pd.DataFrame,
+                      agree: pd.DataFrame, ds: str) -> list[Section]:
+    """One dataset's label-free metrics vs its oracle metrics (Plotly scatter panels, the first
+    two oracle metrics of :data:`SCATTER_ORACLES`) and the heat map of rank agreement between
+    all its metrics (label-free and oracle)."""
+    out = []
+    ds_metrics = sorted(m for m in metrics.loc[metrics["dataset"] == ds, "metric"].unique()
+                        if f"{ds}/{m}" in board
+                        and ranking_vector(m, np.zeros(1)) is not None) \
+        if not metrics.empty else []
+    ds_oracle = set(oracle.loc[oracle["dataset"] == ds, "metric"]) if not oracle.empty else set()
+    chosen = [o for o in SCATTER_ORACLES if o in ds_oracle and f"{ds}/{o}" in board][:2]
+    for o_name in chosen:
+        a = agree[(agree["dataset"] == ds) & (agree["oracle_metric"] == o_name)
+                  & (agree["family"] == "all")] if not agree.empty else agree
+        taus = dict(zip(a["metric"], a["kendall_tau"])) if not a.empty else {}
+        if ds_metrics:
+            rows = -(-len(ds_metrics) // 3)
+            out.append(Section(
+                id=f"scatter-{ds}-{o_name}", title=f"{ds}: metrics vs {o_name}",
+                plots=[Plot(f"plot-scatter-{ds}-{o_name}",
+                            scatter_figure(board, ds, ds_metrics, o_name, taus),
+                            height=120 + 280 * rows)]))
+    names = ds_metrics + sorted(o for o in ds_oracle if f"{ds}/{o}" in board)
+    if len(names) >= 2 and len(board) >= 2:
+        values, directions = {}, {}
+        for m in names:
+            oriented = ranking_vector(m, board[f"{ds}/{m}"].to_numpy(np.float64))
+            if oriented is not None:
+                values[m], directions[m] = oriented
+        tau = rank_agreement_matrix(pd.DataFrame(values), directions)
+        out.append(Section(id=f"agreement-{ds}", title=f"Rank agreement between metrics: {ds}",
+                           images=[Image(f"agreement-{ds}.png", f"{ds} rank agreement heat map",
+                                         heatmap_png(tau, ds))]))
+    return out
+
+
+def _reliability_section(store: Store, datasets: Sequence[str],
+                         fresh_rel: Iterable[tuple[str, str]]) -> Section | None:
+    """Per-sample reliability of the seed ensembles: an NC box plot per dataset and histograms of
+    the ensembles with the highest and lowest median NC; None without reliability tables."""
+    parts = []
+    for ds in datasets:
+        rels = {group: store.read_frame(reliability_path(ds, group))
+                for d, group in sorted(fresh_rel)
+                if d == ds and store.exists(reliability_path(ds, group))}
+        rels = by_median_nc({g: r for g, r in rels.items() if not r.empty})
+        images, sentences = [], []
+        with_nc = {g: r for g, r in rels.items() if "nc" in r}
+        if len(with_nc) > 1:
+            images.append(Image(f"nc-{ds}.png", f"{ds} NC per ensemble",
+                                nc_boxes_png(with_nc, ds)))
+        shown = ends(list(rels), MAX_RELIABILITY_HISTOGRAMS)
+        if len(shown) < len(rels):
+            sentences.append(f"{ds}: histograms of the {len(shown) // 2} ensembles with the "
+                             f"highest and the {len(shown) - len(shown) // 2} with the lowest "
+                             f"median NC; all {len(rels)} tables are under `reliability/{ds}/`.")
+        images += [Image(f"reliability-{ds}-{group}.png", f"{ds} {group} reliability",
+                         reliability_png(rels[group], ds, group)) for group in shown]
+        if images or sentences:
+            parts.append(Section(id=f"reliability-{ds}", title="", sentences=sentences,
+                                 images=images))
+    if not parts:
+        return None
+    return Section(id="reliability", title="Per-sample reliability of seed ensembles",
+                   sentences=["NC: higher = more reliable; mean k-NN distance and feature "
+                              "variance: higher = less reliable."], subsections=parts)

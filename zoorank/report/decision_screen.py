@@ -1,11 +1,11 @@
 """The report's first screen, the decision: the top set with rank intervals (a forest plot), health
 flags as badges, the consensus sentence, the warnings (embedding widths, library versions) and what
-the labels say. The inputs are the leaderboard and its settings (:mod:`zoorank.decision`).
+the labels say. The inputs are the leaderboard and its settings (:mod:`zoorank.decision`); the
+output is a :class:`~zoorank.report.page.Section` for ``decision.html.j2``.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,11 +13,14 @@ import numpy as np
 import pandas as pd
 
 from zoorank.redact import redact
-from zoorank.report.markup import fmt_cell, img_tag
+from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
 
-#: models drawn in the forest plot of rank intervals (the top set is always drawn).
+#: models drawn in the forest plot of rank intervals (the top set first).
 MAX_FOREST_MODELS = 30
+
+#: top-set rows per page on the decision screen (a longer top set gets a filter box and pages).
+TOP_SET_PAGE_SIZE = 20
 
 
 def forest_png(board: pd.DataFrame) -> bytes:
@@ -27,8 +30,10 @@ def forest_png(board: pd.DataFrame) -> bytes:
 
     ranked = board[board["rank"].notna()]
     top = ranked[ranked["in_top_set"].astype(bool)]
+    # the top set first, then the best of the rest; at most MAX_FOREST_MODELS rows (a top set of
+    # hundreds would make the figure metres tall: the full list is the table above it)
     rows = pd.concat([top, ranked[~ranked["in_top_set"].astype(bool)]]).head(
-        max(MAX_FOREST_MODELS, len(top))).sort_values("rank", kind="stable")
+        MAX_FOREST_MODELS).sort_values("rank", kind="stable")
     fig = new_figure(6.5, max(2.2, 0.26 * len(rows) + 1.1))
     ax = fig.add_subplot(1, 1, 1)
     y = np.arange(len(rows))[::-1]
@@ -46,7 +51,10 @@ def forest_png(board: pd.DataFrame) -> bytes:
                          + 0.5) if len(rows) else 2)
     ax.tick_params(axis="x", labelsize=7)
     ax.grid(axis="x", color="#eee")
-    ax.set_title("rank intervals (blue: top set; red: health flag keeps it out)", fontsize=9)
+    title = "rank intervals (blue: top set; red: health flag keeps it out)"
+    if len(top) > MAX_FOREST_MODELS:
+        title = f"rank intervals of the first {MAX_FOREST_MODELS} of the top set's {len(top)}"
+    ax.set_title(title, fontsize=9)
     return png_bytes(fig)
 
 
@@ -58,14 +66,13 @@ def _short(text: str, width: int) -> str:
     return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
 
 
-def _badges(flags: Any) -> str:
+def _flags(flags: Any) -> list[dict[str, Any]]:
+    """A model's flags as badges: ``{"name", "blocking"}`` each (blocking: keeps it out of the top
+    set)."""
     from zoorank.metrics.health import BLOCKING
 
-    out = []
-    for f in (x for x in str(flags or "").split(",") if x):
-        blocking = f.split(":")[-1] in BLOCKING
-        out.append(f'<span class="badge{" blocking" if blocking else ""}">{html.escape(f)}</span>')
-    return "".join(out) or "—"
+    return [{"name": f, "blocking": f.split(":")[-1] in BLOCKING}
+            for f in str(flags or "").split(",") if f]
 
 
 def _interval(r: Any) -> str:
@@ -76,8 +83,9 @@ def _interval(r: Any) -> str:
 
 
 def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
-    """Plain sentences: which label-free metric tracked the labels best, how the leaderboard's
-    order did, and how many labels per class would change the picture (label-budget crossover)."""
+    """Sentences (the inline markup of :func:`~zoorank.report.page.inline`): which label-free
+    metric tracked the labels best, how the leaderboard's order did, and how many labels per
+    class would change the picture (label-budget crossover)."""
     from zoorank.budget import crossovers, split_agreement
 
     if agree.empty:
@@ -95,7 +103,7 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
         if metrics_only.empty:
             continue
         best = metrics_only.loc[metrics_only["kendall_tau"].idxmax()]
-        text = (f"With labels ({ds}, {o_name}): <b>{html.escape(str(best['metric']))}</b> tracked "
+        text = (f"With labels ({ds}, {o_name}): **{best['metric']}** tracked "
                 f"the labels best on this zoo (Kendall τ = {best['kendall_tau']:+.2f}")
         if np.isfinite(best["kendall_ci_low"]):
             text += f", 95% interval {best['kendall_ci_low']:+.2f} to {best['kendall_ci_high']:+.2f}"
@@ -103,7 +111,7 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
         ordered = (settings.get("primary_metric") or {}).get(ds)
         mine = rows[rows["metric"] == ordered]
         if ordered and ordered != best["metric"] and len(mine):
-            text += (f"; the leaderboard's order, <code>{html.escape(str(ordered))}</code>, "
+            text += (f"; the leaderboard's order, `{ordered}`, "
                      f"τ = {float(mine['kendall_tau'].iloc[0]):+.2f}")
         out.append(text + ".")
     cross = crossovers(agree)
@@ -112,9 +120,9 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
         hits = cross[np.isfinite(cross["crossover_labels_per_class"].to_numpy(np.float64))]
         if len(hits):
             first = hits.loc[hits["crossover_labels_per_class"].idxmin()]
-            out.append(f"Labels would change the picture from <b>"
-                       f"{first['crossover_labels_per_class']:.0f} labels per class</b>: "
-                       f"{html.escape(str(first['score']))} then ranks the models closer to "
+            out.append(f"Labels would change the picture from **"
+                       f"{first['crossover_labels_per_class']:.0f} labels per class**: "
+                       f"{first['score']} then ranks the models closer to "
                        f"{o_name} (τ = {first['tau_at_crossover']:+.2f}) than the best label-free "
                        f"metric ({first['best_label_free_tau']:+.2f}).")
         else:
@@ -124,72 +132,50 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     return out
 
 
-def version_warning_html(warning: str | None) -> str:
-    """The mixed-library-versions warning as a paragraph (redacted, escaped); "" for None."""
-    if not warning:
-        return ""
-    return f"<p id='version-warning' class='warn'>{html.escape(redact(warning))}</p>"
-
-
 def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame,
-                     images: dict[str, bytes], version_warning: str | None = None) -> str:
+                     version_warning: str | None = None) -> Section:
     """The report's first screen: the top set with its rank intervals (a forest plot), flags as
     badges, the consensus sentence, the warnings (embedding widths; ``version_warning``: the
-    libraries whose versions differ between the store's entries) and what the labels say."""
+    libraries whose versions differ between the store's entries, redacted) and what the labels
+    say. Template ``decision.html.j2``."""
     d = settings.get("decision") or {}
     ranked = board[board["rank"].notna()] if "rank" in board else board.iloc[0:0]
+    warning = redact(version_warning) if version_warning else ""
     if "in_top_set" not in board or ranked.empty:
-        return ("<section id='decision' class='decision'><h2>Recommended models</h2>"
-                "<p>No model could be ranked (see the failed models below).</p>"
-                + version_warning_html(version_warning) + "</section>")
+        return Section(id="decision", title="Recommended models", template="decision.html.j2",
+                       context={"ranked": False, "version_warning": warning})
     top = ranked[ranked["in_top_set"].astype(bool)]
-    confidence = float(d.get("confidence", 0.95))
-    primary = settings.get("primary_metric") or {}
-    parts = ["<section id='decision' class='decision'>",
-             f"<h2>Recommended models: {len(top)} of {len(board)}</h2>",
-             f"<p id='top-set-rule'>The <b>top set</b> is the models not distinguishable from rank 1 "
-             f"at {confidence:.0%} confidence, ordered by <code>"
-             f"{html.escape(str(settings.get('ordered_by')))}</code>"
-             + (" (" + ", ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in primary.items())
-                + ")" if len(primary) > 1 else "")
-             + ". Rank interval: the ranks a model takes over "
-             f"{d.get('resamples', '')} resamples of the evaluation images "
-             f"({d.get('folds', '')} disjoint folds).</p>"]
-    if str(d.get("top_set_rule", "")).startswith("point"):
-        parts.append("<p class='warn'>No resampled rows in the store: the top set is the rank-1 "
-                     "model only, without intervals (run <code>zoorank score</code> with "
-                     "<code>score.resample_folds</code> ≥ 2).</p>")
-    rows = []
+    primary = dict(settings.get("primary_metric") or {})
     value_cols = [f"{ds}/{m}" for ds, m in primary.items() if f"{ds}/{m}" in board]
-    for _, r in top.iterrows():
-        values = "".join(f"<td>{fmt_cell(r[c])}</td>" for c in value_cols)
-        rows.append(f"<tr><td>{fmt_cell(r['rank'])}</td><td class='text'>{fmt_cell(r['model_id'])}</td>"
-                    f"<td>{_interval(r)}</td><td>{fmt_cell(r['p_best'])}</td>{values}"
-                    f"<td class='text'>{_badges(r.get('flags'))}</td></tr>")
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in value_cols)
-    parts.append("<table id='top-set'><thead><tr><th>rank</th><th class='text'>model</th>"
-                 f"<th>rank interval</th><th>p(best)</th>{head}<th class='text'>flags</th>"
-                 f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
     flagged = ranked[ranked["flags"].astype(str) != ""] if "flags" in ranked else ranked.iloc[0:0]
     held = flagged[~flagged["in_top_set"].astype(bool)]
-    if len(flagged):
-        items = "".join(f"<li>{fmt_cell(r['model_id'])} (rank {fmt_cell(r['rank'])}): "
-                        f"{_badges(r['flags'])}</li>" for _, r in flagged.head(12).iterrows())
-        more = f"<li>… {len(flagged) - 12} more in the full table</li>" if len(flagged) > 12 else ""
-        parts.append(f"<div id='flags'><p>{len(flagged)} model(s) carry health flags"
-                     + (f"; {len(held)} of them are outside the top set" if len(held) else "")
-                     + f":</p><ul>{items}{more}</ul></div>")
-    sentence = str(d.get("consensus_sentence") or "")
-    if sentence:
-        cls = "agree" if d.get("metrics_agree") else "disagree"
-        parts.append(f"<p id='consensus' class='{cls}'>{html.escape(sentence)}</p>")
-    if d.get("width_warning"):
-        parts.append(f"<p id='width-warning' class='warn'>{html.escape(d['width_warning'])}</p>")
-    if version_warning:
-        parts.append(version_warning_html(version_warning))
-    for line in labels_summary(agree, settings):
-        parts.append(f"<p class='labels'>{line}</p>")
-    images["forest.png"] = forest_png(board)
-    parts.append("<div id='forest'>" + img_tag("forest.png", "forest plot of rank intervals")
-                 + "</div></section>")
-    return "".join(parts)
+    context = {
+        "ranked": True,
+        "total": len(board),
+        "confidence": f"{float(d.get('confidence', 0.95)):.0%}",
+        "ordered_by": str(settings.get("ordered_by")),
+        "primary": primary,
+        "resamples": d.get("resamples", ""),
+        "folds": d.get("folds", ""),
+        "point_rule": str(d.get("top_set_rule", "")).startswith("point"),
+        "value_columns": value_cols,
+        "top": [{"rank": r["rank"], "model_id": str(r["model_id"]), "interval": _interval(r),
+                 "p_best": r["p_best"], "values": [r[c] for c in value_cols],
+                 "flags": _flags(r.get("flags"))} for _, r in top.iterrows()],
+        "flagged": [{"model_id": str(r["model_id"]), "rank": r["rank"],
+                     "flags": _flags(r["flags"])} for _, r in flagged.head(12).iterrows()],
+        # a wide top set (an uncertain ranking of a large zoo) gets pages, not a screen-long table
+        "uses_pager": len(top) > TOP_SET_PAGE_SIZE,
+        "page_size": TOP_SET_PAGE_SIZE,
+        "n_flagged": len(flagged),
+        "n_held": len(held),
+        "consensus": str(d.get("consensus_sentence") or ""),
+        "metrics_agree": bool(d.get("metrics_agree")),
+        "width_warning": str(d.get("width_warning") or ""),
+        "version_warning": warning,
+        "labels": labels_summary(agree, settings),
+    }
+    return Section(id="decision", title="Recommended models", template="decision.html.j2",
+                   context=context, css_class="decision",
+                   images=[Image("forest.png", "forest plot of rank intervals",
+                                 forest_png(board))])

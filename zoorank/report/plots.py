@@ -1,6 +1,7 @@
-"""The report's figures (pure: frames in, PNG bytes out): metric-vs-oracle scatter plots, the heat map
-of rank agreement between metrics, the per-dataset rank chart, reliability histograms and NC box
-plots, and the label-budget curve.
+"""The report's figures (pure: frames in, PNG bytes or a Plotly figure dict out): metric-vs-oracle
+scatter plots (interactive: Plotly, a point names its model on hover), the heat map of rank agreement
+between metrics, the per-dataset rank chart, reliability histograms and NC box plots, and the
+label-budget curve (static PNGs: few points, no model to identify).
 
 Figures are drawn on ``matplotlib.figure.Figure`` objects rendered by the Agg canvas (no pyplot, no
 global backend change); a PNG carries no "Software" entry, so identical inputs give identical bytes.
@@ -14,8 +15,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-
-MAX_ANNOTATED_MODELS = 25
 
 MAX_RANK_CHART_MODELS = 30
 
@@ -87,33 +86,85 @@ def new_figure(width: float, height: float):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def scatter_png(board: pd.DataFrame, dataset: str, metrics: Sequence[str], oracle_metric: str,
-                taus: Mapping[str, float]) -> bytes:
-    """One panel per label-free metric: metric value (x) vs oracle value (y), τ in the title."""
-    cols = min(4, len(metrics))
+def _finite_list(values: np.ndarray) -> list[float | None]:
+    """Values for a Plotly trace: 6 significant digits, non-finite as None (a gap)."""
+    return [float(f"{v:.6g}") if np.isfinite(v) else None for v in values]
+
+
+def scatter_figure(board: pd.DataFrame, dataset: str, metrics: Sequence[str], oracle_metric: str,
+                   taus: Mapping[str, float]) -> dict:
+    """A Plotly figure (plain dict): one panel per label-free metric, its value (x) vs the oracle
+    value (y), τ in the axis title; hovering a point names its model. O(models × metrics)."""
+    cols = min(3, len(metrics))
     rows = math.ceil(len(metrics) / cols)
-    fig = new_figure(3.2 * cols, 2.8 * rows)
+    gap_x, gap_y = 0.06, 0.12 / max(1, rows)
     y = board[f"{dataset}/{oracle_metric}"].to_numpy(np.float64)
+    ids = [str(m) for m in board["model_id"]]
+    data, layout = [], {"showlegend": False, "hovermode": "closest",
+                        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+                        "title": {"text": f"{dataset}: label-free metrics vs {oracle_metric} "
+                                          "(hover a point for its model)", "font": {"size": 14}}}
     for i, metric in enumerate(metrics):
-        ax = fig.add_subplot(rows, cols, i + 1)
+        r, c = divmod(i, cols)
+        suffix = "" if i == 0 else str(i + 1)
         x = board[f"{dataset}/{metric}"].to_numpy(np.float64)
-        ok = np.isfinite(x) & np.isfinite(y)
-        ax.scatter(x[ok], y[ok], s=22, color="#3572b0")
-        if ok.sum() <= MAX_ANNOTATED_MODELS:
-            for xi, yi, name in zip(x[ok], y[ok], board["model_id"].to_numpy()[ok]):
-                ax.annotate(str(name), (xi, yi), fontsize=6, xytext=(2, 2),
-                            textcoords="offset points")
         tau = taus.get(metric, float("nan"))
         missing = int((~np.isfinite(x)).sum())
         title = f"{metric}  τ={tau:.2f}" if np.isfinite(tau) else f"{metric}  τ=n/a"
         if missing:
             title += f"  ({missing} n/a)"
-        ax.set_title(title, fontsize=8)
-        ax.set_xlabel(metric, fontsize=7)
-        ax.set_ylabel(oracle_metric, fontsize=7)
-        ax.tick_params(labelsize=6)
-    fig.suptitle(f"{dataset}: label-free metrics vs {oracle_metric}", fontsize=10)
-    return png_bytes(fig)
+        data.append({"type": "scatter", "mode": "markers", "x": _finite_list(x),
+                     "y": _finite_list(y), "text": ids, "name": metric,
+                     "xaxis": f"x{suffix}", "yaxis": f"y{suffix}",
+                     "marker": {"size": 6, "color": "#3572b0", "opacity": 0.75},
+                     "hovertemplate": "%{text}<br>" + metric + " = %{x}<br>" + oracle_metric
+                                      + " = %{y}<extra></extra>"})
+        top = 1 - r / rows
+        layout[f"xaxis{suffix}"] = {"domain": [c / cols + gap_x / 2, (c + 1) / cols - gap_x / 2],
+                                    "anchor": f"y{suffix}",
+                                    "title": {"text": title, "font": {"size": 11}}}
+        layout[f"yaxis{suffix}"] = {"domain": [top - 1 / rows + gap_y, top - gap_y / 2],
+                                    "anchor": f"x{suffix}",
+                                    "title": {"text": oracle_metric if c == 0 else "",
+                                              "font": {"size": 11}}}
+    return {"data": data, "layout": layout}
+
+
+def rank_overview_figure(board: pd.DataFrame, primary: Mapping[str, str]) -> dict:
+    """A Plotly figure (plain dict) of every ranked model: its rank (x, with its rank interval as
+    a bar) against the primary metric's value on each dataset (one trace per dataset); hovering a
+    point names its model. O(models × datasets)."""
+    ranked = board[board["rank"].notna()]
+    rank = ranked["rank"].to_numpy(np.float64)
+    low = ranked["rank_low"].to_numpy(np.float64) if "rank_low" in ranked else rank
+    high = ranked["rank_high"].to_numpy(np.float64) if "rank_high" in ranked else rank
+    ids = [str(m) for m in ranked["model_id"]]
+    interval = [f"{a:.0f}–{b:.0f}" if np.isfinite(a) and np.isfinite(b) else "n/a"
+                for a, b in zip(low, high)]
+    data = []
+    for ds, metric in primary.items():
+        column = f"{ds}/{metric}"
+        if column not in ranked:
+            continue
+        data.append({"type": "scatter", "mode": "markers", "name": column,
+                     "x": _finite_list(rank), "y": _finite_list(ranked[column].to_numpy(
+                         np.float64)), "text": ids, "customdata": interval,
+                     "marker": {"size": 6, "opacity": 0.75},
+                     "error_x": {"type": "data", "symmetric": False, "thickness": 0.8,
+                                 "width": 0, "array": _finite_list(np.where(
+                                     np.isfinite(high), high - rank, 0.0)),
+                                 "arrayminus": _finite_list(np.where(
+                                     np.isfinite(low), rank - low, 0.0))},
+                     "hovertemplate": "%{text}<br>rank %{x} (interval %{customdata})<br>"
+                                      + column + " = %{y}<extra></extra>"})
+    return {"data": data, "layout": {
+        "hovermode": "closest", "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "title": {"text": f"every ranked model ({len(ranked)}): rank vs the primary metric "
+                          "(bars: rank interval; hover a point for its model)",
+                  "font": {"size": 14}},
+        "xaxis": {"title": {"text": "rank (1 = best)"}},
+        "yaxis": {"title": {"text": "primary metric value"}},
+        "legend": {"orientation": "h", "y": -0.2}}}
 
 
 def heatmap_png(tau: pd.DataFrame, dataset: str) -> bytes:

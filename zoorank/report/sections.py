@@ -1,9 +1,9 @@
 """The report's sections after the decision screen that are built from the tables alone: the
-agreement summary, the label-budget curve and the settings."""
+leaderboard, the agreement summary, the label-budget curve, the failed models and the settings.
+Each returns a :class:`~zoorank.report.page.Section` (plain data; the templates draw it)."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -11,56 +11,107 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.report.markup import img_tag
+from zoorank.report.page import Image, Section, Table
 from zoorank.report.plots import budget_png
 
+#: rows of the folded every-metric table (the whole table is leaderboard.csv).
+MAX_FULL_TABLE_ROWS = 200
 
-def budget_section(agree: pd.DataFrame, images: dict[str, bytes]) -> str:
-    """The report's label-budget section (plots added to ``images``); empty without budget rows."""
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as dicts (the report's table rows). O(rows × columns)."""
+    return frame.to_dict("records")
+
+
+def leaderboard_section(board: pd.DataFrame, headline: pd.DataFrame,
+                        settings: Mapping[str, Any]) -> Section:
+    """The leaderboard: its ordering in words, the headline columns of every model (paged and
+    filterable), every metric and rank folded (the first :data:`MAX_FULL_TABLE_ROWS` models) and
+    links to ``leaderboard.csv`` / ``leaderboard.md``."""
+    primary = settings.get("primary_metric") or {}
+    sentence = (f"{len(board)} models, ordered by `{settings.get('ordered_by')}`: aggregation "
+                f"`{settings.get('aggregation')}` of the primary metric's ranks ("
+                + ", ".join(f"{d}: `{m}`" for d, m in primary.items())
+                + "). Rank 1 = best; ties averaged. A model with no value on a dataset has no rank "
+                "there (aggregated over the datasets it has); the `missing` column says why.")
+    if settings.get("in_domain"):
+        sentence += (f" Joint rank = sqrt(rank · rank of `{settings['in_domain']}`) "
+                     "(CLID §3.5).")
+    return Section(
+        id="leaderboard", title="Leaderboard", sentences=[sentence],
+        table=Table(records(headline), list(headline.columns), id="leaderboard-table"),
+        template="leaderboard.html.j2",
+        context={"full": Table(records(board.head(MAX_FULL_TABLE_ROWS)), list(board.columns),
+                               id="full-leaderboard"),
+                 "total": len(board), "csv": "../leaderboard.csv", "markdown": "../leaderboard.md"})
+
+
+def agreement_section(agree: pd.DataFrame) -> Section:
+    """Kendall τ-b of every label-free metric with every oracle metric, with its interval."""
+    summary = agreement_summary(agree)
+    return Section(
+        id="agreement", title="Agreement with the label oracle",
+        sentences=["Signed Kendall τ-b between each label-free metric (oriented: higher = better) "
+                   "and each oracle metric over all models, with its bootstrap 95% interval over "
+                   "models. The full table (Spearman, Pearson, top-1 regret, top-k recall, per "
+                   "family) is the `agreement` table."],
+        table=Table(records(summary), list(summary.columns)))
+
+
+def budget_section(agree: pd.DataFrame) -> Section | None:
+    """The report's label-budget section; None without budget rows."""
     from zoorank.budget import crossover_lines, crossovers, split_agreement
 
     label_free, curve = split_agreement(agree)
     if curve.empty:
-        return ""
-    parts = ["<h2>When a few labels exist: the label-budget curve</h2><p class='note'>Each "
-             "few-label score computed on seeded subsets of the oracle's train split with k labels "
-             "per class, ranked against the full oracle (Kendall τ-b over all models); the "
-             "label-free metrics need no label and are drawn as horizontal lines. Rows with "
-             "<code>labels_per_class</code> in the <code>agreement</code> table.</p>"]
-    lines = crossover_lines(crossovers(agree))
-    if lines:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
-    for (ds, o_name), rows in curve.groupby(["dataset", "oracle_metric"], sort=True):
-        name = f"budget-{ds}-{o_name}.png"
-        images[name] = budget_png(rows, label_free, str(ds), str(o_name))
-        parts.append(f"<h3>{html.escape(str(ds))}: τ vs {html.escape(str(o_name))} by labels per "
-                     "class</h3>" + img_tag(name, f"{ds} label-budget curve vs {o_name}"))
-    return "".join(parts)
+        return None
+    subsections = [
+        Section(id=f"budget-{ds}-{o_name}",
+                title=f"{ds}: τ vs {o_name} by labels per class",
+                images=[Image(f"budget-{ds}-{o_name}.png",
+                              f"{ds} label-budget curve vs {o_name}",
+                              budget_png(rows, label_free, str(ds), str(o_name)))])
+        for (ds, o_name), rows in curve.groupby(["dataset", "oracle_metric"], sort=True)]
+    return Section(
+        id="budget", title="When a few labels exist: the label-budget curve",
+        sentences=["Each few-label score computed on seeded subsets of the oracle's train split "
+                   "with k labels per class, ranked against the full oracle (Kendall τ-b over all "
+                   "models); the label-free metrics need no label and are drawn as horizontal "
+                   "lines. Rows with `labels_per_class` in the `agreement` table.",
+                   *crossover_lines(crossovers(agree))],
+        subsections=subsections)
 
 
-def settings_section(settings: Mapping[str, Any], store_name: str) -> str:
-    """The settings as a readable list (not raw JSON)."""
+def failed_section(failed: pd.DataFrame, columns: list[str]) -> Section:
+    """The failed (model, dataset) entries with their reasons (paged when many)."""
+    if failed.empty:
+        return Section(id="failed", title="Failed models", sentences=["None."])
+    return Section(id="failed", title="Failed models",
+                   sentences=[f"{len(failed)} failed or missing (model, dataset) entries."],
+                   table=Table(records(failed[columns]), columns, id="failed-table"))
+
+
+def settings_section(settings: Mapping[str, Any], store_name: str) -> Section:
+    """The settings as a readable list (not raw JSON). Template ``settings.html.j2``."""
     d = settings.get("decision") or {}
     primary = settings.get("primary_metric") or {}
     items = [
-        ("store", f"<code>{html.escape(store_name)}</code>"),
-        ("ordered by", f"<code>{html.escape(str(settings.get('ordered_by')))}</code>"
+        ("store", f"`{store_name}`"),
+        ("ordered by", f"`{settings.get('ordered_by')}`"
          + (" (configured)" if settings.get("configured_primary_metric") else
             " (default: the first of the registry's preference the config computes)")),
-        ("primary metric per dataset", ", ".join(f"{html.escape(k)}: <code>{html.escape(v)}</code>"
-                                                 for k, v in primary.items()) or "—"),
-        ("aggregation over datasets", html.escape(str(settings.get("aggregation")))),
-        ("dataset weights", html.escape(", ".join(f"{k}: {v:g}" for k, v in
-                                                  (settings.get("dataset_weights") or {}).items())
-                                        or "equal")),
-        ("in-domain accuracy (joint rank)", html.escape(str(settings.get("in_domain") or "—"))),
+        ("primary metric per dataset", ", ".join(f"{k}: `{v}`" for k, v in primary.items())
+         or "—"),
+        ("aggregation over datasets", str(settings.get("aggregation"))),
+        ("dataset weights", ", ".join(f"{k}: {v:g}" for k, v in
+                                      (settings.get("dataset_weights") or {}).items()) or "equal"),
+        ("in-domain accuracy (joint rank)", str(settings.get("in_domain") or "—")),
         ("confidence (intervals, top set)", f"{float(d.get('confidence', math.nan)):.0%}"
          if d else "—"),
-        ("resamples", html.escape(f"{d.get('resamples')} fold-bootstrap replicates of "
-                                  f"{d.get('folds')} folds over {d.get('fold_fraction')} of the "
-                                  "images") if d else "—"),
-        ("top-set rule", html.escape(str(d.get("top_set_rule", "—")))),
-        ("flags that block the top set", html.escape(", ".join(d.get("blocking_flags", [])))),
+        ("resamples", f"{d.get('resamples')} fold-bootstrap replicates of {d.get('folds')} folds "
+                      f"over {d.get('fold_fraction')} of the images" if d else "—"),
+        ("top-set rule", str(d.get("top_set_rule", "—"))),
+        ("flags that block the top set", ", ".join(d.get("blocking_flags", []))),
     ]
     for ds, c in (d.get("consensus") or {}).items():
         w = c.get("kendall_w")
@@ -68,12 +119,13 @@ def settings_section(settings: Mapping[str, Any], store_name: str) -> str:
         text += " over " + ", ".join(c.get("metrics", []))
         if c.get("partial"):
             text += f" (partial coverage, left out: {', '.join(c['partial'])})"
-        items.append((f"consensus on {html.escape(ds)}", html.escape(text)))
-    body = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items)
-    return f"<h2 id='settings'>Settings</h2><dl class='settings'>{body}</dl>"
+        items.append((f"consensus on {ds}", text))
+    return Section(id="settings-section", title="Settings", template="settings.html.j2",
+                   context={"items": items})
 
 
 def agreement_summary(agree: pd.DataFrame) -> pd.DataFrame:
+    """One row per label-free metric, one column per dataset/oracle: "τ [low, high]"."""
     a = agree[agree["family"] == "all"]
     if a.empty:
         return a

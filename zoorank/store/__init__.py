@@ -154,13 +154,15 @@ class Store:
         infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
-    def write_bytes(self, relpath: str, data: bytes) -> None:
+    def write_bytes(self, relpath: str, data: bytes, redacted: bool = False) -> None:
         """Write a whole file atomically (temp name + rename locally; one PUT on object stores).
 
-        Text files and Parquet files are redacted first (zoorank.redact: no secret is written)."""
+        Text files and Parquet files are redacted first (zoorank.redact: no secret is written),
+        unless the caller did (``redacted``: e.g. a report page whose inlined plotly.js the
+        redactor would mangle)."""
         from zoorank.redact import redact_file
 
-        data = redact_file(relpath, data)
+        data = data if redacted else redact_file(relpath, data)
         final = self.path(relpath)
         parent = final.rsplit("/", 1)[0]
         if self.is_local:
