@@ -237,6 +237,33 @@ def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(r
 
 
 @pytest.mark.timeout(300)
+def test_oracle_fold_values_are_the_accuracy_on_each_fold_of_the_test_split(ranked_store):
+    import json
+
+    from zoorank.metrics.oracle import knn_accuracy
+    from zoorank.metrics.uncertainty import fold_assignment
+
+    root, config, models, _ = ranked_store
+    oracle = DeltaTable(str(root / "oracle")).to_pandas()
+    tr, te, y = _split()
+    folds = fold_assignment(te, config.score.resample_folds, 1.0, config.seed)
+    for model_id in ("proj-a", "lowrank"):
+        Z = models[model_id]
+        row = oracle[(oracle.model_id == model_id) & (oracle.metric == "knn_accuracy")].iloc[0]
+        params = json.loads(row["params"])
+        assert params["n_folds"] == config.score.resample_folds
+        want = [knn_accuracy(Z[tr], y[tr], Z[te[folds == k]], y[te[folds == k]], k=20,
+                             temperature=0.07) for k in range(params["n_folds"])]
+        assert params["fold_values"] == pytest.approx(want, abs=1e-8)
+        probe = oracle[(oracle.model_id == model_id)
+                       & (oracle.metric == "linear_probe_accuracy")].iloc[0]
+        sizes = np.bincount(folds, minlength=params["n_folds"])
+        fold_acc = np.asarray(json.loads(probe["params"])["fold_values"])
+        # the fold accuracies, weighted by fold size, give back the whole-split accuracy
+        assert float(fold_acc @ sizes / sizes.sum()) == pytest.approx(probe["value"], abs=1e-7)
+
+
+@pytest.mark.timeout(300)
 def test_oracle_ranks_informative_embeddings_above_noise_and_collapse(ranked_store):
     _, _, _, board = ranked_store
     acc = board.set_index("model_id")["digits/knn_accuracy"]

@@ -52,6 +52,7 @@ import numpy as np
 __all__ = [
     "fold_assignment",
     "fold_scale",
+    "fold_means",
     "fold_bootstrap",
     "replicate_ranks",
     "snap",
@@ -102,6 +103,21 @@ def fold_assignment(sample_ids: Any, n_folds: int, fraction: float = 1.0, seed: 
     out = np.full(ids.shape[0], -1, dtype=np.int64)
     out[used] = np.arange(used.shape[0]) % n_folds
     return out
+
+
+def fold_means(values: Any, folds: Any, n_folds: int) -> np.ndarray:
+    """(F,) mean of per-sample ``values`` on each fold (:func:`fold_assignment`'s output; −1 is
+    left out); NaN for an empty fold. The fold values of a per-sample score such as an oracle's
+    correctness. Cost O(n)."""
+    v = np.asarray(values, dtype=np.float64)
+    f = np.asarray(folds, dtype=np.int64)
+    if v.shape != f.shape or v.ndim != 1:
+        raise ValueError(f"values and folds must be 1-D of one length, got {v.shape}, {f.shape}")
+    used = f >= 0
+    sums = np.bincount(f[used], weights=v[used], minlength=n_folds)[:n_folds]
+    counts = np.bincount(f[used], minlength=n_folds)[:n_folds]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 def fold_scale(n_folds: int, fraction: float) -> float:
