@@ -116,6 +116,18 @@ def _old_rule(point: np.ndarray, u: Any, confidence: float, blocked: np.ndarray)
     return ok & (best | (np.nan_to_num(u.share_vs_best, nan=0.0) >= 1 - confidence - 1e-12))
 
 
+def _raw_mcs(point: np.ndarray, reps: np.ndarray, confidence: float,
+             blocked: np.ndarray) -> int:
+    """Size of the MCS before its upward closure (how much the closure adds)."""
+    from zoorank.metrics.uncertainty import model_confidence_set, snap
+
+    p, r = snap(point[None, :])[0], snap(reps)
+    ok = np.flatnonzero(np.isfinite(p) & ~blocked)
+    if ok.size == 0:
+        return 0
+    return int(model_confidence_set(p[ok], r[:, ok], 1 - confidence)[0].sum())
+
+
 def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
@@ -130,7 +142,8 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
             continue
         u = rank_uncertainty(point, reps, config.rank.confidence, blocked[ds])
         out[metric] = {"order": point, "top": u.in_top_set, "p_best": u.p_best,
-                       "old_top": _old_rule(point, u, config.rank.confidence, blocked[ds])}
+                       "old_top": _old_rule(point, u, config.rank.confidence, blocked[ds]),
+                       "raw": _raw_mcs(point, reps, config.rank.confidence, blocked[ds])}
     members = consensus(board, dataset, [], pd.DataFrame())["metrics"]
     sets = {"consensus": [m for m in members if (dataset, m) in replicates],
             "consensus_width_free": [m for m in members if (dataset, m) in replicates
@@ -144,7 +157,8 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
         reps = np.vstack([-_mean_rank([r[b] for r in rank_reps]) for b in range(n_rep)])
         u = rank_uncertainty(point, reps, config.rank.confidence, blocked[dataset])
         out[name] = {"order": point, "top": u.in_top_set, "p_best": u.p_best, "members": chosen,
-                     "old_top": _old_rule(point, u, config.rank.confidence, blocked[dataset])}
+                     "old_top": _old_rule(point, u, config.rank.confidence, blocked[dataset]),
+                     "raw": _raw_mcs(point, reps, config.rank.confidence, blocked[dataset])}
     return out
 
 
@@ -193,6 +207,7 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
                              "tau": float(tau), "best": best, "best_in_top": best in top,
                              "top_size": len(top), "zoo_size": len(ids), "top": top,
                              "old_top_size": int(old.sum()) if old is not None else None,
+                             "raw_mcs_size": c.get("raw"),
                              "oracle_top_size": cmp["size"], "overlap": len(cmp["overlap"]),
                              "regret": cmp["regret"], "noise": cmp["noise"],
                              "within": cmp["within_noise"], "half": half,
@@ -235,8 +250,9 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
         zoos = list(dict.fromkeys(sub["zoo"]))
         lines += [f"## Against {oracle}", "",
                   "Per cell: τ / overlap with the oracle's top set (✓ n shared, or ✗) / top-set "
-                  "size (old rule's) of zoo size / regret ± the oracle's noise (pp; regret: the "
-                  "oracle's best accuracy minus the best inside the top set).",
+                  "size (the raw MCS's before the upward closure, the old rule's) of zoo size / "
+                  "regret ± the oracle's noise (pp; regret: the oracle's best accuracy minus the "
+                  "best inside the top set).",
                   "", "| candidate | " + " | ".join(zoos) + " | zoos passed |",
                   "|---|" + "---|" * len(zoos) + "---|"]
         order = (sub.groupby("candidate")["passes"].sum().rename("p").to_frame()
@@ -251,7 +267,7 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
                     continue
                 r = r.iloc[0]
                 old = "" if r.old_top_size is None or pd.isna(r.old_top_size) \
-                    else f" ({int(r.old_top_size)})"
+                    else f" ({int(r.raw_mcs_size)}, {int(r.old_top_size)})"
                 cells.append(f"{r.tau:+.2f} / {f'✓ {r.overlap}' if r.overlap else '✗'} / "
                              f"{r.top_size}{old} of {r.zoo_size} / "
                              f"{100 * r.regret:.1f} ± {100 * r.noise:.1f}")
