@@ -215,6 +215,33 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
     return rows, info
 
 
+#: metrics that only seed ensembles have: the rule picks them where the zoo has ensembles.
+ENSEMBLE_ONLY = frozenset({"nc"})
+
+
+def choose_default(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """The README's rule ("Which metric orders the board"), applied to the evidence rows.
+
+    A candidate (every label-free metric and consensus order; not the stored ``leaderboard``)
+    *qualifies* when it passes against the kNN oracle on every zoo where it ranks the zoo
+    (top set overlapping the oracle's own top set, or regret within its noise, and at most half the
+    zoo). Qualified candidates come first, then the rest; within each, by the zoos passed against
+    both oracles, then by mean τ against kNN. Ensemble-only metrics (NC) are listed apart: they
+    order a zoo only where it has seed ensembles. Returns {"ensembles": [...], "no_ensembles":
+    [...]} best first."""
+    sub = frame[frame["candidate"] != "leaderboard"]
+    if sub.empty:
+        return {"ensembles": [], "no_ensembles": []}
+    knn = sub[sub["oracle"] == "knn_accuracy"]
+    table = pd.DataFrame({
+        "qualifies": knn.groupby("candidate")["passes"].all(),
+        "passed": sub.groupby("candidate")["passes"].sum(),
+        "tau": knn.groupby("candidate")["tau"].mean()}).fillna({"qualifies": False})
+    order = table.sort_values(["qualifies", "passed", "tau"], ascending=False).index.tolist()
+    return {"ensembles": [c for c in order if c in ENSEMBLE_ONLY],
+            "no_ensembles": [c for c in order if c not in ENSEMBLE_ONLY]}
+
+
 def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: str,
              seconds: float, commit: str) -> str:
     frame = pd.DataFrame(rows)
@@ -274,6 +301,15 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
             passed = int(sub[sub["candidate"] == cand]["passes"].sum())
             lines.append(f"| `{cand}` | " + " | ".join(cells) + f" | {passed} of {len(zoos)} |")
         lines.append("")
+    if len(frame):
+        pick = choose_default(frame)
+        lines += ["## The README's rule applied", "",
+                  "Qualifies: passes against kNN on every zoo where the candidate ranks the zoo; "
+                  "then zoos passed against both oracles, then mean τ against kNN "
+                  "(`choose_default`).", "",
+                  f"* zoos with seed ensembles: {', '.join(f'`{c}`' for c in pick['ensembles'])}"
+                  " first where it ranks the zoo, then the list below",
+                  "* without them: " + ", ".join(f"`{c}`" for c in pick["no_ensembles"][:6]), ""]
     return "\n".join(lines)
 
 
