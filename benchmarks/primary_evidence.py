@@ -22,7 +22,8 @@ the same replicates (replicate b's mean rank uses every metric's replicate b; th
 shared, so the metrics stay paired). Nothing is fitted: the oracle is read only to score the
 candidates. A zoo *passes* for a candidate (issue 24's done-when) when its top set overlaps the
 oracle's own top set, or its regret lies within the oracle's noise, and it holds at most half the
-zoo. Prints, never asserts::
+zoo; :func:`choose_default` turns the rows into the default order (the README's rule). Prints,
+never asserts::
 
     .venv/bin/python benchmarks/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
         digits=/tmp/zoorank-validate/digits/validate_run.json \\
@@ -222,24 +223,25 @@ ENSEMBLE_ONLY = frozenset({"nc"})
 def choose_default(frame: pd.DataFrame) -> dict[str, list[str]]:
     """The README's rule ("Which metric orders the board"), applied to the evidence rows.
 
-    A candidate (every label-free metric and consensus order; not the stored ``leaderboard``)
-    *qualifies* when it passes against the kNN oracle on every zoo where it ranks the zoo
-    (top set overlapping the oracle's own top set, or regret within its noise, and at most half the
-    zoo). Qualified candidates come first, then the rest; within each, by the zoos passed against
-    both oracles, then by mean τ against kNN. Ensemble-only metrics (NC) are listed apart: they
-    order a zoo only where it has seed ensembles. Returns {"ensembles": [...], "no_ensembles":
-    [...]} best first."""
+    Over every (zoo, oracle) where a candidate (every label-free metric and consensus order; not
+    the stored ``leaderboard``) ranks the zoo, count its *misses* (its top set neither overlaps the
+    oracle's own top set nor has a regret within the oracle's noise: a wrong answer) and its
+    *vague* answers (a top set wider than half the zoo: no answer); order by fewer misses, then
+    fewer vague answers, then higher mean τ against kNN. Ensemble-only metrics (NC) are listed
+    apart: they order a zoo only where it has seed ensembles. Returns {"ensembles": [...],
+    "no_ensembles": [...]}, best first."""
     sub = frame[frame["candidate"] != "leaderboard"]
     if sub.empty:
         return {"ensembles": [], "no_ensembles": []}
-    knn = sub[sub["oracle"] == "knn_accuracy"]
     table = pd.DataFrame({
-        "qualifies": knn.groupby("candidate")["passes"].all(),
-        "passed": sub.groupby("candidate")["passes"].sum(),
-        "tau": knn.groupby("candidate")["tau"].mean()}).fillna({"qualifies": False})
-    order = table.sort_values(["qualifies", "passed", "tau"], ascending=False).index.tolist()
-    return {"ensembles": [c for c in order if c in ENSEMBLE_ONLY],
-            "no_ensembles": [c for c in order if c not in ENSEMBLE_ONLY]}
+        "misses": (~sub["within"].astype(bool)).groupby(sub["candidate"]).sum(),
+        "vague": (~sub["half"].astype(bool)).groupby(sub["candidate"]).sum(),
+        "tau": sub[sub["oracle"] == "knn_accuracy"].groupby("candidate")["tau"].mean()})
+    table["tau"] = table["tau"].fillna(-np.inf)
+    order = table.sort_values(["misses", "vague", "tau"], ascending=[True, True, False])
+    return {"ensembles": [c for c in order.index if c in ENSEMBLE_ONLY],
+            "no_ensembles": [c for c in order.index if c not in ENSEMBLE_ONLY],
+            "table": order}
 
 
 def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: str,
@@ -304,12 +306,17 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
     if len(frame):
         pick = choose_default(frame)
         lines += ["## The README's rule applied", "",
-                  "Qualifies: passes against kNN on every zoo where the candidate ranks the zoo; "
-                  "then zoos passed against both oracles, then mean τ against kNN "
-                  "(`choose_default`).", "",
-                  f"* zoos with seed ensembles: {', '.join(f'`{c}`' for c in pick['ensembles'])}"
-                  " first where it ranks the zoo, then the list below",
-                  "* without them: " + ", ".join(f"`{c}`" for c in pick["no_ensembles"][:6]), ""]
+                  "Over every (zoo, oracle) a candidate ranks: *misses* (its top set neither "
+                  "overlaps the oracle's own top set nor has a regret within the oracle's noise), "
+                  "then *vague* answers (a top set wider than half the zoo), fewer first; then mean "
+                  "τ against kNN (`choose_default`).", "",
+                  "| order | candidate | misses | vague | mean τ vs kNN |", "|---|---|---|---|---|"]
+        for i, (cand, r) in enumerate(pick["table"].iterrows(), 1):
+            lines.append(f"| {i} | `{cand}` | {int(r.misses)} | {int(r.vague)} | {r.tau:+.2f} |")
+        lines += ["", f"Default order: {', '.join(f'`{c}`' for c in pick['ensembles'])} where "
+                  "seed ensembles rank the zoo, then "
+                  + ", ".join(f"`{c}`" for c in pick["no_ensembles"] if "consensus" not in c)
+                  + " (consensus orders are not selectable as the primary metric).", ""]
     return "\n".join(lines)
 
 
