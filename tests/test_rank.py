@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from scipy import stats
 
+from zoorank.metrics import registry
 from zoorank.metrics.agreement import (
     agreement,
     bootstrap_indices,
@@ -375,7 +376,7 @@ def test_a_rerun_of_rank_is_a_no_op(ranked_store):
 def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_ranks(tmp_path):
     """Unset ``rank.primary_metric``: NC (first in the preference) orders the board only when it
     ranks nearly every model; in the fixture only the seed ensemble ``rot`` (2 of 7 scored models)
-    has NC, so RankMe (the next preference the config computes) orders it; restricted to the
+    has NC, so the next preference the config computes orders it; restricted to the
     ensemble, NC does (issue 17)."""
     from types import SimpleNamespace
 
@@ -394,12 +395,15 @@ def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_
     infos = [SimpleNamespace(model_id=m["id"], family=m.get("family"), group=m.get("group"))
              for m in raw["models"]]
     no_oracle = pd.DataFrame(columns=metrics.columns)
-    assert PRIMARY_PREFERENCE.index("nc") < PRIMARY_PREFERENCE.index("rankme") \
-        < PRIMARY_PREFERENCE.index("uniformity")
+    computed = set(metrics["metric"])
+    # the next preference after NC that the fixture computes (uniformity since issue 24's rule)
+    nxt = next(m for m in PRIMARY_PREFERENCE if m != "nc" and m in computed)
+    assert PRIMARY_PREFERENCE.index("nc") < PRIMARY_PREFERENCE.index(nxt)
     board, settings = build_leaderboard(config, infos, metrics, no_oracle)
-    assert settings["primary_metric"] == {"digits": "rankme"}
-    assert settings["ordered_by"] == "rankme"
-    np.testing.assert_allclose(board["rank"], stats.rankdata(-board["digits/rankme"]))
+    assert settings["primary_metric"] == {"digits": nxt}
+    assert settings["ordered_by"] == nxt
+    oriented = registry.info(nxt).oriented(board[f"digits/{nxt}"].to_numpy(float))
+    np.testing.assert_allclose(board["rank"], stats.rankdata(-np.asarray(oriented)))
 
     ensemble = metrics[metrics["model_id"].isin(["rot-0", "rot-1"])]
     _, settings = build_leaderboard(config, [i for i in infos if i.group == "rot"], ensemble,
