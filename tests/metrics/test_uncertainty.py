@@ -7,6 +7,7 @@ from zoorank.metrics.uncertainty import (
     TOP_SET_GUARANTEE,
     fold_assignment,
     fold_bootstrap,
+    fold_means,
     fold_scale,
     model_confidence_set,
     rank_uncertainty,
@@ -208,3 +209,8 @@ def test_model_confidence_set_without_spread_keeps_the_tied_best():
 
 def test_top_set_guarantee_names_the_level():
     assert "95%" in TOP_SET_GUARANTEE.format(confidence=0.95)
+
+
+def test_fold_means_hand_case_skips_left_out_samples_and_marks_empty_folds():
+    got = fold_means([1, 0, 1, 1, 0, 5], [0, 0, 1, 1, 1, -1], 3)
+    assert got[:2].tolist() == [0.5, pytest.approx(2 / 3)] and np.isnan(got[2])
