@@ -336,12 +336,12 @@ def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame
             if shared:
                 shown = ", ".join(shared[:3]) + (f" (+{len(shared) - 3} more)"
                                                  if len(shared) > 3 else "")
-                sentence = (f"On {ds}, the label-free top set ({len(top)} models) and the "
-                            f"oracle's own top set by {name} ({len(members)} models, {c:.0%}) "
+                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
+                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, "
                             f"share {len(shared)}: {shown}.")
             elif math.isfinite(regret):
-                sentence = (f"On {ds}, the label-free top set ({len(top)} models) and the "
-                            f"oracle's own top set by {name} ({len(members)} models, {c:.0%}) do "
+                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
+                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, do "
                             f"not overlap: the best {name} inside the label-free top set is "
                             f"{100 * regret:.1f} pp below the oracle's best, "
                             f"{'within' if within else 'beyond'} the oracle's noise "
