@@ -280,7 +280,8 @@ def _oracle_folds(oracle: pd.DataFrame, dataset: str, metric: str, ids: Sequence
     for r in sub.itertuples(index=False):
         if r.model_id not in where:
             continue
-        params = json.loads(r.params) if isinstance(r.params, str) else (r.params or {})
+        params = json.loads(r.params) if isinstance(r.params, str) else r.params
+        params = params if isinstance(params, dict) else {}
         if params.get("fold_values"):
             rows[r.model_id] = [float(v) for v in params["fold_values"]]
             point[where[r.model_id]] = float(r.value)
