@@ -1,24 +1,31 @@
-"""Which default primary metric? Evidence across zoos (issue 17, item 7).
+"""Which default primary metric? Evidence across zoos (issues 17 and 24).
 
 For every zoo (a run config whose store holds a finished ``zoorank run`` with the label oracle and
 ``score.resample_folds`` ≥ 2) and every candidate ordering, this prints
 
 * Kendall τ-b of the candidate's order against each oracle (all ranked models; positive = agrees),
-* whether the oracle's best model is in the candidate's **top set** (the models not
-  distinguishable from rank 1 over the fold bootstrap of the evaluation images, computed exactly
-  as the RANK stage does: :func:`zoorank.decision.metric_uncertainty`,
-  :func:`zoorank.metrics.uncertainty.rank_uncertainty`, blocking health flags respected),
-* the top set's size against the zoo's.
+* the candidate's **top set** (the rank-consistent Model Confidence Set over the fold bootstrap of
+  the evaluation images, computed exactly as the RANK stage does:
+  :func:`zoorank.decision.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
+  blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
+  the point-best model in ≥ 1 − c of the replicates"),
+* the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
+  accuracies on its test images, :func:`zoorank.decision.oracle_top_sets`; needs oracle rows of
+  ``ORACLE_VERSION`` ≥ 3), whether the two sets overlap, and the regret (the oracle's best accuracy
+  minus the best inside the candidate's top set) against the oracle's noise (the half-width at the
+  run's confidence of that paired accuracy difference over the replicates).
 
 Candidates: every resampled label-free metric, and two consensus orders — the mean rank over the
 label-free metrics the config computes (``consensus``: the metrics of the report's Kendall's W), and
 the same without the width-sensitive ones (``consensus_width_free``) — each with its top set from
 the same replicates (replicate b's mean rank uses every metric's replicate b; the fold draws are
 shared, so the metrics stay paired). Nothing is fitted: the oracle is read only to score the
-candidates. A zoo *passes* for a candidate when the oracle's best model is in its top set and the
-top set is smaller than the zoo (the done-when of issue 17). Prints, never asserts::
+candidates. A zoo *passes* for a candidate (issue 24's done-when) when its top set overlaps the
+oracle's own top set, or its regret lies within the oracle's noise, and it holds at most half the
+zoo; :func:`choose_default` turns the rows into the default order (the README's rule). Prints,
+never asserts::
 
-    .venv/bin/python benchmarks/primary_evidence.py uva=/tmp/zoorank-validate-uva/run.yaml \\
+    .venv/bin/python benchmarks/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
         digits=/tmp/zoorank-validate/digits/validate_run.json \\
         --markdown benchmarks/results/primary_evidence.md
 """
@@ -97,6 +104,31 @@ def _avg_ranks(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _old_rule(point: np.ndarray, u: Any, confidence: float, blocked: np.ndarray) -> np.ndarray:
+    """The top set of the rule before issue 24: the point-best unblocked model(s) and every model
+    at least as good as it in ≥ 1 − c of the replicates (``share_vs_best``)."""
+    from zoorank.metrics.uncertainty import snap
+
+    p = snap(point[None, :])[0]
+    ok = np.isfinite(p) & ~blocked
+    if not ok.any():
+        return ok
+    best = ok & (p == np.max(p[ok]))
+    return ok & (best | (np.nan_to_num(u.share_vs_best, nan=0.0) >= 1 - confidence - 1e-12))
+
+
+def _raw_mcs(point: np.ndarray, reps: np.ndarray, confidence: float,
+             blocked: np.ndarray) -> int:
+    """Size of the MCS before its upward closure (how much the closure adds)."""
+    from zoorank.metrics.uncertainty import model_confidence_set, snap
+
+    p, r = snap(point[None, :])[0], snap(reps)
+    ok = np.flatnonzero(np.isfinite(p) & ~blocked)
+    if ok.size == 0:
+        return 0
+    return int(model_confidence_set(p[ok], r[:, ok], 1 - confidence)[0].sum())
+
+
 def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
@@ -110,7 +142,9 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
         if ds != dataset:
             continue
         u = rank_uncertainty(point, reps, config.rank.confidence, blocked[ds])
-        out[metric] = {"order": point, "top": u.in_top_set, "p_best": u.p_best}
+        out[metric] = {"order": point, "top": u.in_top_set, "p_best": u.p_best,
+                       "old_top": _old_rule(point, u, config.rank.confidence, blocked[ds]),
+                       "raw": _raw_mcs(point, reps, config.rank.confidence, blocked[ds])}
     members = consensus(board, dataset, [], pd.DataFrame())["metrics"]
     sets = {"consensus": [m for m in members if (dataset, m) in replicates],
             "consensus_width_free": [m for m in members if (dataset, m) in replicates
@@ -123,16 +157,20 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
         rank_reps = [_avg_ranks(replicates[(dataset, m)][1]) for m in chosen]
         reps = np.vstack([-_mean_rank([r[b] for r in rank_reps]) for b in range(n_rep)])
         u = rank_uncertainty(point, reps, config.rank.confidence, blocked[dataset])
-        out[name] = {"order": point, "top": u.in_top_set, "p_best": u.p_best, "members": chosen}
+        out[name] = {"order": point, "top": u.in_top_set, "p_best": u.p_best, "members": chosen,
+                     "old_top": _old_rule(point, u, config.rank.confidence, blocked[dataset]),
+                     "raw": _raw_mcs(point, reps, config.rank.confidence, blocked[dataset])}
     return out
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from zoorank.decision import oracle_top_sets
     from zoorank.store import Store
 
     config, board, folds, blocked = _zoo_inputs(run_yaml)
-    oracle_rows = Store(config.store).read_frame("oracle")
     ids = list(board["model_id"])
+    oracle_rows = Store(config.store).read_frame("oracle")
+    oracle_rows = oracle_rows[oracle_rows["model_id"].isin(ids)]
     rows: list[dict[str, Any]] = []
     info: dict[str, Any] = {"zoo": name, "models": len(ids), "run": str(run_yaml),
                             "consensus_members": {}, "default": config.primary_metric}
@@ -154,67 +192,98 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
             acc = board[col].to_numpy(dtype=np.float64)
             best = ids[int(np.nanargmax(acc))]
             info.setdefault("best", {})[oracle] = best
-            # the oracle's own noise: binomial s.e. of a difference of two accuracies on its n
-            # test images (unpaired, so conservative); regrets within 2 s.e. are near-ties
-            sel = oracle_rows[(oracle_rows["dataset"] == d.name)
-                              & (oracle_rows["metric"] == oracle)]
-            n_test = float(sel["n"].median()) if len(sel) else math.nan
-            p_best = float(np.nanmax(acc))
-            se = math.sqrt(2 * p_best * (1 - p_best) / n_test) if n_test > 0 else math.nan
-            info.setdefault("oracle_se", {})[oracle] = (se, n_test)
             for cand, c in cands.items():
                 ok = np.isfinite(c["order"]) & np.isfinite(acc)
                 tau = stats.kendalltau(c["order"][ok], acc[ok]).statistic if ok.sum() >= 3 \
                     else math.nan
                 top = [m for m, t in zip(ids, c["top"]) if t]
-                in_top = np.array([m in top for m in ids])
-                regret = (p_best - float(np.nanmax(np.where(in_top, acc, np.nan)))
-                          if in_top.any() else math.nan)
+                cmp = oracle_top_sets(config, board, oracle_rows, top).get(col)
+                if cmp is None:
+                    raise SystemExit(f"{name}: the oracle rows of {col} carry no fold values "
+                                     "(an oracle run before ORACLE_VERSION 3): rerun `zoorank rank`")
+                info.setdefault("oracle_top", {})[oracle] = (cmp["size"], cmp["top_set"])
+                old = c.get("old_top")
+                half = len(top) <= len(ids) / 2
                 rows.append({"zoo": name, "dataset": d.name, "oracle": oracle, "candidate": cand,
                              "tau": float(tau), "best": best, "best_in_top": best in top,
                              "top_size": len(top), "zoo_size": len(ids), "top": top,
-                             "regret": regret, "se": se,
-                             "passes": best in top and len(top) < len(ids),
-                             "near": (regret <= 2 * se + 1e-12) and len(top) < len(ids)})
+                             "old_top_size": int(old.sum()) if old is not None else None,
+                             "raw_mcs_size": c.get("raw"),
+                             "oracle_top_size": cmp["size"], "overlap": len(cmp["overlap"]),
+                             "regret": cmp["regret"], "noise": cmp["noise"],
+                             "within": cmp["within_noise"], "half": half,
+                             "passes": cmp["within_noise"] and half})
     return rows, info
 
 
+#: metrics that only seed ensembles have: the rule picks them where the zoo has ensembles.
+ENSEMBLE_ONLY = frozenset({"nc"})
+
+
+def choose_default(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """The README's rule ("Which metric orders the board"), applied to the evidence rows.
+
+    Over every (zoo, oracle) where a candidate (every label-free metric and consensus order; not
+    the stored ``leaderboard``) ranks the zoo, count its *misses* (its top set neither overlaps the
+    oracle's own top set nor has a regret within the oracle's noise: a wrong answer) and its
+    *vague* answers (a top set wider than half the zoo: no answer); order by fewer misses, then
+    fewer vague answers, then higher mean τ against kNN. Ensemble-only metrics (NC) are listed
+    apart: they order a zoo only where it has seed ensembles. Returns {"ensembles": [...],
+    "no_ensembles": [...]}, best first."""
+    sub = frame[frame["candidate"] != "leaderboard"]
+    if sub.empty:
+        return {"ensembles": [], "no_ensembles": []}
+    table = pd.DataFrame({
+        "misses": (~sub["within"].astype(bool)).groupby(sub["candidate"]).sum(),
+        "vague": (~sub["half"].astype(bool)).groupby(sub["candidate"]).sum(),
+        "tau": sub[sub["oracle"] == "knn_accuracy"].groupby("candidate")["tau"].mean()})
+    table["tau"] = table["tau"].fillna(-np.inf)
+    order = table.sort_values(["misses", "vague", "tau"], ascending=[True, True, False])
+    return {"ensembles": [c for c in order.index if c in ENSEMBLE_ONLY],
+            "no_ensembles": [c for c in order.index if c not in ENSEMBLE_ONLY],
+            "table": order}
+
+
 def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: str,
-             seconds: float) -> str:
+             seconds: float, commit: str) -> str:
     frame = pd.DataFrame(rows)
-    lines = ["# Default primary metric: evidence across zoos (issue 17)", "",
-             f"{datetime.date.today()}; `{command}`; {seconds:.0f} s (reads the stores, recomputes "
-             "the top sets from the stored fold values; no embedding or scoring).", "",
-             "A zoo **passes** for a candidate when the oracle's best model is in the candidate's "
-             "top set and the top set is smaller than the zoo (issue 17's done-when). Top set: the "
-             "models not distinguishable from rank 1 over the fold bootstrap at the run's "
-             "confidence, as the RANK stage computes it. `consensus` = mean rank over the "
-             "label-free metrics of the report's Kendall's W; `consensus_width_free` = the same "
-             "without the width-sensitive metrics; `leaderboard` = the stored leaderboard as RANK "
-             "wrote it (its order and `in_top_set`; what it is ordered by is listed per zoo).", ""]
+    lines = ["# Default primary metric: evidence across zoos (issues 17 and 24)", "",
+             f"{datetime.date.today()}, commit `{commit}`; `{command}`; {seconds:.0f} s (reads the "
+             "stores, recomputes the top sets from the stored fold values; no embedding or "
+             "scoring).", "",
+             "Top set: the rank-consistent Model Confidence Set (Hansen, Lunde & Nason 2011, T_max) "
+             "over the fold bootstrap at the run's confidence, as the RANK stage computes it; "
+             "*old*: the size the rule before issue 24 gave (at least as good as the point-best "
+             "model in ≥ 5% of the replicates). The oracle's own top set: the same fold bootstrap "
+             "and MCS over the oracle's accuracy on each fold of its test images. A zoo **passes** "
+             "for a candidate when its top set overlaps the oracle's top set (or the regret lies "
+             "within the oracle's noise) and holds at most half the zoo (issue 24's done-when). "
+             "`consensus` = mean rank over the label-free metrics of the report's Kendall's W; "
+             "`consensus_width_free` = the same without the width-sensitive metrics; "
+             "`leaderboard` = the stored leaderboard as RANK wrote it.", ""]
     for info in infos:
         members = "; ".join(f"{k}: {', '.join(v)}" for k, v in info["consensus_members"].items())
-        noise = ", ".join(f"{o} {100 * se:.1f} pp (n = {n:.0f})"
-                          for o, (se, n) in info.get("oracle_se", {}).items())
+        otop = ", ".join(f"{o} → {n} of {info['models']} ({', '.join(f'`{m}`' for m in t[:4])}"
+                         f"{' …' if len(t) > 4 else ''})"
+                         for o, (n, t) in info.get("oracle_top", {}).items())
         lines.append(f"* **{info['zoo']}**: {info['models']} models, `{info['run']}`; oracle's "
                      f"best: " + ", ".join(f"{o} → `{b}`" for o, b in info.get("best", {}).items())
-                     + f"; s.e. of an accuracy difference: {noise}"
+                     + f"; oracle's own top set: {otop}"
                      + f"; its stored leaderboard is ordered by `{info['ordered_by']}`"
                      + (f"; consensus members — {members}" if members else ""))
     lines.append("")
     for oracle in ORACLES:
-        sub = frame[frame["oracle"] == oracle]
+        sub = frame[frame["oracle"] == oracle] if len(frame) else frame
         if sub.empty:
             continue
         zoos = list(dict.fromkeys(sub["zoo"]))
         lines += [f"## Against {oracle}", "",
-                  "Per cell: τ / oracle's best in the top set (✓ or ✗) / top-set size of zoo size / "
-                  "regret: the oracle's best accuracy minus the best accuracy inside the top set "
-                  "(pp). *Passed*: ✓ and a top set smaller than the zoo. *Near*: the regret is "
-                  "within 2 s.e. of the oracle's own noise (a near-tie the oracle cannot order) and "
-                  "the top set is smaller than the zoo.",
-                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed | zoos near |",
-                  "|---|" + "---|" * len(zoos) + "---|---|"]
+                  "Per cell: τ / overlap with the oracle's top set (✓ n shared, or ✗) / top-set "
+                  "size (the raw MCS's before the upward closure, the old rule's) of zoo size / "
+                  "regret ± the oracle's noise (pp; regret: the oracle's best accuracy minus the "
+                  "best inside the top set).",
+                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed |",
+                  "|---|" + "---|" * len(zoos) + "---|"]
         order = (sub.groupby("candidate")["passes"].sum().rename("p").to_frame()
                  .join(sub.groupby("candidate")["tau"].mean().rename("t"))
                  .sort_values(["p", "t"], ascending=False).index)
@@ -226,13 +295,28 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
                     cells.append("—")
                     continue
                 r = r.iloc[0]
-                cells.append(f"{r.tau:+.2f} / {'✓' if r.best_in_top else '✗'} / "
-                             f"{r.top_size} of {r.zoo_size} / {100 * r.regret:.1f}")
+                old = "" if r.old_top_size is None or pd.isna(r.old_top_size) \
+                    else f" ({int(r.raw_mcs_size)}, {int(r.old_top_size)})"
+                cells.append(f"{r.tau:+.2f} / {f'✓ {r.overlap}' if r.overlap else '✗'} / "
+                             f"{r.top_size}{old} of {r.zoo_size} / "
+                             f"{100 * r.regret:.1f} ± {100 * r.noise:.1f}")
             passed = int(sub[sub["candidate"] == cand]["passes"].sum())
-            near = int(sub[sub["candidate"] == cand]["near"].sum())
-            lines.append(f"| `{cand}` | " + " | ".join(cells)
-                         + f" | {passed} of {len(zoos)} | {near} of {len(zoos)} |")
+            lines.append(f"| `{cand}` | " + " | ".join(cells) + f" | {passed} of {len(zoos)} |")
         lines.append("")
+    if len(frame):
+        pick = choose_default(frame)
+        lines += ["## The README's rule applied", "",
+                  "Over every (zoo, oracle) a candidate ranks: *misses* (its top set neither "
+                  "overlaps the oracle's own top set nor has a regret within the oracle's noise), "
+                  "then *vague* answers (a top set wider than half the zoo), fewer first; then mean "
+                  "τ against kNN (`choose_default`).", "",
+                  "| order | candidate | misses | vague | mean τ vs kNN |", "|---|---|---|---|---|"]
+        for i, (cand, r) in enumerate(pick["table"].iterrows(), 1):
+            lines.append(f"| {i} | `{cand}` | {int(r.misses)} | {int(r.vague)} | {r.tau:+.2f} |")
+        lines += ["", f"Default order: {', '.join(f'`{c}`' for c in pick['ensembles'])} where "
+                  "seed ensembles rank the zoo, then "
+                  + ", ".join(f"`{c}`" for c in pick["no_ensembles"] if "consensus" not in c)
+                  + " (consensus orders are not selectable as the primary metric).", ""]
     return "\n".join(lines)
 
 
@@ -250,10 +334,13 @@ def main() -> None:
         rows += r
         infos.append(info)
     import shlex
+    import subprocess
     import sys
 
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
     text = markdown(rows, infos, shlex.join([".venv/bin/python", *sys.argv]),
-                    time.perf_counter() - start)
+                    time.perf_counter() - start, commit)
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")

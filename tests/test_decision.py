@@ -55,7 +55,7 @@ def test_leaderboard_has_the_decision_columns_after_rank(decided):
     ranked = board[board["rank"].notna()]
     assert (ranked["rank_low"] <= ranked["rank"]).all()
     assert ((ranked["p_best"] >= 0) & (ranked["p_best"] <= 1)).all()
-    assert settings["decision"]["top_set_rule"] == "interval"
+    assert settings["decision"]["top_set_rule"] == "mcs"
     assert 1 <= len(settings["decision"]["top_set"]) < len(board)
 
 
@@ -159,7 +159,7 @@ def two_datasets(tmp_path_factory):
 
 def test_aggregate_intervals_cover_the_aggregate_rank_over_two_datasets(two_datasets):
     board, settings = two_datasets
-    assert settings["decision"]["top_set_rule"] == "interval"
+    assert settings["decision"]["top_set_rule"] == "mcs"
     ranked = board[board["rank"].notna()]
     assert ranked["rank_low"].notna().all() and ranked["rank_high"].notna().all()
     assert (ranked["rank_low"] <= ranked["rank_high"]).all()
@@ -174,3 +174,72 @@ def test_flags_name_their_dataset_when_there_are_several(two_datasets):
     flags = board.loc["collapsed", "flags"].split(",")
     assert {"digits:collapsed", "digits-b:collapsed"} <= set(flags)
     assert not board.loc["collapsed", "in_top_set"]
+
+
+# -- the top set's guarantee, ties, and the oracle's own top set ---------------------------------
+
+
+def test_top_set_is_rank_consistent_and_states_its_guarantee(decided):
+    _, config, board, settings = decided
+    ranked = board[board["rank"].notna()]
+    top = ranked[ranked["in_top_set"].astype(bool)]
+    blocked = ranked["flags"].fillna("").str.contains("collapsed|non_finite|constant")
+    above = ranked[(ranked["rank"] <= top["rank"].max()) & ~blocked]
+    assert above["in_top_set"].astype(bool).all()
+    guarantee = settings["decision"]["top_set_guarantee"]
+    assert f"{config.rank.confidence:.0%}" in guarantee and "Model Confidence Set" in guarantee
+
+
+def test_a_checkpoint_under_two_ids_is_a_tie_that_shares_p_best(decided):
+    _, _, board, _ = decided
+    assert "proj-a-twin" in board.loc["proj-a", "tied_with"].split(", ")
+    assert "proj-a" in board.loc["proj-a-twin", "tied_with"].split(", ")
+    assert board.loc["proj-a", "p_best"] == board.loc["proj-a-twin", "p_best"]
+    assert board["p_best"].sum() == pytest.approx(1.0)
+    untied = board[board["tied_with"] == ""]
+    assert len(untied) and (untied["rank"].value_counts() == 1).all()
+
+
+def test_oracle_top_set_is_on_the_leaderboard_and_in_the_settings(decided):
+    _, _, board, settings = decided
+    d = settings["decision"]
+    entry = d["oracle_top_sets"]["digits/knn_accuracy"]
+    assert d["oracle_top_set_metric"] == "knn_accuracy"
+    assert set(board.index[board["in_oracle_top_set"].astype(bool)]) == set(entry["top_set"])
+    # the oracle's point-best model is always in its own top set
+    assert board["digits/knn_accuracy"].idxmax() in entry["top_set"]
+    assert entry["sentence"] == d["oracle_comparison"] and entry["sentence"].startswith("On digits")
+    assert (entry["overlap"] != []) == ("share" in entry["sentence"])
+
+
+def _oracle_rows(values: dict[str, list[float]]) -> pd.DataFrame:
+    import json
+
+    return pd.DataFrame([{"model_id": m, "dataset": "digits", "metric": "knn_accuracy",
+                          "value": float(np.mean(v)), "params": json.dumps({"fold_values": v})}
+                         for m, v in values.items()])
+
+
+def test_oracle_top_set_of_a_known_case():
+    from rank_fixtures import config_dict
+
+    from zoorank.config.loading import parse_config
+    from zoorank.decision import oracle_top_sets
+
+    config = parse_config(config_dict("/tmp/unused-store"))
+    folds = {"a": [0.90, 0.92, 0.88, 0.91, 0.89, 0.90, 0.93, 0.87],
+             "c": [0.50, 0.52, 0.48, 0.51, 0.49, 0.50, 0.53, 0.47],
+             "d": [0.70, 0.72, 0.68, 0.71, 0.69, 0.70, 0.73, 0.67]}
+    folds["b"] = list(folds["a"])  # a twin of the oracle's best: one top set of two
+    board = pd.DataFrame({"model_id": ["a", "b", "c", "d"]})
+    got = oracle_top_sets(config, board, _oracle_rows(folds), ["b", "c"])["digits/knn_accuracy"]
+    assert got["top_set"] == ["a", "b"] and got["overlap"] == ["b"] and got["regret"] == 0.0
+    assert got["within_noise"]
+    apart = oracle_top_sets(config, board, _oracle_rows(folds), ["c"])["digits/knn_accuracy"]
+    # every fold of a is 0.40 above c's: the paired difference has no spread, regret 40 pp
+    assert apart["overlap"] == [] and apart["regret"] == pytest.approx(0.40)
+    assert apart["noise"] == pytest.approx(0.0, abs=1e-12) and not apart["within_noise"]
+    assert "do not overlap" in apart["sentence"] and "40.0 pp" in apart["sentence"]
+    # rows of an oracle run before fold values: no oracle top set
+    old = _oracle_rows(folds).assign(params="{}")
+    assert oracle_top_sets(config, board, old, ["a"]) == {}

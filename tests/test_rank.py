@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from scipy import stats
 
+from zoorank.metrics import registry
 from zoorank.metrics.agreement import (
     agreement,
     bootstrap_indices,
@@ -237,6 +238,33 @@ def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(r
 
 
 @pytest.mark.timeout(300)
+def test_oracle_fold_values_are_the_accuracy_on_each_fold_of_the_test_split(ranked_store):
+    import json
+
+    from zoorank.metrics.oracle import knn_accuracy
+    from zoorank.metrics.uncertainty import fold_assignment
+
+    root, config, models, _ = ranked_store
+    oracle = DeltaTable(str(root / "oracle")).to_pandas()
+    tr, te, y = _split()
+    folds = fold_assignment(te, config.score.resample_folds, 1.0, config.seed)
+    for model_id in ("proj-a", "lowrank"):
+        Z = models[model_id]
+        row = oracle[(oracle.model_id == model_id) & (oracle.metric == "knn_accuracy")].iloc[0]
+        params = json.loads(row["params"])
+        assert params["n_folds"] == config.score.resample_folds
+        want = [knn_accuracy(Z[tr], y[tr], Z[te[folds == k]], y[te[folds == k]], k=20,
+                             temperature=0.07) for k in range(params["n_folds"])]
+        assert params["fold_values"] == pytest.approx(want, abs=1e-8)
+        probe = oracle[(oracle.model_id == model_id)
+                       & (oracle.metric == "linear_probe_accuracy")].iloc[0]
+        sizes = np.bincount(folds, minlength=params["n_folds"])
+        fold_acc = np.asarray(json.loads(probe["params"])["fold_values"])
+        # the fold accuracies, weighted by fold size, give back the whole-split accuracy
+        assert float(fold_acc @ sizes / sizes.sum()) == pytest.approx(probe["value"], abs=1e-7)
+
+
+@pytest.mark.timeout(300)
 def test_oracle_ranks_informative_embeddings_above_noise_and_collapse(ranked_store):
     _, _, _, board = ranked_store
     acc = board.set_index("model_id")["digits/knn_accuracy"]
@@ -400,7 +428,7 @@ def test_a_changed_metric_row_or_rank_setting_recomputes_rank(ranked_store, caps
 def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_ranks(tmp_path):
     """Unset ``rank.primary_metric``: NC (first in the preference) orders the board only when it
     ranks nearly every model; in the fixture only the seed ensemble ``rot`` (2 of 7 scored models)
-    has NC, so RankMe (the next preference the config computes) orders it; restricted to the
+    has NC, so the next preference the config computes orders it; restricted to the
     ensemble, NC does (issue 17)."""
     from types import SimpleNamespace
 
@@ -419,12 +447,15 @@ def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_
     infos = [SimpleNamespace(model_id=m["id"], family=m.get("family"), group=m.get("group"))
              for m in raw["models"]]
     no_oracle = pd.DataFrame(columns=metrics.columns)
-    assert PRIMARY_PREFERENCE.index("nc") < PRIMARY_PREFERENCE.index("rankme") \
-        < PRIMARY_PREFERENCE.index("uniformity")
+    computed = set(metrics["metric"])
+    # the next preference after NC that the fixture computes (uniformity since issue 24's rule)
+    nxt = next(m for m in PRIMARY_PREFERENCE if m != "nc" and m in computed)
+    assert PRIMARY_PREFERENCE.index("nc") < PRIMARY_PREFERENCE.index(nxt)
     board, settings = build_leaderboard(config, infos, metrics, no_oracle)
-    assert settings["primary_metric"] == {"digits": "rankme"}
-    assert settings["ordered_by"] == "rankme"
-    np.testing.assert_allclose(board["rank"], stats.rankdata(-board["digits/rankme"]))
+    assert settings["primary_metric"] == {"digits": nxt}
+    assert settings["ordered_by"] == nxt
+    oriented = registry.info(nxt).oriented(board[f"digits/{nxt}"].to_numpy(float))
+    np.testing.assert_allclose(board["rank"], stats.rankdata(-np.asarray(oriented)))
 
     ensemble = metrics[metrics["model_id"].isin(["rot-0", "rot-1"])]
     _, settings = build_leaderboard(config, [i for i in infos if i.group == "rot"], ensemble,

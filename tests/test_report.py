@@ -278,7 +278,7 @@ def test_report_starts_with_the_top_set_before_the_full_leaderboard(decided_repo
     assert page.index("<h2>Leaderboard</h2>") < page.index("id='settings'")
     assert "{&quot;" not in page and '{"aggregation"' not in page  # no raw JSON settings
     assert (root / "report" / "forest.png").read_bytes().startswith(PNG_SIGNATURE)
-    assert settings["decision"]["top_set_rule"] == "interval"
+    assert settings["decision"]["top_set_rule"] == "mcs"
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -8,14 +8,20 @@ and :func:`~zoorank.metrics.consensus.rank_disagreement`. Inputs are the leaderb
 (:mod:`zoorank.resample`).
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
-leaderboard's own order: the aggregate of the primary metric's ranks), ``flags`` and
-``disagreement``; a long table ``uncertainty`` (model_id, dataset, metric, rank, rank_low,
-rank_high, p_best, in_top_set) for every resampled metric; and the ``decision`` settings (top set,
-consensus sentence, Kendall's W per dataset, width warning).
+leaderboard's own order: the aggregate of the primary metric's ranks; the top set is a
+rank-consistent Model Confidence Set, :func:`zoorank.metrics.uncertainty.top_set`),
+``flags``, ``disagreement``, ``tied_with`` (the other models with the same leaderboard value: a
+seed ensemble scored by one ensemble-level value) and, when the oracle ran with folds,
+``in_oracle_top_set`` (the label oracle's own top set from the same fold bootstrap over its test
+images, :func:`oracle_top_sets`); a long
+table ``uncertainty`` (model_id, dataset, metric, rank, rank_low, rank_high, p_best, in_top_set)
+for every resampled metric; and the ``decision`` settings (top set and its guarantee, the oracle's
+top sets and their comparison with it, consensus sentence, Kendall's W per dataset, width warning).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +36,7 @@ from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
 from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
+    TOP_SET_GUARANTEE,
     RankUncertainty,
     fold_bootstrap,
     fold_scale,
@@ -40,7 +47,12 @@ from zoorank.metrics.uncertainty import (
 UNCERTAINTY = "uncertainty"
 UNCERTAINTY_COLUMNS = ["model_id", "dataset", "metric", "rank", "rank_low", "rank_high", "p_best",
                        "in_top_set"]
-DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement"]
+DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement",
+                    "tied_with", "in_oracle_top_set"]
+#: oracle metrics with fold values, in the order that picks the ``in_oracle_top_set`` column's.
+ORACLE_TOP_SET_METRICS = ("knn_accuracy", "linear_probe_accuracy")
+#: at most this many model ids in a ``tied_with`` cell (then "+k more").
+TIED_SHOWN = 5
 #: a metric joins the consensus when it has a value for at least this share of the ranked models
 #: (NC of a zoo with one small seed ensemble ranks only its members).
 COVERAGE = 2 / 3
@@ -239,13 +251,124 @@ def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapp
             "projection to 64 dimensions).")
 
 
+def tied_with(board: pd.DataFrame) -> list[str]:
+    """Per model, the other models with the same leaderboard ``rank`` (ranks are tie-averaged, so
+    equal values share one), comma-separated, at most :data:`TIED_SHOWN` then ``+k more``; ``""``
+    for an untied or unranked model. A seed ensemble ranked by one ensemble-level value (NC) is
+    one such tie. Cost O(n log n)."""
+    if "rank" not in board or board.empty:
+        return [""] * len(board)
+    ids = board["model_id"].astype(str).to_numpy()
+    rank = board["rank"].to_numpy(dtype=np.float64)
+    out = [""] * len(ids)
+    ranked = np.flatnonzero(np.isfinite(rank))
+    for _, members in pd.Series(ranked).groupby(rank[ranked]):
+        if len(members) < 2:
+            continue
+        idx = members.to_numpy()
+        for i in idx:
+            others = [ids[j] for j in idx if j != i]
+            more = len(others) - TIED_SHOWN
+            out[i] = ", ".join(others[:TIED_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+    return out
+
+
+def _oracle_folds(oracle: pd.DataFrame, dataset: str, metric: str, ids: Sequence[str]
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(point (m,), fold values (m, F)) of one oracle metric from its rows' ``fold_values``
+    params; None when no row of the board's models carries them (an oracle run before version 3)."""
+    sub = oracle[(oracle["dataset"] == dataset) & (oracle["metric"] == metric)]
+    point = np.full(len(ids), np.nan)
+    rows: dict[str, list[float]] = {}
+    where = {m: i for i, m in enumerate(ids)}
+    for r in sub.itertuples(index=False):
+        if r.model_id not in where:
+            continue
+        params = json.loads(r.params) if isinstance(r.params, str) else r.params
+        params = params if isinstance(params, dict) else {}
+        if params.get("fold_values"):
+            rows[r.model_id] = [float(v) for v in params["fold_values"]]
+            point[where[r.model_id]] = float(r.value)
+    if not rows:
+        return None
+    n_folds = max(len(v) for v in rows.values())
+    folds = np.full((len(ids), n_folds), np.nan)
+    for m, v in rows.items():
+        folds[where[m], :len(v)] = v
+    return point, folds
+
+
+def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame | None,
+                    top: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The label oracle's own top set per dataset and oracle metric, compared with the
+    label-free top set ``top``.
+
+    The oracle's accuracy on each fold of its test images (``fold_values``) goes through the same
+    fold bootstrap as the label-free metrics (the same seed, so the same fold draws; all test
+    images are in folds, scale ``fold_scale(F, 1)``) and the same rank-consistent MCS at the
+    run's confidence. ``"dataset/metric"`` → {top_set, overlap, regret (the oracle's best
+    accuracy minus the best inside the label-free top set), noise (the half-width of the normal
+    interval at the run's confidence of that paired difference over the replicates), within_noise,
+    sentence}. Cost O(B · n) per oracle metric plus the MCS."""
+    from scipy import stats
+
+    out: dict[str, dict[str, Any]] = {}
+    if oracle is None or oracle.empty or "params" not in oracle:
+        return out
+    ids = [str(m) for m in board["model_id"]]
+    c, B = config.rank.confidence, config.rank.resamples
+    z = float(stats.norm.ppf((1 + c) / 2))
+    in_top = np.array([m in set(top) for m in ids])
+    for ds in [d.name for d in config.datasets]:
+        for metric in ORACLE_TOP_SET_METRICS:
+            got = _oracle_folds(oracle, ds, metric, ids)
+            if got is None:
+                continue
+            point, folds = got
+            reps = fold_bootstrap(point, folds, B, config.seed, fold_scale(folds.shape[1], 1.0))
+            oracle_top = rank_uncertainty(point, reps, c).in_top_set
+            members = [m for m, t in zip(ids, oracle_top) if t]
+            shared = [m for m, t in zip(ids, oracle_top & in_top) if t]
+            best = int(np.nanargmax(point))
+            inside = in_top & np.isfinite(point)
+            regret = noise = math.nan
+            if inside.any():
+                j = int(np.flatnonzero(inside)[np.nanargmax(point[inside])])
+                regret = float(point[best] - point[j])
+                noise = float(z * np.std(reps[:, best] - reps[:, j]))
+            within = bool(shared) or (math.isfinite(regret) and regret <= noise + 1e-12)
+            name = metric.replace("_", " ")
+            if shared:
+                shown = ", ".join(shared[:3]) + (f" (+{len(shared) - 3} more)"
+                                                 if len(shared) > 3 else "")
+                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
+                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, "
+                            f"share {len(shared)}: {shown}.")
+            elif math.isfinite(regret):
+                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
+                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, do "
+                            f"not overlap: the best {name} inside the label-free top set is "
+                            f"{100 * regret:.1f} pp below the oracle's best, "
+                            f"{'within' if within else 'beyond'} the oracle's noise "
+                            f"({100 * noise:.1f} pp at {c:.0%}).")
+            else:
+                sentence = (f"On {ds}, no model of the label-free top set has a {name} value: "
+                            "no comparison with the oracle's top set.")
+            out[f"{ds}/{metric}"] = {
+                "dataset": ds, "metric": metric, "top_set": members, "size": len(members),
+                "n_folds": int(folds.shape[1]), "overlap": shared, "regret": regret,
+                "noise": noise, "within_noise": within, "sentence": sentence}
+    return out
+
+
 def decide(
     config: RunConfig, board: pd.DataFrame, settings: dict[str, Any], metrics: pd.DataFrame,
-    folds: pd.DataFrame, health: pd.DataFrame,
+    folds: pd.DataFrame, health: pd.DataFrame, oracle: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Add the decision columns to ``board`` and ``settings["decision"]``; returns (board, the
-    per-metric uncertainty table). Cost O(B · n log n) per resampled metric (n models, B
-    resamples); memory O(B · n) per metric: nothing here pairs models."""
+    per-metric uncertainty table). ``oracle``: the fresh oracle rows (for the oracle's top set).
+    Cost O(B · n log n) per resampled metric (n models, B resamples) plus the top set; memory
+    O(B · n) per metric: nothing here pairs models."""
     datasets = [d.name for d in config.datasets]
     board = board.copy()
     ids = list(board["model_id"])
@@ -260,7 +383,7 @@ def decide(
     if agg is not None:
         board["rank_low"], board["rank_high"] = agg.rank_low, agg.rank_high
         board["p_best"], board["in_top_set"] = agg.p_best, agg.in_top_set
-        top_rule = "interval"
+        top_rule = "mcs"
     else:
         # no resampled rows: the top set is the rank-1 model(s) without a blocking flag
         rank = board["rank"].to_numpy(dtype=np.float64)
@@ -271,7 +394,16 @@ def decide(
         board["in_top_set"] = ok & (rank == best)
         top_rule = "point (no resampled rows: run `zoorank score` with score.resample_folds >= 2)"
     board["flags"] = [_flags_text(flags[m]) for m in ids]
+    board["tied_with"] = tied_with(board)
     top = [m for m, t in zip(ids, board["in_top_set"]) if t]
+    oracle_sets = oracle_top_sets(config, board, oracle, top)
+    reference = next((v for k in ORACLE_TOP_SET_METRICS for v in oracle_sets.values()
+                      if v["metric"] == k), None)
+    if reference is not None:  # no column without an oracle top set (no oracle, or no folds)
+        # a model in the reference oracle's top set on any labelled dataset
+        chosen = {m for v in oracle_sets.values() if v["metric"] == reference["metric"]
+                  for m in v["top_set"]}
+        board["in_oracle_top_set"] = np.array([m in chosen for m in ids], dtype=bool)
     agreements = {ds: consensus(board, ds, top, per_metric) for ds in datasets}
     dis = np.vstack([np.asarray(a["disagreement"], dtype=np.float64) for a in agreements.values()])
     counts = np.isfinite(dis).sum(axis=0)
@@ -288,6 +420,12 @@ def decide(
         "fold_fraction": config.score.resample_fraction,
         "top_set_rule": top_rule,
         "top_set": top,
+        "top_set_guarantee": TOP_SET_GUARANTEE.format(confidence=config.rank.confidence)
+        if agg is not None else None,
+        "oracle_top_sets": oracle_sets,
+        "oracle_top_set_metric": reference["metric"] if reference else None,
+        "oracle_comparison": " ".join(v["sentence"] for v in oracle_sets.values()
+                                      if reference and v["metric"] == reference["metric"]),
         "flagged": flagged,
         "blocking_flags": sorted(BLOCKING),
         "consensus": {ds: {k: v for k, v in a.items() if k != "disagreement"}
@@ -299,4 +437,5 @@ def decide(
     order = list(board.columns)
     head = order[:order.index("rank") + 1] if "rank" in order else []
     rest = [c for c in order if c not in head and c not in DECISION_COLUMNS]
-    return board[head + DECISION_COLUMNS + rest], per_metric
+    decision = [c for c in DECISION_COLUMNS if c in board]
+    return board[head + decision + rest], per_metric

@@ -90,6 +90,7 @@ def oracle_suite(
     seed: int = 0,
     uncertainties: Mapping[str, np.ndarray] | None = None,
     uncertainty_index: np.ndarray | None = None,
+    test_folds: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """The label oracle of one model on one dataset: rows ``{metric, value, params, n, dim}``.
 
@@ -98,10 +99,17 @@ def oracle_suite(
     of ``test_Z``; R@1 correctness is computed on the whole test split (cosine, self excluded) and
     R-AUROC on the points with an uncertainty. The loss-data curve trains on subsets of the train
     split and measures the loss on the test split.
+
+    ``test_folds`` (fold index per test point, :func:`zoorank.metrics.uncertainty.fold_assignment`
+    over the test ids; −1 left out): the kNN and linear-probe rows then carry their accuracy on each
+    fold in ``params["fold_values"]`` (with ``params["n_folds"]``), the input of the oracle's own
+    top set (:func:`zoorank.decision.oracle_top_sets`). Rows without them (older runs) have no
+    oracle top set.
     """
     from zoorank.metrics import loss_data_costs as costs
     from zoorank.metrics import oracle as om
     from zoorank.metrics.loss_data import loss_data_curve
+    from zoorank.metrics.uncertainty import fold_means
 
     dim = int(train_Z.shape[1])
     n_tr, n_te = len(train_y), len(test_y)
@@ -110,15 +118,34 @@ def oracle_suite(
     def add(metric: str, value: float, params: dict[str, Any], n: int) -> None:
         rows.append({"metric": metric, "value": value, "params": params, "n": n, "dim": dim})
 
+    def with_folds(fn) -> Any:
+        """fn(return_correct) → accuracy; with ``test_folds``, the fold accuracies go to params."""
+        holder: dict[str, Any] = {}
+
+        def run() -> float:
+            if test_folds is None:
+                return fn(False)
+            value, correct = fn(True)
+            folds = int(test_folds.max()) + 1
+            holder.update(n_folds=folds, fold_values=[
+                round(float(v), 8) for v in fold_means(correct, test_folds, folds)])
+            return value
+        return run, holder
+
     if spec.knn:
         k = min(spec.knn_k, n_tr)
         p = {"k": k, "temperature": spec.knn_temperature, "n_train": n_tr}
-        add("knn_accuracy", *_measure("knn_accuracy", lambda: om.knn_accuracy(
-            train_Z, train_y, test_Z, test_y, k=k, temperature=spec.knn_temperature), p), n_te)
+        run, extra = with_folds(lambda rc: om.knn_accuracy(
+            train_Z, train_y, test_Z, test_y, k=k, temperature=spec.knn_temperature,
+            return_correct=rc))
+        value, p = _measure("knn_accuracy", run, p)
+        add("knn_accuracy", value, {**p, **extra}, n_te)
     if spec.linear_probe:
         p = {"n_train": n_tr, "seed": seed}
-        add("linear_probe_accuracy", *_measure("linear_probe_accuracy",
-            lambda: om.linear_probe_accuracy(train_Z, train_y, test_Z, test_y, seed=seed), p), n_te)
+        run, extra = with_folds(lambda rc: om.linear_probe_accuracy(
+            train_Z, train_y, test_Z, test_y, seed=seed, return_correct=rc))
+        value, p = _measure("linear_probe_accuracy", run, p)
+        add("linear_probe_accuracy", value, {**p, **extra}, n_te)
     correct: np.ndarray | None = None
     if spec.recall_at_1 or spec.r_auroc:
         holder: dict[str, Any] = {}
@@ -196,9 +223,11 @@ def _oracle_task(
     seed: int,
     reliability: pd.DataFrame | None,
     shards: list[str] | None = None,
+    n_folds: int = 0,
 ) -> list[dict[str, Any]]:
     """Ray task body: read one model's clean embeddings (exactly ``shards``, the catalog's list
-    from the snapshot the fingerprint hashes), run the oracle on the split."""
+    from the snapshot the fingerprint hashes), run the oracle on the split (with ``n_folds`` ≥ 2,
+    also on each fold of the test split: the score stage's fold rule)."""
     import torch
 
     torch.set_num_threads(1)
@@ -227,7 +256,13 @@ def _oracle_task(
         for column, sign in UNCERTAINTY_SIGNS.items():
             if column in rel.columns:
                 uncertainties[column] = sign * rel.loc[test_ids[common], column].to_numpy(float)
-    return oracle_suite(train_Z, train_y, test_Z, test_y, spec, seed, uncertainties, index)
+    test_folds = None
+    if n_folds >= 2 and len(test_ids) >= n_folds:
+        from zoorank.metrics.uncertainty import fold_assignment
+
+        test_folds = fold_assignment(test_ids, n_folds, 1.0, seed)
+    return oracle_suite(train_Z, train_y, test_Z, test_y, spec, seed, uncertainties, index,
+                        test_folds)
 
 
 def _labelled_split(store: Store, dataset: str, spec: OracleSpec, seed: int):
@@ -297,7 +332,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
             names = shards.get((ds.name, clean_view.name, m.model_id))
             args = (store.root if store.is_local else store.uri, ds.name, clean_view.name,
                     m.model_id, tr, ytr, te, yte, spec, config.seed, rel_cache[group],
-                    None if names is None else list(names))
+                    None if names is None else list(names), config.score.resample_folds)
             work.append((m.model_id, ds.name, fp, (note, args)))
     failures: list[dict[str, Any]] = []
     if work:

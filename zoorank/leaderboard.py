@@ -154,6 +154,8 @@ def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
                      + " (see the flags column)")
     if d.get("consensus_sentence"):
         lines.append(str(d["consensus_sentence"]))
+    if d.get("oracle_comparison"):
+        lines.append(str(d["oracle_comparison"]))
     if d.get("width_warning"):
         lines.append(str(d["width_warning"]))
     return lines

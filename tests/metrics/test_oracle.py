@@ -287,3 +287,18 @@ def test_loss_data_curve_mlp_probe_learns_and_feeds_the_reducers(digits):
     )
     assert losses[1] < losses[0]
     assert mdl(ns, losses) > sdl(ns, losses, 0.1, return_bound=True)[0] > 0
+
+
+def test_return_correct_gives_each_test_points_correctness():
+    # 1-NN by cosine, by hand: test point 0 is nearest train point 0 (class 0, right), test point
+    # 1 nearest train point 1 (class 1, but its label is 0: wrong), test point 2 nearest 1 (right)
+    Xtr = np.array([[1.0, 0.0], [0.0, 1.0]])
+    Xte = np.array([[1.0, 0.1], [0.1, 1.0], [0.2, 1.0]])
+    acc, correct = knn_accuracy(Xtr, [0, 1], Xte, [0, 0, 1], k=1, return_correct=True)
+    assert correct.tolist() == [1, 0, 1] and acc == pytest.approx(2 / 3)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 5))
+    y = (X[:, 0] > 0).astype(int)
+    acc, correct = linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:], return_correct=True)
+    assert correct.shape == (30,) and acc == pytest.approx(correct.mean())
+    assert acc == linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:])

@@ -4,12 +4,17 @@ import numpy as np
 import pytest
 
 from zoorank.metrics.uncertainty import (
+    TOP_SET_GUARANTEE,
     fold_assignment,
     fold_bootstrap,
+    fold_means,
     fold_scale,
+    model_confidence_set,
     rank_uncertainty,
     replicate_ranks,
     snap,
+    split_p_best,
+    top_set,
 )
 
 
@@ -66,14 +71,15 @@ def test_hand_computed_p_best_interval_and_top_set():
     assert u.rank_low.tolist() == [1.0, 1.0, 3.0]
     assert u.rank_high.tolist() == [2.0, 2.0, 3.0]
     assert u.share_vs_best.tolist() == [1.0, 0.25, 0.0]
-    # model 1 is at least as good as the best in 25% of replicates: < 1 − 0.5, out of the top set;
-    # ≥ 1 − 0.9, in it
+    # MCS (T_max) by hand: model 2 leaves first (no spread and d > 0: t = +inf, p = 0); then
+    # M = {0, 1}: d = (−½, ½), σ = (½, ½), t = (−1, 1), and only the replicate where model 1 wins
+    # has a larger max statistic (2): p = 1/4, rejected at size 0.5, kept at size 0.1
     assert u.in_top_set.tolist() == [True, False, False]
     strict = rank_uncertainty(point, reps, confidence=0.9)
     assert strict.in_top_set.tolist() == [True, True, False]
     stricter = rank_uncertainty(point, reps[[0, 2, 3, 0, 2, 3, 0, 2, 3, 1, 0, 2, 3, 0, 2, 3, 0, 2,
                                              3, 0, 2, 3]], confidence=0.95)
-    # one replicate in 22 (4.5% < 5%) where model 1 beats model 0: distinguishable
+    # one replicate in 22 where model 1 beats model 0: p = 1/22 < 0.05, distinguishable
     assert stricter.in_top_set.tolist() == [True, False, False]
 
 
@@ -92,8 +98,9 @@ def test_identical_models_get_identical_intervals_and_top_set_membership():
             assert values[2] == values[6], field
         if shift:
             assert u.in_top_set[[2, 6]].all() and u.in_top_set.sum() == 2
-            # the two copies share the first two places in every replicate
-            assert (u.rank_low[2], u.rank_high[2]) == (1, 2) and u.p_best[2] == 1
+            # the two copies share the first two places in every replicate, and split p_best
+            assert (u.rank_low[2], u.rank_high[2]) == (1, 2) and u.p_best[2] == 0.5
+        assert np.nansum(u.p_best) == pytest.approx(1.0)
 
 
 def test_well_separated_models_get_point_intervals_and_a_single_top_model():
@@ -144,3 +151,84 @@ def test_fold_bootstrap_equals_the_resampled_fold_means_of_its_seeded_draws():
             if np.isnan(drawn).all():
                 expected = point[m]
             assert reps[b, m] == pytest.approx(expected, abs=1e-12)
+
+
+def _arch_case(seed: int, k: int = 8, T: int = 40):
+    """A T × k loss matrix with a spread of mean losses and per-model noise levels."""
+    rng = np.random.default_rng(seed)
+    scale = rng.uniform(0.5, 2.0, size=k)
+    return rng.normal(size=(T, k)) * scale + np.linspace(0.0, 1.2, k)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_model_confidence_set_equals_arch_on_arch_bootstrap_indices(seed):
+    import warnings
+
+    from arch.bootstrap import MCS
+
+    losses = _arch_case(seed)
+    ref = MCS(losses, 0.1, reps=400, block_size=1, method="max", bootstrap="cbb", seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref.compute()
+    # the same replicates as arch's: model values = −mean loss over the resampled rows
+    reps = np.stack([-losses[idx].mean(axis=0) for idx in ref._bootstrap_indices])
+    inside, p = model_confidence_set(-losses.mean(axis=0), reps, size=0.1)
+    assert np.flatnonzero(inside).tolist() == sorted(ref.included)
+    pvalues = ref.pvalues["Pvalue"]
+    for j in np.flatnonzero(~inside):
+        assert p[j] == pytest.approx(pvalues.loc[j], abs=1e-12)
+
+
+def test_top_set_is_rank_consistent_on_a_60_model_zoo():
+    # 60 models, noisy folds whose noise grows with the model index: the raw MCS keeps some noisy
+    # low-ranked models while eliminating precise better ones; the top set closes that gap
+    rng = np.random.default_rng(12)
+    m, F = 60, 8
+    true = np.linspace(3.0, 0.0, m) + rng.normal(0, 0.02, m)
+    noise = np.where(np.arange(m) % 3 == 0, 0.4, 0.03)
+    folds = true[:, None] + rng.normal(size=(m, F)) * noise[:, None]
+    point = folds.mean(axis=1)
+    reps = fold_bootstrap(point, folds, 1000, seed=5, scale=fold_scale(F, 1.0))
+    raw, _ = model_confidence_set(point, reps, 0.05)
+    order = np.argsort(-point)
+    raw_sorted = raw[order]
+    # the raw MCS is not rank-consistent here (a gap below its worst member's place)
+    assert not raw_sorted[: np.flatnonzero(raw_sorted).max() + 1].all()
+    top = top_set(point, reps, 0.95)
+    assert top[raw].all()  # the MCS is inside the top set
+    places = np.flatnonzero(top[order])
+    assert places.tolist() == list(range(places.max() + 1))  # a prefix of the order
+    u = rank_uncertainty(point, reps, 0.95)
+    assert np.array_equal(u.in_top_set, top)
+    assert top.sum() < m / 2
+
+
+def test_p_best_is_split_among_ties_and_sums_to_one():
+    # three seed models with one ensemble-level value tie for first in every replicate
+    ranks = np.array([[1, 1, 1, 4], [1, 1, 1, 4], [4, 2, 2, 1]], dtype=float)
+    assert split_p_best(ranks).tolist() == pytest.approx([2 / 9, 2 / 9, 2 / 9, 1 / 3])
+    rng = np.random.default_rng(2)
+    folds = rng.normal(size=(5, 6))
+    folds[[1, 2]] = folds[0]  # three identical members
+    point = folds.mean(axis=1)
+    u = rank_uncertainty(point, fold_bootstrap(point, folds, 300, seed=1))
+    assert np.nansum(u.p_best) == pytest.approx(1.0)
+    assert u.p_best[0] == u.p_best[1] == u.p_best[2]
+    assert u.in_top_set[0] == u.in_top_set[1] == u.in_top_set[2]
+
+
+def test_model_confidence_set_without_spread_keeps_the_tied_best():
+    point = np.array([3.0, 3.0, 1.0, np.nan])
+    inside, p = model_confidence_set(point, np.tile(point, (10, 1)))
+    assert inside.tolist() == [True, True, False, False]
+    assert p[2] == 0.0 and np.isnan(p[3])
+
+
+def test_top_set_guarantee_names_the_level():
+    assert "95%" in TOP_SET_GUARANTEE.format(confidence=0.95)
+
+
+def test_fold_means_hand_case_skips_left_out_samples_and_marks_empty_folds():
+    got = fold_means([1, 0, 1, 1, 0, 5], [0, 0, 1, 1, 1, -1], 3)
+    assert got[:2].tolist() == [0.5, pytest.approx(2 / 3)] and np.isnan(got[2])

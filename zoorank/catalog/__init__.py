@@ -89,7 +89,9 @@ __all__ = [
 Key = tuple[str, str, str]
 
 #: version of the oracle's protocol (split, probes, stored rows): bump it when that changes.
-ORACLE_VERSION = 2  # 2: few-label cells are named <score>:k<k>s<seed> (@ means a view only)
+# 2: few-label cells are named <score>:k<k>s<seed> (@ means a view only); 3: kNN and probe rows
+# carry their accuracy per test fold (params["fold_values"]: the oracle's own top set)
+ORACLE_VERSION = 3
 #: the oracle needs at least this many labelled samples and two classes on a dataset.
 ORACLE_MIN_LABELLED = 10
 #: the reason a stale manifest row carries.
@@ -316,7 +318,7 @@ class Catalog:
                 group = getattr(m, "group", None)
                 rel_fp = rel.get((ds.name, group)) if group else None
                 fp = fingerprint("oracle", done[key], spec, self.config.seed, labels, rel_fp,
-                                 ORACLE_VERSION)
+                                 self.config.score.resample_folds, ORACLE_VERSION)
                 out[(m.model_id, ds.name)] = (fp, group if rel_fp else None)
         return out
 

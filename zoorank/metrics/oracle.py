@@ -70,7 +70,8 @@ def knn_accuracy(
     test_y: Any,
     k: int = 20,
     temperature: float = 0.07,
-) -> float:
+    return_correct: bool = False,
+) -> float | tuple[float, np.ndarray]:
     """Top-1 accuracy of DINO's weighted k-NN classifier (higher = better).
 
     Rows are L2-normalised; each test point takes its ``k`` most cosine-similar training points and
@@ -85,10 +86,13 @@ def knn_accuracy(
         always wrong.
     k : neighbours, ``1 <= k <= n_train``.
     temperature : > 0.
+    return_correct : also return each test point's correctness (int64 0/1), the input of the
+        oracle's fold bootstrap.
 
     Returns
     -------
-    float in [0, 1]. Cost: one exact k-NN search, O(n_test · n_train · d).
+    float in [0, 1], or (float, (n_test,) int64 array). Cost: one exact k-NN search,
+    O(n_test · n_train · d).
     """
     Xtr, ytr, Xte, yte = check_train_test(train_Z, train_y, test_Z, test_y, dtype=np.float32)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(Xtr):
@@ -106,7 +110,8 @@ def knn_accuracy(
     for j in range(idx.shape[1]):
         votes[rows, neighbour_codes[:, j]] += weights[:, j]
     pred = classes[np.argmax(votes, axis=1)]
-    return float(np.mean(pred == yte))
+    correct = (pred == yte).astype(np.int64)
+    return (float(correct.mean()), correct) if return_correct else float(correct.mean())
 
 
 register("knn_accuracy", +1, "labels")(knn_accuracy)
@@ -121,7 +126,8 @@ def linear_probe_accuracy(
     cv: int = 3,
     seed: int = 0,
     max_iter: int = 200,
-) -> float:
+    return_correct: bool = False,
+) -> float | tuple[float, np.ndarray]:
     """Test accuracy of a multinomial logistic-regression probe on frozen features (higher = better).
 
     Protocol: features are standardised (per-feature mean/std fitted on the data the probe is
@@ -143,10 +149,11 @@ def linear_probe_accuracy(
     cv : folds of the cross-validation that chooses C (>= 2; fewer when a class is that small).
     seed : seed of the fold assignment (the solver itself is deterministic).
     max_iter : L-BFGS iteration budget per fit.
+    return_correct : also return each test point's correctness (int64 0/1).
 
     Returns
     -------
-    float in [0, 1].
+    float in [0, 1], or (float, (n_test,) int64 array).
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
@@ -192,7 +199,8 @@ def linear_probe_accuracy(
         best_C = Cs[best]
     scaler = StandardScaler().fit(Xtr)
     model = fit(scaler.transform(Xtr), ytr, best_C)
-    return float(np.mean(model.predict(scaler.transform(Xte)) == yte))
+    correct = (model.predict(scaler.transform(Xte)) == yte).astype(np.int64)
+    return (float(correct.mean()), correct) if return_correct else float(correct.mean())
 
 
 register("linear_probe_accuracy", +1, "labels")(linear_probe_accuracy)

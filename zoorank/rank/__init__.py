@@ -129,7 +129,8 @@ def check_ranked(board: pd.DataFrame) -> None:
 
 def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict[str, Any],
             metrics: pd.DataFrame, manifest: pd.DataFrame, folds: pd.DataFrame | None = None,
-            health: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+            health: pd.DataFrame | None = None, oracle: pd.DataFrame | None = None,
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decision`) from
     the fresh fold and health rows (read here unless given)."""
     from zoorank import resample
@@ -140,7 +141,7 @@ def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict
     if health is None:
         clean = config.clean_view.name if config.clean_view else None
         health = resample.fresh_health(store, manifest, clean)
-    return decide(config, board, settings, metrics, folds, health)
+    return decide(config, board, settings, metrics, folds, health, oracle)
 
 
 def write_rank_outputs(
@@ -171,7 +172,8 @@ def write_rank_outputs(
     board, settings = build_leaderboard(config, models, metrics, oracle)
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
-    board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health)
+    board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
+                                oracle)
     agree = build_agreement(config, board, metrics, oracle)
     agree = budget.with_budget_rows(agree, board, budget_cells, _budget_directions(),
                                     config.rank.bootstrap, config.seed)

@@ -45,8 +45,10 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
     if decision:
         lines += ["## Decision", ""] + [f"* {line}" for line in decision] + [
             "", "`rank_low`–`rank_high`: the rank interval over resamples of the evaluation "
-            "images; `p_best`: share of resamples in which the model ranks 1; `in_top_set`: not "
-            "distinguishable from rank 1 (a model with a blocking health flag never is).", ""]
+            "images; `p_best`: share of resamples in which the model ranks 1 (a tie for first "
+            "splits it); `in_top_set`: in the Model Confidence Set, closed upward in this order (a "
+            "model with a blocking health flag never is); `tied_with`: the models with the same "
+            "value; `in_oracle_top_set`: in the label oracle's own top set.", ""]
     compact = leaderboard_headline(board, settings)
     lines += [markdown_table(compact), ""]
     lines += ["## Failed models", ""]
