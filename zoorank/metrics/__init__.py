@@ -16,9 +16,11 @@ Importing this package imports every family module, so every metric is registere
 from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_shape  # noqa: F401
 from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
 from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
+from zoorank.metrics import discriminant  # noqa: F401
 # isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.discriminant import etran, etran_energy, ncti, sfda
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.lidar_scatter import lidar
@@ -33,7 +35,7 @@ from zoorank.metrics.reliability import (
     neighborhood_consistency,
 )
 from zoorank.metrics.spectrum_shape import alpha_req, coding_rate, coding_rate_reduction
-from zoorank.metrics.transferability import gbc, h_score, logme, nleep
+from zoorank.metrics.transferability import gbc, h_score, knn_few_label, logme, nleep
 
 __all__ = [
     "DegenerateInputWarning",
@@ -46,10 +48,13 @@ __all__ = [
     "duplicate_fraction",
     "embedding_norm",
     "esc",
+    "etran",
+    "etran_energy",
     "feature_variance",
     "gbc",
     "h_score",
     "knn_accuracy",
+    "knn_few_label",
     "lidar",
     "linear_probe_accuracy",
     "logme",
@@ -57,6 +62,7 @@ __all__ = [
     "mdl",
     "mean_knn_distance",
     "mle_id",
+    "ncti",
     "neighborhood_consistency",
     "nleep",
     "numerical_rank",
@@ -64,6 +70,7 @@ __all__ = [
     "rankme",
     "recall_at_1",
     "sdl",
+    "sfda",
     "twonn_id",
     "uniformity",
 ]
