@@ -9,8 +9,6 @@ invariances the definitions imply.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import scipy.optimize
@@ -18,7 +16,7 @@ import torch
 from sklearn.covariance import LedoitWolf
 from sklearn.linear_model import BayesianRidge
 
-from zoorank.metrics import gbc, h_score, knn_few_label, logme, nleep
+from zoorank.metrics import gbc, h_score, logme, nleep
 
 SCORES = (logme, h_score, nleep, gbc)
 
@@ -248,47 +246,3 @@ def test_gbc_needs_two_samples_per_class(pixels):
     with pytest.raises(ValueError, match="at least 2 samples"):
         gbc(X[idx], y[idx])
 
-
-# --------------------------------------------------------------------------------------------
-# kNN accuracy at a few labels per class
-# --------------------------------------------------------------------------------------------
-
-
-def loop_knn_few_label(X, y, k=20, temperature=0.07, max_folds=5):
-    """Straightforward loop: fold j mod F per class, cosine similarities, exp(sim/T) votes."""
-    classes = sorted(set(y.tolist()))
-    folds = min(max_folds, min(int((y == c).sum()) for c in classes))
-    fold = np.empty(len(y), dtype=int)
-    for c in classes:
-        for j, i in enumerate(np.flatnonzero(y == c)):
-            fold[i] = j % folds
-    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    correct = 0
-    for i in range(len(y)):
-        train = [j for j in range(len(y)) if fold[j] != fold[i]]
-        sims = sorted(((float(unit[i] @ unit[j]), j) for j in train), reverse=True)
-        top = sims[: min(k, len(train))]
-        votes = dict.fromkeys(classes, 0.0)
-        for s, j in top:
-            votes[y[j]] += math.exp((s - top[0][0]) / temperature)
-        best = max(votes.values())
-        pred = min(c for c in classes if votes[c] == best)
-        correct += pred == y[i]
-    return correct / len(y)
-
-
-def test_knn_few_label_matches_a_loop_over_held_out_samples(pixels):
-    X, y = pixels
-    idx = np.concatenate([np.flatnonzero(y == c)[:7] for c in range(10)])  # 7 labels per class
-    Xs, ys = X[idx], y[idx]
-    assert knn_few_label(Xs, ys) == pytest.approx(loop_knn_few_label(Xs, ys), abs=1e-12)
-    assert knn_few_label(Xs, ys, k=3) == pytest.approx(loop_knn_few_label(Xs, ys, k=3), abs=1e-12)
-    shuffled = np.random.default_rng(0).permutation(ys)
-    assert knn_few_label(Xs, ys) > knn_few_label(Xs, shuffled) + 0.3
-
-
-def test_knn_few_label_needs_two_labels_per_class(pixels):
-    X, y = pixels
-    idx = np.concatenate([np.flatnonzero(y == c)[:1] for c in range(10)])
-    with pytest.raises(ValueError, match="at least 2 samples"):
-        knn_few_label(X[idx], y[idx])

@@ -26,7 +26,13 @@ from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.lidar_scatter import lidar
 from zoorank.metrics.loss_data import loss_data_curve
 from zoorank.metrics.loss_data_costs import esc, mdl, sdl
-from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, r_auroc, recall_at_1
+from zoorank.metrics.oracle import (
+    knn_accuracy,
+    knn_few_label,
+    linear_probe_accuracy,
+    r_auroc,
+    recall_at_1,
+)
 from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.reliability import (
     embedding_norm,
@@ -35,7 +41,7 @@ from zoorank.metrics.reliability import (
     neighborhood_consistency,
 )
 from zoorank.metrics.spectrum_shape import alpha_req, coding_rate, coding_rate_reduction
-from zoorank.metrics.transferability import gbc, h_score, knn_few_label, logme, nleep
+from zoorank.metrics.transferability import gbc, h_score, logme, nleep
 
 __all__ = [
     "DegenerateInputWarning",

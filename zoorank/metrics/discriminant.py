@@ -19,7 +19,7 @@ the registration's ``terms``), the budget cells store one row per term, and RANK
 the models of a dataset with :func:`etran_combine` / :func:`ncti_combine`
 (``zoorank.budget.zoo_relative_cells``). Higher is better for every score here.
 
-All maths in float64; inputs pass the shared check of :mod:`zoorank.metrics.transferability`.
+All maths in float64; inputs pass the few-label input check ``_checks.check_labelled``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from zoorank.metrics._checks import DegenerateInputWarning, check_array, warn_degenerate
+from zoorank.metrics._checks import (
+    DegenerateInputWarning,
+    check_array,
+    check_labelled,
+    warn_degenerate,
+)
 from zoorank.metrics.registry import register
-from zoorank.metrics.transferability import _check_inputs
 
 __all__ = [
     "etran",
@@ -219,7 +223,7 @@ def sfda(Z: Any, y: Any, shrinkage: float | None = None) -> float:
     ``params['warning']``); a fixed ``shrinkage=`` (or more labels than feature dimensions)
     avoids it. Cost O(n·d² + d³) (two d × d solves).
     """
-    X, codes, n_classes = _check_inputs(Z, y)
+    X, codes, n_classes = check_labelled(Z, y)
     n, d = X.shape
     if shrinkage is None:
         _, Sw = _within_scatter(X, codes, n_classes)
@@ -267,7 +271,7 @@ def etran(Z: Any, y: Any, fraction: float = 0.005) -> np.ndarray:
     numpy.ndarray, shape (2,)
         ``[S_lda in (0, 1], S_energy]``; higher is better for both. Cost O(n·d² + d³).
     """
-    X, codes, n_classes = _check_inputs(Z, y)
+    X, codes, n_classes = check_labelled(Z, y)
     _, Sw = _within_scatter(X, codes, n_classes)
     proba = _lda_proba(X, codes, n_classes, _adaptive_shrinkage(Sw))
     lda_term = float(np.mean(proba[np.arange(X.shape[0]), codes]))
@@ -336,7 +340,7 @@ def ncti(Z: Any, y: Any, n_components: int = 64, top_components: int = 32,
     from sklearn.decomposition import PCA
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-    X, codes, n_classes = _check_inputs(Z, y)
+    X, codes, n_classes = check_labelled(Z, y)
     n, d = X.shape
     p = max(1, min(n_components, n, d))
     pca = PCA(n_components=p, svd_solver="full", random_state=seed)

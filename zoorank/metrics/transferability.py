@@ -30,29 +30,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.metrics._checks import check_array, check_labels
+from zoorank.metrics._checks import check_labelled as _check_inputs
 from zoorank.metrics.registry import register
 
-__all__ = ["gbc", "h_score", "knn_few_label", "logme", "nleep"]
+__all__ = ["gbc", "h_score", "logme", "nleep"]
 
 _EPS64 = np.finfo(np.float64).eps
-
-
-def _check_inputs(Z: Any, y: Any, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
-    """(float64 features, int codes 0..C−1, C); ValueError on < 2 classes or constant features."""
-    X = check_array(Z, "Z", ndim=2, min_rows=2)
-    codes = check_labels(y, X.shape[0])
-    n_classes = int(codes.max()) + 1
-    if n_classes < 2:
-        raise ValueError("y has a single class; a transferability score needs at least 2")
-    counts = np.bincount(codes, minlength=n_classes)
-    if counts.min() < min_per_class:
-        raise ValueError(f"every class needs at least {min_per_class} samples, the smallest has "
-                         f"{int(counts.min())}")
-    spread = np.ptp(X, axis=0)
-    if not np.any(spread > 1e-12 * max(1.0, float(np.abs(X).max()))):
-        raise ValueError("Z is constant (every row equal): features carry no information")
-    return X, codes, n_classes
 
 
 def _rank_cutoff(values: np.ndarray, shape: tuple[int, int]) -> float:
@@ -372,56 +355,3 @@ def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
 
 register("gbc", +1, "labels", few_label=True)(gbc)
 
-
-# --------------------------------------------------------------------------------------------
-# kNN accuracy at a few labels per class
-# --------------------------------------------------------------------------------------------
-
-
-def knn_few_label(Z: Any, y: Any, k: int = 20, temperature: float = 0.07,
-                  max_folds: int = 5) -> float:
-    """Cross-validated kNN accuracy on the labelled samples alone (Sorkhei et al. 2025).
-
-    The few-label form of the oracle's :func:`~zoorank.metrics.oracle.knn_accuracy`: every
-    labelled sample is held out exactly once and classified by DINO's weighted kNN
-    (``k`` neighbours, ``temperature``) among the other folds' samples, so no label beyond the
-    budget is read. Folds are stratified and deterministic: the j-th sample of each class (in input
-    order) goes to fold ``j mod F`` with ``F = min(max_folds, smallest class size)``; ``k`` is
-    capped at each fold's training size. The score is the accuracy over all held-out samples.
-
-    Parameters
-    ----------
-    Z : array-like or torch.Tensor, shape (n_samples, dim)
-    y : array-like, shape (n_samples,)
-        At least 2 classes, each with at least 2 samples (one to hold out, one to vote).
-    k, temperature : int and float, default 20 and 0.07
-        DINO's kNN (as the oracle).
-    max_folds : int, default 5
-        At most this many folds (≥ 2).
-
-    Returns
-    -------
-    float
-        In [0, 1]; **higher is better**. Cost O(n²·d) (F exact kNN searches).
-    """
-    from zoorank.metrics.oracle import knn_accuracy
-
-    X, codes, n_classes = _check_inputs(Z, y, min_per_class=2)
-    if max_folds < 2:
-        raise ValueError(f"max_folds must be >= 2, got {max_folds}")
-    counts = np.bincount(codes, minlength=n_classes)
-    folds = min(int(max_folds), int(counts.min()))
-    fold = np.empty(len(codes), dtype=np.int64)
-    for c in range(n_classes):
-        where = np.flatnonzero(codes == c)
-        fold[where] = np.arange(len(where)) % folds
-    correct = 0.0
-    for f in range(folds):
-        test, train = fold == f, fold != f
-        acc = knn_accuracy(X[train], codes[train], X[test], codes[test],
-                           k=min(int(k), int(train.sum())), temperature=temperature)
-        correct += acc * int(test.sum())
-    return float(correct / len(codes))
-
-
-register("knn_few_label", +1, "labels", few_label=True)(knn_few_label)
