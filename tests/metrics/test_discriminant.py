@@ -132,8 +132,14 @@ def test_sfda_matches_the_step_by_step_reference(pixels):
     # λ_max(S_w) ≈ 0.3 here, so the adaptive shrinkage (≈ 0.2) is far from its floor
     assert 1e-3 < reference_shrinkage(X, y) < 0.9
     assert sfda(X, y) == pytest.approx(reference_sfda(X, y), rel=1e-9)
-    Xs, ys = X[:120] * 4.0, y[:120]  # a different shrinkage, 12 samples per class
+    Xs, ys = X[:120] * 2.0, y[:120]  # a smaller shrinkage (≈ 0.003), 12 samples per class
+    assert 1e-3 < reference_shrinkage(Xs, ys) < 1e-2
     assert sfda(Xs, ys) == pytest.approx(reference_sfda(Xs, ys), rel=1e-9)
+    Xw, yw = X[:40], y[:40]  # fewer samples than features: S_w has no full rank
+    assert 1e-3 < reference_shrinkage(Xw, yw) < 0.9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateInputWarning)  # 4 per class: near 1, flagged
+        assert sfda(Xw, yw) == pytest.approx(reference_sfda(Xw, yw), rel=1e-9)
 
 
 def test_sfda_prefers_true_labels_to_shuffled_ones(pixels):
