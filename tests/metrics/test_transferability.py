@@ -245,4 +245,3 @@ def test_gbc_needs_two_samples_per_class(pixels):
     idx = np.concatenate([np.flatnonzero(y == c)[:1] for c in range(10)])
     with pytest.raises(ValueError, match="at least 2 samples"):
         gbc(X[idx], y[idx])
-

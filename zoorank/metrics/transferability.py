@@ -354,4 +354,3 @@ def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
 
 
 register("gbc", +1, "labels", few_label=True)(gbc)
-
