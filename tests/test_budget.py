@@ -123,12 +123,15 @@ def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
     from zoorank.errors import ConfigError
 
     ok = parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["gbc"]}))
+    newer = ["sfda", "etran", "ncti", "knn_few_label"]
+    assert parse_config(config_dict("/tmp/unused", oracle={
+        "knn": True, "transferability": newer})).oracle.transferability == newer
     assert ok.oracle.labels_per_class == (5, 10, 25, 50, 100)
     assert ok.oracle.label_budget_seeds == 3
     with pytest.raises(ConfigError, match="transferability"):
         parse_config(config_dict("/tmp/unused", oracle={"transferability": ["logme"]}))
     with pytest.raises(ConfigError, match="transferability"):
-        parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["sfda"]}))
+        parse_config(config_dict("/tmp/unused", oracle={"knn": True, "transferability": ["no_such_score"]}))
     with pytest.raises(ConfigError, match="labels_per_class"):
         parse_config(config_dict("/tmp/unused", oracle={"knn": True, "labels_per_class": [0, 5]}))
 
@@ -149,3 +152,36 @@ def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
 
     assert cells["h_score:k5s8"]["value"] == h_score(Z[:200][idx], labels[:200][idx])
     assert [r["metric"] for r in rows if ":" not in r["metric"]] == ["knn_accuracy"]
+
+
+def test_zoo_relative_scores_store_their_terms_and_rank_combines_them_over_the_zoo(digits):
+    from zoorank.metrics import ncti
+    from zoorank.metrics.discriminant import ncti_combine
+
+    images, labels = digits
+    X, y = images.reshape(len(images), -1)[:300] / 16.0, labels[:300]
+    rows = budget.transferability_rows(X, y, ["ncti", "knn_few_label"], (5,), seeds=1)
+    assert [r["metric"] for r in rows] == [
+        "ncti.seli:k5s0", "ncti.ncc:k5s0", "ncti.vc:k5s0", "knn_few_label:k5s0"]
+    idx = budget.stratified_subset(y, 5, 0)
+    np.testing.assert_array_equal([r["value"] for r in rows[:3]], ncti(X[idx], y[idx]))
+
+    # RANK: the raw terms of four models become one NCTI cell per model, min–max over the zoo;
+    # a model with a NaN term gets NaN and does not move the others' normalisation
+    terms = {"a": (10.0, 0.9, 2.0), "b": (30.0, 0.5, 3.0), "c": (20.0, 0.7, 4.0),
+             "d": (99.0, math.nan, 1.0)}
+    frame = pd.DataFrame([
+        {"model_id": m, "dataset": "d", "metric": f"ncti.{t}:k5s0", "value": v, "params": "{}"}
+        for m, vals in terms.items() for t, v in zip(("seli", "ncc", "vc"), vals)]
+        + [{"model_id": m, "dataset": "d", "metric": "logme:k5s0", "value": 1.0, "params": "{}"}
+           for m in terms])
+    _, cells = budget.split_oracle(frame)
+    out = budget.zoo_relative_cells(cells)
+    assert sorted(out["metric"].unique()) == ["logme:k5s0", "ncti:k5s0"]
+    got = out[out["score"] == "ncti"].set_index("model_id")["value"]
+    expected = ncti_combine([10.0, 30.0, 20.0], [0.9, 0.5, 0.7], [2.0, 3.0, 4.0])
+    np.testing.assert_allclose(got[["a", "b", "c"]], expected)
+    np.testing.assert_allclose(expected, [1.0, 0.5, 0.0], atol=1e-12)  # by hand
+    assert math.isnan(got["d"])
+    assert json.loads(out[out["score"] == "ncti"]["params"].iloc[0])["terms"] == [
+        "seli", "ncc", "vc"]

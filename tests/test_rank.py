@@ -461,3 +461,51 @@ def test_the_default_primary_metric_is_chosen_per_dataset_by_how_many_models_it_
     _, settings = build_leaderboard(config, [i for i in infos if i.group == "rot"], ensemble,
                                     no_oracle)
     assert settings["primary_metric"] == {"digits": "nc"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_rank_combines_zoo_relative_few_label_terms_before_their_budget_agreement(
+        tmp_path, ray_session):
+    """ETran's and NCTI's per-model raw terms (oracle cells ``<score>.<term>:k5s0``) become one
+    zoo-relative cell per model in RANK, whose τ against the kNN oracle is the budget row."""
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.budget import split_oracle, zoo_relative_cells
+    from zoorank.config.loading import parse_config
+    from zoorank.metrics.discriminant import etran_combine, ncti_combine
+    from zoorank.rank import run_rank
+
+    write_store(str(tmp_path))
+    oracle = {"knn": True, "transferability": ["ncti", "etran", "sfda"],
+              "labels_per_class": [5], "label_budget_seeds": 1}
+    config = parse_config(config_dict(str(tmp_path), oracle=oracle))
+    board = run_rank(config, show=False)
+    cells = DeltaTable(str(tmp_path / "oracle")).to_pandas()
+    terms = cells[cells["metric"].str.startswith("ncti.")]
+    assert sorted(terms["metric"].unique()) == ["ncti.ncc:k5s0", "ncti.seli:k5s0", "ncti.vc:k5s0"]
+
+    wide = terms.pivot_table(index="model_id", columns="metric", values="value")
+    wide = wide.dropna()
+    expected = pd.Series(ncti_combine(wide["ncti.seli:k5s0"], wide["ncti.ncc:k5s0"],
+                                      wide["ncti.vc:k5s0"]), index=wide.index)
+    _, split = split_oracle(cells)
+    combined = zoo_relative_cells(split)
+    got = combined[combined["metric"] == "ncti:k5s0"].set_index("model_id")["value"]
+    np.testing.assert_allclose(got[expected.index], expected)
+    e = cells[cells["metric"].str.startswith("etran.")].pivot_table(
+        index="model_id", columns="metric", values="value").dropna()
+    got_e = combined[combined["metric"] == "etran:k5s0"].set_index("model_id")["value"]
+    np.testing.assert_allclose(got_e[e.index], etran_combine(e["etran.lda:k5s0"],
+                                                            e["etran.energy:k5s0"]))
+
+    agree = DeltaTable(str(tmp_path / "agreement")).to_pandas()
+    row = agree[(agree["metric"] == "ncti") & (agree["oracle_metric"] == "knn_accuracy")
+                & (agree["budget_seed"] == "0")]
+    assert len(row) == 1 and row["labels_per_class"].iloc[0] == 5
+    assert not (agree["metric"].astype(str).str.contains(r"\.")).any()  # no raw term is ranked
+    knn = board.set_index("model_id")["digits/knn_accuracy"]
+    ids = [m for m in knn.dropna().index if m in got.index]
+    # a model NCTI could not score (NaN) ranks last, as every metric's NaN does
+    tau = stats.kendalltau(np.nan_to_num(got[ids].to_numpy(), nan=-np.inf), knn[ids]).statistic
+    assert row["kendall_tau"].iloc[0] == pytest.approx(tau)

@@ -25,9 +25,11 @@ stage :func:`split_agreement`, :func:`crossovers` and :func:`crossover_lines`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,6 +58,7 @@ __all__ = [
     "stratified_subset",
     "transferability_rows",
     "with_budget_rows",
+    "zoo_relative_cells",
 ]
 
 #: oracle metrics the curve is measured against, in order of preference (the first is the headline).
@@ -64,8 +67,10 @@ REFERENCE_ORACLES = ("knn_accuracy", "linear_probe_accuracy")
 BUDGET_COLUMNS = ["labels_per_class", "budget_seed"]
 #: label-free rows of ``agreement.parquet`` that are not a metric of their own.
 _NOT_A_METRIC = ("leaderboard_rank",)
+#: a cell's score is ``<score>`` or, for a zoo-relative score's raw term, ``<score>.<term>``.
 _NAME = re.compile(
-    r"^(?P<score>[a-z_]+)" + re.escape(BUDGET_SEPARATOR) + r"k(?P<k>\d+)s(?P<seed>\d+)$"
+    r"^(?P<score>[a-z_]+(?:\.[a-z_]+)?)" + re.escape(BUDGET_SEPARATOR)
+    + r"k(?P<k>\d+)s(?P<seed>\d+)$"
 )
 
 
@@ -98,6 +103,14 @@ def stratified_subset(labels: np.ndarray, labels_per_class: int, seed: int) -> n
     return np.sort(np.concatenate(picked))
 
 
+def _score_terms(score: str) -> tuple[str, ...]:
+    """The raw terms of a zoo-relative few-label score (ETran, NCTI); () for the others."""
+    from zoorank.metrics import registry
+
+    entry = registry.REGISTRY.get(score)
+    return entry.terms if entry is not None else ()
+
+
 def transferability_rows(train_Z: np.ndarray, train_y: np.ndarray, scores: Sequence[str],
                          labels_per_class: Sequence[int], seeds: int,
                          base_seed: int = 0) -> list[dict[str, Any]]:
@@ -105,8 +118,13 @@ def transferability_rows(train_Z: np.ndarray, train_y: np.ndarray, scores: Seque
 
     A k above the smallest class size is still run (every class gives what it has; ``params``
     records ``n``); a score that fails on the subset (ValueError, e.g. GBC with one sample per
-    class) gives NaN with ``params['error']``.
+    class) gives NaN with ``params['error']``; a :class:`DegenerateInputWarning` (SFDA's
+    saturation) is kept in ``params['warning']``. A zoo-relative score (registered with
+    ``terms``: ETran, NCTI) gives one row per raw term, ``<score>.<term>:k<k>s<seed>``, which
+    :func:`zoo_relative_cells` combines over the models in RANK.
     """
+    from zoorank.metrics import DegenerateInputWarning
+
     functions = _score_functions()
     rows: list[dict[str, Any]] = []
     dim = int(train_Z.shape[1])
@@ -116,17 +134,71 @@ def transferability_rows(train_Z: np.ndarray, train_y: np.ndarray, scores: Seque
             idx = stratified_subset(train_y, k, seed)
             Zs, ys = train_Z[idx], train_y[idx]
             for score in scores:
+                terms = _score_terms(score)
                 params: dict[str, Any] = {"score": score, "labels_per_class": int(k),
                                           "seed": seed, "subset": "oracle train split"}
                 start = time.perf_counter()
-                try:
-                    value = float(functions[score](Zs, ys))
-                except ValueError as err:
-                    value, params = math.nan, {**params, "error": str(err)}
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", DegenerateInputWarning)
+                    try:
+                        out = functions[score](Zs, ys)
+                        values = ([float(v) for v in np.asarray(out, dtype=np.float64)]
+                                  if terms else [float(out)])
+                    except ValueError as err:
+                        values = [math.nan] * max(1, len(terms))
+                        params = {**params, "error": str(err)}
+                flagged = [str(w.message) for w in caught
+                           if issubclass(w.category, DegenerateInputWarning)]
+                if flagged:
+                    params["warning"] = "; ".join(flagged)
                 params["seconds"] = round(time.perf_counter() - start, 4)
-                rows.append({"metric": budget_metric_name(score, k, seed), "value": value,
-                             "params": params, "n": len(idx), "dim": dim})
+                names = [f"{score}.{t}" for t in terms] if terms else [score]
+                for name, value in zip(names, values, strict=True):
+                    rows.append({"metric": budget_metric_name(name, k, seed), "value": value,
+                                 "params": params, "n": len(idx), "dim": dim})
     return rows
+
+
+def zoo_relative_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """Budget cells with every zoo-relative score's raw terms combined into its own cells.
+
+    For each score registered with ``terms`` (ETran, NCTI) and each (dataset, k, seed), the term
+    cells ``<score>.<term>`` of all models are combined by the registration's function
+    (``etran_combine``, ``ncti_combine``: min–max over the models that have every term finite) into
+    cells ``<score>`` (``params`` names the terms); the term cells are dropped. Other cells pass
+    unchanged. Cost O(m) per (dataset, k, seed) for m models.
+    """
+    from zoorank.metrics import registry
+
+    if cells.empty:
+        return cells
+    zoo_relative = {n: m for n, m in registry.REGISTRY.items() if m.terms and m.combine}
+    parts = cells["score"].astype(str).str.partition(".")
+    is_term = parts[0].isin(list(zoo_relative)).to_numpy() & (parts[2] != "").to_numpy()
+    if not is_term.any():
+        return cells
+    terms_cells = cells[is_term].assign(_base=parts[0][is_term], _term=parts[2][is_term])
+    out = [cells[~is_term]]
+    keys = ["dataset", "_base", "labels_per_class", "budget_seed"]
+    for (_dataset, base, k, seed), group in terms_cells.groupby(keys, sort=True):
+        entry = zoo_relative[base]
+        wide = group.pivot_table(index="model_id", columns="_term", values="value",
+                                 aggfunc="last", dropna=False).reindex(columns=list(entry.terms))
+        arrays = [wide[t].to_numpy(np.float64) for t in entry.terms]
+        ok = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+        value = np.full(len(wide), np.nan)
+        if ok.any():
+            value[ok] = entry.combine(*[a[ok] for a in arrays])
+        first = group.drop_duplicates("model_id").set_index("model_id").reindex(wide.index)
+        combined = first.drop(columns=["_base", "_term"]).reset_index()
+        combined["score"] = base
+        combined["metric"] = budget_metric_name(base, int(k), int(seed))
+        combined["value"] = value
+        combined["params"] = json.dumps({"score": base, "terms": list(entry.terms),
+                                         "zoo_relative": entry.combine.__name__,
+                                         "models": int(ok.sum())})
+        out.append(combined[cells.columns])
+    return pd.concat(out, ignore_index=True)
 
 
 def split_oracle(oracle: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -12,7 +12,13 @@ import torch
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.loss_data import loss_data_curve
 from zoorank.metrics.loss_data_costs import esc, mdl, sdl
-from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, r_auroc, recall_at_1
+from zoorank.metrics.oracle import (
+    knn_accuracy,
+    knn_few_label,
+    linear_probe_accuracy,
+    r_auroc,
+    recall_at_1,
+)
 
 # ----------------------------------------------------------------------------------- helpers
 
@@ -302,3 +308,50 @@ def test_return_correct_gives_each_test_points_correctness():
     acc, correct = linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:], return_correct=True)
     assert correct.shape == (30,) and acc == pytest.approx(correct.mean())
     assert acc == linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:])
+
+
+# --------------------------------------------------------------------------------------------
+# kNN accuracy at a few labels per class
+# --------------------------------------------------------------------------------------------
+
+
+def loop_knn_few_label(X, y, k=20, temperature=0.07, max_folds=5):
+    """Straightforward loop: fold j mod F per class, cosine similarities, exp(sim/T) votes."""
+    classes = sorted(set(y.tolist()))
+    folds = min(max_folds, min(int((y == c).sum()) for c in classes))
+    fold = np.empty(len(y), dtype=int)
+    for c in classes:
+        for j, i in enumerate(np.flatnonzero(y == c)):
+            fold[i] = j % folds
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    correct = 0
+    for i in range(len(y)):
+        train = [j for j in range(len(y)) if fold[j] != fold[i]]
+        sims = sorted(((float(unit[i] @ unit[j]), j) for j in train), reverse=True)
+        top = sims[: min(k, len(train))]
+        votes = dict.fromkeys(classes, 0.0)
+        for s, j in top:
+            votes[y[j]] += math.exp((s - top[0][0]) / temperature)
+        best = max(votes.values())
+        pred = min(c for c in classes if votes[c] == best)
+        correct += pred == y[i]
+    return correct / len(y)
+
+
+def test_knn_few_label_matches_a_loop_over_held_out_samples(digits):
+    images, labels = digits
+    X, y = images.reshape(len(images), -1)[:400] / 16.0, labels[:400]
+    idx = np.concatenate([np.flatnonzero(y == c)[:7] for c in range(10)])  # 7 labels per class
+    Xs, ys = X[idx], y[idx]
+    assert knn_few_label(Xs, ys) == pytest.approx(loop_knn_few_label(Xs, ys), abs=1e-12)
+    assert knn_few_label(Xs, ys, k=3) == pytest.approx(loop_knn_few_label(Xs, ys, k=3), abs=1e-12)
+    shuffled = np.random.default_rng(0).permutation(ys)
+    assert knn_few_label(Xs, ys) > knn_few_label(Xs, shuffled) + 0.3
+
+
+def test_knn_few_label_needs_two_labels_per_class(digits):
+    images, labels = digits
+    X, y = images.reshape(len(images), -1)[:400] / 16.0, labels[:400]
+    idx = np.concatenate([np.flatnonzero(y == c)[:1] for c in range(10)])
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        knn_few_label(X[idx], y[idx])

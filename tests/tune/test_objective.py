@@ -11,6 +11,7 @@ import torch
 from zoorank.config import DatasetSpec
 from zoorank.data import load_samples
 from zoorank.images import decode_image
+from zoorank.metrics import registry
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import cluster_learnability
 from zoorank.metrics.lidar_scatter import lidar
@@ -55,6 +56,20 @@ def test_score_features_match_the_metric_functions():
     cl, id_ = cluster_learnability(clean, seed=1), twonn_id(clean, normalize=True)
     assert (out["cluster_learnability"], out["twonn_id"]) == (cl, id_)
     assert out["clid"] == pytest.approx(100 * cl + id_)
+
+
+def test_etran_energy_is_an_objective_computed_by_its_registration():
+    from zoorank.metrics import etran_energy
+
+    rng = np.random.default_rng(1)
+    clean = rng.standard_normal((400, 8))
+    views = clean[:, None, :] + 0.3 * rng.standard_normal((400, 2, 8))
+    assert ObjectiveSpec(metric="etran_energy").metrics == ["etran_energy"]
+    out = score_features(views, clean, ["etran_energy", "rankme"])
+    assert out["etran_energy"] == etran_energy(clean)
+    assert out["etran_energy"] == registry.info("etran_energy").run(clean)[0]
+    assert score_features(np.full((30, 2, 4), np.nan), None, ["etran_energy"]) == {
+        "etran_energy": FLOOR["etran_energy"]}
 
 
 def test_collapsed_features_score_the_floor_and_non_finite_ones_too():

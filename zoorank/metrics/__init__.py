@@ -16,15 +16,23 @@ Importing this package imports every family module, so every metric is registere
 from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_shape  # noqa: F401
 from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
 from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
+from zoorank.metrics import discriminant  # noqa: F401
 # isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.discriminant import etran, etran_energy, ncti, sfda
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
 from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.lidar_scatter import lidar
 from zoorank.metrics.loss_data import loss_data_curve
 from zoorank.metrics.loss_data_costs import esc, mdl, sdl
-from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, r_auroc, recall_at_1
+from zoorank.metrics.oracle import (
+    knn_accuracy,
+    knn_few_label,
+    linear_probe_accuracy,
+    r_auroc,
+    recall_at_1,
+)
 from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.reliability import (
     embedding_norm,
@@ -46,10 +54,13 @@ __all__ = [
     "duplicate_fraction",
     "embedding_norm",
     "esc",
+    "etran",
+    "etran_energy",
     "feature_variance",
     "gbc",
     "h_score",
     "knn_accuracy",
+    "knn_few_label",
     "lidar",
     "linear_probe_accuracy",
     "logme",
@@ -57,6 +68,7 @@ __all__ = [
     "mdl",
     "mean_knn_distance",
     "mle_id",
+    "ncti",
     "neighborhood_consistency",
     "nleep",
     "numerical_rank",
@@ -64,6 +76,7 @@ __all__ = [
     "rankme",
     "recall_at_1",
     "sdl",
+    "sfda",
     "twonn_id",
     "uniformity",
 ]

@@ -115,3 +115,24 @@ def joint_codes(*label_arrays: np.ndarray) -> tuple[int, list[np.ndarray]]:
     classes, codes = np.unique(np.concatenate(label_arrays), return_inverse=True)
     splits = np.cumsum([len(y) for y in label_arrays])[:-1]
     return len(classes), [c.astype(np.int64) for c in np.split(codes.ravel(), splits)]
+
+
+def check_labelled(Z: Any, y: Any, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
+    """The few-label scores' input check: (float64 features, int codes 0..C−1, C).
+
+    ValueError on fewer than 2 classes, a class with fewer than ``min_per_class`` samples,
+    constant features or NaN/Inf.
+    """
+    X = check_array(Z, "Z", ndim=2, min_rows=2)
+    codes = check_labels(y, X.shape[0])
+    n_classes = int(codes.max()) + 1
+    if n_classes < 2:
+        raise ValueError("y has a single class; a transferability score needs at least 2")
+    counts = np.bincount(codes, minlength=n_classes)
+    if counts.min() < min_per_class:
+        raise ValueError(f"every class needs at least {min_per_class} samples, the smallest has "
+                         f"{int(counts.min())}")
+    spread = np.ptp(X, axis=0)
+    if not np.any(spread > 1e-12 * max(1.0, float(np.abs(X).max()))):
+        raise ValueError("Z is constant (every row equal): features carry no information")
+    return X, codes, n_classes

@@ -21,6 +21,7 @@ import numpy as np
 
 from zoorank.metrics._checks import (
     check_array,
+    check_labelled,
     check_labels,
     check_train_test,
     to_numpy,
@@ -32,6 +33,7 @@ from zoorank.metrics.registry import register
 __all__ = [
     "oracle_split",
     "knn_accuracy",
+    "knn_few_label",
     "linear_probe_accuracy",
     "recall_at_1",
     "r_auroc",
@@ -279,3 +281,53 @@ register("r_auroc", +1, "labels", prefix=True,
          description="R-AUROC of a reliability column (r_auroc_<column>)")(r_auroc)
 
 
+# --------------------------------------------------------------------------------------------
+# kNN accuracy at a few labels per class
+# --------------------------------------------------------------------------------------------
+
+
+def knn_few_label(Z: Any, y: Any, k: int = 20, temperature: float = 0.07,
+                  max_folds: int = 5) -> float:
+    """Cross-validated kNN accuracy on the labelled samples alone (Sorkhei et al. 2025).
+
+    The few-label form of :func:`knn_accuracy`: every
+    labelled sample is held out exactly once and classified by DINO's weighted kNN
+    (``k`` neighbours, ``temperature``) among the other folds' samples, so no label beyond the
+    budget is read. Folds are stratified and deterministic: the j-th sample of each class (in input
+    order) goes to fold ``j mod F`` with ``F = min(max_folds, smallest class size)``; ``k`` is
+    capped at each fold's training size. The score is the accuracy over all held-out samples.
+
+    Parameters
+    ----------
+    Z : array-like or torch.Tensor, shape (n_samples, dim)
+    y : array-like, shape (n_samples,)
+        At least 2 classes, each with at least 2 samples (one to hold out, one to vote).
+    k, temperature : int and float, default 20 and 0.07
+        DINO's kNN (as the oracle).
+    max_folds : int, default 5
+        At most this many folds (≥ 2).
+
+    Returns
+    -------
+    float
+        In [0, 1]; **higher is better**. Cost O(n²·d) (F exact kNN searches).
+    """
+    X, codes, n_classes = check_labelled(Z, y, min_per_class=2)
+    if max_folds < 2:
+        raise ValueError(f"max_folds must be >= 2, got {max_folds}")
+    counts = np.bincount(codes, minlength=n_classes)
+    folds = min(int(max_folds), int(counts.min()))
+    fold = np.empty(len(codes), dtype=np.int64)
+    for c in range(n_classes):
+        where = np.flatnonzero(codes == c)
+        fold[where] = np.arange(len(where)) % folds
+    correct = 0.0
+    for f in range(folds):
+        test, train = fold == f, fold != f
+        acc = knn_accuracy(X[train], codes[train], X[test], codes[test],
+                           k=min(int(k), int(train.sum())), temperature=temperature)
+        correct += acc * int(test.sum())
+    return float(correct / len(codes))
+
+
+register("knn_few_label", +1, "labels", few_label=True)(knn_few_label)

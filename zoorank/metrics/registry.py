@@ -110,6 +110,10 @@ class MetricInfo:
     description: str = ""
     #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>*`` too.
     prefix: bool = False
+    #: a few-label score normalised over the zoo (ETran, NCTI): its function returns one raw value
+    #: per term (stored as ``<name>.<term>`` budget cells) and ``combine(*terms)`` turns the zoo's
+    #: term arrays into one value per model, in RANK.
+    terms: tuple[str, ...] = ()
 
     def oriented(self, value: float) -> float:
         """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
@@ -170,20 +174,27 @@ def register(
     solo: Mapping[str, Any] | None = None,
     few_label: bool = False,
     compute: bool = True,
+    terms: Iterable[str] = (),
+    zoo_relative: Callable[..., Any] | None = None,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
 
     The function is called as ``fn(data, **settings(options, seed))`` by SCORE, Tune and
     ``zoorank metrics`` (``compute=False`` for a pool, ensemble or label metric whose stage computes
     it: the function is then documentation; a pool metric's function is its ``combine``, called by
-    SCORE over each pool of ``scope``). ``primary`` defaults to True for clean, augmented,
-    ensemble and pool metrics. Registering a name twice replaces the entry only if it is the same
-    function (module reloads); otherwise ValueError.
+    SCORE over each pool of ``scope``). A few-label score with ``terms`` returns one raw value per
+    term, and ``zoo_relative(*term_arrays)`` combines them over a dataset's models in RANK.
+    ``primary`` defaults to True for clean, augmented, ensemble and pool metrics. Registering a
+    name twice replaces the entry only if it is the same function (module reloads); otherwise
+    ValueError.
     """
     if direction not in (1, -1):
         raise ValueError(f"{name}: direction must be +1 or -1, got {direction}")
     if inputs not in INPUTS:
         raise ValueError(f"{name}: inputs must be one of {INPUTS}, got {inputs!r}")
+    terms = tuple(terms)
+    if bool(terms) != (zoo_relative is not None):
+        raise ValueError(f"{name}: terms= and zoo_relative= go together")
     if VIEW_SEPARATOR in name or ":" in name:
         raise ValueError(f"{name!r}: a metric name may not contain '@' (views) or ':' (label budgets)")
     unknown = [o for o in options if o not in OPTIONS]
@@ -197,9 +208,10 @@ def register(
             primary=(inputs != "labels") if primary is None else primary,
             requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
             guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
-            combine=fn if compute and inputs == "pool" else None, scope=scope, solo=solo,
+            combine=fn if compute and inputs == "pool" else zoo_relative, scope=scope, solo=solo,
             function=fn, few_label=few_label,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
+            terms=terms,
         )
         old = REGISTRY.get(name)
         if old is not None and getattr(old.compute or old.combine, "__qualname__", None) != getattr(

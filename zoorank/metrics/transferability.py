@@ -30,29 +30,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.metrics._checks import check_array, check_labels
+from zoorank.metrics._checks import check_labelled as _check_inputs
 from zoorank.metrics.registry import register
 
 __all__ = ["gbc", "h_score", "logme", "nleep"]
 
 _EPS64 = np.finfo(np.float64).eps
-
-
-def _check_inputs(Z: Any, y: Any, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
-    """(float64 features, int codes 0..C−1, C); ValueError on < 2 classes or constant features."""
-    X = check_array(Z, "Z", ndim=2, min_rows=2)
-    codes = check_labels(y, X.shape[0])
-    n_classes = int(codes.max()) + 1
-    if n_classes < 2:
-        raise ValueError("y has a single class; a transferability score needs at least 2")
-    counts = np.bincount(codes, minlength=n_classes)
-    if counts.min() < min_per_class:
-        raise ValueError(f"every class needs at least {min_per_class} samples, the smallest has "
-                         f"{int(counts.min())}")
-    spread = np.ptp(X, axis=0)
-    if not np.any(spread > 1e-12 * max(1.0, float(np.abs(X).max()))):
-        raise ValueError("Z is constant (every row equal): features carry no information")
-    return X, codes, n_classes
 
 
 def _rank_cutoff(values: np.ndarray, shape: tuple[int, int]) -> float:

@@ -169,6 +169,8 @@ def write_rank_outputs(
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
     oracle, budget_cells = budget.split_oracle(oracle)
+    # ETran's and NCTI's min–max normalisation is over the zoo: their terms are combined here
+    budget_cells = budget.zoo_relative_cells(budget_cells)
     board, settings = build_leaderboard(config, models, metrics, oracle)
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
