@@ -11,7 +11,8 @@ Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_s
 leaderboard's own order: the aggregate of the primary metric's ranks), ``flags`` and
 ``disagreement``; a long table ``uncertainty`` (model_id, dataset, metric, rank, rank_low,
 rank_high, p_best, in_top_set) for every resampled metric; and the ``decision`` settings (top set,
-consensus sentence, Kendall's W per dataset, width warning).
+consensus sentence, Kendall's W per dataset, width warning, and the confounds: metrics whose order
+a prior explains, :func:`confound_warnings`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.leaderboard import ranking_vector
 from zoorank.metrics import registry
 from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.priors import (
+    CONFOUND_MIN_MODELS,
+    CONFOUND_TAU,
+    PARAMS,
+    WIDTH,
+    confounds,
+    is_prior_column,
+)
 from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
     RankUncertainty,
@@ -235,6 +245,56 @@ def width_warning(metrics: pd.DataFrame, model_ids: Sequence[str], primary: Mapp
             "projection to 64 dimensions).")
 
 
+def prior_columns(board: pd.DataFrame) -> list[str]:
+    """The board's prior columns (``params``, ``width``, ``prior/<name>``) with at least one value."""
+    return [c for c in board.columns if is_prior_column(c) and board[c].notna().any()]
+
+
+def _prior_words(prior: str) -> str:
+    return {PARAMS: "the parameter count", WIDTH: "the embedding width"}.get(
+        prior, f"the prior {prior.split('/', 1)[-1]}")
+
+
+def confound_warnings(board: pd.DataFrame, datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """Every (label-free metric or the leaderboard's rank, prior) whose order a prior explains.
+
+    Per dataset, each label-free metric column on the board and the leaderboard rank
+    (``leaderboard_rank``) against each prior column (:func:`prior_columns`), by the rule of
+    :func:`zoorank.metrics.priors.confounds` (|τ-b| ≥ :data:`~zoorank.metrics.priors.CONFOUND_TAU`
+    over ≥ :data:`~zoorank.metrics.priors.CONFOUND_MIN_MODELS` models). Returns
+    ``{dataset, metric, prior, tau, n, sentence}`` dicts. Cost O(D · M · P · n log n).
+    """
+    priors = {c: board[c].to_numpy(dtype=np.float64) for c in prior_columns(board)}
+    if not priors or board.empty:
+        return []
+    per_dataset: dict[str, dict[str, tuple[np.ndarray, int]]] = {}
+    if "rank" in board and board["rank"].notna().any():
+        # the leaderboard's order is one over all datasets (dataset "all")
+        per_dataset["all"] = {"leaderboard_rank": (board["rank"].to_numpy(dtype=np.float64), -1)}
+    for ds in datasets:
+        per_dataset[ds] = {}
+        for col in board.columns:
+            d, _, metric = col.partition("/")
+            if d != ds or "/" in metric or not registry.is_label_free(metric):
+                continue
+            oriented = ranking_vector(metric, board[col].to_numpy())
+            if oriented is not None:
+                per_dataset[ds][metric] = oriented
+    out = []
+    for ds, candidates in per_dataset.items():
+        for hit in confounds(candidates, priors):
+            what = ("the leaderboard's order" if hit["metric"] == "leaderboard_rank"
+                    else f"{hit['metric']} on {ds}")
+            way = "follows" if hit["tau"] > 0 else "runs against"
+            hit["sentence"] = (
+                f"Confound: {what} {way} {_prior_words(hit['prior'])} (Kendall τ {hit['tau']:+.2f} "
+                f"over {hit['n']} models, |τ| ≥ {CONFOUND_TAU}): its order may reflect "
+                f"{_prior_words(hit['prior'])} rather than transfer to this data; compare models "
+                "of similar size, or check against labels.")
+            out.append({"dataset": ds, **hit})
+    return out
+
+
 def decide(
     config: RunConfig, board: pd.DataFrame, settings: dict[str, Any], metrics: pd.DataFrame,
     folds: pd.DataFrame, health: pd.DataFrame,
@@ -290,6 +350,8 @@ def decide(
         "consensus_sentence": " ".join(a["sentence"] for a in agreements.values()),
         "metrics_agree": all(a["agree"] for a in agreements.values()),
         "width_warning": warning,
+        "confounds": confound_warnings(board, datasets),
+        "confound_rule": {"tau": CONFOUND_TAU, "min_models": CONFOUND_MIN_MODELS},
     }
     order = list(board.columns)
     head = order[:order.index("rank") + 1] if "rank" in order else []
