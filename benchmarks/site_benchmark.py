@@ -73,7 +73,8 @@ def load_published(path: Path = PUBLISHED) -> dict[str, Any]:
 def weighted_tau(scores: Mapping[str, float], truth: Mapping[str, float]) -> float:
     """Weighted Kendall τ (``scipy.stats.weightedtau``: hyperbolic weigher, ranks from both
     sides averaged) between a score and the fine-tune accuracies over the models both have
-    (finite); NaN with fewer than 2 models. The SFDA/LogME repositories call it the same way."""
+    (finite); NaN with fewer than 2 models. The SFDA repository calls it the same way
+    (``weightedtau(score, finetune_acc)``)."""
     common = [m for m in truth if m in scores and np.isfinite(scores[m])]
     if len(common) < 2:
         return float("nan")
@@ -248,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="torch hub directory holding checkpoints/<weight file> "
                         "(default: torch.hub.get_dir())")
     p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated subset")
+    p.add_argument("--models", default="", help="comma-separated subset of the 11 (default: all; "
+                   "τ over fewer models is not the protocol's)")
     p.add_argument("--scores", default="", help="comma-separated few-label scores (default: all)")
     p.add_argument("--samples", type=int, default=0, help="images per dataset (0: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -268,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"--datasets: unknown {unknown}; known: {list(DATASETS)}", file=sys.stderr)
         return 2
+    models = [m for m in args.models.split(",") if m] or list(published["models"])
+    if sorted(set(models) - set(published["models"])):
+        print(f"--models: unknown {sorted(set(models) - set(published['models']))}; known: "
+              f"{list(published['models'])}", file=sys.stderr)
+        return 2
+    published = {**published, "models": {m: published["models"][m] for m in models}}
     baseline = static_baseline(published)
     quoted = published["published_mean_weighted_tau"]["imagenet_top1"]
     mean = float(np.mean([baseline[d] for d in datasets]))

@@ -98,3 +98,52 @@ def test_without_weights_or_data_it_names_what_is_missing_and_exits_0(tmp_path, 
 
 def test_an_unknown_dataset_is_an_input_error():
     assert site.main(["--datasets", "imagenet", "--baseline-only"]) == 2
+
+
+@pytest.mark.slow  # ~10 s of CPU; 60-120 s wall on the shared 2-core machines
+@pytest.mark.timeout(600)
+def test_the_protocol_runs_from_local_files_and_scores_the_cached_features(tmp_path, capsys,
+                                                                        shared_data):
+    """The full path on a tiny Caltech101-layout root of real photos and two weight files in
+    torchvision's cache layout (seeded random weights: the τ means nothing, the plumbing does):
+    features are the pooled penultimate layer, each score is the registry's function on them."""
+    import shutil
+
+    import torch
+    import torchvision.models as tvm
+
+    from zoorank.metrics.transferability import h_score, logme
+
+    photos = sorted((shared_data / "imagenet_sample").glob("*.JPEG"))
+    assert len(photos) >= 12
+    root = tmp_path / "data" / "caltech101" / "101_ObjectCategories"
+    (root / "BACKGROUND_Google").mkdir(parents=True)  # in the real archive; torchvision drops it
+    for i, photo in enumerate(photos[:12]):
+        folder = root / f"class{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(photo, folder / f"image_{i // 3 + 1:04d}.jpg")  # torchvision's numbering
+    pub = site.load_published()
+    hub = tmp_path / "hub" / "checkpoints"
+    hub.mkdir(parents=True)
+    torch.manual_seed(0)
+    for name in ("mobilenet_v2", "mnasnet1_0"):
+        torch.save(getattr(tvm, name)(weights=None).state_dict(), hub / pub["models"][name]["weights"])
+    cache = tmp_path / "cache"
+    rc = site.main(["--data", str(tmp_path / "data"), "--torch-home", str(tmp_path / "hub"),
+                    "--datasets", "caltech101", "--models", "mobilenet_v2,mnasnet1_0",
+                    "--scores", "logme,h_score", "--cache", str(cache), "--workers", "0",
+                    "--batch-size", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Cannot run" not in out, out
+    truth = pub["finetune_accuracy"]["caltech101"]
+    values = {"logme": {}, "h_score": {}}
+    for name in ("mobilenet_v2", "mnasnet1_0"):
+        with np.load(cache / f"{name}__caltech101.npz") as f:
+            Z, y = f["Z"], f["y"]
+        assert Z.shape == (12, 1280)  # both end in a 1280-wide pooled layer
+        np.testing.assert_array_equal(np.bincount(y), [4, 4, 4])
+        values["logme"][name], values["h_score"][name] = logme(Z, y), h_score(Z, y)
+    for score in ("logme", "h_score"):
+        tau = site.weighted_tau(values[score], truth)
+        assert f"{score:12s} mean weighted τ {tau:.3f}" in out
