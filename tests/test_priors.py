@@ -259,3 +259,13 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
            if c["dataset"] == DATASET]
     assert sorted(got) == sorted(expected)
     assert ("rankme", "params", 1.0) in expected
+
+    # what the report shows, as plain data
+    from zoorank.decision import prior_summary
+
+    summary = prior_summary(board, settings, agree)
+    assert [r["model_id"] for r in summary["rows"]] == list(board["model_id"])
+    assert summary["rows"][0].keys() == {"model_id", "params", "width", "prior/imagenet_top1"}
+    line = next(t for t in summary["sentences"] if t.startswith("Priors against knn_accuracy"))
+    assert f"prior/imagenet_top1 τ {stats.kendalltau(x, y).statistic:+.2f}" in line
+    assert all(c["sentence"] in summary["sentences"] for c in decision["confounds"])

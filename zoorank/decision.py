@@ -357,3 +357,38 @@ def decide(
     head = order[:order.index("rank") + 1] if "rank" in order else []
     rest = [c for c in order if c not in head and c not in DECISION_COLUMNS]
     return board[head + DECISION_COLUMNS + rest], per_metric
+
+
+def prior_summary(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame
+                  ) -> dict[str, Any]:
+    """What a report shows of the priors, as plain data: ``title``, ``sentences`` (one
+    prior-agreement line per dataset and oracle metric, then the confound warnings) and ``rows``
+    (per model: model_id, params, width, prior/<name>, in board order). Cost O(rows of ``agree``)."""
+    cols = prior_columns(board) if not board.empty else []
+    rows = board[["model_id", *cols]].to_dict("records") if cols else []
+    sentences = []
+    if not agree.empty and "kind" in agree:
+        a = agree[(agree["family"] == "all")]
+        if "labels_per_class" in a:
+            a = a[a["labels_per_class"].isna()]
+        for (ds, oracle), part in a.groupby(["dataset", "oracle_metric"], sort=True):
+            priors = part[part["kind"] == "prior"]
+            metrics = part[(part["kind"] == "metric") & (part["metric"] != "leaderboard_rank")]
+            if priors.empty:
+                continue
+            shown = ", ".join(f"{r.metric} τ {r.kendall_tau:+.2f}" if np.isfinite(r.kendall_tau)
+                              else f"{r.metric} τ n/a" for r in priors.itertuples())
+            best = metrics[np.isfinite(metrics["kendall_tau"].to_numpy(np.float64))]
+            tail = ""
+            if not best.empty:
+                top = best.loc[best["kendall_tau"].idxmax()]
+                beat = priors["kendall_tau"].to_numpy(np.float64)
+                beat = beat[np.isfinite(beat)]
+                verdict = ("above every prior" if not len(beat) or top["kendall_tau"] > beat.max()
+                           else "not above every prior")
+                tail = (f"; the best label-free metric, {top['metric']}, τ "
+                        f"{top['kendall_tau']:+.2f} ({verdict})")
+            sentences.append(f"Priors against {oracle} on {ds}: {shown}{tail}.")
+    decision = settings.get("decision") or {}
+    sentences += [c["sentence"] for c in decision.get("confounds") or []]
+    return {"title": "Priors and confounds", "sentences": sentences, "rows": rows}
