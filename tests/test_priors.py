@@ -42,6 +42,13 @@ def test_a_bad_prior_value_is_a_config_error_naming_the_field(value, words):
     assert words in str(err.value)
 
 
+def test_a_dataset_named_prior_is_a_config_error():
+    cfg = _config({})
+    cfg["datasets"][0]["name"] = "prior"
+    with pytest.raises(ConfigError, match=r"datasets\[0\]\(prior\)\.name: .*reserved"):
+        parse_config(cfg)
+
+
 def test_a_bad_prior_name_is_a_config_error():
     with pytest.raises(ConfigError, match=r"prior\.1x"):
         parse_config(_config({"1x": 3.0}))

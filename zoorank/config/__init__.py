@@ -56,6 +56,14 @@ class DatasetSpec(Strict):
     limit: int | None = Field(default=None, gt=0)
     on_bad_image: Literal["skip", "fail"] = "skip"
 
+    @field_validator("name")
+    @classmethod
+    def _not_prior(cls, name: str) -> str:
+        # leaderboard columns are <dataset>/<metric>; prior/<name> holds the models' prior: values
+        if name == "prior":
+            raise ValueError("'prior' is reserved (the leaderboard's prior/<name> columns)")
+        return name
+
     @model_validator(mode="after")
     def _path_required(self) -> DatasetSpec:
         if self.source != "sklearn_digits" and not self.path:
