@@ -276,3 +276,13 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     line = next(t for t in summary["sentences"] if t.startswith("Priors against knn_accuracy"))
     assert f"prior/imagenet_top1 τ {stats.kendalltau(x, y).statistic:+.2f}" in line
     assert all(c["sentence"] in summary["sentences"] for c in decision["confounds"])
+
+
+def test_the_console_prints_the_first_three_confound_warnings():
+    from zoorank.leaderboard import decision_lines
+
+    confounds = [{"sentence": f"Confound: m{i} follows the parameter count."} for i in range(5)]
+    lines = decision_lines(pd.DataFrame({"model_id": ["a"]}),
+                           {"decision": {"top_set": ["a"], "confounds": confounds}})
+    assert lines[1:4] == [c["sentence"] for c in confounds[:3]]
+    assert lines[4] == "(+2 more confound warnings: settings[decision][confounds])"
