@@ -91,10 +91,12 @@ def evaluate(scores: Mapping[str, Mapping[str, float]], published: Mapping[str, 
     return {ds: weighted_tau(s, truth[ds]) for ds, s in scores.items() if ds in truth}
 
 
-def static_baseline(published: Mapping[str, Any]) -> dict[str, float]:
-    """dataset → weighted τ of ranking the models by ImageNet top-1 (no target data)."""
-    top1 = {m: v["imagenet_top1"] for m, v in published["models"].items()}
-    return evaluate({ds: top1 for ds in published["finetune_accuracy"]}, published)
+def static_baseline(published: Mapping[str, Any], prior: str = "imagenet_top1"
+                    ) -> dict[str, float]:
+    """dataset → weighted τ of ranking the models by a prior, higher is better, with no target
+    data: ImageNet top-1 (the static baseline), ``num_params`` or ``gflops``."""
+    values = {m: v[prior] for m, v in published["models"].items()}
+    return evaluate({ds: values for ds in published["finetune_accuracy"]}, published)
 
 
 def table(columns: Mapping[str, Mapping[str, float]], datasets: Sequence[str]) -> str:
@@ -286,7 +288,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"static baseline (ImageNet top-1, no target data): mean weighted τ {mean:.3f} over "
           f"{len(datasets)} datasets; published {quoted:.3f} (Singh, Hess & Vanschoren 2025)")
     if args.baseline_only:
-        print(table({"imagenet_top1": baseline}, datasets))
+        # the other priors zoorank records (size, compute) as static baselines too
+        result = table({"imagenet_top1": baseline,
+                        "num_params": static_baseline(published, "num_params"),
+                        "gflops": static_baseline(published, "gflops")}, datasets)
+        print(result)
+        if args.out:
+            Path(args.out).write_text(f"{header}\n\n{result}\n")
         return 0
     weights = missing_weights(published, Path(args.torch_home))
     absent = missing_datasets(Path(args.data), datasets)

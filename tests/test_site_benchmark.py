@@ -59,9 +59,13 @@ def test_static_baseline_per_dataset_equals_an_independent_weighted_tau():
     pub = site.load_published()
     baseline = site.static_baseline(pub)
     top1 = [pub["models"][m]["imagenet_top1"] for m in MODELS]
+    size = [pub["models"][m]["num_params"] for m in MODELS]
+    by_size = site.static_baseline(pub, "num_params")
     for ds, acc in pub["finetune_accuracy"].items():
         expected = reference_weighted_tau(top1, [acc[m] for m in MODELS])
         assert baseline[ds] == pytest.approx(expected, abs=1e-12), ds
+        assert by_size[ds] == pytest.approx(reference_weighted_tau(size, [acc[m] for m in MODELS]),
+                                            abs=1e-12), ds
 
 
 def test_static_baseline_reproduces_the_published_mean():
