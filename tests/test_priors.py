@@ -286,3 +286,15 @@ def test_the_console_prints_the_first_three_confound_warnings():
                            {"decision": {"top_set": ["a"], "confounds": confounds}})
     assert lines[1:4] == [c["sentence"] for c in confounds[:3]]
     assert lines[4] == "(+2 more confound warnings: settings[decision][confounds])"
+
+
+def test_the_demo_agreement_table_names_the_priors_rows(tmp_path):
+    from zoorank.demo import agreement_table
+    from zoorank.store import Store
+
+    rows = pd.DataFrame({"metric": ["nc", "params"], "kind": ["metric", "prior"],
+                         "oracle_metric": "knn_accuracy", "dataset": "d", "family": "all",
+                         "n_models": 6, "kendall_tau": [0.6, 0.2], "kendall_ci_low": 0.0,
+                         "kendall_ci_high": 1.0, "top1_regret": 0.0})
+    Store(str(tmp_path)).replace_table("agreement", rows)
+    assert list(agreement_table(str(tmp_path))["metric"]) == ["nc", "params (prior)"]
