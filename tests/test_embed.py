@@ -132,6 +132,20 @@ def test_good_models_are_done_and_broken_ones_failed_with_their_reason(embedded,
             assert store.shard_names(r["dataset"], r["view"], r["model_id"]) == []
 
 
+def test_the_manifest_records_each_models_parameter_count(embedded):
+    import timm
+    from zoo_factories import small_cnn
+
+    config, _, _ = embedded
+    manifest = Store(config.store).read_manifest()
+    r18 = sum(p.numel() for p in timm.create_model("resnet18", num_classes=0).parameters())
+    expected = {"r18-st": r18, "r18-pt": r18,
+                "cnn": sum(p.numel() for p in small_cnn().parameters())}
+    for model_id, count in expected.items():
+        rows = manifest[manifest["model_id"] == model_id]
+        assert len(rows) == 6 and (rows["param_count"] == count).all(), rows["param_count"]
+
+
 def test_malicious_pickle_never_runs(embedded, zoo):
     marker = Path(zoo["malicious"]["checkpoint"]).parent / "pwned"
     assert not marker.exists()

@@ -325,6 +325,8 @@ def best_label_free(label_free: pd.DataFrame, dataset: str, oracle_metric: str
     """(metric, τ) of the label-free metric with the highest τ against one oracle over all models."""
     a = label_free[(label_free["dataset"] == dataset) & (label_free["oracle_metric"] == oracle_metric)
                    & (label_free["family"] == "all") & ~label_free["metric"].isin(_NOT_A_METRIC)]
+    if "kind" in a:  # the priors' rows (zoorank.metrics.priors) are baselines, not metrics
+        a = a[a["kind"] != "prior"]
     a = a[np.isfinite(a["kendall_tau"].to_numpy(np.float64))]
     if a.empty:
         return None

@@ -16,7 +16,8 @@ seed ensemble scored by one ensemble-level value) and, when the oracle ran with 
 images, :func:`oracle_top_sets`); a long
 table ``uncertainty`` (model_id, dataset, metric, rank, rank_low, rank_high, p_best, in_top_set)
 for every resampled metric; and the ``decision`` settings (top set and its guarantee, the oracle's
-top sets and their comparison with it, consensus sentence, Kendall's W per dataset, width warning).
+top sets and their comparison with it, consensus sentence, Kendall's W per dataset, width warning,
+and the confounds: metrics whose order a prior explains, :func:`confound_warnings`).
 """
 
 from __future__ import annotations
@@ -30,10 +31,19 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.leaderboard import ranking_vector
 from zoorank.metrics import registry
 from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.priors import (
+    CONFOUND_MIN_MODELS,
+    CONFOUND_TAU,
+    PARAMS,
+    WIDTH,
+    confounds,
+    is_prior_column,
+)
 from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
     TOP_SET_GUARANTEE,
@@ -358,6 +368,53 @@ def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame
                 "dataset": ds, "metric": metric, "top_set": members, "size": len(members),
                 "n_folds": int(folds.shape[1]), "overlap": shared, "regret": regret,
                 "noise": noise, "within_noise": within, "sentence": sentence}
+def prior_columns(board: pd.DataFrame) -> list[str]:
+    """The board's prior columns (``params``, ``width``, ``prior/<name>``) with at least one value."""
+    return [c for c in board.columns if is_prior_column(c) and board[c].notna().any()]
+
+
+def _prior_words(prior: str) -> str:
+    return {PARAMS: "the parameter count", WIDTH: "the embedding width"}.get(
+        prior, f"the prior {prior.split('/', 1)[-1]}")
+
+
+def confound_warnings(board: pd.DataFrame, datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """Every (label-free metric or the leaderboard's rank, prior) whose order a prior explains.
+
+    Per dataset, each label-free metric column on the board and the leaderboard rank
+    (``leaderboard_rank``) against each prior column (:func:`prior_columns`), by the rule of
+    :func:`zoorank.metrics.priors.confounds` (|τ-b| ≥ :data:`~zoorank.metrics.priors.CONFOUND_TAU`
+    over ≥ :data:`~zoorank.metrics.priors.CONFOUND_MIN_MODELS` models). Returns
+    ``{dataset, metric, prior, tau, n, sentence}`` dicts. Cost O(D · M · P · n log n).
+    """
+    priors = {c: board[c].to_numpy(dtype=np.float64) for c in prior_columns(board)}
+    if not priors or board.empty:
+        return []
+    per_dataset: dict[str, dict[str, tuple[np.ndarray, int]]] = {}
+    if "rank" in board and board["rank"].notna().any():
+        # the leaderboard's order is one over all datasets (dataset "all")
+        per_dataset["all"] = {"leaderboard_rank": (board["rank"].to_numpy(dtype=np.float64), -1)}
+    for ds in datasets:
+        per_dataset[ds] = {}
+        for col in board.columns:
+            d, _, metric = col.partition("/")
+            if d != ds or "/" in metric or not registry.is_label_free(metric):
+                continue
+            oriented = ranking_vector(metric, board[col].to_numpy())
+            if oriented is not None:
+                per_dataset[ds][metric] = oriented
+    out = []
+    for ds, candidates in per_dataset.items():
+        for hit in confounds(candidates, priors):
+            what = ("the leaderboard's order" if hit["metric"] == "leaderboard_rank"
+                    else f"{hit['metric']} on {ds}")
+            way = "follows" if hit["tau"] > 0 else "runs against"
+            hit["sentence"] = (
+                f"Confound: {what} {way} {_prior_words(hit['prior'])} (Kendall τ {hit['tau']:+.2f} "
+                f"over {hit['n']} models, |τ| ≥ {CONFOUND_TAU}): its order may reflect "
+                f"{_prior_words(hit['prior'])} rather than transfer to this data; compare models "
+                "of similar size, or check against labels.")
+            out.append({"dataset": ds, **hit})
     return out
 
 
@@ -433,9 +490,46 @@ def decide(
         "consensus_sentence": " ".join(a["sentence"] for a in agreements.values()),
         "metrics_agree": all(a["agree"] for a in agreements.values()),
         "width_warning": warning,
+        "confounds": confound_warnings(board, datasets),
+        "confound_rule": {"tau": CONFOUND_TAU, "min_models": CONFOUND_MIN_MODELS},
     }
     order = list(board.columns)
     head = order[:order.index("rank") + 1] if "rank" in order else []
     rest = [c for c in order if c not in head and c not in DECISION_COLUMNS]
     decision = [c for c in DECISION_COLUMNS if c in board]
     return board[head + decision + rest], per_metric
+
+
+def prior_summary(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame
+                  ) -> dict[str, Any]:
+    """What a report shows of the priors, as plain data: ``title``, ``sentences`` (one
+    prior-agreement line per dataset and oracle metric, then the confound warnings) and ``rows``
+    (per model: model_id, params, width, prior/<name>, in board order). Cost O(rows of ``agree``)."""
+    cols = prior_columns(board) if not board.empty else []
+    rows = board[["model_id", *cols]].to_dict("records") if cols else []
+    sentences = []
+    if not agree.empty and "kind" in agree:
+        a = agree[(agree["family"] == "all")]
+        if "labels_per_class" in a:
+            a = a[a["labels_per_class"].isna()]
+        for (ds, oracle), part in a.groupby(["dataset", "oracle_metric"], sort=True):
+            priors = part[part["kind"] == "prior"]
+            metrics = part[(part["kind"] == "metric") & (part["metric"] != "leaderboard_rank")]
+            if priors.empty:
+                continue
+            shown = ", ".join(f"{r.metric} τ {r.kendall_tau:+.2f}" if np.isfinite(r.kendall_tau)
+                              else f"{r.metric} τ n/a" for r in priors.itertuples())
+            best = metrics[np.isfinite(metrics["kendall_tau"].to_numpy(np.float64))]
+            tail = ""
+            if not best.empty:
+                top = best.loc[best["kendall_tau"].idxmax()]
+                beat = priors["kendall_tau"].to_numpy(np.float64)
+                beat = beat[np.isfinite(beat)]
+                verdict = ("above every prior" if not len(beat) or top["kendall_tau"] > beat.max()
+                           else "not above every prior")
+                tail = (f"; the best label-free metric, {top['metric']}, τ "
+                        f"{top['kendall_tau']:+.2f} ({verdict})")
+            sentences.append(f"Priors against {oracle} on {ds}: {shown}{tail}.")
+    decision = settings.get("decision") or {}
+    sentences += [c["sentence"] for c in decision.get("confounds") or []]
+    return {"title": "Priors and confounds", "sentences": sentences, "rows": rows}

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -165,6 +166,9 @@ def agreement_table(store_uri: str) -> pd.DataFrame:
     agree = agree[agree["family"] == "all"]
     if "labels_per_class" in agree:  # the label-budget rows are printed as crossover lines
         agree = agree[agree["labels_per_class"].isna()]
+    if "kind" in agree:  # the priors' rows (params, width): baselines, named as such
+        agree = agree.assign(metric=np.where(agree["kind"] == "prior", agree["metric"] + " (prior)",
+                                             agree["metric"]))
     return agree[["dataset", "metric", "oracle_metric", "n_models", "kendall_tau",
                   "kendall_ci_low", "kendall_ci_high", "top1_regret"]].reset_index(drop=True)
 

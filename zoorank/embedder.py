@@ -114,9 +114,12 @@ class ChunkEmbedder:
         self.models: dict[str, Any] = {}
         self.norms: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
+        #: model_id → parameters of the module that embeds (a prior: :mod:`zoorank.metrics.priors`)
+        self.param_counts: dict[str, int] = {}
         for m in models:
             try:
                 net = load_model(m, device=device)
+                self.param_counts[m.model_id] = int(sum(p.numel() for p in net.parameters()))
                 if self.device.type == "cuda":
                     net = net.to(memory_format=torch.channels_last)
                 self.models[m.model_id] = net
@@ -277,7 +280,7 @@ def embed_slice(
     """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
 
     Returns ``{"records": [{view, model_id, rows, dim, seconds, error, shards, precision,
-    versions}],
+    versions, param_count}],
     "images", "load_seconds", "called", "done", "node_id"}`` (wall-clock times, comparable across
     workers; ``precision`` as resolved on this worker, ``versions`` :func:`library_versions`). Row
     counts are the task's own account; the driver verifies what is on disk before anything is
@@ -333,7 +336,8 @@ def embed_slice(
                             "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
                             "error": embedder.errors.get(model_id, ""),
                             "shards": writer.files.get(key, []),
-                            "precision": embedder.precision, "versions": versions})
+                            "precision": embedder.precision, "versions": versions,
+                            "param_count": embedder.param_counts.get(model_id)})
     return {"records": records, "images": images, "load_seconds": embedder.load_seconds,
             "called": called, "done": time.time(), "node_id": _node_id()}
 

@@ -139,7 +139,8 @@ def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int
 
 
 def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
-    """The printed verdicts under the leaderboard: top set, flags, consensus, width warning."""
+    """The printed verdicts under the leaderboard: top set, flags, consensus, width warning, the
+    first confound warnings."""
     d = settings.get("decision") or {}
     if not d:
         return []
@@ -158,6 +159,10 @@ def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
         lines.append(str(d["oracle_comparison"]))
     if d.get("width_warning"):
         lines.append(str(d["width_warning"]))
+    confounds = d.get("confounds") or []
+    lines += [str(c["sentence"]) for c in confounds[:3]]
+    if len(confounds) > 3:
+        lines.append(f"(+{len(confounds) - 3} more confound warnings: settings[decision][confounds])")
     return lines
 
 

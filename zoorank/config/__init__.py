@@ -28,6 +28,10 @@ from zoorank.metrics.primary import default_primary
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
+#: a ``prior:`` name (a leaderboard column ``prior/<name>``) and its value: a finite number, never
+#: a string, a bool or null (strict: "76.1" is an error that names the field).
+PriorName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", max_length=100)]
+PriorValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 #: label-free metrics a run can ask for (config names; zoorank.metrics.registry is the table, and
 #: validation reads it live, so a metric registered later is accepted too).
@@ -51,6 +55,14 @@ class DatasetSpec(Strict):
     labels_from_folders: bool = False
     limit: int | None = Field(default=None, gt=0)
     on_bad_image: Literal["skip", "fail"] = "skip"
+
+    @field_validator("name")
+    @classmethod
+    def _not_prior(cls, name: str) -> str:
+        # leaderboard columns are <dataset>/<metric>; prior/<name> holds the models' prior: values
+        if name == "prior":
+            raise ValueError("'prior' is reserved (the leaderboard's prior/<name> columns)")
+        return name
 
     @model_validator(mode="after")
     def _path_required(self) -> DatasetSpec:
@@ -91,6 +103,10 @@ class ModelSpec(Strict):
     state_dict_prefix: str | None = None
     #: names of the config's datasets this model is ranked on; None = every dataset.
     datasets: list[Name] | None = None
+    #: numbers known about the model without target data (``{imagenet_top1: 76.1, gflops: 4.1}``):
+    #: leaderboard columns ``prior/<name>``, compared with the oracle and checked as confounds
+    #: (:mod:`zoorank.metrics.priors`); not part of the model's fingerprint.
+    prior: dict[PriorName, PriorValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _ids_for_single_files(self) -> ModelSpec:

@@ -72,6 +72,8 @@ def verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad:
     # what the workers used, as they resolved it (readers use this, never their own GPU)
     row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
     row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)
+    row["param_count"] = next((r["param_count"] for r in records
+                               if r.get("param_count") is not None), None)
     if error is not None:
         row.update(status="failed", error=error, rows=0)
     else:

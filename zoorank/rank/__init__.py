@@ -8,10 +8,12 @@ writes (contract 2 plus the tables this stage adds):
   ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
-  ranked metric). The metadata key ``zoorank`` of its commit holds the settings as JSON
-  (aggregation, primary metric per dataset, in-domain accuracy).
+  ranked metric), ``params`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
+  entries' ``prior:`` values; :mod:`~zoorank.rank.priors`). The metadata key ``zoorank`` of its
+  commit holds the settings as JSON (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
-  metric, per dataset and per family ('all' or a family with ≥ 3 models).
+  metric, per dataset and per family ('all' or a family with ≥ 3 models); column ``kind``:
+  ``metric``, or ``prior`` for the rows of the priors (params, width, ``prior/<name>``).
 * with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
   and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
@@ -52,6 +54,7 @@ from zoorank.rank.agreement_table import build_agreement
 from zoorank.rank.board import build_leaderboard
 from zoorank.rank.failed import failed_models
 from zoorank.rank.markdown import leaderboard_markdown
+from zoorank.rank.priors import model_priors, with_priors
 from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit, rank_inputs_fingerprint
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
@@ -174,6 +177,7 @@ def write_rank_outputs(
     board, settings = build_leaderboard(config, models, metrics, oracle)
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
+    board = with_priors(board, model_priors(models, manifest))
     board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
                                 oracle)
     agree = build_agreement(config, board, metrics, oracle)

@@ -1,5 +1,7 @@
 """The agreement table: every label-free metric (and the leaderboard rank) against every oracle
-metric, per dataset and per family ('all' or a family with >= 3 models).
+metric, per dataset and per family ('all' or a family with >= 3 models). The priors (``params``,
+``width``, ``prior/<name>``: :mod:`zoorank.metrics.priors`, higher is better) get the same rows,
+marked ``kind = "prior"`` (``"metric"`` for the others): the static baseline beside every metric.
 
 τ-b signs and the bootstrap are those of :mod:`zoorank.metrics.agreement`.
 """
@@ -10,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.decision import prior_columns
 from zoorank.label_oracle import oracle_direction
 from zoorank.leaderboard import ranking_vector
 from zoorank.metrics.agreement import agreement
@@ -33,7 +36,7 @@ def build_agreement(
     and B = ``rank.bootstrap`` (:func:`~zoorank.metrics.agreement.agreement`), memory bounded by
     :data:`~zoorank.metrics.agreement.BOOTSTRAP_MEMORY`.
     """
-    columns = ["metric", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
+    columns = ["metric", "kind", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
                "kendall_ci_low", "kendall_ci_high", "spearman", "spearman_ci_low",
                "spearman_ci_high", "pearson", "pearson_ci_low", "pearson_ci_high", "top1_regret",
                "top1_oracle", "oracle_best", "top1_model", "topk_recall", "top_k", "n_metric_nan"]
@@ -48,14 +51,16 @@ def build_agreement(
     for ds in [d.name for d in config.datasets]:
         o_names = sorted(oracle.loc[oracle["dataset"] == ds, "metric"].unique())
         m_names = sorted(metrics.loc[metrics["dataset"] == ds, "metric"].unique())
-        candidates: list[tuple[str, np.ndarray, int]] = []
+        candidates: list[tuple[str, str, np.ndarray, int]] = []
         for metric in m_names:
             col = f"{ds}/{metric}"
             oriented = ranking_vector(metric, board[col].to_numpy()) if col in board else None
             if oriented is not None:
-                candidates.append((metric, *oriented))
+                candidates.append((metric, "metric", *oriented))
         if board["rank"].notna().any():
-            candidates.append(("leaderboard_rank", board["rank"].to_numpy(), -1))
+            candidates.append(("leaderboard_rank", "metric", board["rank"].to_numpy(), -1))
+        candidates += [(p, "prior", board[p].to_numpy(dtype=np.float64), 1)
+                       for p in prior_columns(board)]
         for o_name in o_names:
             o_dir = oracle_direction(o_name)
             o_all = board[f"{ds}/{o_name}"].to_numpy(dtype=np.float64)
@@ -64,7 +69,7 @@ def build_agreement(
                 keep = sel[~np.isnan(o_all[sel])]
                 if len(keep) < MIN_MODELS_FOR_AGREEMENT:
                     continue
-                for metric, mv, m_dir in candidates:
+                for metric, kind, mv, m_dir in candidates:
                     # a model the metric could not score is excluded from its τ (not ranked
                     # last: that would reward a metric for failing exactly on bad models)
                     used = keep[np.isfinite(mv[keep])]
@@ -75,7 +80,8 @@ def build_agreement(
                                     top_k=config.rank.top_k)
                     res["n_metric_nan"] = int(len(keep) - len(used))
                     pick = board.index[used][np.argmax(m_dir * mv[used])]
-                    rows.append({"metric": metric, "oracle_metric": o_name, "dataset": ds,
+                    rows.append({"metric": metric, "kind": kind, "oracle_metric": o_name,
+                                 "dataset": ds,
                                  "family": fam, **res, "top1_model": pick})
     return pd.DataFrame(rows, columns=columns)
 

@@ -393,15 +393,16 @@ class Store:
             row = {c: r.get(c) for c in MANIFEST_COLUMNS}
             if isinstance(row["shards"], (list, tuple)):
                 row["shards"] = json.dumps(sorted(row["shards"]))
-            for c in ("rows", "dim", "bad_images"):
+            for c in ("rows", "dim", "bad_images", "param_count"):
                 v = row[c]
-                row[c] = None if v is None or (isinstance(v, float) and np.isnan(v)) else int(v)
+                row[c] = None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) \
+                    else int(v)
             out.append(row)
         frame = pd.DataFrame(out, columns=MANIFEST_COLUMNS)
         for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
                   "precision", "versions"):
             frame[c] = frame[c].astype("string")
-        for c in ("rows", "dim", "bad_images"):
+        for c in ("rows", "dim", "bad_images", "param_count"):
             frame[c] = frame[c].astype("Int64")
         frame["seconds"] = frame["seconds"].astype("float64")
         self.upsert_rows(MANIFEST, frame, MANIFEST_KEY)

@@ -21,6 +21,7 @@ MANIFEST_COLUMNS = [
     "shards",
     "precision",  # as resolved where the forward ran (embed.precision: auto)
     "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
+    "param_count",  # parameters of the built model (a prior; None in rows written before it)
 ]
 METRICS_KEY = ["model_id", "dataset", "metric"]
 METRICS_COLUMNS = [

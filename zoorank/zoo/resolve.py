@@ -265,7 +265,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
             unreadable = _unreadable(spec, err)
     if unreadable is not None:
         digest = None
-    excluded = {"id", "group", "family", "checkpoint", "datasets"}
+    excluded = {"id", "group", "family", "checkpoint", "datasets", "prior"}
     # fields added later are left out at their defaults, so earlier fingerprints stay valid
     excluded |= {f for f in ("pretrained", "state_dict_prefix") if not getattr(spec, f)}
     if spec.source in ("transformers", "torchscript"):
