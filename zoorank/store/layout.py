@@ -15,8 +15,10 @@ AGREEMENT = "agreement"
 FAILED = "failed"
 LEADERBOARD = "leaderboard"
 DIGESTS = "cache/digests"
+#: labels people gave back (``zoorank label``): dataset, sample_id, label (class name), source, time
+LABELS = "labels"
 #: every table at the store's top level or under ``cache/`` (samples tables are per dataset).
-TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS)
+TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS, LABELS)
 
 # -- plain files and directories -------------------------------------------------------------------
 LEADERBOARD_CSV = "leaderboard.csv"
@@ -27,6 +29,7 @@ RELIABILITY_DIR = "reliability"
 DATASETS_DIR = "datasets"
 VIEW_CACHE_DIR = "cache/views"
 TUNE_DIR = "tune"
+ASKS_DIR = "asks"
 
 
 def samples_table(dataset: str) -> str:
@@ -59,3 +62,8 @@ def view_cache_dir(key: str) -> str:
 
 def tune_dir(name: str) -> str:
     return f"{TUNE_DIR}/{name}"
+
+
+def ask_dir(round_: int) -> str:
+    """One ``zoorank ask`` round: ``to_label.csv``, ``index.html``, ``label_studio.json``."""
+    return f"{ASKS_DIR}/{int(round_)}"
