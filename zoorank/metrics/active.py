@@ -162,8 +162,8 @@ def cold_start(Z, k: int, seed: int = 0) -> np.ndarray:
 def select_diverse(scores, Z, k: int, seed: int = 0, pool_factor: int = 5) -> np.ndarray:
     """``k`` row positions with high ``scores`` that are not near-duplicates of one another.
 
-    The ``pool_factor · k`` best-scored rows (ties broken by a seeded shuffle) are clustered into
-    k groups by k-means on the L2-normalised ``Z``; each group gives its best-scored row. With
+    The ``pool_factor · k`` best-scored rows (ties broken by a seeded shuffle; only rows scoring
+    above 0 when there are k of them) are clustered into k groups by k-means on the L2-normalised ``Z``; each group gives its best-scored row. With
     fewer rows than ``k`` every row is returned. Sorted. Cost O(n log n + iter · 5k · k · d).
     """
     s = np.asarray(scores, dtype=np.float64)
@@ -178,6 +178,8 @@ def select_diverse(scores, Z, k: int, seed: int = 0, pool_factor: int = 5) -> np
     jitter = rng.permutation(len(s))
     order = np.lexsort((jitter, -s))  # best score first, seeded tie break
     pool = order[:min(len(s), pool_factor * k)]
+    if (s > 0).sum() >= k:  # rows scoring 0 (a committee in full agreement) tell nothing
+        pool = pool[s[pool] > 0]
     if len(pool) <= k:
         return np.sort(pool)
     U = _unit_rows(Z[pool])
@@ -239,13 +241,21 @@ def _committee(p_best: np.ndarray, size: int = 10) -> np.ndarray:
     return members
 
 
+def _votes(p: np.ndarray) -> np.ndarray:
+    """Committee vote weights: half p(best) (normalised), half even, so that a member p(best)
+    has almost ruled out still votes (else a confident leader silences every challenger)."""
+    p = np.asarray(p, dtype=np.float64)
+    share = p / p.sum() if p.sum() > 0 else np.full(len(p), 1.0 / len(p))
+    return 0.5 * share + 0.5 / len(p)
+
+
 def next_batch(Zs: Sequence[np.ndarray], evidence: LabelEvidence, excluded, k: int,
                seed: int = 0) -> np.ndarray:
     """The ``k`` pool rows to label next (sorted positions), none of them ``excluded`` (a mask).
 
     With labels of ≥ 2 classes: query-by-committee: the committee (the models holding 99% of
     p(best), 2 to 10 of them) votes with its few-label kNN predictions, each vote weighted by
-    p(best); the rows where the weighted votes disagree most are spread by
+    p(best) mixed half and half with an even weight; the rows where the weighted votes disagree most are spread by
     :func:`select_diverse` in the leader's embedding. Before that (cold start): :func:`cold_start`
     on the leader's embedding (the prior's most probable model). Cost O(M · n + k-means).
     """
@@ -259,7 +269,7 @@ def next_batch(Zs: Sequence[np.ndarray], evidence: LabelEvidence, excluded, k: i
         return np.sort(free[cold_start(Z, k, seed)])
     members = _committee(evidence.p_best)
     scores = committee_disagreement(evidence.predictions[members][:, free],
-                                    evidence.p_best[members])
+                                    _votes(evidence.p_best[members]))
     return np.sort(free[select_diverse(scores, Z, k, seed)])
 
 
