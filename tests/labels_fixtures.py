@@ -1,7 +1,8 @@
 """A small store for the label tests (``zoorank ask`` / ``zoorank label``), written without Ray.
 
 The dataset is real: the first ``n`` scikit-learn digits written as PNG images to a Parquet file
-**without a label column** (the case labels are asked for), with the class names in the config
+whose ``label`` column the config does **not** name (the case labels are asked for; the benchmark
+``active_labels.py`` names it, to hide and reveal), with the class names in the config
 (``classes``). The zoo's embeddings are made from the pixels, so which model is best is known by
 construction and checked in the tests against a reference kNN on every label:
 
@@ -47,25 +48,29 @@ def embeddings(n: int) -> dict[str, np.ndarray]:
     }
 
 
-def config_dict(root: str, data: str, n: int) -> dict:
+def config_dict(root: str, data: str, n: int, label_column: str | None = None) -> dict:
+    labels = {"label_column": label_column} if label_column else {"classes": CLASSES}
     return {"store": root, "seed": 0,
             "datasets": [{"name": "digits", "source": "parquet", "path": data,
-                          "image_column": "image", "limit": n, "classes": CLASSES}],
+                          "image_column": "image", "limit": n, **labels}],
             "models": [{"id": m, "source": "python", "name": "fixtures:unused"} for m in MODELS],
             "metrics": ["rankme"],
             "oracle": {"knn": True, "linear_probe": False}}
 
 
-def write_label_store(root, n: int = 300) -> tuple[dict, np.ndarray]:
-    """Write the dataset and the store under ``root``; returns (config dict, true labels)."""
+def write_label_store(root, n: int = 300, label_column: str | None = None
+                      ) -> tuple[dict, np.ndarray]:
+    """Write the dataset and the store under ``root``; returns (config dict, true labels).
+    ``label_column="label"``: the config reads the labels (the benchmark's truth)."""
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import parse_config
 
     d = load_digits()
     data = f"{root}/digits.parquet"
     pq.write_table(pa.table({"image": pa.array([_png(im) for im in d.images[:n]],
-                                               type=pa.binary())}), data)
-    cfg = config_dict(f"{root}/store", data, n)
+                                               type=pa.binary()),
+                             "label": pa.array(d.target[:n].astype(np.int64))}), data)
+    cfg = config_dict(f"{root}/store", data, n, label_column)
     catalog = build_catalog(parse_config(cfg, "<labels fixture>"))
     store = Store(cfg["store"])
     ids = np.arange(n, dtype=np.int64)

@@ -41,18 +41,28 @@ def test_knn_predictions_need_two_labels():
 
 def test_p_best_of_a_dominating_model_is_one_and_of_identical_models_is_split():
     correct = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 0, 1]], dtype=float)
-    p = labelled_p_best(correct, resamples=500, seed=1)
+    p = labelled_p_best(correct, resamples=500, seed=1, prior_samples=0)
     # model 0 is right wherever another is, and strictly better somewhere: it wins every replicate
     assert p[0] == pytest.approx(1.0) and p.sum() == pytest.approx(1.0)
     twins = labelled_p_best(np.array([[1, 1], [0, 0], [1, 1]], dtype=float), 100, 0)
-    assert twins == pytest.approx([0.5, 0.5])
-    assert labelled_p_best(np.zeros((0, 4))) == pytest.approx([0.25] * 4)
+    assert twins == pytest.approx([0.5, 0.5], abs=0.1)  # the prior's coins: symmetric, noisy
+    assert labelled_p_best(np.zeros((0, 4)), prior_samples=0) == pytest.approx([0.25] * 4)
+
+
+def test_the_prior_keeps_one_lucky_sample_in_ten_below_the_stopping_target():
+    correct = np.zeros((10, 2))
+    correct[0, 1] = 1.0  # model 1 right on one sample, both wrong on the other nine
+    assert labelled_p_best(correct, 2000, 0, prior_samples=0)[1] == pytest.approx(1.0)
+    assert labelled_p_best(correct, 2000, 0)[1] < 0.9
+    many = np.vstack([correct] * 10)  # the same pattern on 100 labels: now it is evidence
+    assert labelled_p_best(many, 2000, 0)[1] > 0.9
 
 
 def test_p_best_of_two_models_matches_the_dirichlet_closed_form():
     # model A right on sample 0 only, B on sample 1 only: A wins iff w0 > w1, P = 1/2 under
     # Dirichlet(1,1); with a third sample where both are right nothing changes.
-    p = labelled_p_best(np.array([[1, 0], [0, 1], [1, 1]], dtype=float), 20000, 3)
+    p = labelled_p_best(np.array([[1, 0], [0, 1], [1, 1]], dtype=float), 20000, 3,
+                        prior_samples=0)
     assert p == pytest.approx([0.5, 0.5], abs=0.02)
 
 
