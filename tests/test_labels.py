@@ -10,7 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from labels_fixtures import embeddings, frame_of, reference_knn_accuracy, write_label_store

@@ -177,8 +177,9 @@ def select_diverse(scores, Z, k: int, seed: int = 0, pool_factor: int = 5) -> np
     """``k`` row positions with high ``scores`` that are not near-duplicates of one another.
 
     The ``pool_factor · k`` best-scored rows (ties broken by a seeded shuffle; only rows scoring
-    above 0 when there are k of them) are clustered into k groups by k-means on the L2-normalised ``Z``; each group gives its best-scored row. With
-    fewer rows than ``k`` every row is returned. Sorted. Cost O(n log n + iter · 5k · k · d).
+    above 0 when there are k of them) are clustered into k groups by k-means on the
+    L2-normalised ``Z``; each group gives its best-scored row. With fewer rows than ``k`` every
+    row is returned. Sorted. Cost O(n log n + iter · 5k · k · d).
     """
     s = np.asarray(scores, dtype=np.float64)
     Z = check_array(Z, "Z", min_rows=0)
@@ -269,9 +270,10 @@ def next_batch(Zs: Sequence[np.ndarray], evidence: LabelEvidence, excluded, k: i
 
     With labels of ≥ 2 classes: query-by-committee: the committee (the models holding 99% of
     p(best), 2 to 10 of them) votes with its few-label kNN predictions, each vote weighted by
-    p(best) mixed half and half with an even weight; the rows where the weighted votes disagree most are spread by
-    :func:`select_diverse` in the leader's embedding. Before that (cold start): :func:`cold_start`
-    on the leader's embedding (the prior's most probable model). Cost O(M · n + k-means).
+    p(best) mixed half and half with an even weight; the rows where the weighted votes disagree
+    most are spread by :func:`select_diverse` in the leader's embedding. Before that (cold
+    start): :func:`cold_start` on the leader's embedding (the prior's most probable model).
+    Cost O(M · n + k-means).
     """
     excluded = np.asarray(excluded, dtype=bool)
     free = np.flatnonzero(~excluded)
