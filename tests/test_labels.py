@@ -234,3 +234,21 @@ def test_given_labels_reach_the_oracle_and_only_it(labelled_store, tmp_path):
     assert c1.entries == c0.entries  # the label-free side is untouched
     label = c1.indexes["digits"].label
     assert label.iloc[:20].tolist() == truth[:20].tolist() and label.iloc[20:].isna().all()
+
+
+def test_the_stopping_rule_is_plain_data_for_the_report(labelled_store, tmp_path):
+    from zoorank.config.loading import load_config
+    from zoorank.labels.stopping import summary
+
+    path, _, truth, _ = labelled_store
+    config = load_config(str(path))
+    assert summary(config) is None  # no label given back yet
+    _write_csv(tmp_path / "l.csv", [(s, truth[s], "") for s in range(0, 300, 5)])
+    assert main(["label", str(path), str(tmp_path / "l.csv"), "--no-rank"]) == 0
+    rule = summary(config, round_size=10)
+    json.dumps(rule)  # plain data
+    assert rule["labels_spent"] == 60 and rule["leader"] == "pixels"
+    assert rule["stop"] == (rule["p_best"] >= 0.9)
+    assert {r["model_id"] for r in rule["rows"]} == {"pixels", "proj-8", "proj-3", "noise"}
+    assert sum(r["p_best_given_labels"] for r in rule["rows"]) == pytest.approx(1.0)
+    assert any("p(best)" in s for s in rule["sentences"]) and rule["title"]

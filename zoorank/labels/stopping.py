@@ -105,3 +105,20 @@ def console_lines(rule: dict[str, Any]) -> list[str]:
         lines.append(f"    {r['model_id']:<24} p(best | labels) {r['p_best_given_labels']:.2f}  "
                      f"label-free {r['p_best_label_free']:.2f}  kNN acc {acc}")
     return lines
+
+
+def summary(config, dataset: str | None = None, round_size: int = 40,
+            max_labels: int | None = None) -> dict[str, Any] | None:
+    """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
+    for the report: None when no label was given back (``<store>/labels/`` absent or empty for
+    it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round."""
+    from zoorank.labels.pool import load_pool, pick_dataset
+    from zoorank.labels.table import read_labels
+    from zoorank.store import Store
+
+    name = pick_dataset(config, dataset)
+    if read_labels(Store(config.store), name).empty:
+        return None
+    pool = load_pool(config, name)
+    return stopping_rule(pool, evidence(pool, config.seed), round_size=round_size,
+                         seed=config.seed, max_labels=max_labels)
