@@ -18,7 +18,12 @@ After each round p(best | labels) is recomputed exactly as ``zoorank label`` doe
 * ``to correct+confident``: labels until the oracle's best is ranked first with p(best) ≥ 0.9
   (censored at ``--max-labels``: ">N");
 * ``stop at``: labels when the default stopping rule fires (any leader with p(best) ≥ 0.9), the
-  share of seeds whose pick is the oracle's best, and the mean accuracy regret of the pick (pp).
+  share of seeds whose pick is the oracle's best, and the mean accuracy regret of the pick (pp);
+* ``settled within ε``: labels after which the leader (most probable model) stays within
+  ``--epsilon`` pp of the oracle's best accuracy for every later round (``>N`` if it never
+  settles), the model-selection figure of ModelSelector (Okanovic et al. 2024) — it still counts
+  on zoos whose best models are tied, where no number of labels gives p(best) ≥ 0.9;
+* the curves of the oracle's best's p(best) and of the leader's regret against labels.
 
 Prints, never asserts::
 
@@ -88,7 +93,21 @@ def simulate(pool, truth: np.ndarray, best: int, method: str, seed: int, round_s
     return trace
 
 
-def zoo_figures(name: str, run_yaml: str, seeds: int, round_size: int, max_labels: int) -> dict:
+def settled(trace: list[tuple], regret_of, epsilon: float, max_labels: int) -> float:
+    """Labels after which every later leader is within ``epsilon`` pp (inf if never): a run that
+    stopped correct and confident counts as settled from the round its leader last changed to
+    within ε."""
+    at = np.inf
+    for n, leader, _, _ in trace:
+        if regret_of(leader) <= epsilon:
+            at = min(at, n)
+        else:
+            at = np.inf
+    return at
+
+
+def zoo_figures(name: str, run_yaml: str, seeds: int, round_size: int, max_labels: int,
+                epsilon: float = 1.0) -> dict:
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
     from zoorank.metrics.active import label_evidence
@@ -109,7 +128,7 @@ def zoo_figures(name: str, run_yaml: str, seeds: int, round_size: int, max_label
            "free_top_set": pool.free_top_set, "full_p_best": float(full.p_best[best]),
            "methods": {}}
     for method in METHODS:
-        needed, stops, right, regret, curves = [], [], [], [], []
+        needed, stops, right, regret, curves, settle, regrets = [], [], [], [], [], [], []
         t0 = time.perf_counter()
         for s in range(seeds):
             trace = simulate(pool, truth, best, method, s, round_size, max_labels)
@@ -121,19 +140,38 @@ def zoo_figures(name: str, run_yaml: str, seeds: int, round_size: int, max_label
                 right.append(stop[1] == best)
                 regret.append(100 * (full.accuracy[best] - full.accuracy[stop[1]]))
             curves.append({t[0]: t[3] for t in trace})
+            regrets.append({t[0]: 100 * (full.accuracy[best] - full.accuracy[t[1]])
+                            for t in trace})
+            settle.append(settled(trace, lambda m: 100 * (full.accuracy[best] - full.accuracy[m]),
+                                  epsilon, max_labels))
         out["methods"][method] = {"needed": needed, "stops": stops, "right": right,
-                                  "regret": regret, "curves": curves,
+                                  "regret": regret, "curves": curves, "settled": settle,
+                                  "regrets": regrets,
                                   "seconds": time.perf_counter() - t0}
         at = (f", at {np.median(stops):.0f} labels (median), pick right {np.mean(right):.0%}"
               if stops else "")
         print(f"{name:<8} {method:<9} labels to correct+confident: {_summary(needed, max_labels)}"
               f"   stop rule fired in {len(stops)}/{seeds} seeds{at}"
+              f"   settled within {epsilon:g} pp: {_summary(settle, max_labels)}"
               f"   {out['methods'][method]['seconds']:.0f} s", flush=True)
-    a, r = (np.median(out["methods"][m]["needed"]) for m in ("active", "random"))
-    ratio = r / a if np.isfinite(a) and np.isfinite(r) else float("nan")
-    print(f"{name:<8} active vs random: median labels {_fmt(a, max_labels)} vs "
-          f"{_fmt(r, max_labels)}  ratio {ratio:.2f}x", flush=True)
+    for key, what in (("needed", "to correct+confident"), ("settled", f"settled within {epsilon:g} pp")):
+        a, r = (np.median(out["methods"][m][key]) for m in ("active", "random"))
+        ratio = r / a if np.isfinite(a) and np.isfinite(r) else float("nan")
+        print(f"{name:<8} active vs random, labels {what}: median {_fmt(a, max_labels)} vs "
+              f"{_fmt(r, max_labels)}  random/active {ratio:.2f}x", flush=True)
     return out
+
+
+def _curve(curves: list[dict], grid: list[int], fmt: str) -> list[str]:
+    """Mean over seeds at each n of the grid (a finished run keeps its last value)."""
+    row = []
+    for g in grid:
+        vals = []
+        for c in curves:
+            keys = [k for k in c if k <= g]
+            vals.append(c[max(keys)] if keys else np.nan)
+        row.append(fmt.format(np.nanmean(vals)) if np.isfinite(vals).any() else "—")
+    return row
 
 
 def _fmt(v: float, cap: int) -> str:
@@ -169,18 +207,20 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
                   f"behind); p(best) of the oracle's best with every label: "
                   f"{z['full_p_best']:.2f}. Label-free top set: "
                   f"{', '.join(z['free_top_set']) or '— (no leaderboard)'}.", "",
-                  "| method | labels to correct+confident (median) | reached | stop rule fired | "
-                  "labels at stop (median) | right | regret (pp) |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| method | labels to correct+confident (median) | reached | "
+                  f"settled within {args.epsilon:g} pp (median) | settled | stop rule fired | "
+                  "labels at stop (median) | right | regret at stop (pp) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for m, f in z["methods"].items():
             done = sum(np.isfinite(f["needed"]))
+            head = (f"| {m} | {_fmt(np.median(f['needed']), args.max_labels)} | "
+                    f"{done}/{args.seeds} | {_fmt(np.median(f['settled']), args.max_labels)} | "
+                    f"{sum(np.isfinite(f['settled']))}/{args.seeds} | ")
             lines.append(
-                f"| {m} | {_fmt(np.median(f['needed']), args.max_labels)} | {done}/{args.seeds} | "
-                f"{len(f['stops'])}/{args.seeds} | "
+                head + f"{len(f['stops'])}/{args.seeds} | "
                 f"{np.median(f['stops']):.0f} | {np.mean(f['right']):.0%} | "
                 f"{np.mean(f['regret']):.1f} |" if f["stops"] else
-                f"| {m} | {_fmt(np.median(f['needed']), args.max_labels)} | {done}/{args.seeds} | "
-                f"0/{args.seeds} | — | — | — |")
+                head + f"0/{args.seeds} | — | — | — |")
         grid = list(range(args.round, args.max_labels + 1, args.round))
         shown = [g for g in grid if g <= 100 or g % 50 == 0]
         lines += ["", "p(best) of the oracle's best after n labels (mean over seeds; a finished "
@@ -188,14 +228,13 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
                   "| n | " + " | ".join(str(g) for g in shown) + " |",
                   "|---|" + "---|" * len(shown)]
         for m, f in z["methods"].items():
-            row = []
-            for g in shown:
-                vals = []
-                for c in f["curves"]:
-                    keys = [k for k in c if k <= g]
-                    vals.append(c[max(keys)] if keys else np.nan)
-                row.append(f"{np.nanmean(vals):.2f}" if np.isfinite(vals).any() else "—")
-            lines.append(f"| {m} | " + " | ".join(row) + " |")
+            lines.append(f"| {m} | " + " | ".join(_curve(f["curves"], shown, "{:.2f}")) + " |")
+        lines += ["", "Regret of the leader after n labels (pp, mean over seeds; a run that "
+                  "stopped correct and confident keeps its last value):", "",
+                  "| n | " + " | ".join(str(g) for g in shown) + " |",
+                  "|---|" + "---|" * len(shown)]
+        for m, f in z["methods"].items():
+            lines.append(f"| {m} | " + " | ".join(_curve(f["regrets"], shown, "{:.1f}")) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -208,11 +247,13 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--round", type=int, default=10, help="labels per round")
     p.add_argument("--max-labels", type=int, default=300)
+    p.add_argument("--epsilon", type=float, default=1.0,
+                   help="pp of accuracy within which a pick counts as settled (default 1)")
     p.add_argument("--markdown", type=Path)
     args = p.parse_args()
     args.argv = ["benchmarks/active_labels.py", *sys.argv[1:]]
     t0 = time.perf_counter()
-    zoos = [zoo_figures(*z.split("=", 1), args.seeds, args.round, args.max_labels)
+    zoos = [zoo_figures(*z.split("=", 1), args.seeds, args.round, args.max_labels, args.epsilon)
             for z in args.zoos]
     if args.markdown:
         args.markdown.write_text(markdown(zoos, args, time.perf_counter() - t0))

@@ -252,3 +252,31 @@ def test_the_stopping_rule_is_plain_data_for_the_report(labelled_store, tmp_path
     assert {r["model_id"] for r in rule["rows"]} == {"pixels", "proj-8", "proj-3", "noise"}
     assert sum(r["p_best_given_labels"] for r in rule["rows"]) == pytest.approx(1.0)
     assert any("p(best)" in s for s in rule["sentences"]) and rule["title"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_label_reruns_rank_and_the_oracle_uses_the_given_labels(labelled_store, tmp_path,
+                                                                  ray_session):
+    """Without --no-rank, ``zoorank label`` reruns RANK: the label oracle (absent before: the
+    dataset has no label column) now runs on the given labels, keyed by their fingerprint."""
+    from zoorank.catalog import build_catalog
+    from zoorank.config.loading import load_config
+    from zoorank.store import Store
+    from zoorank.store.layout import ORACLE
+
+    path, store, truth, _ = labelled_store
+    assert Store(str(store)).read_frame(ORACLE).empty
+    _write_csv(tmp_path / "l.csv", [(s, truth[s], "") for s in range(0, 300, 3)])
+    assert main(["label", str(path), str(tmp_path / "l.csv")]) == 0
+    oracle = Store(str(store)).read_frame(ORACLE)
+    knn = oracle[oracle["metric"] == "knn_accuracy"].set_index("model_id")["value"]
+    assert set(knn.index) == {"pixels", "proj-8", "proj-3", "noise"}
+    assert knn.idxmax() == "pixels" and knn["noise"] < 0.3
+    assert json.loads(oracle["params"].iloc[0])["n_train"] < 100  # only the 100 given labels
+    catalog = build_catalog(load_config(str(path)))
+    manifest = catalog.fresh_manifest(Store(str(store)).read_manifest())
+    expected = catalog.oracle_fingerprints(manifest, Store(str(store)).read_metrics())
+    assert {(m, "digits") for m in knn.index} <= set(expected)
+    assert all(oracle.loc[oracle["model_id"] == m, "fingerprint"].iloc[0] == expected[(m, d)][0]
+               for m, d in expected)
