@@ -250,13 +250,20 @@ def main() -> None:
     p.add_argument("--epsilon", type=float, default=1.0,
                    help="pp of accuracy within which a pick counts as settled (default 1)")
     p.add_argument("--markdown", type=Path)
+    p.add_argument("--append", action="store_true",
+                   help="append the zoos' sections (with their own command line) to --markdown")
     args = p.parse_args()
     args.argv = ["benchmarks/active_labels.py", *sys.argv[1:]]
     t0 = time.perf_counter()
     zoos = [zoo_figures(*z.split("=", 1), args.seeds, args.round, args.max_labels, args.epsilon)
             for z in args.zoos]
     if args.markdown:
-        args.markdown.write_text(markdown(zoos, args, time.perf_counter() - t0))
+        text = markdown(zoos, args, time.perf_counter() - t0)
+        if args.append and args.markdown.exists():
+            head, _, body = text.partition("\n## ")
+            run = head.splitlines()[2]  # the date, commit and command line of this run
+            text = args.markdown.read_text() + f"\n_Appended: {run}_\n\n## " + body
+        args.markdown.write_text(text)
         print(f"wrote {args.markdown}")
 
 
