@@ -148,7 +148,7 @@ def test_a_label_studio_export_of_the_same_labels_gives_the_same_store(labelled_
 
 
 def test_true_labels_raise_the_best_models_p_best_and_a_second_ask_repeats_none(
-        labelled_store, tmp_path):
+        labelled_store, tmp_path, capsys):
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
     from zoorank.labels.stopping import evidence
@@ -167,7 +167,9 @@ def test_true_labels_raise_the_best_models_p_best_and_a_second_ask_repeats_none(
     assert sorted(pool.sample_id[pool.labelled].tolist()) == sorted(first)
     after = evidence(pool).p_best[pool.model_ids.index(best)]
     assert after > before and after >= 0.9
+    capsys.readouterr()
     assert main(["ask", str(path), "--budget", "40"]) == 0
+    assert "the stopping rule says stop" in capsys.readouterr().out  # after ≥ 0.9
     second = _asked(store, 2)
     assert len(second) == 40 and not set(second) & set(first)
     # an unanswered round is not asked again either

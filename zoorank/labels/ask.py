@@ -186,6 +186,8 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
                          excluded=excluded)
     for line in console_lines(rule):
         out(line)
+    if rule["stop"]:
+        out("ask: the stopping rule says stop; this round is optional")
     out(f"ask: round {round_}: {len(ids)} image(s) of {pool.dataset} to label "
         f"({'cold start: k-means spread' if ev.predictions is None else 'query-by-committee'})")
     for name, path in paths.items():
