@@ -71,6 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="zoo and data size (tiny is what the test suite runs)")
     p.add_argument("--address", help="Ray address (default: local Ray)")
 
+    p = sub.add_parser("ask", help="choose images to label (a page, a CSV, Label Studio tasks)")
+    _add_common(p)
+    p.add_argument("--budget", type=int, required=True, metavar="K",
+                   help="images to ask for in this round")
+    p.add_argument("--round", type=int, default=None, metavar="N",
+                   help="round number (default: the next one); writes <store>/asks/N/")
+    p.add_argument("--dataset", help="dataset to label (default: the config's first)")
+    p.add_argument("--max-labels", type=int, default=None, metavar="N",
+                   help="label budget of the stopping rule (default: none)")
+    p = sub.add_parser("label", help="merge labels back (a filled CSV or a Label Studio export)")
+    _add_common(p)
+    p.add_argument("labels", help="the filled to_label.csv, the page's saved CSV, or a Label "
+                                  "Studio JSON export")
+    p.add_argument("--dataset", help="dataset the labels are for (default: the config's first)")
+    p.add_argument("--max-labels", type=int, default=None, metavar="N",
+                   help="label budget of the stopping rule (default: none)")
+    p.add_argument("--no-rank", action="store_true",
+                   help="only merge; skip the RANK rerun that refreshes the label oracle")
+
     p = sub.add_parser("zoo", help="print the resolved zoo (ids, weights, fingerprints, input)")
     _add_common(p)
     p = sub.add_parser("inspect", help="what a checkpoint holds: tensors, state dict, prefixes")
@@ -115,6 +134,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = load_config(args.config, store=args.store)
     from zoorank import pipeline
 
+    if args.command == "ask":
+        pipeline.run_ask(config, budget=args.budget, round_=args.round, dataset=args.dataset,
+                         max_labels=args.max_labels)
+        return 0
+    if args.command == "label":
+        pipeline.run_label(config, args.labels, dataset=args.dataset,
+                           max_labels=args.max_labels, rank=not args.no_rank,
+                           address=args.address)
+        return 0
     if args.command == "run" and args.watch:
         return pipeline.watch(config, address=args.address, interval=args.interval,
                               until=args.until, settle=args.settle).exit_status

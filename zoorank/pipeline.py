@@ -131,6 +131,26 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
     return _run(config, dry_run=dry_run, catalog=build_catalog(config))
 
 
+def run_ask(config: RunConfig, budget: int, round_: int | None = None,
+            dataset: str | None = None, max_labels: int | None = None):
+    """``zoorank ask``: one round of images to label (:mod:`zoorank.labels.ask`)."""
+    from zoorank.labels.ask import run_ask as _run
+
+    return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels)
+
+
+def run_label(config: RunConfig, path: str, dataset: str | None = None,
+              max_labels: int | None = None, rank: bool = True, address: str | None = None):
+    """``zoorank label``: merge labels (:mod:`zoorank.labels.merge`), then RANK, which recomputes
+    the oracle, few-label scores and agreement of the datasets whose labels changed."""
+    from zoorank.labels.merge import run_label as _run
+
+    merged = _run(config, path, dataset=dataset, max_labels=max_labels)
+    if rank and merged.added:
+        run_rank(config, address=address, show=False, check=False)
+    return merged
+
+
 # -- zoorank run --watch ------------------------------------------------------------------------
 
 

@@ -354,5 +354,53 @@ def build_catalog(config: RunConfig, models: Sequence[Any] | None = None) -> Cat
     digests = uris.DigestCache(Store(config.store))
     models = resolve_models(config, digests) if models is None else list(models)
     indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
+    indexes = with_given_labels(config, indexes, Store(config.store))
     return Catalog(config, list(models), indexes, expected_fingerprints(config, models, indexes),
                    digests)
+
+
+def class_names(spec: Any, index: SampleIndex) -> tuple[str, ...] | None:
+    """A dataset's class names: its own (``label_names``), else the config's ``classes``, else
+    for integer labels without names the integers ``"0" .. str(max)``; None without any."""
+    if index.label_names is not None:
+        return tuple(str(n) for n in index.label_names)
+    if spec.classes:
+        return tuple(spec.classes)
+    if index.label is not None and index.label.notna().any():
+        return tuple(str(i) for i in range(int(index.label.max()) + 1))
+    return None
+
+
+def with_given_labels(config: RunConfig, indexes: dict[str, SampleIndex], store: Store
+                      ) -> dict[str, SampleIndex]:
+    """The indexes with the labels people gave back (``<store>/labels/``, ``zoorank label``) where
+    a sample has none of its own: the oracle, few-label scores and their fingerprints see them.
+
+    A dataset's own label is never overridden (``zoorank label`` refuses a conflicting one).
+    Labels only add information: nothing label-free reads the ``label`` of an index.
+    """
+    import dataclasses
+
+    if not store.table_exists(layout.LABELS):
+        return indexes
+    given = store.read_frame(layout.LABELS)
+    if given.empty:
+        return indexes
+    out = dict(indexes)
+    for spec in config.datasets:
+        rows = given[given["dataset"] == spec.name]
+        index = indexes.get(spec.name)
+        names = class_names(spec, index) if index is not None else None
+        if rows.empty or index is None or not names:
+            continue
+        code = {n: i for i, n in enumerate(names)}
+        pos = pd.Series(np.arange(len(index.sample_id)), index=index.sample_id)
+        rows = rows[rows["sample_id"].isin(pos.index) & rows["label"].isin(code)]
+        label = (pd.Series(pd.array([pd.NA] * len(index), dtype="Int64"), name="label")
+                 if index.label is None else index.label.copy().reset_index(drop=True))
+        at = pos.loc[rows["sample_id"].to_numpy("int64")].to_numpy()
+        values = np.array([code[v] for v in rows["label"]], dtype=np.int64)
+        empty = label.iloc[at].isna().to_numpy()
+        label.iloc[at[empty]] = values[empty]
+        out[spec.name] = dataclasses.replace(index, label=label, label_names=names)
+    return out

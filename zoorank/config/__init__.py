@@ -53,6 +53,8 @@ class DatasetSpec(Strict):
     image_column: str = "image"
     label_column: str | None = None
     labels_from_folders: bool = False
+    #: class names of a dataset without labels of its own (``zoorank ask`` / ``zoorank label``)
+    classes: list[str] | None = None
     limit: int | None = Field(default=None, gt=0)
     on_bad_image: Literal["skip", "fail"] = "skip"
 

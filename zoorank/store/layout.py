@@ -19,8 +19,10 @@ DIGESTS = "cache/digests"
 WRITERS = "writers"
 #: the members of each pool of a pool metric (CLID), once: its rows in ``metrics`` name it by id.
 POOLS = "pools"
+#: labels people gave back (``zoorank label``): dataset, sample_id, label (class name), source, time
+LABELS = "labels"
 #: every table at the store's top level or under ``cache/`` (samples tables are per dataset).
-TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS, POOLS)
+TABLES = (MANIFEST, METRICS, ORACLE, AGREEMENT, FAILED, LEADERBOARD, DIGESTS, POOLS, LABELS)
 
 # -- plain files and directories -------------------------------------------------------------------
 LEADERBOARD_CSV = "leaderboard.csv"
@@ -31,6 +33,7 @@ RELIABILITY_DIR = "reliability"
 DATASETS_DIR = "datasets"
 VIEW_CACHE_DIR = "cache/views"
 TUNE_DIR = "tune"
+ASKS_DIR = "asks"
 
 
 def samples_table(dataset: str) -> str:
@@ -68,3 +71,8 @@ def view_cache_dir(key: str) -> str:
 
 def tune_dir(name: str) -> str:
     return f"{TUNE_DIR}/{name}"
+
+
+def ask_dir(round_: int) -> str:
+    """One ``zoorank ask`` round: ``to_label.csv``, ``index.html``, ``label_studio.json``."""
+    return f"{ASKS_DIR}/{int(round_)}"

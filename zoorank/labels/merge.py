@@ -1,0 +1,68 @@
+"""``zoorank label CONFIG FILE``: take labels back (a filled CSV or a Label Studio export), merge
+them into ``<store>/labels/`` and say what they changed (the stopping rule).
+
+The merge is all or nothing (:mod:`zoorank.labels.table`). The labels then reach the label oracle
+through the catalog (:func:`zoorank.catalog.with_given_labels`): the dataset's labels fingerprint
+changes, so the next RANK recomputes the oracle, few-label scores and agreement of that dataset
+only; the label-free ranking never reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from zoorank.config import RunConfig
+from zoorank.labels.pool import load_pool
+from zoorank.labels.stopping import console_lines, evidence, stopping_rule
+from zoorank.labels.table import check_labels, merge_labels, parse_file
+from zoorank.store import Store
+
+
+@dataclass
+class LabelMerge:
+    dataset: str
+    added: int
+    rule: dict[str, Any]
+
+
+def known_labels(pool) -> dict[int, str]:
+    """sample_id → class name of every labelled sample of the dataset (own or given)."""
+    index = pool.catalog.indexes[pool.dataset]
+    if index.label is None:
+        return {}
+    label = index.label.reset_index(drop=True)
+    has = label.notna().to_numpy()
+    return {int(s): pool.classes[int(v)] for s, v in zip(index.sample_id[has], label[has])
+            if 0 <= int(v) < len(pool.classes)}
+
+
+def run_label(config: RunConfig, path: str, dataset: str | None = None,
+              round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
+    """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
+    rows = parse_file(path)
+    pool = load_pool(config, dataset)
+    before = evidence(pool, config.seed)
+    index = pool.catalog.indexes[pool.dataset]
+    new = check_labels(rows, pool.dataset, index.sample_id, pool.classes, known_labels(pool))
+    added = merge_labels(Store(config.store), pool.dataset, new, Path(path).name)
+    skipped = len(rows) - len(new)
+    out(f"label: {added} new label(s) for {pool.dataset} from {Path(path).name}"
+        + (f" ({skipped} already known, unchanged)" if skipped else ""))
+    after_pool = load_pool(config, pool.dataset) if added else pool
+    after = evidence(after_pool, config.seed) if added else before
+    rule = stopping_rule(after_pool, after, round_size=round_size, seed=config.seed,
+                         previous=before if added else None, max_labels=max_labels)
+    for line in console_lines(rule):
+        out(line)
+    return LabelMerge(pool.dataset, added, rule)
+
+
+def labels_frame(config: RunConfig) -> pd.DataFrame:
+    """The store's labels table (for readers and tests)."""
+    from zoorank.labels.table import read_labels
+
+    return read_labels(Store(config.store))

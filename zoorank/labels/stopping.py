@@ -1,0 +1,124 @@
+"""The stopping rule, as data and as console lines: the leader's p(best) given the labels so far,
+how the top set narrowed, the labels spent, and whether another round is likely to change the
+decision. Default stop: the leader's p(best) ≥ :data:`TARGET`, or the label budget spent.
+
+:func:`stopping_rule` returns plain data (``title``, ``sentences``, ``rows`` as a list of dicts,
+``stop``) for the console and the HTML report alike.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from zoorank.labels.pool import Pool
+from zoorank.metrics.active import (
+    LabelEvidence,
+    change_probability,
+    label_evidence,
+    next_batch,
+    probability_mass_set,
+)
+
+#: the leader's p(best) at which labelling stops by default.
+TARGET = 0.9
+#: p(best) mass of the top set given the labels.
+TOP_MASS = 0.95
+
+
+def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
+    """:func:`zoorank.metrics.active.label_evidence` of the pool's labels."""
+    return label_evidence(pool.Zs, pool.labelled, pool.codes, len(pool.classes), pool.prior,
+                          seed=seed)
+
+
+def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int = 0,
+                  previous: LabelEvidence | None = None, target: float = TARGET,
+                  max_labels: int | None = None, excluded: np.ndarray | None = None
+                  ) -> dict[str, Any]:
+    """The stopping rule of one round (see the module docstring). ``previous``: the evidence
+    before the last labels came back; ``excluded``: pool rows that cannot be asked (labelled or
+    asked before); ``round_size``: the labels a next round would ask for."""
+    ids = pool.model_ids
+    leader = int(np.argmax(ev.p_best))
+    p_lead = float(ev.p_best[leader])
+    top = [ids[i] for i in probability_mass_set(ev.p_best, TOP_MASS)]
+    spent = int(ev.n_labels)
+    sentences = []
+    if ev.predictions is None:
+        sentences.append(f"{spent} label(s) on {pool.dataset}: too few (two classes needed) to "
+                         f"weigh the models; the label-free p(best) stands: {ids[leader]} leads "
+                         f"with {p_lead:.2f}.")
+    else:
+        sentences.append(f"Given {spent} label(s) on {pool.dataset}, {ids[leader]} is the best "
+                         f"model with p(best) = {p_lead:.2f} (target {target:.2f}); its few-label "
+                         f"kNN accuracy is {ev.accuracy[leader]:.2f}.")
+    steps = [f"{len(pool.free_top_set)} without labels" if pool.free_top_set
+             else "none without labels (no leaderboard yet)"]
+    if previous is not None and previous.predictions is not None:
+        steps.append(f"{len(probability_mass_set(previous.p_best, TOP_MASS))} after "
+                     f"{previous.n_labels} labels")
+    steps.append(f"{len(top)} now")
+    sentences.append(f"Top set ({TOP_MASS:.0%} of p(best)): " + " → ".join(steps) + ": "
+                     + ", ".join(top[:8]) + (" ..." if len(top) > 8 else "") + ".")
+    budget_left = None if max_labels is None else max(0, max_labels - spent)
+    change = math.nan
+    if p_lead >= target and ev.predictions is not None:
+        stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f} ≥ {target:.2f}."
+    elif budget_left == 0:
+        stop, verdict = True, f"Stop: the label budget ({max_labels}) is spent."
+    else:
+        stop = False
+        k = round_size if budget_left is None else min(round_size, budget_left)
+        mask = np.zeros(len(pool.sample_id), bool) if excluded is None else excluded.copy()
+        mask[pool.labelled] = True
+        batch = next_batch(pool.Zs, ev, mask, k, seed)
+        change = change_probability(pool.Zs, pool.labelled, pool.codes, len(pool.classes), ev,
+                                    batch, seed=seed)
+        if math.isnan(change):
+            verdict = (f"Go on: label a first round ({k} images) before the models can be "
+                       "weighed.")
+        else:
+            likely = "likely" if change >= 0.5 else "possible" if change >= 0.1 else "unlikely"
+            verdict = (f"Go on: another round of {k} labels is {likely} to change the leader "
+                       f"(in {change:.0%} of simulated rounds it does).")
+    sentences.append(verdict)
+    rows = [{"model_id": ids[i],
+             "p_best_label_free": float(pool.prior[i]),
+             "p_best_given_labels": float(ev.p_best[i]),
+             "few_label_accuracy": None if math.isnan(ev.accuracy[i]) else float(ev.accuracy[i]),
+             "in_top_set": ids[i] in top}
+            for i in np.argsort(-ev.p_best, kind="stable")[:max(len(top), 5)]]
+    return {"title": f"Labels on {pool.dataset}: when to stop", "sentences": sentences,
+            "rows": rows, "stop": stop, "leader": ids[leader], "p_best": p_lead,
+            "labels_spent": spent, "top_set": top, "change_probability": change,
+            "target": target, "max_labels": max_labels}
+
+
+def console_lines(rule: dict[str, Any]) -> list[str]:
+    """The stopping rule as console lines (the title, its sentences, the top rows)."""
+    lines = [rule["title"], *(f"  {s}" for s in rule["sentences"])]
+    for r in rule["rows"]:
+        acc = "—" if r["few_label_accuracy"] is None else f"{r['few_label_accuracy']:.2f}"
+        lines.append(f"    {r['model_id']:<24} p(best | labels) {r['p_best_given_labels']:.2f}  "
+                     f"label-free {r['p_best_label_free']:.2f}  kNN acc {acc}")
+    return lines
+
+
+def summary(config, dataset: str | None = None, round_size: int = 40,
+            max_labels: int | None = None) -> dict[str, Any] | None:
+    """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
+    for the report: None when no label was given back (``<store>/labels/`` absent or empty for
+    it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round."""
+    from zoorank.labels.pool import load_pool, pick_dataset
+    from zoorank.labels.table import read_labels
+    from zoorank.store import Store
+
+    name = pick_dataset(config, dataset)
+    if read_labels(Store(config.store), name).empty:
+        return None
+    pool = load_pool(config, name)
+    return stopping_rule(pool, evidence(pool, config.seed), round_size=round_size,
+                         seed=config.seed, max_labels=max_labels)
