@@ -281,6 +281,17 @@ def test_report_starts_with_the_top_set_before_the_full_leaderboard(decided_repo
     assert settings["decision"]["top_set_rule"] == "mcs"
 
 
+def test_decision_screen_states_what_the_top_set_guarantees(decided_report):
+    from markupsafe import escape  # jinja2's own escaping
+
+    root, config, _, settings = decided_report
+    page = (root / "report" / "index.html").read_text()
+    guarantee = settings["decision"]["top_set_guarantee"]
+    assert guarantee.startswith(f"The top set is a {config.rank.confidence:.0%} Model Confidence Set")
+    rule = page[page.index("id='top-set-rule'"):]
+    assert rule[:rule.index("</p>")].count(str(escape(guarantee))) == 1
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

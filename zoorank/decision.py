@@ -368,6 +368,9 @@ def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame
                 "dataset": ds, "metric": metric, "top_set": members, "size": len(members),
                 "n_folds": int(folds.shape[1]), "overlap": shared, "regret": regret,
                 "noise": noise, "within_noise": within, "sentence": sentence}
+    return out
+
+
 def prior_columns(board: pd.DataFrame) -> list[str]:
     """The board's prior columns (``params``, ``width``, ``prior/<name>``) with at least one value."""
     return [c for c in board.columns if is_prior_column(c) and board[c].notna().any()]

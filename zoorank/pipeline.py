@@ -65,7 +65,7 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     if stage_inputs.report_is_current(store, inputs):
         out = _report_unchanged(store)
     else:
-        out = _run(config, catalog=catalog)
+        out = _run(config, catalog=catalog, extra_sections=_label_sections(config))
         stage_inputs.record_report_inputs(store, inputs)
     if check:
         import pandas as pd
@@ -73,6 +73,21 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
         board, _ = read_leaderboard(Store(config.store))
         check_ranked(board if board is not None else pd.DataFrame())
     return out
+
+
+def _label_sections(config: RunConfig) -> list:
+    """The report's section on the labels given back (``zoorank ask`` / ``label``): the stopping
+    rule as it stands (:func:`zoorank.labels.stopping.summary`); none before any label."""
+    from zoorank.labels.stopping import summary
+    from zoorank.report.page import Section, Table
+
+    got = summary(config)
+    if got is None:
+        return []
+    rows = got.get("rows") or []
+    return [Section(id="labels-given", title=str(got["title"]),
+                    sentences=[str(s) for s in got.get("sentences") or []],
+                    table=Table(rows=rows, id="labels-given-table") if rows else None)]
 
 
 def _fresh_metrics(catalog: Catalog, metrics, manifest):

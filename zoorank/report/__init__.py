@@ -52,7 +52,7 @@ from zoorank.leaderboard import (
 )
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
-from zoorank.report.page import Image, Plot, Section, page_images, render_page, walk
+from zoorank.report.page import Image, Plot, Section, Table, page_images, render_page, walk
 from zoorank.report.plots import (
     MAX_RANK_CHART_MODELS,
     MAX_RELIABILITY_HISTOGRAMS,
@@ -146,6 +146,10 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # -- reliability per ensemble: an NC box plot per dataset, histograms for the extremes
     if reliability := _reliability_section(store, datasets, fresh_rel):
         sections.append(reliability)
+
+    # -- priors (parameter count, width, published figures) against the oracle, and confounds
+    if priors := _priors_section(board, settings, agree_all):
+        sections.append(priors)
 
     sections += extra_sections
     # -- failed models, settings
@@ -249,3 +253,18 @@ def _reliability_section(store: Store, datasets: Sequence[str],
     return Section(id="reliability", title="Per-sample reliability of seed ensembles",
                    sentences=["NC: higher = more reliable; mean k-NN distance and feature "
                               "variance: higher = less reliable."], subsections=parts)
+
+
+def _priors_section(board: pd.DataFrame, settings: dict, agree: pd.DataFrame) -> Section | None:
+    """Per model its parameter count, width and ``prior:`` values; each prior's agreement with
+    the oracle beside the best label-free metric; the confound warnings
+    (:func:`zoorank.decision.prior_summary`). None when the board has no prior column."""
+    from zoorank.decision import prior_summary
+
+    summary = prior_summary(board, settings, agree)
+    if not summary["rows"]:
+        return None
+    confounds = [str(c["sentence"]) for c in (settings.get("decision") or {}).get("confounds") or []]
+    sentences = [s for s in summary["sentences"] if s not in confounds]
+    return Section(id="priors", title=summary["title"], sentences=sentences, warnings=confounds,
+                   table=Table(rows=summary["rows"], id="priors-table"))

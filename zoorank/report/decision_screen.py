@@ -91,6 +91,8 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     if agree.empty:
         return []
     label_free, _ = split_agreement(agree)
+    if "kind" in label_free:  # priors (size, width, published figures) are no label-free metric
+        label_free = label_free[label_free["kind"].fillna("metric") != "prior"]
     a = label_free[(label_free["family"] == "all")]
     a = a[np.isfinite(a["kendall_tau"].to_numpy(np.float64))]
     if a.empty:
@@ -161,6 +163,7 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
         "value_columns": value_cols,
         "top": [{"rank": r["rank"], "model_id": str(r["model_id"]), "interval": _interval(r),
                  "p_best": r["p_best"], "values": [r[c] for c in value_cols],
+                 "tied_with": str(r.get("tied_with") or ""),
                  "flags": _flags(r.get("flags"))} for _, r in top.iterrows()],
         "flagged": [{"model_id": str(r["model_id"]), "rank": r["rank"],
                      "flags": _flags(r["flags"])} for _, r in flagged.head(12).iterrows()],
@@ -173,6 +176,12 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
         "metrics_agree": bool(d.get("metrics_agree")),
         "width_warning": str(d.get("width_warning") or ""),
         "version_warning": warning,
+        # the top set's guarantee (MCS), the oracle's own top set against it, and the priors
+        # (size, width, published figures) that explain a metric's order
+        "guarantee": str(d.get("top_set_guarantee") or ""),
+        "oracle_comparison": str(d.get("oracle_comparison") or ""),
+        "confounds": [str(c["sentence"]) for c in d.get("confounds") or []][:5],
+        "has_ties": bool("tied_with" in top and (top["tied_with"].astype(str) != "").any()),
         "labels": labels_summary(agree, settings),
     }
     return Section(id="decision", title="Recommended models", template="decision.html.j2",

@@ -52,6 +52,8 @@ def budget_png(curve: pd.DataFrame, label_free: pd.DataFrame, dataset: str,
                      & (label_free["oracle_metric"] == oracle_metric)
                      & (label_free["family"] == "all")
                      & (label_free["metric"] != "leaderboard_rank")]
+    if "kind" in ref:  # priors are drawn by the priors section, not as a label-free line
+        ref = ref[ref["kind"].fillna("metric") != "prior"]
     ref = ref[np.isfinite(ref["kendall_tau"].to_numpy(np.float64))]
     ref = ref.sort_values("kendall_tau", ascending=False)
     for i, r in enumerate(ref.itertuples(index=False)):
