@@ -88,7 +88,7 @@ def test_parameter_count_and_width_of_a_real_timm_model(tmp_path):
                             "dim": int(feats.shape[1]), "seconds": 0.1, "bad_images": 0,
                             "param_count": embedder.param_counts["tiny"]}])
     got = model_priors([model], store.read_manifest()).set_index("model_id").loc["tiny"]
-    assert got["params"] == expected and got["width"] == width
+    assert got["param_count"] == expected and got["width"] == width
     assert got["prior/gflops"] == 0.5
 
 
@@ -106,7 +106,7 @@ def test_a_manifest_row_written_before_param_counts_has_none(tmp_path):
     assert manifest["param_count"].isna().all()
     store.update_manifest(manifest.to_dict("records"))  # rewriting such a row keeps it missing
     got = model_priors([SimpleNamespace(model_id="old")], store.read_manifest()).iloc[0]
-    assert np.isnan(got["params"]) and got["width"] == 8
+    assert np.isnan(got["param_count"]) and got["width"] == 8
 
 
 # -- pure maths --------------------------------------------------------------------------------
@@ -153,17 +153,17 @@ def test_confound_warnings_name_the_metric_the_prior_and_tau_on_a_board():
         "d/rankme": params / 1e5 + 0.5,
         "d/uniformity": -np.arange(n)[::-1] * 0.1,  # lower is better: best = largest model
         "d/cluster_learnability": np.random.default_rng(1).permutation(n) / n,
-        "params": params,
+        "param_count": params,
         "width": np.full(n, 512.0),  # one width: τ undefined, never a confound
         "prior/gflops": np.full(n, np.nan),  # no values: not a prior column
     })
     cl_tau = stats.kendalltau(board["d/cluster_learnability"], params).statistic
     hits = confound_warnings(board, ["d"])
     got = {(h["dataset"], h["metric"], h["prior"]) for h in hits}
-    expected = {("all", "leaderboard_rank", "params"), ("d", "rankme", "params")}
-    expected.add(("d", "uniformity", "params"))
+    expected = {("all", "leaderboard_rank", "param_count"), ("d", "rankme", "param_count")}
+    expected.add(("d", "uniformity", "param_count"))
     if abs(cl_tau) >= CONFOUND_TAU:
-        expected.add(("d", "cluster_learnability", "params"))
+        expected.add(("d", "cluster_learnability", "param_count"))
     assert got == expected
     rankme = next(h for h in hits if h["metric"] == "rankme")
     assert rankme["tau"] == pytest.approx(1.0)
@@ -227,14 +227,14 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
                                manifest=manifest)
     b = board.set_index("model_id")
     for m in models:
-        assert b.loc[m, "params"] == counts[m]
+        assert b.loc[m, "param_count"] == counts[m]
         assert b.loc[m, "width"] == models[m].shape[1]
     assert np.isnan(b.loc["noise", "prior/imagenet_top1"])
     assert b.loc["rot-0", "prior/imagenet_top1"] == 72.5
 
     agree = DeltaTable(f"{root}/agreement").to_pandas()
     assert set(agree.loc[agree["kind"] == "prior", "metric"]) == {
-        "params", "width", "prior/imagenet_top1"}
+        "param_count", "width", "prior/imagenet_top1"}
     assert set(agree.loc[agree["kind"] == "metric", "metric"]) >= {"rankme", "leaderboard_rank"}
     row = agree[(agree.metric == "prior/imagenet_top1") & (agree.family == "all")].iloc[0]
     have = [m for m in top1]
@@ -253,7 +253,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     decision = settings["decision"]
     assert decision["confound_rule"] == {"tau": CONFOUND_TAU, "min_models": CONFOUND_MIN_MODELS}
     expected = []
-    for prior in ("params", "prior/imagenet_top1"):
+    for prior in ("param_count", "prior/imagenet_top1"):
         p = board[prior].to_numpy(dtype=float)
         for metric in ("rankme", "uniformity"):
             v = board[f"{DATASET}/{metric}"].to_numpy(dtype=float)
@@ -265,14 +265,14 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     got = [(c["metric"], c["prior"], round(c["tau"], 6)) for c in decision["confounds"]
            if c["dataset"] == DATASET]
     assert sorted(got) == sorted(expected)
-    assert ("rankme", "params", 1.0) in expected
+    assert ("rankme", "param_count", 1.0) in expected
 
     # what the report shows, as plain data
     from zoorank.decision import prior_summary
 
     summary = prior_summary(board, settings, agree)
     assert [r["model_id"] for r in summary["rows"]] == list(board["model_id"])
-    assert summary["rows"][0].keys() == {"model_id", "params", "width", "prior/imagenet_top1"}
+    assert summary["rows"][0].keys() == {"model_id", "param_count", "width", "prior/imagenet_top1"}
     line = next(t for t in summary["sentences"] if t.startswith("Priors against knn_accuracy"))
     assert f"prior/imagenet_top1 τ {stats.kendalltau(x, y).statistic:+.2f}" in line
     assert all(c["sentence"] in summary["sentences"] for c in decision["confounds"])
@@ -292,9 +292,9 @@ def test_the_demo_agreement_table_names_the_priors_rows(tmp_path):
     from zoorank.demo import agreement_table
     from zoorank.store import Store
 
-    rows = pd.DataFrame({"metric": ["nc", "params"], "kind": ["metric", "prior"],
+    rows = pd.DataFrame({"metric": ["nc", "param_count"], "kind": ["metric", "prior"],
                          "oracle_metric": "knn_accuracy", "dataset": "d", "family": "all",
                          "n_models": 6, "kendall_tau": [0.6, 0.2], "kendall_ci_low": 0.0,
                          "kendall_ci_high": 1.0, "top1_regret": 0.0})
     Store(str(tmp_path)).replace_table("agreement", rows)
-    assert list(agreement_table(str(tmp_path))["metric"]) == ["nc", "params (prior)"]
+    assert list(agreement_table(str(tmp_path))["metric"]) == ["nc", "param_count (prior)"]

@@ -377,6 +377,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                         display.entries_done(len(rows))
                         pipelines.append(stats)
                         log.info("embed chunk %s", stats)
+                progress = display.state()
         finally:
             if res.num_gpus > 0:
                 release_gpu_request()

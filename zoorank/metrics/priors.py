@@ -41,7 +41,7 @@ CONFOUND_TAU = 0.8
 #: fewer models than this never raise a confound warning (with 4 models one swap moves τ by 1/3).
 CONFOUND_MIN_MODELS = 5
 #: leaderboard columns of the priors zoorank records itself.
-PARAMS, WIDTH = "params", "width"
+PARAMS, WIDTH = "param_count", "width"
 #: leaderboard columns of the zoo entries' ``prior:`` values are ``prior/<name>``.
 PRIOR_PREFIX = "prior/"
 
