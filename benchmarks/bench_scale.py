@@ -41,6 +41,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the fault proxy (a test helper)
+sys.path.insert(0, str(REPO))
+import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, set before Ray starts)
+
 WORK = Path("/tmp/zoorank-bench-scale")
 DATA = Path("/work/shared/data/fashion_mnist/test.parquet")
 STAGES = ("embed", "score", "rank", "report")
