@@ -122,6 +122,8 @@ class FaultyProxy:
         chunked = "chunked" in (h.headers.get("Transfer-Encoding") or "").lower()
         length = int(h.headers.get("Content-Length") or 0)
         body = _read_chunked(h.rfile) if chunked else h.rfile.read(length) if length else b""
+        with self._lock:
+            self.counts[h.command] += 1  # requests by method: "HEAD", "GET", ...
         fault = self._draw(h.path)
         if fault in ("500", "broken"):
             self._reply(h, 500, {"Content-Type": "application/xml"}, _INTERNAL_ERROR)

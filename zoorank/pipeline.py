@@ -260,10 +260,8 @@ def settled_config(config: RunConfig, seen: dict[str, tuple[int, int]], settle: 
             models.append(entry)
             continue
         prefix = _glob_prefix(os.path.expanduser(checkpoint))
-        for match in uris.glob_files(checkpoint):
-            st = uris.stat(match)
-            if st is None:
-                continue
+        for st in uris.glob_stats(checkpoint):
+            match = st.uri
             current = (st.size, st.mtime_ns)
             previous = seen.get(match)
             seen[match] = current

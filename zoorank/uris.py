@@ -238,7 +238,14 @@ def is_file(uri: str | os.PathLike[str]) -> bool:
 
 
 def glob_files(pattern: str) -> list[str]:
-    """Files matching a glob (``*``, ``?``, ``[...]``, ``**``), sorted; URIs stay URIs.
+    """Files matching a glob, sorted; URIs stay URIs (see :func:`glob_stats`)."""
+    return [s.uri for s in glob_stats(pattern)]
+
+
+def glob_stats(pattern: str) -> list[FileStat]:
+    """:class:`FileStat` of the files matching a glob (``*``, ``?``, ``[...]``, ``**``), sorted by
+    URI; URIs stay URIs. On an object store the sizes and times come from the listing itself, so a
+    caller that needs them asks for no object one by one (one HEAD request per file saved).
 
     Only the part before the first wildcard is listed (recursively), so ``s3://b/runs/*/last.pt``
     lists ``s3://b/runs`` once. Local paths are matched by :func:`glob.glob` (``recursive=True``),
@@ -250,12 +257,13 @@ def glob_files(pattern: str) -> list[str]:
     if not is_uri(pattern):
         import glob
 
-        return sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
-                      if os.path.isfile(p))
+        found = sorted(p for p in glob.glob(os.path.expanduser(pattern), recursive=True)
+                       if os.path.isfile(p))
+        return [st for p in found if (st := _local_stat(p)) is not None]
     fs, path = resolve(pattern)
     if not any(c in path for c in GLOB_CHARS):  # the "?" was a query's: one file, or none
         try:
-            return [pattern] if stat(pattern) is not None else []
+            return [st] if (st := stat(pattern)) is not None else []
         except OSError as err:  # unreadable, not missing: say why
             raise InputError(redact(f"{pattern}: cannot read ({err})")) from None
     parts = path.split("/")
@@ -270,8 +278,19 @@ def glob_files(pattern: str) -> list[str]:
     except OSError as err:
         raise InputError(redact(f"{pattern}: cannot list ({err})")) from None
     regex = re.compile(glob_translate(path))
-    return sorted(join(pattern, i.path) for i in infos
-                  if i.type == pafs.FileType.File and regex.fullmatch(i.path))
+    return sorted((FileStat(join(pattern, i.path), int(i.size or 0),
+                            int(i.mtime_ns) if i.mtime_ns is not None else -1)
+                   for i in infos if i.type == pafs.FileType.File and regex.fullmatch(i.path)),
+                  key=lambda st: st.uri)
+
+
+def _local_stat(path: str) -> FileStat | None:
+    """A local file's :class:`FileStat`, named by ``path`` as the glob gave it."""
+    try:
+        st = os.stat(path)
+    except OSError:  # gone between the listing and now
+        return None
+    return FileStat(path, st.st_size, st.st_mtime_ns)
 
 
 def open_input(uri: str | os.PathLike[str]) -> BinaryIO:
@@ -309,14 +328,28 @@ class DigestCache:
         self.store = store
         self._lock = threading.Lock()
         self._known: dict[tuple[str, int, int], str] = {}
+        self._listed: dict[str, FileStat] = {}
         self._dirty = False
         if store is not None:
             frame = store.read_frame(store.DIGESTS)
             for r in frame.itertuples(index=False):
                 self._known[(str(r.uri), int(r.size), int(r.mtime_ns))] = str(r.digest)
 
+    def listed(self, stats: list[FileStat]) -> None:
+        """Remember what a listing (:func:`glob_stats`) said of these objects: :meth:`stat` and
+        :meth:`digest` take it from there rather than asking the store once more per object.
+        Local files are left out: their stat is cheap and stays fresh."""
+        with self._lock:
+            self._listed.update((st.uri, st) for st in stats if is_uri(st.uri))
+
+    def stat(self, uri: str | os.PathLike[str]) -> FileStat | None:
+        """The listing's :class:`FileStat` of ``uri`` where it was :meth:`listed`, else :func:`stat`."""
+        with self._lock:
+            known = self._listed.get(str(uri))
+        return known if known is not None else stat(uri)
+
     def digest(self, uri: str | os.PathLike[str]) -> str:
-        info = stat(uri)
+        info = self.stat(uri)
         if info is None:
             raise InputError(f"{redact(str(uri))}: file not found")
         key = (redact(info.uri), info.size, info.mtime_ns)

@@ -197,7 +197,9 @@ def _expand(
     checkpoint = spec.checkpoint
     # the path decides (a URI's query, e.g. ?endpoint_override=..., holds a "?" too)
     if checkpoint and any(c in _plain_path(checkpoint) for c in _GLOB_CHARS):
-        matches = uris.glob_files(checkpoint)
+        listing = uris.glob_stats(checkpoint)
+        digests.listed(listing)
+        matches = [st.uri for st in listing]
         if not matches:
             raise ConfigError(
                 f"{label}: checkpoint glob {uris.redact(checkpoint)!r} matches no file"
@@ -232,7 +234,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     unreadable = None
     if spec.checkpoint:
         try:
-            found = uris.stat(spec.checkpoint) is not None
+            found = digests.stat(spec.checkpoint) is not None
         except OSError as err:  # an error from the store (after pyarrow's attempts), not "missing"
             found, unreadable = True, _unreadable(spec, err)
         if not found:
