@@ -285,6 +285,14 @@ def test_pool_size_shares_the_cores_among_the_actors(tasks, cpus, gpus, expected
     assert actors * threads <= max(cpus, actors)  # never more threads than cores (≥ 1 each)
 
 
+def test_on_an_object_store_two_cpu_tasks_share_each_core():
+    """Reads wait on requests there: two tasks per core, one BLAS thread each; fewer tasks than
+    that, fewer actors; a GPU node keeps one actor per GPU."""
+    assert pool_size(10, 0.5, 2.0, 0.0, object_store=True) == (4, 0.0, 1)
+    assert pool_size(3, 0.5, 2.0, 0.0, object_store=True) == (3, 0.0, 1)
+    assert pool_size(300, 0.5, 96.0, 8.0, object_store=True) == (8, 1.0, 12)
+
+
 @pytest.mark.timeout(180)
 def test_an_ensemble_that_changes_leaves_no_stale_nc_rows_or_tables(scored, tmp_path):
     import shutil

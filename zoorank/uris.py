@@ -187,6 +187,9 @@ def with_retry_strategy(fs: pafs.FileSystem) -> pafs.FileSystem:
         options["request_timeout"] = request_timeout
     if options.get("connect_timeout", -1) is None or options.get("connect_timeout", -1) < 0:
         options["connect_timeout"] = S3_CONNECT_TIMEOUT_S
+    # a small object (a shard, a report file) goes up in one PUT, not a three-request multipart
+    # upload: the upload starts only when a part fills or the stream closes
+    options["allow_delayed_open"] = True
     return pafs.S3FileSystem(**options,
                              retry_strategy=pafs.AwsStandardS3RetryStrategy(attempts))
 

@@ -46,6 +46,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,10 @@ from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger(__name__)
+
+#: threads reading shards back (footers, id columns): small reads whose latency dominates on an
+#: object store, so they go in parallel.
+VERIFY_THREADS = 16
 
 #: test hook: seconds to sleep after clearing the entries to recompute, before embedding them.
 ENV_PAUSE_AFTER_CLEAR = "ZOORANK_TEST_PAUSE_AFTER_CLEAR"
@@ -118,8 +123,6 @@ def complete_entries(
     store: Store, entries: Sequence[Entry], manifest: pd.DataFrame
 ) -> set[tuple[str, str, str]]:
     """Entries done with the same fingerprint whose shards hold exactly the manifest's rows."""
-    from concurrent.futures import ThreadPoolExecutor
-
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
     candidates = []
     for e in entries:
@@ -138,7 +141,7 @@ def complete_entries(
             return False
 
     # footers are small reads; on object stores their latency dominates, so read them in parallel
-    with ThreadPoolExecutor(max_workers=16) as pool:
+    with ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
         flags = list(pool.map(check, candidates))
     return {key for (key, _, _), ok in zip(candidates, flags) if ok}
 
@@ -240,12 +243,12 @@ def _embed_chunks(
             # at its total
             display.advance_images(planned[chunk_index] - counted[chunk_index])
             bad = caches[chunk.group][1]["bad"]
-            rows = [verified_row(store, e,
-                                  [r for rep in chunk.reports for r in rep["records"]
-                                   if (r["view"], r["model_id"]) == (e.view.name,
-                                                                     e.model.model_id)],
-                                  set(bad.get(e.view.name, ())))
-                    for e in chunk.entries]
+            work = [(store, e, [r for rep in chunk.reports for r in rep["records"]
+                                if (r["view"], r["model_id"]) == (e.view.name, e.model.model_id)],
+                     set(bad.get(e.view.name, ()))) for e in chunk.entries]
+            # reading shards back is latency on an object store: the chunk's entries in parallel
+            with ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
+                rows = list(pool.map(lambda args: verified_row(*args), work))
             yield rows, _chunk_stats(chunk, res)
             left[chunk.group] -= 1
             if left[chunk.group] == 0:

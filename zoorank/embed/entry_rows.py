@@ -34,11 +34,14 @@ def read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
     base = Store.embedding_dir(*key)
     sids, vis, dim = [], [], None
     for name in shards:
-        path = store.path(f"{base}/{name}")
-        t = pq.read_table(path, columns=["sample_id", "view_index"], filesystem=store.fs)
+        # one open file for the footer and the id columns: a path would be looked up (a request
+        # on an object store) once for the table and once more for the schema
+        with store.fs.open_input_file(store.path(f"{base}/{name}")) as f:
+            shard = pq.ParquetFile(f)
+            t = shard.read(columns=["sample_id", "view_index"])
+            typ = shard.schema_arrow.field("embedding").type
         sids.append(t.column("sample_id").to_numpy())
         vis.append(t.column("view_index").to_numpy())
-        typ = pq.read_schema(path, filesystem=store.fs).field("embedding").type
         if pa.types.is_fixed_size_list(typ):
             dim = typ.list_size
     if not sids:

@@ -89,7 +89,8 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
     resources = ray.cluster_resources()
     n_workers, gpus, threads = pool_size(len(tasks), config.score.num_cpus_per_actor,
-                                         resources.get("CPU", 1.0), resources.get("GPU", 0.0))
+                                         resources.get("CPU", 1.0), resources.get("GPU", 0.0),
+                                         object_store=not store.is_local)
     args = (store.uri, config.score.model_dump(mode="json"), config.seed, list(config.metrics),
             threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],

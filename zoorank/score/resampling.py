@@ -133,7 +133,8 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         ensure_ray(address)
         resources = ray.cluster_resources()
         n_workers, gpus, threads = pool_size(len(tasks), o.num_cpus_per_actor,
-                                             resources.get("CPU", 1.0), 0.0)
+                                             resources.get("CPU", 1.0), 0.0,
+                                             object_store=not store.is_local)
         args = (store.uri, o.model_dump(mode="json"), config.seed, threads)
         # the same runner and failure contract as every stage's Ray work: a task that raises or
         # whose worker dies is recorded, the others go on, the next run tries it again

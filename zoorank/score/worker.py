@@ -185,8 +185,16 @@ def limit_threads(threads: int) -> None:
         pass
 
 
-def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float) -> tuple[int, float, int]:
-    """(actors, GPUs per actor, BLAS threads per actor) for a cluster with ``cpus`` and ``gpus``."""
+#: tasks in flight per core when the store is an object store: a task waits on reads (each a
+#: request) for much of its time, and a second task per core keeps the core busy meanwhile
+#: (bench_scale, 300 models on a loopback S3 at 20 ms a request: cores ~20% busy with one).
+OBJECT_STORE_TASKS_PER_CORE = 2
+
+
+def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float,
+              object_store: bool = False) -> tuple[int, float, int]:
+    """(actors, GPUs per actor, BLAS threads per actor) for a cluster with ``cpus`` and ``gpus``;
+    ``object_store``: :data:`OBJECT_STORE_TASKS_PER_CORE` CPU tasks per core."""
     if gpus >= 1:
         # One actor per GPU (faiss-gpu neighbours), each with its share of the cores: the rest of
         # the suite is BLAS on the CPU, and one thread per actor left most cores idle (bench_scale).
@@ -194,7 +202,8 @@ def pool_size(n_tasks: int, num_cpus_per_actor: float, cpus: float, gpus: float)
         return actors, 1.0, max(1, int(num_cpus_per_actor), int(cpus // actors))
     # One actor per core keeps every core busy; each actor reserves only a fraction of a CPU, so
     # the pool never starves other Ray work (the 2-core deadlock of ENVIRONMENT.md).
-    actors = max(1, min(n_tasks, int(cpus)))
+    per_core = OBJECT_STORE_TASKS_PER_CORE if object_store else 1
+    actors = max(1, min(n_tasks, int(cpus) * per_core))
     return actors, 0.0, max(1, int(cpus // actors))
 
 
