@@ -217,6 +217,11 @@ class ChunkEmbedder:
         return out
 
 
+#: shards written at once when a slice closes on an object store (each write is one request
+#: whose latency, not its bytes, is the cost).
+WRITE_THREADS = 8
+
+
 class EntryWriter:
     """Buffers rows per (view, model) and writes them as few, large ``part-*.parquet`` files."""
 
@@ -258,8 +263,16 @@ class EntryWriter:
             self.dataset, view, model_id, name, sid[order], vi[order], emb[order]))
 
     def close(self) -> None:
-        for key in list(self.buffers):
-            self.flush(key)
+        """Write what is buffered; on an object store the shards (a request each) in parallel."""
+        keys = list(self.buffers)
+        if self.store.is_local or len(keys) < 2:
+            for key in keys:
+                self.flush(key)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
+            list(pool.map(self.flush, keys))  # list(): a failed write raises here
 
 
 def embed_slice(
