@@ -15,13 +15,15 @@ from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
 #: candidates of ``benchmarks/primary_evidence.py`` at once and move here when its rule ranks them).
 #: The order is the README's rule ("Which metric orders the board": fewest misses of the oracle's
 #: own top set, then fewest top sets wider than half the zoo, then mean τ against kNN) applied by
-#: ``benchmarks/primary_evidence.py`` (``choose_default``) to the demo, digits and UvA zoos in
-#: ``benchmarks/results/primary_evidence.md`` (issue 24): NC where seed ensembles exist; alignment
-#: (no miss, no vague answer); cluster learnability (no miss, but top sets of 8 of 12 on the SSL
-#: zoos; its order was reversed on the issue-17 CIFAR-10 SSL zoo); then the rest.
+#: ``benchmarks/primary_evidence.py`` (``choose_default``) to the demo, digits, CIFAR-10 validation
+#: and UvA zoos in ``benchmarks/results/primary_evidence.md`` (issue 24; 2026-11-26): NC where seed
+#: ensembles exist; alignment and ETran's energy (no miss, no vague answer; ETran's energy needs no
+#: augmented view); RankMe(aug) and uniformity (each missed the UvA zoo); CLID and cluster
+#: learnability (misses and top sets wider than half the zoo); then the rest.
 PRIMARY_PREFERENCE: tuple[str, ...] = (
-    "nc", "alignment", "cluster_learnability", "clid", "rankme_aug", "uniformity", "rankme",
-    "coding_rate", "rankme_proj", "alpha_req", "rankme_norm", "mle_id", "twonn_id", "lidar",
+    "nc", "alignment", "etran_energy", "rankme_aug", "uniformity", "clid", "cluster_learnability",
+    "rankme", "coding_rate", "rankme_proj", "alpha_req", "rankme_norm", "mle_id", "twonn_id",
+    "lidar",
 )
 
 #: share of the best-covered metric's models that the default primary metric must rank.
