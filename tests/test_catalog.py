@@ -8,6 +8,7 @@ the catalog equals what the stages write on a real run is checked on the end-to-
 from __future__ import annotations
 
 import io
+import json
 import shutil
 
 import numpy as np
@@ -145,6 +146,15 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
     config = parse_config(config_dict(str(store_root), oracle={"knn": True}, bootstrap=0))
     store = Store(str(store_root))
     run_rank(config, show=False)
+    # a pool metric's row names its pool by id (pools table: members stored once); a second pool
+    # that no row names is what a dropped or recomputed pool metric leaves behind
+    metrics = store.read_frame("metrics")
+    metrics.loc[0, "params"] = json.dumps({**json.loads(metrics.loc[0, "params"] or "{}"),
+                                           "pool_id": "pool-kept"})
+    store.write_parquet("metrics", metrics)
+    store.upsert_rows("pools", pd.DataFrame({"pool_id": ["pool-kept", "pool-gone"],
+                                             "metric": "clid", "dataset": "digits",
+                                             "members": '["a", "b"]'}), ["pool_id"])
     keys = {"manifest": ["dataset", "view", "model_id"], "metrics": ["model_id", "dataset", "metric"],
             "oracle": ["model_id", "dataset", "metric"]}
 
@@ -176,6 +186,8 @@ def test_gc_deletes_exactly_what_the_store_has_and_the_catalog_does_not(store_ro
         reliability_path("digits", "gone-group"), samples_path("old-dataset"),
         "cache/views/digits-abc"])
     assert (report.metric_rows, report.oracle_rows, report.manifest_rows) == (2, 1, 1)
+    assert report.pool_rows == 1
+    assert store.read_frame("pools")["pool_id"].tolist() == ["pool-kept"]
     for name, frame in kept.items():  # every row the catalog has is kept, unchanged
         pd.testing.assert_frame_equal(table(name), frame)
     assert store.exists(reliability_path("digits", "rot"))

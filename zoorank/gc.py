@@ -13,6 +13,8 @@ Removed (each counted, with the bytes freed):
   shard files a kept entry's manifest row does not list (earlier or concurrent attempts);
 * reliability tables that are not fresh (seed ensembles that no longer exist, an ensemble metric
   no longer configured or computed under other settings);
+* rows of the ``pools`` table (a pool metric's members, stored once) that no kept metric row names
+  by its ``pool_id``;
 * sample and label tables of datasets no longer in the config;
 * decoded-view caches (``cache/views/``) an interrupted embed left behind;
 * data files of the Delta tables that no version at or after the grace period references any more
@@ -36,6 +38,7 @@ gc skips exactly what it skipped before.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +54,7 @@ from zoorank.store.layout import (
     DATASETS_DIR,
     EMBEDDINGS_DIR,
     ORACLE,
+    POOLS,
     RELIABILITY_DIR,
     REPORT_DIR,
     VIEW_CACHE_DIR,
@@ -76,6 +80,7 @@ class GcReport:
     shard_dirs: int = 0
     shard_files: int = 0
     reliability_tables: int = 0
+    pool_rows: int = 0
     sample_tables: int = 0
     view_caches: int = 0
     table_files: int = 0
@@ -93,6 +98,7 @@ class GcReport:
                 f"{self.manifest_rows} manifest row(s), {self.shard_dirs} embedding "
                 f"director(y/ies), {self.shard_files} unreferenced shard(s), "
                 f"{self.reliability_tables} reliability table(s), "
+                f"{self.pool_rows} pool row(s), "
                 f"{self.sample_tables} sample table(s), "
                 f"{self.view_caches} decoded-view cache(s), "
                 f"{self.table_files} unreferenced table file(s), "
@@ -151,6 +157,17 @@ def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
             gone = raw_metrics.merge(fresh[key].drop_duplicates(), on=key, how="left",
                                      indicator=True)
             store.delete_rows(METRICS, gone[gone["_merge"] == "left_only"], key)
+
+    # pools that no kept metric row names (its pool metric dropped, or recomputed over another pool)
+    pools = store.read_frame(POOLS)
+    if not pools.empty:
+        kept_rows = fresh if not raw_metrics.empty else raw_metrics
+        named = {json.loads(p).get("pool_id") for p in kept_rows.get("params", [])
+                 if isinstance(p, str) and "pool_id" in p}
+        unnamed = pools[~pools["pool_id"].isin(named)]
+        report.pool_rows = len(unnamed)
+        if len(unnamed) and not dry_run:
+            store.delete_rows(POOLS, unnamed, ["pool_id"])
 
     # oracle and few-label rows: keep the rows with the catalog's fingerprint
     oracle = store.read_frame(ORACLE)
