@@ -162,6 +162,15 @@ def zoo_figures(name: str, run_yaml: str, seeds: int, round_size: int, max_label
     return out
 
 
+def _curve_table(title: str, methods: dict[str, dict], key: str, shown: list[int],
+                 fmt: str) -> list[str]:
+    """Markdown lines: ``title``, then one row per method of its ``key`` curve at ``shown``."""
+    lines = ["", title, "", "| n | " + " | ".join(str(g) for g in shown) + " |",
+             "|---|" + "---|" * len(shown)]
+    return lines + [f"| {m} | " + " | ".join(_curve(f[key], shown, fmt)) + " |"
+                    for m, f in methods.items()]
+
+
 def _curve(curves: list[dict], grid: list[int], fmt: str) -> list[str]:
     """Mean over seeds at each n of the grid (a finished run keeps its last value)."""
     row = []
@@ -223,18 +232,12 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
                 head + f"0/{args.seeds} | — | — | — |")
         grid = list(range(args.round, args.max_labels + 1, args.round))
         shown = [g for g in grid if g <= 100 or g % 50 == 0]
-        lines += ["", "p(best) of the oracle's best after n labels (mean over seeds; a finished "
-                  "run keeps its last value):", "",
-                  "| n | " + " | ".join(str(g) for g in shown) + " |",
-                  "|---|" + "---|" * len(shown)]
-        for m, f in z["methods"].items():
-            lines.append(f"| {m} | " + " | ".join(_curve(f["curves"], shown, "{:.2f}")) + " |")
-        lines += ["", "Regret of the leader after n labels (pp, mean over seeds; a run that "
-                  "stopped correct and confident keeps its last value):", "",
-                  "| n | " + " | ".join(str(g) for g in shown) + " |",
-                  "|---|" + "---|" * len(shown)]
-        for m, f in z["methods"].items():
-            lines.append(f"| {m} | " + " | ".join(_curve(f["regrets"], shown, "{:.1f}")) + " |")
+        lines += _curve_table("p(best) of the oracle's best after n labels (mean over seeds; a "
+                              "finished run keeps its last value):",
+                              z["methods"], "curves", shown, "{:.2f}")
+        lines += _curve_table("Regret of the leader after n labels (pp, mean over seeds; a run "
+                              "that stopped correct and confident keeps its last value):",
+                              z["methods"], "regrets", shown, "{:.1f}")
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -232,6 +232,19 @@ def split_p_best(best_ranks: Any) -> np.ndarray:
     return np.where(np.isfinite(r).any(axis=0), out, np.nan)
 
 
+def _point_and_replicates(point: Any, replicates: Any, name: str, level: float
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """(point, replicates) as float64 arrays, checked: replicates (B, m) for m point values, and
+    the level ``name`` in (0, 1)."""
+    point = np.asarray(point, dtype=np.float64)
+    reps = np.asarray(replicates, dtype=np.float64)
+    if reps.ndim != 2 or reps.shape[1] != point.shape[0]:
+        raise ValueError(f"replicates must be (B, m) with m = {point.shape[0]}, got {reps.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"{name} must be in (0, 1), got {level}")
+    return point, reps
+
+
 def model_confidence_set(
     point: Any, replicates: Any, size: float = 0.05
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -260,12 +273,7 @@ def model_confidence_set(
     a step whose statistic exceeds a bound on every replicate's (p = 0 exactly) is one
     matrix-vector product from running sums instead of a pass over the (B, |M|) deviations.
     """
-    point = np.asarray(point, dtype=np.float64)
-    reps = np.asarray(replicates, dtype=np.float64)
-    if reps.ndim != 2 or reps.shape[1] != point.shape[0]:
-        raise ValueError(f"replicates must be (B, m) with m = {point.shape[0]}, got {reps.shape}")
-    if not 0 < size < 1:
-        raise ValueError(f"size must be in (0, 1), got {size}")
+    point, reps = _point_and_replicates(point, replicates, "size", size)
     m = point.shape[0]
     included = np.zeros(m, dtype=bool)
     pvalues = np.full(m, np.nan)
@@ -376,12 +384,7 @@ def rank_uncertainty(
 
     Cost: O(B · m log m) for the ranks plus :func:`top_set`; memory O(B · m).
     """
-    point = np.asarray(point, dtype=np.float64)
-    reps = np.asarray(replicates, dtype=np.float64)
-    if reps.ndim != 2 or reps.shape[1] != point.shape[0]:
-        raise ValueError(f"replicates must be (B, m) with m = {point.shape[0]}, got {reps.shape}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    point, reps = _point_and_replicates(point, replicates, "confidence", confidence)
     m = point.shape[0]
     blocked = np.zeros(m, dtype=bool) if blocked is None else np.asarray(blocked, dtype=bool)
     has = np.isfinite(point)
