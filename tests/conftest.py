@@ -145,3 +145,26 @@ def pytest_collection_modifyitems(config, items):
     """
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # stable: file order kept
+
+
+#: Debian's chromium (``apt-get install -y chromium``; ``.ci/run`` installs it), driven by Playwright.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def chromium():
+    """A headless Chromium browser (Playwright) for one test, closed after it. Skipped, naming the
+    binary, where chromium is not installed; Playwright is a dev dependency, so its absence is a
+    broken install and fails, never skips."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

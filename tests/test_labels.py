@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -15,10 +14,6 @@ import yaml
 from labels_fixtures import embeddings, frame_of, reference_knn_accuracy, write_label_store
 
 from zoorank.cli import main
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -86,34 +81,26 @@ def test_ask_writes_a_round_of_forty_images_in_three_formats(labelled_store, cap
 
 
 @pytest.mark.timeout(240)
-def test_the_page_assigns_labels_by_keys_and_its_csv_is_accepted(labelled_store, tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
-    from playwright import sync_api
-
+def test_the_page_assigns_labels_by_keys_and_its_csv_is_accepted(labelled_store, tmp_path,
+                                                                  chromium):
     path, store, truth, cfg = labelled_store
     assert main(["ask", str(path), "--budget", "40"]) == 0
     asked = _asked(store, 1)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(accept_downloads=True)
-            page.goto((store / "asks" / "1" / "index.html").as_uri())
-            assert page.locator(".item img").count() == 40
-            for sid in asked:  # digit keys: the class's shortcut; the focus moves on by itself
-                page.keyboard.press(str(truth[sid]))
-            assert page.locator("#progress").inner_text().startswith("40 / 40")
-            page.keyboard.press("ArrowLeft")  # the focus stayed on the last image: one back
-            page.keyboard.press("Backspace")  # clear the 39th, then set it again by key
-            assert page.locator("#progress").inner_text().startswith("39 / 40")
-            assert page.locator(".item.current select").input_value() == ""
-            page.keyboard.press(str(truth[asked[-2]]))
-            with page.expect_download() as info:
-                page.click("#save")
-            saved = tmp_path / "saved.csv"
-            info.value.save_as(saved)
-        finally:
-            browser.close()
+    page = chromium.new_page(accept_downloads=True)
+    page.goto((store / "asks" / "1" / "index.html").as_uri())
+    assert page.locator(".item img").count() == 40
+    for sid in asked:  # digit keys: the class's shortcut; the focus moves on by itself
+        page.keyboard.press(str(truth[sid]))
+    assert page.locator("#progress").inner_text().startswith("40 / 40")
+    page.keyboard.press("ArrowLeft")  # the focus stayed on the last image: one back
+    page.keyboard.press("Backspace")  # clear the 39th, then set it again by key
+    assert page.locator("#progress").inner_text().startswith("39 / 40")
+    assert page.locator(".item.current select").input_value() == ""
+    page.keyboard.press(str(truth[asked[-2]]))
+    with page.expect_download() as info:
+        page.click("#save")
+    saved = tmp_path / "saved.csv"
+    info.value.save_as(saved)
     with open(saved) as f:
         rows = list(csv.DictReader(f))
     assert [(int(r["sample_id"]), r["label"]) for r in rows] == [(s, str(truth[s])) for s in asked]

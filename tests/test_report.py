@@ -292,54 +292,39 @@ def test_decision_screen_states_what_the_top_set_guarantees(decided_report):
     assert rule[:rule.index("</p>")].count(str(escape(guarantee))) == 1
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
 @pytest.mark.timeout(180)
 def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consensus(
-        decided_report):
-    import os
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
-    from playwright import sync_api  # a dev dependency: its absence is a broken install, no skip
+        decided_report, chromium):
     root, _, _, settings = decided_report
     decision = settings["decision"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto((root / "report" / "index.html").as_uri())
-            fold = 800
+    page = chromium.new_page(viewport={"width": 1280, "height": 800})
+    page.goto((root / "report" / "index.html").as_uri())
+    fold = 800
 
-            def on_first_screen(selector: str) -> bool:
-                box = page.locator(selector).first.bounding_box()
-                return box is not None and box["y"] < fold and page.locator(
-                    selector).first.is_visible()
+    def on_first_screen(selector: str) -> bool:
+        box = page.locator(selector).first.bounding_box()
+        return box is not None and box["y"] < fold and page.locator(
+            selector).first.is_visible()
 
-            # the top set: every model of it is listed, with its rank interval
-            assert on_first_screen("#top-set")
-            rows = page.locator("#top-set tbody tr")
-            assert rows.count() == len(decision["top_set"]) >= 1
-            listed = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
-            assert listed == decision["top_set"]
-            interval = rows.nth(0).locator("td").nth(2).inner_text()
-            assert re.fullmatch(r"\d+(–\d+)?", interval)
-            # flags as badges: the constant model is flagged collapsed (and not in the top set)
-            assert on_first_screen("#flags")
-            badge = page.locator("#flags .badge.blocking", has_text="collapsed")
-            assert badge.count() >= 1 and badge.first.is_visible()
-            assert "collapsed" not in listed
-            # the consensus sentence, and the forest plot of the intervals, loaded
-            assert on_first_screen("#consensus")
-            assert page.locator("#consensus").inner_text() == decision["consensus_sentence"]
-            forest = page.locator("#forest img")
-            assert forest.evaluate("img => img.complete && img.naturalWidth > 0")
-            assert forest.bounding_box()["y"] < 2 * fold  # right under the decision text
-        finally:
-            browser.close()
+    # the top set: every model of it is listed, with its rank interval
+    assert on_first_screen("#top-set")
+    rows = page.locator("#top-set tbody tr")
+    assert rows.count() == len(decision["top_set"]) >= 1
+    listed = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+    assert listed == decision["top_set"]
+    interval = rows.nth(0).locator("td").nth(2).inner_text()
+    assert re.fullmatch(r"\d+(–\d+)?", interval)
+    # flags as badges: the constant model is flagged collapsed (and not in the top set)
+    assert on_first_screen("#flags")
+    badge = page.locator("#flags .badge.blocking", has_text="collapsed")
+    assert badge.count() >= 1 and badge.first.is_visible()
+    assert "collapsed" not in listed
+    # the consensus sentence, and the forest plot of the intervals, loaded
+    assert on_first_screen("#consensus")
+    assert page.locator("#consensus").inner_text() == decision["consensus_sentence"]
+    forest = page.locator("#forest img")
+    assert forest.evaluate("img => img.complete && img.naturalWidth > 0")
+    assert forest.bounding_box()["y"] < 2 * fold  # right under the decision text
 
 
 def _report_with_versions(report, tmp_path, torch_versions):

@@ -24,9 +24,6 @@ N_MODELS = 2000
 XSS = "<img src=x onerror=alert(1)>"
 #: the one model far from the others in rankme (x) and kNN accuracy (y): alone under the pointer.
 OUTLIER = "m-0007"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def _ids() -> list[str]:
@@ -130,59 +127,51 @@ def test_report_of_2000_models_is_one_self_contained_file_of_reasonable_size(big
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_report_of_2000_models_in_chromium_filters_pages_and_names_a_point_on_hover(big_report):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium; .ci/run does)")
-    from playwright import sync_api  # a dev dependency: its absence is a broken install, no skip
-
+def test_report_of_2000_models_in_chromium_filters_pages_and_names_a_point_on_hover(big_report,
+                                                                                   chromium):
     root, _, board, _ = big_report
     dialogs: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            t0 = time.perf_counter()
-            page.goto((root / "report" / "index.html").as_uri(), wait_until="load")
-            page.wait_for_selector("#plot-scatter-digits-knn_accuracy .scatterlayer path.point")
-            loaded = time.perf_counter() - t0
-            assert loaded < 60, loaded  # a sane time on 2 busy cores (about 2 s when idle)
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    t0 = time.perf_counter()
+    page.goto((root / "report" / "index.html").as_uri(), wait_until="load")
+    page.wait_for_selector("#plot-scatter-digits-knn_accuracy .scatterlayer path.point")
+    loaded = time.perf_counter() - t0
+    assert loaded < 60, loaded  # a sane time on 2 busy cores (about 2 s when idle)
 
-            # pagination: the first 50 of 2,000 rows, in the leaderboard's order; next: 51–100
-            rows = page.locator("#leaderboard-table tbody tr:not([hidden])")
-            assert rows.count() == 50
-            headline = [page.locator("#leaderboard-table thead th").nth(i).inner_text()
-                        for i in range(page.locator("#leaderboard-table thead th").count())]
-            col = headline.index("model_id")
-            first = [rows.nth(i).locator("td").nth(col).inner_text() for i in range(50)]
-            assert first == list(board["model_id"][:50])
-            box = page.locator("div.paged", has=page.locator("#leaderboard-table"))
-            info = box.locator(".info")
-            assert info.inner_text().startswith("1–50 of 2000")
-            box.locator("button.next").click()
-            assert info.inner_text().startswith("51–100 of 2000")
-            assert rows.nth(0).locator("td").nth(col).inner_text() == board["model_id"][50]
+    # pagination: the first 50 of 2,000 rows, in the leaderboard's order; next: 51–100
+    rows = page.locator("#leaderboard-table tbody tr:not([hidden])")
+    assert rows.count() == 50
+    headline = [page.locator("#leaderboard-table thead th").nth(i).inner_text()
+                for i in range(page.locator("#leaderboard-table thead th").count())]
+    col = headline.index("model_id")
+    first = [rows.nth(i).locator("td").nth(col).inner_text() for i in range(50)]
+    assert first == list(board["model_id"][:50])
+    box = page.locator("div.paged", has=page.locator("#leaderboard-table"))
+    info = box.locator(".info")
+    assert info.inner_text().startswith("1–50 of 2000")
+    box.locator("button.next").click()
+    assert info.inner_text().startswith("51–100 of 2000")
+    assert rows.nth(0).locator("td").nth(col).inner_text() == board["model_id"][50]
 
-            # the filter: one model by its id, then a family (500 models, 10 pages)
-            box.locator("input.filter").fill("m-1234")
-            assert rows.count() == 1
-            assert rows.nth(0).locator("td").nth(col).inner_text() == "m-1234"
-            assert "(filtered from 2000)" in info.inner_text()
-            box.locator("input.filter").fill("fam3")
-            assert rows.count() == 50 and "of 500 (filtered from 2000)" in info.inner_text()
-            assert "page 1 of 10" in info.inner_text()
+    # the filter: one model by its id, then a family (500 models, 10 pages)
+    box.locator("input.filter").fill("m-1234")
+    assert rows.count() == 1
+    assert rows.nth(0).locator("td").nth(col).inner_text() == "m-1234"
+    assert "(filtered from 2000)" in info.inner_text()
+    box.locator("input.filter").fill("fam3")
+    assert rows.count() == 50 and "of 500 (filtered from 2000)" in info.inner_text()
+    assert "page 1 of 10" in info.inner_text()
 
-            # hover: the outlier point names its model, on the scatter and on the rank overview
-            for plot_id in ("plot-scatter-digits-knn_accuracy", "plot-rank-overview"):
-                assert _hover_label(page, plot_id, OUTLIER) == OUTLIER, plot_id
+    # hover: the outlier point names its model, on the scatter and on the rank overview
+    for plot_id in ("plot-scatter-digits-knn_accuracy", "plot-rank-overview"):
+        assert _hover_label(page, plot_id, OUTLIER) == OUTLIER, plot_id
 
-            # autoescaped: the failure's error is shown as text, no image made of it, no alert
-            failed = page.locator("#failed").inner_text()
-            assert XSS in failed
-            assert page.locator("#failed img").count() == 0
-            assert dialogs == []
-        finally:
-            browser.close()
+    # autoescaped: the failure's error is shown as text, no image made of it, no alert
+    failed = page.locator("#failed").inner_text()
+    assert XSS in failed
+    assert page.locator("#failed img").count() == 0
+    assert dialogs == []
 
 
 def _hover_label(page, plot_id: str, model_id: str) -> str:
