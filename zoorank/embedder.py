@@ -18,6 +18,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -269,8 +270,6 @@ class EntryWriter:
             for key in keys:
                 self.flush(key)
             return
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
             list(pool.map(self.flush, keys))  # list(): a failed write raises here
 
@@ -300,7 +299,6 @@ def embed_slice(
     marked done. ``batch_size`` bounds every forward.
     """
     import sys
-    from concurrent.futures import ThreadPoolExecutor
 
     from zoorank import viewcache
 
