@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import threading
 
 import duckdb
 import numpy as np
@@ -131,7 +132,8 @@ def test_tables_are_delta_tables_that_pandas_and_duckdb_read(tmp_path):
     dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB scans it by name)
     got = duckdb.sql("select model_id, value from dataset order by model_id").fetchall()
     assert got == [("m0", 9.0), ("m1", 1.0), ("m2", 2.0)]
-    assert store.table_version(layout.METRICS) == 1  # two commits: versions 0 and 1
+    # three commits: the empty table (version 0), then one MERGE per upsert (1, 2)
+    assert store.table_version(layout.METRICS) == 2
 
 
 WRITER = textwrap.dedent("""
@@ -161,6 +163,38 @@ def test_concurrent_writers_lose_no_row(store):
     assert sorted(store.read_manifest()["model_id"]) == expected
 
 
+@pytest.mark.parametrize("write", ["merge", "replace"])
+def test_writers_creating_a_table_together_leave_one_row(tmp_path, write):
+    """Four threads upsert the same key into (or replace) a table none of them found: one row,
+    every time (a create that carried rows would be retried by delta-rs as a blind append)."""
+    from zoorank.store import tables
+
+    for trial in range(8):
+        loc = tables.TableLocation(str(tmp_path / f"t{trial}"))
+        start = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def write_row(who: str, loc=loc, start=start, errors=errors) -> None:
+            row = pd.DataFrame([{"model_id": "m", "dataset": "d", "metric": "x", "value": 1.0,
+                                 "who": who}])
+            start.wait()
+            try:
+                if write == "merge":
+                    tables.merge(loc, row, METRICS_KEY)
+                else:
+                    tables.replace(loc, row)
+            except BaseException as err:  # noqa: BLE001 - reported below
+                errors.append(err)
+
+        threads = [threading.Thread(target=write_row, args=(w,)) for w in "abcd"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(tables.read(loc)) == 1, trial
+
+
 def test_long_rows_replace_every_row_of_their_key(store):
     """Oracle-style upserts on (model_id, dataset): a new set of metrics replaces the old set."""
     old = [{"model_id": "m", "dataset": "d", "metric": k, "value": 1.0, "fingerprint": "a"}
@@ -183,13 +217,14 @@ def test_s3_commits_are_conditional_puts_that_never_overwrite_a_commit(s3_server
     store = Store(s3_server("condput/store"))
     row = {"model_id": "m", "dataset": "d", "metric": "x", "value": 1.0, "fingerprint": "a"}
     store.upsert_rows(layout.METRICS, [row], METRICS_KEY)
-    key = "store/metrics/_delta_log/00000000000000000001.json"
+    now = store.table_version(layout.METRICS)
+    key = f"store/metrics/_delta_log/{now + 1:020d}.json"
     marker = json.dumps({"commitInfo": {"operation": "FOREIGN", "timestamp": 0}}) + "\n"
     s3_server.client.put_object(Bucket="condput", Key=key, Body=marker.encode())
     store.upsert_rows(layout.METRICS, [{**row, "model_id": "n"}], METRICS_KEY)
     body = s3_server.client.get_object(Bucket="condput", Key=key)["Body"].read().decode()
     assert "FOREIGN" in body
-    assert store.table_version(layout.METRICS) == 2
+    assert store.table_version(layout.METRICS) == now + 2
     assert sorted(store.read_metrics()["model_id"]) == ["m", "n"]
 
 

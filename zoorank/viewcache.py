@@ -188,7 +188,14 @@ def build(
     return {**found, "reused": False, "seconds": time.perf_counter() - t0}
 
 
-def drop(store: Store, dataset: str, key: str) -> None:
+def drop(store: Store, dataset: str, key: str, writer_id: str | None = None) -> None:
+    """Delete this run's cache of a group, then the dataset's cache directory when it is empty
+    and no other live writer (:mod:`zoorank.store.writers`; ``writer_id`` is this run's) needs
+    it: on an object store, deleting a directory deletes whatever another run has just written
+    under it. Another run's delete of the same directory is no error."""
+    from zoorank.store.writers import needed_by_another
+
     store.delete(cache_dir(dataset, key))
-    if not store.list_dirs(f"{VIEW_CACHE}/{dataset}"):
-        store.delete(f"{VIEW_CACHE}/{dataset}")
+    parent = f"{VIEW_CACHE}/{dataset}"
+    if not needed_by_another(store, parent, writer_id) and not store.list_dirs(parent):
+        store.delete(parent)

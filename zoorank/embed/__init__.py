@@ -161,7 +161,7 @@ class _Chunk:
 
 def _embed_chunks(
     store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
-    display: Display,
+    display: Display, writer_id: str | None = None,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
     stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
@@ -252,7 +252,7 @@ def _embed_chunks(
             yield rows, _chunk_stats(chunk, res)
             left[chunk.group] -= 1
             if left[chunk.group] == 0:
-                viewcache.drop(store, chunk.group[0], caches[chunk.group][0])
+                viewcache.drop(store, chunk.group[0], caches[chunk.group][0], writer_id)
 
 
 def _lost_report(task: Any, error: str) -> dict[str, Any]:
@@ -350,9 +350,11 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         needs = [Store.embedding_dir(*e.key) for e in todo] + sorted(
             {f"{VIEW_CACHE_DIR}/{e.key[0]}" for e in todo})
         try:
-            with Heartbeat(store, "embed", needs), Display(len(entries), enabled=show) as display:
+            with Heartbeat(store, "embed", needs) as writer, \
+                    Display(len(entries), enabled=show) as display:
                 display.entries_done(len(skipped) + len(unreadable))
-                groups, caches, unread = decode_groups(store, config, indexes, todo)
+                groups, caches, unread = decode_groups(store, config, indexes, todo,
+                                                       writer.writer_id)
                 before = dict(indexes)
                 todo, groups = with_undecodable(store, config, models, indexes, todo, groups,
                                                  precision)
@@ -373,7 +375,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 with store.batched(MANIFEST, MANIFEST_KEY, write=lambda frame: (
                         store.update_manifest(frame.to_dict("records")))) as done_rows:
                     for rows, stats in _embed_chunks(store, config, groups, caches, res,
-                                                     display):
+                                                     display, writer.writer_id):
                         for r in rows:
                             results[(r["dataset"], r["view"], r["model_id"])] = r
                         done_rows.add(rows, tasks=len({r["model_id"] for r in rows}))

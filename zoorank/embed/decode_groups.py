@@ -50,7 +50,8 @@ Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
 
 
 def decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry]) -> tuple[Groups, Caches, list[dict[str, Any]]]:
+                   todo: list[Entry], writer_id: str | None = None,
+                   ) -> tuple[Groups, Caches, list[dict[str, Any]]]:
     """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
 
     A group with samples whose bytes could not be read (after pyarrow's own attempts) is left out: its entries
@@ -77,7 +78,7 @@ def decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleInde
             continue
         caches[(dataset, geometry)] = (key, cache)
         if cache["bad"] and specs[dataset].on_bad_image == "fail":
-            viewcache.drop(store, dataset, key)
+            viewcache.drop(store, dataset, key, writer_id)
             raise InputError(f"{cache['first_error']} (on_bad_image: fail)")
         log.info("embed: decoded %s %spx: %d view rows in %d parts (%.1f s%s)", dataset,
                  geometry.input_size, cache["rows"], len(cache["parts"]), cache["seconds"],

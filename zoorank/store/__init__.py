@@ -120,9 +120,8 @@ class Store:
     def list_files(self, *parts: str, suffix: str = "") -> list[str]:
         """Relative names of the files directly under ``parts`` (sorted)."""
         base = self.path(*parts)
-        if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
-            return []
-        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False,
+                                                        allow_not_found=True))
         return sorted(
             i.base_name
             for i in infos
@@ -149,9 +148,9 @@ class Store:
 
     def list_dirs(self, *parts: str) -> list[str]:
         base = self.path(*parts)
-        if self.fs.get_file_info(base).type == pafs.FileType.NotFound:
-            return []
-        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        # allow_not_found: a directory another process deletes after the look lists empty
+        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=False,
+                                                        allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
     def write_bytes(self, relpath: str, data: bytes, redacted: bool = False) -> None:
@@ -192,12 +191,17 @@ class Store:
         return json.loads(self.read_text(relpath))
 
     def delete(self, relpath: str) -> None:
+        """Delete a file or a whole directory; nothing when it is gone (another process may
+        have deleted it between the look and the delete)."""
         p = self.path(relpath)
         info = self.fs.get_file_info(p)
-        if info.type == pafs.FileType.Directory:
-            self.fs.delete_dir(p)
-        elif info.type == pafs.FileType.File:
-            self.fs.delete_file(p)
+        try:
+            if info.type == pafs.FileType.Directory:
+                self.fs.delete_dir(p)
+            elif info.type == pafs.FileType.File:
+                self.fs.delete_file(p)
+        except FileNotFoundError:
+            pass
 
     # -- tables (Delta) and plain Parquet files ---------------------------------------------------
     @staticmethod

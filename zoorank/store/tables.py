@@ -192,21 +192,35 @@ def _group_predicate(rows: pd.DataFrame, group: Sequence[str]) -> str:
                        + ")" for k in keys)
 
 
+def _create_empty(loc: TableLocation, schema: pa.Schema):
+    """Create a missing table with ``schema`` and no rows; returns it opened. Rows never ride on
+    the creating commit: delta-rs retries a create that lost the race for version 0 as a blind
+    append, which Delta checks against nothing, so two writers creating a table together with
+    rows would both land theirs (the same key twice, or two copies of a replaced table). An empty
+    create that loses raises ``CommitFailedError`` or lands no row; the caller's retry reads the
+    winner's table."""
+    from deltalake import write_deltalake
+
+    write_deltalake(loc.uri, schema.empty_table(), mode="append",
+                    configuration=TABLE_CONFIGURATION, storage_options=loc.storage_options or None)
+    return _open(loc)
+
+
 def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
           update_if: str | None = None, group: Sequence[str] | None = None) -> dict:
     """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
-    Returns delta-rs's merge metrics (``num_target_files_scanned``, ...; empty when the write
-    created the table). Cost: reads the files whose key ranges overlap ``rows``'.
+    Returns delta-rs's merge metrics (``num_target_files_scanned``, ...; empty when ``rows`` is
+    empty). Cost: reads the files whose key ranges overlap ``rows``'.
 
     ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
     is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
     ``group`` (a prefix of ``key``): rows of the table in a group that ``rows`` has, but that
     ``rows`` do not match, are deleted in the same commit (``rows`` replace whole groups).
 
-    The first write creates the table; two writers that both create it race on version 0, and the
-    loser merges into the winner's table.
+    A missing table is first created empty (:func:`_create_empty`), then the rows are merged into
+    it like into any other: a MERGE that loses a race is checked against the winner's new files
+    and runs again on the new snapshot, so two writers never insert the same key twice.
     """
-    from deltalake import write_deltalake
 
     source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
@@ -217,11 +231,7 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     stats: dict = {}
 
     def action() -> None:
-        table = _open(loc)
-        if table is None:
-            write_deltalake(loc.uri, source, mode="append", configuration=TABLE_CONFIGURATION,
-                            storage_options=loc.storage_options or None)
-            return
+        table = _open(loc) or _create_empty(loc, source.schema)
         data = _conform(source, _schema(table))
         # streamed_exec=False: delta-rs materialises the (small) source and derives a filter on
         # the key columns' ranges from it, so only files whose statistics overlap the new keys
@@ -288,7 +298,12 @@ def replace(loc: TableLocation, rows: pd.DataFrame | pa.Table,
              if metadata else None)
 
     def action() -> None:
-        write_deltalake(loc.uri, data, mode="overwrite", schema_mode="overwrite",
+        if _open(loc) is None:  # two overwrites creating the table would both land (see there)
+            _create_empty(loc, data.schema)
+        # predicate "true": the overwrite states that it read every row, so an overwrite racing
+        # another is checked against the winner's files and runs again (a bare overwrite of a
+        # table without files removes nothing and is retried by delta-rs as a blind append)
+        write_deltalake(loc.uri, data, mode="overwrite", schema_mode="overwrite", predicate="true",
                         configuration=TABLE_CONFIGURATION,
                         storage_options=loc.storage_options or None, commit_properties=props)
 

@@ -65,6 +65,10 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def writer_id(self) -> str:
+        return self.row["writer_id"]
+
     def beat(self) -> None:
         self.row["heartbeat"] = time.time()
         self.store.upsert_rows(WRITERS, [self.row], list(KEY))
@@ -111,6 +115,17 @@ def split_live(writers: pd.DataFrame, now: float | None = None,
 def live_paths(writers: pd.DataFrame) -> list[str]:
     """The paths the given (live) writers need, sorted."""
     return sorted({p for text in writers["paths"] for p in json.loads(text)})
+
+
+def needed_by_another(store, relpath: str, writer_id: str | None) -> bool:
+    """Whether a live writer other than ``writer_id`` needs ``relpath`` (or something under or
+    above it): a writer about to delete a shared directory leaves it to the last one."""
+    writers = read_writers(store)
+    if writers.empty:
+        return False
+    live, _ = split_live(writers)
+    others = live[live["writer_id"] != writer_id]
+    return not others.empty and protected(relpath, live_paths(others))
 
 
 def protected(relpath: str, paths: Sequence[str]) -> bool:
