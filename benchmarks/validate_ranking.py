@@ -261,6 +261,7 @@ def build_size(args: argparse.Namespace) -> tuple[DemoSize, int, int]:
 
 def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from zoorank.config.loading import parse_config
+    from zoorank.errors import ConfigError
     from zoorank.pipeline import run_embed, run_rank, run_report, run_score
     from zoorank.runtime import ensure_ray
     from zoorank.tune.config import TuneConfig, experiment_location
@@ -297,7 +298,11 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     tdict["search"]["name"] = "validate-zoo"
     tcfg = TuneConfig.model_validate(tdict)
     t0 = time.perf_counter()
-    frame = run_search(tcfg, address=args.address)
+    try:
+        frame = run_search(tcfg, address=args.address)
+    except ConfigError as err:  # --resume on an --out whose search was made by other settings
+        raise SystemExit(f"{err}\nvalidate_ranking: without --resume the folder {out} is "
+                         "started afresh; or keep it and pass another --out") from None
     timings["tune"] = time.perf_counter() - t0
     if frame is None:
         raise SystemExit("the tune search was interrupted; rerun with --resume to continue it")

@@ -136,3 +136,23 @@ def test_gc_beside_an_embed_older_than_the_grace_period_spares_what_it_needs(tmp
     assert proc.returncode == 0, output
     assert set(store.read_manifest()["status"]) == {"done"}
     assert read_writers(store).empty  # the embed's row went with it
+
+
+def test_a_run_leaves_the_view_cache_directory_another_live_run_needs(tmp_path):
+    """Two runs on one store each decode their own cache under ``cache/views/<dataset>``; the
+    first to finish deletes only its own while the other is registered, and the last one deletes
+    the dataset's directory (on an object store a directory delete takes everything under it)."""
+    from zoorank import viewcache
+    from zoorank.store.writers import Heartbeat
+
+    store = Store(tmp_path / "store")
+    for key in ("run-a", "run-b"):
+        store.write_parquet(f"cache/views/digits/{key}/part-0.parquet", pd.DataFrame({"x": [0]}))
+    with Heartbeat(store, "embed", ["cache/views/digits"], interval=3600) as a:
+        with Heartbeat(store, "embed", ["cache/views/digits"], interval=3600) as b:
+            viewcache.drop(store, "digits", "run-b", b.writer_id)
+            viewcache.drop(store, "digits", "run-a", a.writer_id)  # b is still live
+            assert store.list_dirs("cache/views") == ["digits"]
+            assert store.list_dirs("cache/views/digits") == []
+        viewcache.drop(store, "digits", "run-a", a.writer_id)  # the last: a gone cache is no error
+    assert store.list_dirs("cache/views") == []
