@@ -10,7 +10,7 @@ For every zoo (a run config whose store holds a finished ``zoorank run`` with th
   blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
   the point-best model in ≥ 1 − c of the replicates"),
 * the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
-  accuracies on its test images, :func:`zoorank.decision.oracle_top_sets`; needs oracle rows of
+  accuracies on its test images, :func:`zoorank.oracle_top_sets.oracle_top_sets`; needs oracle rows of
   ``ORACLE_VERSION`` ≥ 3), whether the two sets overlap, and the regret (the oracle's best accuracy
   minus the best inside the candidate's top set) against the oracle's noise (the half-width at the
   run's confidence of that paired accuracy difference over the replicates).
@@ -164,7 +164,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from zoorank.decision import oracle_top_sets
+    from zoorank.oracle_top_sets import oracle_top_sets
     from zoorank.store import Store
 
     config, board, folds, blocked = _zoo_inputs(run_yaml)

@@ -224,7 +224,7 @@ def test_oracle_top_set_of_a_known_case():
     from rank_fixtures import config_dict
 
     from zoorank.config.loading import parse_config
-    from zoorank.decision import oracle_top_sets
+    from zoorank.oracle_top_sets import oracle_top_sets
 
     config = parse_config(config_dict("/tmp/unused-store"))
     folds = {"a": [0.90, 0.92, 0.88, 0.91, 0.89, 0.90, 0.93, 0.87],

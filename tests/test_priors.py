@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from zoorank.board_priors import confound_warnings
 from zoorank.config.loading import parse_config
-from zoorank.decision import confound_warnings
 from zoorank.errors import ConfigError
 from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU, confounds, prior_tau
 
@@ -268,7 +268,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     assert ("rankme", "param_count", 1.0) in expected
 
     # what the report shows, as plain data
-    from zoorank.decision import prior_summary
+    from zoorank.board_priors import prior_summary
 
     summary = prior_summary(board, settings, agree)
     assert [r["model_id"] for r in summary["rows"]] == list(board["model_id"])

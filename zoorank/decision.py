@@ -13,16 +13,16 @@ rank-consistent Model Confidence Set, :func:`zoorank.metrics.uncertainty.top_set
 ``flags``, ``disagreement``, ``tied_with`` (the other models with the same leaderboard value: a
 seed ensemble scored by one ensemble-level value) and, when the oracle ran with folds,
 ``in_oracle_top_set`` (the label oracle's own top set from the same fold bootstrap over its test
-images, :func:`oracle_top_sets`); a long
+images, :func:`zoorank.oracle_top_sets.oracle_top_sets`); a long
 table ``uncertainty`` (model_id, dataset, metric, rank, rank_low, rank_high, p_best, in_top_set)
 for every resampled metric; and the ``decision`` settings (top set and its guarantee, the oracle's
 top sets and their comparison with it, consensus sentence, Kendall's W per dataset, width warning,
-and the confounds: metrics whose order a prior explains, :func:`confound_warnings`).
+and the confounds: metrics whose order a prior explains,
+:func:`zoorank.board_priors.confound_warnings`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,20 +30,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.board_priors import confound_warnings
 from zoorank.config import RunConfig
-from zoorank.leaderboard import ranking_vector
 from zoorank.metrics import registry
 from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
-from zoorank.metrics.priors import (
-    CONFOUND_MIN_MODELS,
-    CONFOUND_TAU,
-    PARAMS,
-    WIDTH,
-    confounds,
-    is_prior_column,
-)
+from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU
 from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
 from zoorank.metrics.uncertainty import (
     TOP_SET_GUARANTEE,
@@ -53,14 +46,13 @@ from zoorank.metrics.uncertainty import (
     rank_uncertainty,
     replicate_ranks,
 )
+from zoorank.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
 
 UNCERTAINTY = "uncertainty"
 UNCERTAINTY_COLUMNS = ["model_id", "dataset", "metric", "rank", "rank_low", "rank_high", "p_best",
                        "in_top_set"]
 DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement",
                     "tied_with", "in_oracle_top_set"]
-#: oracle metrics with fold values, in the order that picks the ``in_oracle_top_set`` column's.
-ORACLE_TOP_SET_METRICS = ("knn_accuracy", "linear_probe_accuracy")
 #: at most this many model ids in a ``tied_with`` cell (then "+k more").
 TIED_SHOWN = 5
 #: a metric joins the consensus when it has a value for at least this share of the ranked models
@@ -283,144 +275,6 @@ def tied_with(board: pd.DataFrame) -> list[str]:
     return out
 
 
-def _oracle_folds(oracle: pd.DataFrame, dataset: str, metric: str, ids: Sequence[str]
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(point (m,), fold values (m, F)) of one oracle metric from its rows' ``fold_values``
-    params; None when no row of the board's models carries them (an oracle run before version 3)."""
-    sub = oracle[(oracle["dataset"] == dataset) & (oracle["metric"] == metric)]
-    point = np.full(len(ids), np.nan)
-    rows: dict[str, list[float]] = {}
-    where = {m: i for i, m in enumerate(ids)}
-    for r in sub.itertuples(index=False):
-        if r.model_id not in where:
-            continue
-        params = json.loads(r.params) if isinstance(r.params, str) else r.params
-        params = params if isinstance(params, dict) else {}
-        if params.get("fold_values"):
-            rows[r.model_id] = [float(v) for v in params["fold_values"]]
-            point[where[r.model_id]] = float(r.value)
-    if not rows:
-        return None
-    n_folds = max(len(v) for v in rows.values())
-    folds = np.full((len(ids), n_folds), np.nan)
-    for m, v in rows.items():
-        folds[where[m], :len(v)] = v
-    return point, folds
-
-
-def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame | None,
-                    top: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The label oracle's own top set per dataset and oracle metric, compared with the
-    label-free top set ``top``.
-
-    The oracle's accuracy on each fold of its test images (``fold_values``) goes through the same
-    fold bootstrap as the label-free metrics (the same seed, so the same fold draws; all test
-    images are in folds, scale ``fold_scale(F, 1)``) and the same rank-consistent MCS at the
-    run's confidence. ``"dataset/metric"`` → {top_set, overlap, regret (the oracle's best
-    accuracy minus the best inside the label-free top set), noise (the half-width of the normal
-    interval at the run's confidence of that paired difference over the replicates), within_noise,
-    sentence}. Cost O(B · n) per oracle metric plus the MCS."""
-    from scipy import stats
-
-    out: dict[str, dict[str, Any]] = {}
-    if oracle is None or oracle.empty or "params" not in oracle:
-        return out
-    ids = [str(m) for m in board["model_id"]]
-    c, B = config.rank.confidence, config.rank.resamples
-    z = float(stats.norm.ppf((1 + c) / 2))
-    in_top = np.array([m in set(top) for m in ids])
-    for ds in [d.name for d in config.datasets]:
-        for metric in ORACLE_TOP_SET_METRICS:
-            got = _oracle_folds(oracle, ds, metric, ids)
-            if got is None:
-                continue
-            point, folds = got
-            reps = fold_bootstrap(point, folds, B, config.seed, fold_scale(folds.shape[1], 1.0))
-            oracle_top = rank_uncertainty(point, reps, c).in_top_set
-            members = [m for m, t in zip(ids, oracle_top) if t]
-            shared = [m for m, t in zip(ids, oracle_top & in_top) if t]
-            best = int(np.nanargmax(point))
-            inside = in_top & np.isfinite(point)
-            regret = noise = math.nan
-            if inside.any():
-                j = int(np.flatnonzero(inside)[np.nanargmax(point[inside])])
-                regret = float(point[best] - point[j])
-                noise = float(z * np.std(reps[:, best] - reps[:, j]))
-            within = bool(shared) or (math.isfinite(regret) and regret <= noise + 1e-12)
-            name = metric.replace("_", " ")
-            if shared:
-                shown = ", ".join(shared[:3]) + (f" (+{len(shared) - 3} more)"
-                                                 if len(shared) > 3 else "")
-                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
-                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, "
-                            f"share {len(shared)}: {shown}.")
-            elif math.isfinite(regret):
-                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
-                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, do "
-                            f"not overlap: the best {name} inside the label-free top set is "
-                            f"{100 * regret:.1f} pp below the oracle's best, "
-                            f"{'within' if within else 'beyond'} the oracle's noise "
-                            f"({100 * noise:.1f} pp at {c:.0%}).")
-            else:
-                sentence = (f"On {ds}, no model of the label-free top set has a {name} value: "
-                            "no comparison with the oracle's top set.")
-            out[f"{ds}/{metric}"] = {
-                "dataset": ds, "metric": metric, "top_set": members, "size": len(members),
-                "n_folds": int(folds.shape[1]), "overlap": shared, "regret": regret,
-                "noise": noise, "within_noise": within, "sentence": sentence}
-    return out
-
-
-def prior_columns(board: pd.DataFrame) -> list[str]:
-    """The board's prior columns (``params``, ``width``, ``prior/<name>``) with at least one value."""
-    return [c for c in board.columns if is_prior_column(c) and board[c].notna().any()]
-
-
-def _prior_words(prior: str) -> str:
-    return {PARAMS: "the parameter count", WIDTH: "the embedding width"}.get(
-        prior, f"the prior {prior.split('/', 1)[-1]}")
-
-
-def confound_warnings(board: pd.DataFrame, datasets: Sequence[str]) -> list[dict[str, Any]]:
-    """Every (label-free metric or the leaderboard's rank, prior) whose order a prior explains.
-
-    Per dataset, each label-free metric column on the board and the leaderboard rank
-    (``leaderboard_rank``) against each prior column (:func:`prior_columns`), by the rule of
-    :func:`zoorank.metrics.priors.confounds` (|τ-b| ≥ :data:`~zoorank.metrics.priors.CONFOUND_TAU`
-    over ≥ :data:`~zoorank.metrics.priors.CONFOUND_MIN_MODELS` models). Returns
-    ``{dataset, metric, prior, tau, n, sentence}`` dicts. Cost O(D · M · P · n log n).
-    """
-    priors = {c: board[c].to_numpy(dtype=np.float64) for c in prior_columns(board)}
-    if not priors or board.empty:
-        return []
-    per_dataset: dict[str, dict[str, tuple[np.ndarray, int]]] = {}
-    if "rank" in board and board["rank"].notna().any():
-        # the leaderboard's order is one over all datasets (dataset "all")
-        per_dataset["all"] = {"leaderboard_rank": (board["rank"].to_numpy(dtype=np.float64), -1)}
-    for ds in datasets:
-        per_dataset[ds] = {}
-        for col in board.columns:
-            d, _, metric = col.partition("/")
-            if d != ds or "/" in metric or not registry.is_label_free(metric):
-                continue
-            oriented = ranking_vector(metric, board[col].to_numpy())
-            if oriented is not None:
-                per_dataset[ds][metric] = oriented
-    out = []
-    for ds, candidates in per_dataset.items():
-        for hit in confounds(candidates, priors):
-            what = ("the leaderboard's order" if hit["metric"] == "leaderboard_rank"
-                    else f"{hit['metric']} on {ds}")
-            way = "follows" if hit["tau"] > 0 else "runs against"
-            hit["sentence"] = (
-                f"Confound: {what} {way} {_prior_words(hit['prior'])} (Kendall τ {hit['tau']:+.2f} "
-                f"over {hit['n']} models, |τ| ≥ {CONFOUND_TAU}): its order may reflect "
-                f"{_prior_words(hit['prior'])} rather than transfer to this data; compare models "
-                "of similar size, or check against labels.")
-            out.append({"dataset": ds, **hit})
-    return out
-
-
 def decide(
     config: RunConfig, board: pd.DataFrame, settings: dict[str, Any], metrics: pd.DataFrame,
     folds: pd.DataFrame, health: pd.DataFrame, oracle: pd.DataFrame | None = None,
@@ -501,38 +355,3 @@ def decide(
     rest = [c for c in order if c not in head and c not in DECISION_COLUMNS]
     decision = [c for c in DECISION_COLUMNS if c in board]
     return board[head + decision + rest], per_metric
-
-
-def prior_summary(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame
-                  ) -> dict[str, Any]:
-    """What a report shows of the priors, as plain data: ``title``, ``sentences`` (one
-    prior-agreement line per dataset and oracle metric, then the confound warnings) and ``rows``
-    (per model: model_id, params, width, prior/<name>, in board order). Cost O(rows of ``agree``)."""
-    cols = prior_columns(board) if not board.empty else []
-    rows = board[["model_id", *cols]].to_dict("records") if cols else []
-    sentences = []
-    if not agree.empty and "kind" in agree:
-        a = agree[(agree["family"] == "all")]
-        if "labels_per_class" in a:
-            a = a[a["labels_per_class"].isna()]
-        for (ds, oracle), part in a.groupby(["dataset", "oracle_metric"], sort=True):
-            priors = part[part["kind"] == "prior"]
-            metrics = part[(part["kind"] == "metric") & (part["metric"] != "leaderboard_rank")]
-            if priors.empty:
-                continue
-            shown = ", ".join(f"{r.metric} τ {r.kendall_tau:+.2f}" if np.isfinite(r.kendall_tau)
-                              else f"{r.metric} τ n/a" for r in priors.itertuples())
-            best = metrics[np.isfinite(metrics["kendall_tau"].to_numpy(np.float64))]
-            tail = ""
-            if not best.empty:
-                top = best.loc[best["kendall_tau"].idxmax()]
-                beat = priors["kendall_tau"].to_numpy(np.float64)
-                beat = beat[np.isfinite(beat)]
-                verdict = ("above every prior" if not len(beat) or top["kendall_tau"] > beat.max()
-                           else "not above every prior")
-                tail = (f"; the best label-free metric, {top['metric']}, τ "
-                        f"{top['kendall_tau']:+.2f} ({verdict})")
-            sentences.append(f"Priors against {oracle} on {ds}: {shown}{tail}.")
-    decision = settings.get("decision") or {}
-    sentences += [c["sentence"] for c in decision.get("confounds") or []]
-    return {"title": "Priors and confounds", "sentences": sentences, "rows": rows}

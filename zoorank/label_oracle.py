@@ -103,7 +103,7 @@ def oracle_suite(
     ``test_folds`` (fold index per test point, :func:`zoorank.metrics.uncertainty.fold_assignment`
     over the test ids; −1 left out): the kNN and linear-probe rows then carry their accuracy on each
     fold in ``params["fold_values"]`` (with ``params["n_folds"]``), the input of the oracle's own
-    top set (:func:`zoorank.decision.oracle_top_sets`). Rows without them (older runs) have no
+    top set (:func:`zoorank.oracle_top_sets.oracle_top_sets`). Rows without them (older runs) have no
     oracle top set.
     """
     from zoorank.metrics import loss_data_costs as costs

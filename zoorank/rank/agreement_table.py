@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from zoorank.board_priors import prior_columns
 from zoorank.config import RunConfig
-from zoorank.decision import prior_columns
 from zoorank.label_oracle import oracle_direction
 from zoorank.leaderboard import ranking_vector
 from zoorank.metrics.agreement import agreement

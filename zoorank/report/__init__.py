@@ -258,8 +258,8 @@ def _reliability_section(store: Store, datasets: Sequence[str],
 def _priors_section(board: pd.DataFrame, settings: dict, agree: pd.DataFrame) -> Section | None:
     """Per model its parameter count, width and ``prior:`` values; each prior's agreement with
     the oracle beside the best label-free metric; the confound warnings
-    (:func:`zoorank.decision.prior_summary`). None when the board has no prior column."""
-    from zoorank.decision import prior_summary
+    (:func:`zoorank.board_priors.prior_summary`). None when the board has no prior column."""
+    from zoorank.board_priors import prior_summary
 
     summary = prior_summary(board, settings, agree)
     if not summary["rows"]:
