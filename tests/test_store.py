@@ -195,6 +195,26 @@ def test_writers_creating_a_table_together_leave_one_row(tmp_path, write):
         assert len(tables.read(loc)) == 1, trial
 
 
+def test_a_table_created_empty_reads_as_no_table_until_its_first_write(store):
+    """What a reader sees between a writer's empty create and its first MERGE or overwrite:
+    no table, as before the create (a report during a first run says 'run rank first')."""
+    import pyarrow as pa
+
+    from zoorank.store import tables
+
+    loc = store.table(layout.LEADERBOARD)
+    tables._create_empty(loc, pa.schema([("model_id", pa.string()), ("rank", pa.int64())]))
+    assert tables._open(loc) is not None  # the create is committed ...
+    assert not store.table_exists(layout.LEADERBOARD)  # ... yet readers find no table
+    assert store.table_version(layout.LEADERBOARD) is None
+    assert store.read_table_commit(layout.LEADERBOARD) == (None, {}, None)
+    store.replace_table(layout.LEADERBOARD, pd.DataFrame({"model_id": ["m"], "rank": [1]}),
+                        metadata={"zoorank": "{}"})
+    board, meta = store.read_table_metadata(layout.LEADERBOARD, "zoorank")
+    assert board["model_id"].tolist() == ["m"] and meta == "{}"
+    assert store.table_version(layout.LEADERBOARD) == 1
+
+
 def test_long_rows_replace_every_row_of_their_key(store):
     """Oracle-style upserts on (model_id, dataset): a new set of metrics replaces the old set."""
     old = [{"model_id": "m", "dataset": "d", "metric": k, "value": 1.0, "fingerprint": "a"}

@@ -1,5 +1,3 @@
-import sys
+from zoorank.cli import entry
 
-from zoorank.cli import main
-
-sys.exit(main())
+entry()

@@ -188,6 +188,50 @@ def _error(message: str) -> None:
     print(redact(message), file=sys.stderr)
 
 
+def entry() -> None:
+    """The ``zoorank`` console script and ``python -m zoorank``: :func:`main`, then the process
+    ends with its status once every exit handler (Ray's shutdown, logging's flush) has run,
+    without the interpreter's own teardown of native extensions.
+
+    Why: a process that used delta-rs and pyarrow can abort in that teardown ("terminate called
+    without an active exception", SIGABRT, exit -6) after its work and output are complete
+    (delta-io/delta-rs#2184: a native thread pool destroyed while one of its threads is still
+    joinable). A command that succeeded must exit 0. The handler is registered before anything
+    imports Ray, so exit handlers registered later (Ray's, Tune's) run before it.
+    """
+    import atexit
+
+    status: list[int] = [1]  # an exception that escapes main (a bug) ends as Python's 1
+
+    def end() -> None:
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing left to say
+                pass
+        os._exit(status[0])
+
+    atexit.register(end)
+    try:
+        code: object = main()
+    except SystemExit as err:  # argparse (--help, a usage error), or a re-raised exit
+        code = err.code
+        status[0] = _status(code)
+        raise
+    status[0] = _status(code)
+    sys.exit(code)
+
+
+def _status(code: object) -> int:
+    """The exit status ``sys.exit(code)`` gives: None is 0, an int itself, anything else 1."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from zoorank.redact import install_logging_filter, redact
 
@@ -230,4 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

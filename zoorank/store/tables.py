@@ -64,23 +64,30 @@ def _schema(table) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
+def _written(table) -> bool:
+    """Whether a table holds a write: not only the empty commit that created it
+    (:func:`_create_empty`), which readers take as no table yet (as before it existed)."""
+    return table is not None and (table.version() > 0 or bool(table.file_uris()))
+
+
 def exists(loc: TableLocation) -> bool:
+    """Whether the table holds a write (a table only created empty does not, :func:`_written`)."""
     # not DeltaTable.is_deltatable: it keeps the GIL while it waits on the object store, which
     # deadlocks against an S3 server in the same process (the tests' moto) until its timeout
-    return _open(loc) is not None
+    return _written(_open(loc))
 
 
 def version(loc: TableLocation) -> int | None:
-    """The table's current version (None when it does not exist)."""
+    """The table's current version (None when it holds no write yet, :func:`_written`)."""
     table = _open(loc)
-    return None if table is None else int(table.version())
+    return int(table.version()) if _written(table) else None
 
 
 def read_arrow(loc: TableLocation, columns: Sequence[str] | None = None,
                version: int | None = None) -> pa.Table | None:
     """One committed snapshot (the latest, or ``version``) as Arrow; None when there is none."""
     table = _open(loc, version)
-    if table is None:
+    if not _written(table):
         return None
     have = set(_schema(table).names) if columns is not None else None
     cols = [c for c in columns if c in have] if columns is not None else None
@@ -101,7 +108,7 @@ def read(loc: TableLocation, columns: Sequence[str] | None = None,
 def read_versioned(loc: TableLocation) -> tuple[pd.DataFrame | None, int | None]:
     """One snapshot and its version ((None, None) when the table does not exist)."""
     table = _open(loc)
-    if table is None:
+    if not _written(table):
         return None, None
     return table.to_pyarrow_table().to_pandas(), int(table.version())
 
