@@ -228,7 +228,6 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     it like into any other: a MERGE that loses a race is checked against the winner's new files
     and runs again on the new snapshot, so two writers never insert the same key twice.
     """
-
     source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
         return {}
@@ -238,7 +237,9 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
     stats: dict = {}
 
     def action() -> None:
-        table = _open(loc) or _create_empty(loc, source.schema)
+        table = _open(loc)
+        if table is None:
+            table = _create_empty(loc, source.schema)
         data = _conform(source, _schema(table))
         # streamed_exec=False: delta-rs materialises the (small) source and derives a filter on
         # the key columns' ranges from it, so only files whose statistics overlap the new keys
