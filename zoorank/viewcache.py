@@ -188,7 +188,7 @@ def build(
     return {**found, "reused": False, "seconds": time.perf_counter() - t0}
 
 
-def drop(store: Store, dataset: str, key: str, writer_id: str | None = None) -> None:
+def drop(store: Store, dataset: str, key: str, writer_id: str) -> None:
     """Delete this run's cache of a group, then the dataset's cache directory when it is empty
     and no other live writer (:mod:`zoorank.store.writers`; ``writer_id`` is this run's) needs
     it: on an object store, deleting a directory deletes whatever another run has just written

@@ -161,7 +161,7 @@ class _Chunk:
 
 def _embed_chunks(
     store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
-    display: Display, writer_id: str | None = None,
+    display: Display, writer_id: str,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
     stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes

@@ -50,7 +50,7 @@ Caches = dict[tuple[str, Geometry], tuple[str, dict[str, Any]]]
 
 
 def decode_groups(store: Store, config: RunConfig, indexes: dict[str, SampleIndex],
-                   todo: list[Entry], writer_id: str | None = None,
+                   todo: list[Entry], writer_id: str,
                    ) -> tuple[Groups, Caches, list[dict[str, Any]]]:
     """Decode every (dataset, geometry) group of ``todo`` into the view cache (or reuse it).
 

@@ -117,7 +117,7 @@ def live_paths(writers: pd.DataFrame) -> list[str]:
     return sorted({p for text in writers["paths"] for p in json.loads(text)})
 
 
-def needed_by_another(store, relpath: str, writer_id: str | None) -> bool:
+def needed_by_another(store, relpath: str, writer_id: str) -> bool:
     """Whether a live writer other than ``writer_id`` needs ``relpath`` (or something under or
     above it): a writer about to delete a shared directory leaves it to the last one."""
     writers = read_writers(store)
