@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,3 +85,132 @@ def test_a_second_report_with_unchanged_inputs_is_skipped_and_a_new_leaderboard_
     page.unlink()
     pipeline.run_report(other, check=False)
     assert "plots)" in capsys.readouterr().out and page.is_file()
+
+
+# -- skips keyed on the code (Contract 8) and on every input column ------------------------------
+
+
+def _rank_store(root) -> tuple[Any, Store]:
+    """The RANK fixture store (rank_fixtures: 8 digits models, no oracle, so no Ray) and its config."""
+    from rank_fixtures import config_dict, write_store
+
+    write_store(str(root))
+    config = parse_config(config_dict(str(root)))
+    return config, Store(config.store)
+
+
+def _out(capsys) -> str:
+    """The console output of the last calls, with the line folds of a plain console undone."""
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _fingerprints_of_80dfd23(config, store: Store) -> tuple[str, str]:
+    """(RANK's, REPORT's) input fingerprint as zoorank 80dfd23 computed them for this store: the
+    hand-bumped ``RANK_VERSION = 1`` / ``REPORT_VERSION = 1``, the columns it hashed, no code
+    digest, no labels. (Its formula, copied here: the store of an older zoorank.)"""
+    from zoorank import resample
+    from zoorank.catalog import build_catalog
+    from zoorank.config.digests import fingerprint
+    from zoorank.leaderboard import metrics_fingerprint
+    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
+    from zoorank.store.layout import ORACLE
+
+    catalog = build_catalog(config)
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    metrics = catalog.fresh_metrics(store, manifest)
+    folds = resample.fresh_resamples(store, metrics, config.score)
+    health = resample.fresh_health(store, manifest, config.clean_view.name)
+    oracle = pd.DataFrame(columns=METRICS_COLUMNS)  # no oracle in the config
+    metric_cols = ["model_id", "dataset", "metric", "value", "fingerprint", "params", "dim"]
+    models = [(m.model_id, m.family, m.group, None if m.datasets is None else list(m.datasets))
+              for m in catalog.models]
+    rank = fingerprint(
+        "rank", 1, config.model_dump(mode="json", exclude={"store"}), models,
+        frame_digest(metrics, metric_cols), frame_digest(oracle, metric_cols),
+        frame_digest(folds, ["model_id", "dataset", "metric", "fold", "value", "fingerprint"]),
+        frame_digest(health, list(health.columns)),
+        frame_digest(manifest, ["dataset", "view", "model_id", "status", "error", "fingerprint"]),
+        [], length=32)
+    version, info = leaderboard_commit(store)
+    stored = store.read_metrics()
+    fresh = catalog.fresh_metrics(store, manifest)
+    report = fingerprint(
+        "report", 1, config.model_dump(mode="json"), store.name, version, info.get(INPUTS_KEY),
+        info.get("zoorank_tables"), store.table_version(ORACLE),
+        sorted(map(list, catalog.fresh_reliability(manifest, stored).items())),
+        frame_digest(manifest, list(manifest.columns)), metrics_fingerprint(config, fresh),
+        length=32)
+    return rank, report
+
+
+@pytest.mark.timeout(300)
+def test_a_store_ranked_by_an_older_zoorank_reruns_rank_and_report_once_and_says_why(
+        tmp_path, capsys):
+    """The store as zoorank 80dfd23 left it: its leaderboard commit and report/inputs.json carry
+    the fingerprints that version computed (hand-bumped versions, no code). The new code reruns
+    RANK and REPORT once, saying the code changed; a second run skips both. Then an upgrade of a
+    store the new code wrote (another package digest): once more, naming both digests."""
+    from zoorank import pipeline, stage_inputs
+    from zoorank.rank import write_rank_outputs
+    from zoorank.report import run_report
+    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
+    from zoorank.store.layout import LEADERBOARD
+    from zoorank.zoo import resolve_models
+
+    config, store = _rank_store(tmp_path)
+    # what 80dfd23's `zoorank rank` + `zoorank report` wrote: the outputs, their old fingerprints
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
+                       pd.DataFrame(columns=METRICS_COLUMNS), show=False)
+    old_rank, _ = _fingerprints_of_80dfd23(config, store)
+    _, info = leaderboard_commit(store)
+    store.replace_table(LEADERBOARD, store.read_frame(LEADERBOARD),
+                        {"zoorank": info["zoorank"], "zoorank_tables": info["zoorank_tables"],
+                         INPUTS_KEY: old_rank})
+    run_report(config)
+    _, old_report = _fingerprints_of_80dfd23(config, store)
+    store.write_json(REPORT_INPUTS, {"fingerprint": old_report, "version": 1})
+    version = leaderboard_commit(store)[0]
+    capsys.readouterr()
+
+    pipeline.run_rank(config, show=False)
+    out = _out(capsys)
+    assert "inputs unchanged" not in out
+    assert "rank: code changed since the last run" in out and "recomputing" in out
+    assert leaderboard_commit(store)[0] > version
+    pipeline.run_report(config)
+    out = _out(capsys)
+    assert "report: code changed since the last run" in out and "rendering again" in out
+    assert "plots)" in out and "is current" not in out  # the report stage ran
+
+    version = leaderboard_commit(store)[0]
+    page = tmp_path / "report" / "index.html"
+    stamp = page.stat().st_mtime_ns
+    pipeline.run_rank(config, show=False)
+    pipeline.run_report(config)
+    out = _out(capsys)
+    assert f"rank: inputs unchanged since leaderboard version {version}: skipped" in out
+    assert "is current (inputs unchanged): not re-rendered" in out
+    assert "recomputing" not in out and "rendering again" not in out and "plots)" not in out
+    assert leaderboard_commit(store)[0] == version and page.stat().st_mtime_ns == stamp
+
+    # an upgrade of a store this code wrote: the package's files digest to something else
+    now = stage_inputs.code_identity()
+    real = stage_inputs.source_digest
+    try:
+        stage_inputs.source_digest = lambda root: "f" * 64
+        pipeline.run_rank(config, show=False)
+        pipeline.run_report(config)
+        out = _out(capsys)
+        was = f"zoorank {now['zoorank']} @ {now['source'][:12]}"
+        assert (f"rank: code changed since the last run ({was} → zoorank {now['zoorank']} @ "
+                f"{'f' * 12}): recomputing") in out
+        assert f"report: code changed since the last run ({was} → " in out
+        assert "inputs changed" in out  # the page's leaderboard is the new commit
+        assert "skipped" not in out and "is current" not in out and "plots)" in out
+        pipeline.run_rank(config, show=False)
+        pipeline.run_report(config)
+        out = _out(capsys)
+        assert "skipped" in out and "is current" in out and "recomputing" not in out
+        assert "plots)" not in out
+    finally:
+        stage_inputs.source_digest = real
