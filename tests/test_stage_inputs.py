@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -214,3 +215,81 @@ def test_a_store_ranked_by_an_older_zoorank_reruns_rank_and_report_once_and_says
         assert "plots)" not in out
     finally:
         stage_inputs.source_digest = real
+
+
+def test_a_comment_added_to_a_module_rank_runs_changes_the_code_and_rank_fingerprint(
+        tmp_path, monkeypatch):
+    """The package's digest, over a copy of it: the same files digest the same wherever they
+    lie; a comment in ``rank/board.py`` (or any module), a template edit or a new module change
+    it and RANK's fingerprint; compiled files (``__pycache__``) do not."""
+    import shutil
+
+    from zoorank import stage_inputs
+
+    copy = tmp_path / "zoorank"
+    shutil.copytree(stage_inputs.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    digest = stage_inputs.source_digest(copy)
+    assert digest == stage_inputs.source_digest(stage_inputs.PACKAGE_ROOT)
+    # an independent listing of the files hashed: every module and template, nothing else
+    manual = hashlib.sha256()
+    for path in sorted([*copy.rglob("*.py"), *copy.glob("*/templates/*")]):
+        manual.update(path.relative_to(copy).as_posix().encode() + b"\0")
+        manual.update(hashlib.sha256(path.read_bytes()).digest())
+    assert manual.hexdigest() == digest
+
+    config = parse_config({"store": str(tmp_path / "store"), "seed": 0,
+                           "datasets": [{"name": "digits", "source": "sklearn_digits"}],
+                           "models": [{"id": "m", "source": "python", "name": "x:unused"}]})
+    empty = pd.DataFrame()
+    monkeypatch.setattr(stage_inputs, "PACKAGE_ROOT", copy)
+
+    def rank_fingerprint() -> str:
+        return stage_inputs.rank_inputs(config, [], empty, empty, empty, empty, empty,
+                                        {"digits": "l"}).fingerprint
+
+    before = rank_fingerprint()
+    (copy / "__pycache__").mkdir(exist_ok=True)
+    (copy / "__pycache__" / "board.cpython-312.pyc").write_bytes(b"compiled")
+    assert stage_inputs.source_digest(copy) == digest and rank_fingerprint() == before
+    board = copy / "rank" / "board.py"
+    board.write_text(board.read_text() + "# a comment changes no behaviour, but it is new code\n")
+    commented = stage_inputs.source_digest(copy)
+    assert commented != digest and rank_fingerprint() != before
+    template = copy / "report" / "templates" / "decision.html.j2"
+    template.write_text(template.read_text() + "\n")
+    assert stage_inputs.source_digest(copy) not in (digest, commented)
+    with_template = stage_inputs.source_digest(copy)
+    (copy / "rank" / "new_module.py").write_text("")
+    assert stage_inputs.source_digest(copy) not in (digest, commented, with_template)
+
+
+@pytest.mark.timeout(300)
+def test_a_changed_param_count_or_width_in_the_manifest_recomputes_rank(tmp_path, capsys):
+    """RANK reads ``param_count`` and ``dim`` of the manifest (the priors ``param_count`` and
+    ``width``): changing either in the store reruns RANK, which says the manifest changed, and
+    the board shows the new value; unchanged, it skips."""
+    from zoorank import pipeline
+    from zoorank.store.schema import MANIFEST_KEY
+
+    config, store = _rank_store(tmp_path)
+    pipeline.run_rank(config, show=False)
+    pipeline.run_rank(config, show=False)
+    assert "skipped" in _out(capsys)
+
+    def set_done_row(**values):
+        manifest = store.read_manifest()
+        row = manifest[manifest["model_id"] == "proj-a"].assign(**values)
+        store.upsert_rows("manifest", row, key=MANIFEST_KEY,
+                          update_if="t.fingerprint = s.fingerprint")  # the same fresh entry
+
+    set_done_row(param_count=1234)
+    board = pipeline.run_rank(config, show=False).set_index("model_id")
+    out = _out(capsys)
+    assert "rank: inputs changed since the last run (manifest): recomputing" in out
+    assert board.loc["proj-a", "param_count"] == 1234
+    set_done_row(dim=25)
+    board = pipeline.run_rank(config, show=False).set_index("model_id")
+    assert "rank: inputs changed since the last run (manifest): recomputing" in _out(capsys)
+    assert board.loc["proj-a", "width"] == 25
+    pipeline.run_rank(config, show=False)
+    assert "skipped" in _out(capsys)
