@@ -293,3 +293,91 @@ def test_a_changed_param_count_or_width_in_the_manifest_recomputes_rank(tmp_path
     assert board.loc["proj-a", "width"] == 25
     pipeline.run_rank(config, show=False)
     assert "skipped" in _out(capsys)
+
+
+# -- labels in the report's inputs ---------------------------------------------------------------
+
+
+def _two_dataset_label_store(root, n: int = 200) -> tuple[dict, np.ndarray]:
+    """labels_fixtures' store (digits without a label column, four models of known quality)
+    with a second dataset ``digits-b`` on the same images and real RankMe rows for both, so
+    `zoorank rank` and `zoorank report` run without Ray (no oracle: 5 labels are below its 10)."""
+    from labels_fixtures import embeddings, write_label_store
+
+    from zoorank.catalog import build_catalog
+    from zoorank.metrics.rankme_family import rankme
+
+    cfg, truth = write_label_store(str(root), n=n)
+    cfg.pop("oracle")
+    cfg["datasets"].append({**cfg["datasets"][0], "name": "digits-b"})
+    config = parse_config(cfg)
+    catalog = build_catalog(config)
+    store = Store(config.store)
+    ids = np.arange(n, dtype=np.int64)
+    zoo = embeddings(n)
+    store.update_manifest([
+        {"dataset": "digits-b", "view": "clean", "model_id": m,
+         "fingerprint": catalog.entries[("digits-b", "clean", m)][0], "status": "done",
+         "error": None, "rows": n, "dim": Z.shape[1], "seconds": 0.1, "bad_images": 0}
+        for m, Z in zoo.items()])
+    for m, Z in zoo.items():
+        store.write_shard("digits-b", "clean", m, 0, ids, np.zeros(n, np.int32),
+                          Z.astype(np.float32))
+    manifest = catalog.fresh_manifest(store.read_manifest())
+    assert len(manifest) == 2 * len(zoo)  # every entry fresh
+    expected = catalog.metric_fingerprints(manifest)
+    store.write_parquet("metrics", pd.DataFrame([
+        {"model_id": m, "dataset": d, "metric": "rankme", "value": rankme(Z), "params": "{}",
+         "n": n, "dim": Z.shape[1], "seed": 0, "zoorank_version": "test",
+         "fingerprint": expected[(m, d, "rankme")]}
+        for d in ("digits", "digits-b") for m, Z in zoo.items()], columns=METRICS_COLUMNS))
+    return cfg, truth
+
+
+def _label_csv(path, truth: np.ndarray, sample_ids) -> str:
+    lines = ["sample_id,label"] + [f"{s},{truth[s]}" for s in sample_ids]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.timeout(300)
+def test_merged_labels_rerender_the_report_and_every_labelled_dataset_is_summarised(
+        tmp_path, capsys):
+    """`zoorank label` merges 5 labels (without rerunning RANK): `zoorank report` renders the
+    page again, saying the labels changed, and its labels section shows those 5; labels on the
+    second dataset add its own section beside the first's. Unchanged, the page is current."""
+    import yaml
+
+    from zoorank.cli import main
+
+    cfg, truth = _two_dataset_label_store(tmp_path)
+    config_path = tmp_path / "run.yaml"
+    config_path.write_text(yaml.safe_dump(cfg))
+    page = tmp_path / "store" / "report" / "index.html"
+    assert main(["rank", str(config_path)]) == 0
+    assert main(["report", str(config_path)]) == 0
+    assert "labels-given" not in page.read_text()
+    capsys.readouterr()
+
+    first = [0, 1, 10, 11, 20]  # digits 0, 1, 0, 1, 0
+    assert main(["label", str(config_path), _label_csv(tmp_path / "a.csv", truth, first),
+                 "--no-rank"]) == 0
+    assert main(["report", str(config_path)]) == 0
+    out = _out(capsys)
+    assert "label: 5 new label(s) for digits" in out
+    assert "report: inputs changed since the last run (labels): rendering again" in out
+    html = page.read_text()
+    assert "id='labels-given-digits'" in html and "Given 5 label(s) on digits," in html
+    assert "labels-given-digits-b" not in html  # no label on the second dataset yet
+
+    second = [10, 11, 12, 13, 14, 15, 16]
+    assert main(["label", str(config_path), _label_csv(tmp_path / "b.csv", truth, second),
+                 "--dataset", "digits-b", "--no-rank"]) == 0
+    assert main(["report", str(config_path)]) == 0
+    assert "(labels): rendering again" in _out(capsys)
+    html = page.read_text()
+    assert "Given 5 label(s) on digits," in html and "id='labels-given-digits'" in html
+    assert "id='labels-given-digits-b'" in html and "Given 7 label(s) on digits-b," in html
+
+    assert main(["report", str(config_path)]) == 0
+    assert "is current (inputs unchanged): not re-rendered" in _out(capsys)
