@@ -8,12 +8,12 @@ writes (contract 2 plus the tables this stage adds):
   ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
-  ranked metric), ``params`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
+  ranked metric), ``param_count`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
   entries' ``prior:`` values; :mod:`~zoorank.rank.priors`). The metadata key ``zoorank`` of its
   commit holds the settings as JSON (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models); column ``kind``:
-  ``metric``, or ``prior`` for the rows of the priors (params, width, ``prior/<name>``).
+  ``metric``, or ``prior`` for the rows of the priors (param_count, width, ``prior/<name>``).
 * with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
   and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
