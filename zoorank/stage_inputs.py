@@ -12,7 +12,7 @@ kept beside the output, so a rerun says which part changed:
 * **RANK** — :func:`rank_inputs`: the config's settings (the models' ``prior:`` values
   included), the models (ids, families, groups, datasets), every column of the fresh metric,
   oracle, fold (``resamples``) and health rows and of the fresh manifest (``param_count`` and
-  ``dim`` are the priors ``params`` and ``width``; statuses and errors the ``failed`` table), the
+  ``dim`` are the priors ``param_count`` and ``width``; statuses and errors the ``failed`` table), the
   oracle failures of this run and each dataset's labels (:meth:`zoorank.catalog.Catalog
   .labels_fingerprint`, the given labels of ``<store>/labels/`` included). It rides on the
   leaderboard's commit (metadata :data:`INPUTS_KEY`, its parts :data:`PARTS_KEY`).
@@ -143,7 +143,8 @@ def _config_part(config: RunConfig) -> dict[str, Any]:
 
 
 def _all_columns(frame: pd.DataFrame | None) -> str:
-    return frame_digest(frame, list(frame.columns) if frame is not None else [])
+    """:func:`frame_digest` of every column (in name order: a reader's column order is no input)."""
+    return frame_digest(frame, sorted(map(str, frame.columns)) if frame is not None else [])
 
 
 def rank_inputs(
