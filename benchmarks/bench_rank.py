@@ -120,7 +120,7 @@ def child(n: int, bootstrap: int, baseline_replicates: int) -> dict:
     )
     from zoorank.rank.agreement_table import build_agreement
     from zoorank.rank.board import build_leaderboard
-    from zoorank.stage_inputs import rank_inputs_fingerprint
+    from zoorank.stage_inputs import rank_inputs
 
     config = parse_config({
         "store": "/nonexistent-bench-store", "seed": 0,
@@ -149,8 +149,8 @@ def child(n: int, bootstrap: int, baseline_replicates: int) -> dict:
                                     config.rank.bootstrap, config.seed)
     seconds["budget"] = time.perf_counter() - start
     start = time.perf_counter()
-    rank_inputs_fingerprint(config, models, t["metrics"], t["oracle"], t["folds"], t["health"],
-                            t["manifest"])
+    assert rank_inputs(config, models, t["metrics"], t["oracle"], t["folds"], t["health"],
+                       t["manifest"], {DATASET: "labels"}).fingerprint
     seconds["skip check"] = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 

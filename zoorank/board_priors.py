@@ -1,4 +1,4 @@
-"""The priors on a leaderboard (columns ``params``, ``width``, ``prior/<name>``): which columns
+"""The priors on a leaderboard (columns ``param_count``, ``width``, ``prior/<name>``): which columns
 carry values, the confound warnings of the ``decision`` settings and what the report shows of the
 priors. Orchestration over :mod:`zoorank.metrics.priors`, whose conventions hold (every prior is
 higher-is-better; the confound rule); the columns are joined by :mod:`zoorank.rank.priors`.
@@ -18,7 +18,7 @@ from zoorank.metrics.priors import CONFOUND_TAU, PARAMS, WIDTH, confounds, is_pr
 
 
 def prior_columns(board: pd.DataFrame) -> list[str]:
-    """The board's prior columns (``params``, ``width``, ``prior/<name>``) with at least one value."""
+    """The board's prior columns (``param_count``, ``width``, ``prior/<name>``) with at least one value."""
     return [c for c in board.columns if is_prior_column(c) and board[c].notna().any()]
 
 

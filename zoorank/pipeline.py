@@ -46,8 +46,9 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     """REPORT; the page is written even when nothing could be ranked, then (``check``)
     NothingRankedError (exit 3) is raised, as ``zoorank run`` does.
 
-    Skipped (the page is not re-rendered) when it was rendered from the same inputs
-    (:func:`zoorank.stage_inputs.report_inputs_fingerprint`); the leaderboard is printed anyway."""
+    Skipped (the page is not re-rendered) when it was rendered from the same inputs and code
+    (:func:`zoorank.stage_inputs.report_inputs`); the leaderboard is printed anyway. Otherwise a
+    line says why it renders again (the code or the inputs that changed)."""
     from zoorank import stage_inputs
     from zoorank.leaderboard import metrics_fingerprint, read_leaderboard
     from zoorank.rank import check_ranked
@@ -59,12 +60,18 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     manifest = catalog.fresh_manifest(store.read_manifest())
     stored_metrics = store.read_metrics()
     fresh = _fresh_metrics(catalog, stored_metrics, manifest)
-    inputs = stage_inputs.report_inputs_fingerprint(
+    inputs = stage_inputs.report_inputs(
         config, store, manifest, catalog.fresh_reliability(manifest, stored_metrics),
-        metrics_fingerprint(config, fresh))
+        metrics_fingerprint(config, fresh), stage_inputs.dataset_labels(catalog))
     if stage_inputs.report_is_current(store, inputs):
         out = _report_unchanged(store)
     else:
+        why = stage_inputs.report_rerun_reason(store, inputs)
+        if why is not None:
+            from zoorank.console import output_console
+
+            output_console().print(f"report: {why}: rendering again", markup=False,
+                                   highlight=False)
         out = _run(config, catalog=catalog, extra_sections=_label_sections(config))
         stage_inputs.record_report_inputs(store, inputs)
     if check:
@@ -76,18 +83,23 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
 
 
 def _label_sections(config: RunConfig) -> list:
-    """The report's section on the labels given back (``zoorank ask`` / ``label``): the stopping
-    rule as it stands (:func:`zoorank.labels.stopping.summary`); none before any label."""
+    """The report's sections on the labels given back (``zoorank ask`` / ``label``): the
+    stopping rule as it stands (:func:`zoorank.labels.stopping.summary`) of every dataset with
+    labels given back, in the config's order; none before any label."""
     from zoorank.labels.stopping import summary
     from zoorank.report.page import Section, Table
 
-    got = summary(config)
-    if got is None:
-        return []
-    rows = got.get("rows") or []
-    return [Section(id="labels-given", title=str(got["title"]),
-                    sentences=[str(s) for s in got.get("sentences") or []],
-                    table=Table(rows=rows, id="labels-given-table") if rows else None)]
+    sections = []
+    for spec in config.datasets:  # a dataset name is a valid HTML id (config.NAME_PATTERN)
+        got = summary(config, spec.name)
+        if got is None:
+            continue
+        rows = got.get("rows") or []
+        sections.append(Section(id=f"labels-given-{spec.name}", title=str(got["title"]),
+                                sentences=[str(s) for s in got.get("sentences") or []],
+                                table=Table(rows=rows, id=f"labels-given-table-{spec.name}")
+                                if rows else None))
+    return sections
 
 
 def _fresh_metrics(catalog: Catalog, metrics, manifest):

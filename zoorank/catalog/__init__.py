@@ -14,7 +14,9 @@ reliability table           (dataset, group)                    the group's fing
 sample and label table      dataset                             :meth:`Catalog.labels_fingerprint`
 oracle / few-label rows     (model_id, dataset)                 :meth:`Catalog.oracle_fingerprints`
 RANK's outputs              the leaderboard commit              :mod:`zoorank.stage_inputs` (of the
-                                                                fresh rows above and the settings)
+                                                                fresh rows above, the labels, the
+                                                                settings and the code)
+REPORT's page               ``report/inputs.json``              :mod:`zoorank.stage_inputs` (idem)
 ==========================  ==================================  ====================================
 
 Rows derived from embeddings (metrics, ensembles, pools, reliability, oracle) are expected only

@@ -264,8 +264,9 @@ class RankOptions(Strict):
     primary_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
-    #: rank intervals cover this share of the fold-bootstrap replicates, and the top set keeps
-    #: the models at least as good as the best one in at least 1 − confidence of them.
+    #: rank intervals cover this share of the fold-bootstrap replicates, and the top set is the
+    #: Model Confidence Set at level 1 − confidence over them (Hansen, Lunde & Nason 2011; the
+    #: T_max rule, zoorank.metrics.uncertainty.top_set), closed upward in the leaderboard's order.
     confidence: float = Field(default=0.95, gt=0, lt=1)
     #: fold-bootstrap replicates behind the rank intervals, p_best and the top set.
     resamples: int = Field(default=1000, gt=0)

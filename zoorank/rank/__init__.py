@@ -8,12 +8,12 @@ writes (contract 2 plus the tables this stage adds):
   ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
-  ranked metric), ``params`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
+  ranked metric), ``param_count`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
   entries' ``prior:`` values; :mod:`~zoorank.rank.priors`). The metadata key ``zoorank`` of its
   commit holds the settings as JSON (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models); column ``kind``:
-  ``metric``, or ``prior`` for the rows of the priors (params, width, ``prior/<name>``).
+  ``metric``, or ``prior`` for the rows of the priors (param_count, width, ``prior/<name>``).
 * with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
   and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
@@ -24,8 +24,9 @@ Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) ar
 module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
 :mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
 Only rows that are fresh for the config are read (:mod:`zoorank.catalog`). The fingerprint of
-everything RANK reads (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`) rides on the
-leaderboard's commit (``zoorank_inputs``); a run whose inputs have that fingerprint computes nothing.
+everything RANK reads and of the code that computes it (:func:`zoorank.stage_inputs.rank_inputs`)
+rides on the leaderboard's commit (``zoorank_inputs``); a run whose inputs have that fingerprint
+computes nothing, any other says why it recomputes (the code or the inputs that changed).
 Cost: O(B · n log n) per agreement row and per resampled metric (n models, B resamples), memory
 O(B · n) in bounded batches; no array has two model axes.
 """
@@ -55,7 +56,15 @@ from zoorank.rank.board import build_leaderboard
 from zoorank.rank.failed import failed_models
 from zoorank.rank.markdown import leaderboard_markdown
 from zoorank.rank.priors import model_priors, with_priors
-from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit, rank_inputs_fingerprint
+from zoorank.stage_inputs import (
+    INPUTS_KEY,
+    StageInputs,
+    dataset_labels,
+    inputs_metadata,
+    leaderboard_commit,
+    rank_inputs,
+    recorded_parts,
+)
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
 
@@ -71,8 +80,9 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
-    inputs (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`: the fresh metric, oracle, fold
-    and health rows, the manifest, the settings, :data:`~zoorank.stage_inputs.RANK_VERSION`).
+    inputs (:func:`zoorank.stage_inputs.rank_inputs`: the code, the fresh metric, oracle, fold
+    and health rows, the manifest, the labels, the settings); otherwise a line says why it
+    recomputes (the code or the inputs that changed since the leaderboard's commit).
     ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
     """
     from zoorank import resample
@@ -86,11 +96,12 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     folds = resample.fresh_resamples(store, metrics, config.score)
     clean = config.clean_view.name if config.clean_view else None
     health = resample.fresh_health(store, manifest, clean)
-    inputs = rank_inputs_fingerprint(config, models, metrics, _ranked_oracle(oracle, models),
-                                     folds, health, manifest, oracle_failures)
+    inputs = rank_inputs(config, models, metrics, _ranked_oracle(oracle, models), folds, health,
+                         manifest, dataset_labels(catalog), oracle_failures)
     board = _unchanged(store, inputs, show)
     if board is not None:
         return board
+    _say_why(store, inputs)
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
                               manifest, folds=folds, health=health, inputs=inputs)
 
@@ -101,11 +112,11 @@ def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
     return oracle[oracle["model_id"].isin([m.model_id for m in models])].reset_index(drop=True)
 
 
-def _unchanged(store: Store, inputs: str, show: bool) -> pd.DataFrame | None:
+def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | None:
     """The stored leaderboard when its commit was computed from ``inputs`` and its files are
     there (then RANK does nothing but say so); else None."""
     version, info = leaderboard_commit(store)
-    if version is None or info.get(INPUTS_KEY) != inputs or not all(
+    if version is None or info.get(INPUTS_KEY) != inputs.fingerprint or not all(
             store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD)):
         return None
     board, settings, tables = read_rank_outputs(store)
@@ -120,6 +131,14 @@ def _unchanged(store: Store, inputs: str, show: bool) -> pd.DataFrame | None:
         for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
             output_console().print(line, markup=False, highlight=False)
     return board
+
+
+def _say_why(store: Store, inputs: StageInputs) -> None:
+    """Print why RANK recomputes a store that has a leaderboard (nothing before the first)."""
+    version, info = leaderboard_commit(store)
+    if version is not None:
+        why = inputs.rerun_reason(info.get(INPUTS_KEY), recorded_parts(info))
+        output_console().print(f"rank: {why}: recomputing", markup=False, highlight=False)
 
 
 def check_ranked(board: pd.DataFrame) -> None:
@@ -158,13 +177,13 @@ def write_rank_outputs(
     manifest: pd.DataFrame | None = None,
     folds: pd.DataFrame | None = None,
     health: pd.DataFrame | None = None,
-    inputs: str | None = None,
+    inputs: StageInputs | None = None,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
     Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
     when their bytes change), prints the top rows and returns the leaderboard. ``inputs``
-    (:func:`zoorank.stage_inputs.rank_inputs_fingerprint`) rides on the leaderboard's commit.
+    (:func:`zoorank.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
     """
     from zoorank import budget
 
@@ -199,7 +218,7 @@ def write_rank_outputs(
     metadata = {"zoorank": json.dumps(settings, sort_keys=True),
                 "zoorank_tables": json.dumps(versions)}
     if inputs is not None:
-        metadata[INPUTS_KEY] = inputs
+        metadata.update(inputs_metadata(inputs))
     store.replace_table(LEADERBOARD, board, metadata)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
     write_if_changed(store, LEADERBOARD_MD, leaderboard_markdown(board, failed, settings).encode())

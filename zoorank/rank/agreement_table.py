@@ -1,5 +1,5 @@
 """The agreement table: every label-free metric (and the leaderboard rank) against every oracle
-metric, per dataset and per family ('all' or a family with >= 3 models). The priors (``params``,
+metric, per dataset and per family ('all' or a family with >= 3 models). The priors (``param_count``,
 ``width``, ``prior/<name>``: :mod:`zoorank.metrics.priors`, higher is better) get the same rows,
 marked ``kind = "prior"`` (``"metric"`` for the others): the static baseline beside every metric.
 

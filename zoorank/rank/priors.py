@@ -1,4 +1,4 @@
-"""The priors of each model as leaderboard columns: ``params`` and ``width`` (recorded by EMBED in
+"""The priors of each model as leaderboard columns: ``param_count`` and ``width`` (recorded by EMBED in
 the manifest: ``param_count`` and ``dim``) and ``prior/<name>`` (the zoo entry's ``prior:`` values).
 
 Conventions (every prior is higher-is-better, the confound rule) are those of
@@ -17,10 +17,10 @@ from zoorank.metrics.priors import PARAMS, PRIOR_PREFIX, WIDTH, is_prior_column
 
 
 def model_priors(models: Sequence[Any], manifest: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per model: ``model_id``, ``params``, ``width`` and ``prior/<name>`` (float64; NaN
+    """One row per model: ``model_id``, ``param_count``, ``width`` and ``prior/<name>`` (float64; NaN
     where unknown).
 
-    ``params`` and ``width`` come from the model's ``done`` manifest rows (the largest value
+    ``param_count`` and ``width`` come from the model's ``done`` manifest rows (the largest value
     over its datasets and views: a model's width is the same on each; a row written before
     parameter counts were recorded has none). ``prior/<name>`` columns are the union of the
     models' ``prior:`` names, sorted.
