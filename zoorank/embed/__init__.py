@@ -74,6 +74,7 @@ from zoorank.store.shards import parse_shards
 from zoorank.store.writers import Heartbeat
 from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
+from zoorank.zoo.label_space import check_label_space
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +343,9 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
+    for e in entries:  # a label_map that cannot fit any head: before anything runs
+        if e.label_space is not None:
+            check_label_space(e.label_space, e.model.model_id)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}

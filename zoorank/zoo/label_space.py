@@ -133,6 +133,16 @@ def _configured_columns(space: LabelSpace, outputs: int, model_id: str) -> np.nd
     return columns
 
 
+def check_label_space(space: LabelSpace, model_id: str) -> None:
+    """Raise the ConfigError a configured map would give whatever the head: keys that are no class
+    of the dataset, classes left unmapped or mapped twice, ``imagenet`` on classes that are not
+    ImageNet-1k WordNet ids (run on the driver before anything is embedded)."""
+    if space.mapping == IMAGENET_MAP:
+        _imagenet_columns(space, IMAGENET_CLASSES, model_id)
+    elif space.mapping is not None:
+        _configured_columns(space, np.iinfo(np.int64).max, model_id)
+
+
 def head_columns(space: LabelSpace, outputs: int, model_id: str) -> np.ndarray | None:
     """The head outputs scoring the dataset's classes, in class order (int64 ``(K,)``).
 
