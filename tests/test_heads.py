@@ -301,3 +301,69 @@ def test_config_rejects_unknown_head_keys_and_label_maps_of_unknown_datasets(tmp
         {"source": "timm", "name": "resnet10t", "label_map": {"other": "imagenet"}}]})
     with pytest.raises(ConfigError, match="label_map: unknown dataset.*other"):
         resolve_models(config)
+
+
+# -- sources other than timm (load_model directly; no Ray) -----------------------------------------
+def _resolve(tmp_path, model: dict):
+    config = RunConfig.model_validate({"store": str(tmp_path / "s"), "models": [model],
+                                       "datasets": [{"name": "d", "source": "sklearn_digits"}]})
+    (resolved,) = resolve_models(config)
+    return resolved
+
+
+def test_a_transformers_image_classifier_gives_its_logits_and_its_base_models_features(tmp_path):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    from zoorank.zoo import load_model
+    from zoorank.zoo.inspect import head_classes
+
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=64, image_size=32, patch_size=8, num_labels=5)
+    torch.manual_seed(5)
+    reference = ViTForImageClassification(config).eval()
+    reference.save_pretrained(tmp_path / "vit")
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        out = reference(pixel_values=x, output_hidden_states=False)
+        hidden = reference.vit(pixel_values=x).last_hidden_state
+    resolved = _resolve(tmp_path, {"id": "vit", "source": "transformers", "name": str(tmp_path / "vit")})
+    assert head_classes(resolved) == ("transformers *ForImageClassification", 5)
+    with torch.no_grad():
+        feats, logits = load_model(resolved).features_and_logits(x)
+    torch.testing.assert_close(logits, out.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(feats, hidden[:, 0], rtol=1e-5, atol=1e-5)
+    off = _resolve(tmp_path, {"id": "vit", "source": "transformers", "name": str(tmp_path / "vit"),
+                              "head": False})
+    with torch.no_grad():
+        feats_off, none = load_model(off).features_and_logits(x)
+    assert none is None
+    torch.testing.assert_close(feats_off, feats, rtol=1e-5, atol=1e-5)
+
+
+class _Scripted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Conv2d(3, 6, 3)
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = self.body(x).mean(dim=(2, 3))
+        return f, self.fc(f)
+
+
+def test_a_torchscript_head_is_its_declared_features_logits_output(tmp_path):
+    from zoorank.zoo import load_model
+
+    torch.manual_seed(0)
+    module = _Scripted().eval()
+    torch.jit.script(module).save(str(tmp_path / "m.pt"))
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    spec = {"id": "ts", "source": "torchscript", "name": str(tmp_path / "m.pt"),
+            "trust_checkpoint": True}
+    with torch.no_grad():
+        want_f, want_l = module(x)
+        feats, logits = load_model(_resolve(tmp_path, {**spec, "head": True})).features_and_logits(x)
+        _, undeclared = load_model(_resolve(tmp_path, spec)).features_and_logits(x)
+    torch.testing.assert_close(feats, want_f)
+    torch.testing.assert_close(logits, want_l)
+    assert undeclared is None  # torchscript: no head unless declared
