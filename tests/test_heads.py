@@ -367,3 +367,19 @@ def test_a_torchscript_head_is_its_declared_features_logits_output(tmp_path):
     torch.testing.assert_close(feats, want_f)
     torch.testing.assert_close(logits, want_l)
     assert undeclared is None  # torchscript: no head unless declared
+
+
+def test_a_headless_timm_model_from_a_python_factory_has_no_head(tmp_path):
+    from zoorank.zoo import load_model
+    from zoorank.zoo.inspect import head_classes
+
+    resolved = _resolve(tmp_path, {"id": "bb", "source": "python",
+                                   "name": "zoorank.tune.models:timm_backbone",
+                                   "model_kwargs": {"name": "resnet10t"}})
+    net = load_model(resolved)
+    assert net.head is None and head_classes(resolved)[1] == 0
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        feats, logits = net.features_and_logits(x)
+        assert logits is None
+        torch.testing.assert_close(feats, net.model(x))  # its pooled features, as before heads
