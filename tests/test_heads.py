@@ -383,3 +383,35 @@ def test_a_headless_timm_model_from_a_python_factory_has_no_head(tmp_path):
         feats, logits = net.features_and_logits(x)
         assert logits is None
         torch.testing.assert_close(feats, net.model(x))  # its pooled features, as before heads
+
+
+@pytest.mark.timeout(200)
+def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoints, tmp_path):
+    timm_spec = {"source": "timm", "name": "resnet10t", "checkpoint": checkpoints["cls10"]}
+    cfg = tmp_path / "zoo.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"),
+        "datasets": [{"name": "d", "source": "sklearn_digits"}],
+        "models": [{"id": "cls", **timm_spec}, {"id": "off", **timm_spec, "head": False},
+                   {"id": "init", "source": "timm", "name": "resnet10t"},
+                   {"id": "py", "source": "python", "name": "head_factories:headed_cnn",
+                    "model_kwargs": {"classes": 7}}],
+    }))
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+
+    def zoorank(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "zoorank", *args], env=env,
+                              capture_output=True, text=True, timeout=150)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    heads, current = {}, None
+    for line in zoorank("zoo", str(cfg)).splitlines():
+        if not line.startswith(" "):
+            current = line
+        elif line.startswith("  head: "):
+            heads[current] = line.removeprefix("  head: ")
+    assert heads == {"cls": "timm forward_head, 10 classes", "off": "off (head: false)",
+                     "init": "none (seeded random init: no trained head)",
+                     "py": "python head_attribute, 7 classes"}
+    assert "classifier head: fc.weight → 10 classes" in zoorank("inspect", checkpoints["cls10"])
