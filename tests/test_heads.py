@@ -153,6 +153,10 @@ def test_logits_in_the_shards_equal_the_models_own_forward(embedded, checkpoints
                 feats = net.forward_head(net.forward_features(x), pre_logits=True).numpy()
         np.testing.assert_allclose(emb.logits, logits, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(emb.embedding, feats, rtol=1e-4, atol=1e-4)
+        alone = store.read_logits("cifar", "clean", model_id)  # the logits columns only
+        assert alone.embedding.shape == (LIMIT, 0)
+        np.testing.assert_array_equal(alone.sample_id, emb.sample_id)
+        np.testing.assert_array_equal(alone.logits, emb.logits)
 
 
 def test_heads_off_write_no_logits_and_the_same_features(embedded):
@@ -161,6 +165,8 @@ def test_heads_off_write_no_logits_and_the_same_features(embedded):
     off = store.read_embeddings("cifar", "clean", "timm-cls-off")
     on = store.read_embeddings("cifar", "clean", "timm-cls")
     assert off.logits is None
+    with pytest.raises(ValueError, match="no logits"):
+        store.read_logits("cifar", "clean", "timm-cls-off")
     assert _manifest_row(config, "cifar", "timm-cls-off")["logit_dim"] == 0
     for name in store.shard_names("cifar", "clean", "timm-cls-off"):
         schema = pq.read_schema(store.path(Store.embedding_dir("cifar", "clean", "timm-cls-off"),

@@ -57,7 +57,8 @@ class LabelSpace:
         """A label space with the configured map frozen (sorted (key, output) pairs)."""
         if isinstance(mapping, Mapping):
             mapping = tuple(sorted((str(k), int(v)) for k, v in mapping.items()))
-        return LabelSpace(dataset, None if classes is None else tuple(classes), mapping, required)
+        # an empty class list says nothing: the identity, as without one
+        return LabelSpace(dataset, tuple(classes) if classes else None, mapping, required)
 
     def fingerprint_part(self) -> dict:
         """What of the label space changes the stored logits (part of the entry fingerprint): the
