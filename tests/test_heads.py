@@ -204,16 +204,27 @@ def test_an_imagenet_head_maps_tiny_imagenets_200_classes_by_wordnet_id(embedded
 @pytest.mark.timeout(240)
 def test_a_required_head_that_maps_to_no_class_is_a_config_error(ray_session, shared_data,
                                                                   checkpoints, tmp_path):
-    config = parse_config({
-        "store": str(tmp_path / "store"),
-        "datasets": [{**_datasets(shared_data)[1], "limit": 8}],
-        "models": [{"id": "ten-classes", "source": "timm", "name": "resnet10t", **GEOMETRY,
-                    "checkpoint": checkpoints["cls10"], "head": True}],
-        "embed": {"batch_size": 8, "num_actors": 1, "device": "cpu"},
-    })
+    def config(name: str, model: dict) -> RunConfig:
+        return parse_config({
+            "store": str(tmp_path / name),
+            "datasets": [{**_datasets(shared_data)[1], "limit": 8}],
+            "models": [{**model, **GEOMETRY, "head": True}],
+            "embed": {"batch_size": 8, "num_actors": 1, "device": "cpu"},
+        })
+
+    # its 10 classes are in its checkpoint: refused before anything runs
+    early = config("early", {"id": "ten-classes", "source": "timm", "name": "resnet10t",
+                             "checkpoint": checkpoints["cls10"]})
     with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'ten-classes'.*10 outputs"):
-        run_embed(config)
-    row = _manifest_row(config, "tiny", "ten-classes")
+        run_embed(early)
+    assert Store(early.store).read_manifest().empty
+    # a head whose width only its forward tells: the entry fails, then EMBED raises
+    late = config("late", {"id": "seq-head", "source": "python",
+                           "name": "head_factories:headed_cnn",
+                           "model_kwargs": {"sequential": True}})
+    with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'seq-head'.*10 outputs"):
+        run_embed(late)
+    row = _manifest_row(late, "tiny", "seq-head")
     assert row["status"] == "failed" and "ConfigError" in row["error"]
 
 
