@@ -4,8 +4,9 @@ forward, label spaces mapped to the dataset's classes, heads off, and mismatches
 One module-scoped run embeds 48 real CIFAR-10 test images and 48 Tiny-ImageNet validation images
 (clean, and 8 of them in two augmented views) with a seeded resnet10t classifier saved as
 safetensors (10 classes; once more with ``head: false``), a python classifier with a ``head``
-attribute, a python factory returning a timm classifier, and a resnet10t with an ImageNet-1k head. References are the models' own forwards in
-this process (plain timm / torch), on inputs made by ``zoorank.data`` as in test_embed.py.
+attribute, a python factory returning a timm classifier, and a resnet10t with an ImageNet-1k
+head. References are the models' own forwards in this process (plain timm / torch), on inputs made
+by ``zoorank.data`` as in test_embed.py.
 """
 
 from __future__ import annotations
