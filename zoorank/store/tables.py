@@ -214,20 +214,25 @@ def _create_empty(loc: TableLocation, schema: pa.Schema):
 
 
 def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
-          update_if: str | None = None, group: Sequence[str] | None = None) -> dict:
+          update_if: str | None = None, group: Sequence[str] | None = None,
+          insert_only: bool = False) -> dict:
     """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
-    Returns delta-rs's merge metrics (``num_target_files_scanned``, ...; empty when ``rows`` is
+    Returns delta-rs's merge metrics (``num_target_rows_inserted``, ...; empty when ``rows`` is
     empty). Cost: reads the files whose key ranges overlap ``rows``'.
 
     ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
     is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
     ``group`` (a prefix of ``key``): rows of the table in a group that ``rows`` has, but that
     ``rows`` do not match, are deleted in the same commit (``rows`` replace whole groups).
+    ``insert_only``: a matching row is kept as it is (the first row of a key wins; no update, no
+    group clause): only the rows of new keys are added.
 
     A missing table is first created empty (:func:`_create_empty`), then the rows are merged into
     it like into any other: a MERGE that loses a race is checked against the winner's new files
     and runs again on the new snapshot, so two writers never insert the same key twice.
     """
+    if insert_only and (update_if is not None or group):
+        raise ValueError("an insert-only merge takes no update_if and no group")
     source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
         return {}
@@ -245,11 +250,14 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
         # the key columns' ranges from it, so only files whose statistics overlap the new keys
         # are read (the default streamed execution reads every file). A ``group`` clause
         # (not matched by source) still reads every file: keep it to small tables.
-        merger = (table.merge(data, predicate=_key_predicate(key), source_alias="s",
-                              target_alias="t", merge_schema=True, streamed_exec=False)
-                  .when_matched_update_all(predicate=update_if).when_not_matched_insert_all())
+        merger = table.merge(data, predicate=_key_predicate(key), source_alias="s",
+                             target_alias="t", merge_schema=True, streamed_exec=False)
+        if not insert_only:
+            merger = merger.when_matched_update_all(predicate=update_if)
+        merger = merger.when_not_matched_insert_all()
         if stale_in_group:
             merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
+        stats.clear()  # the metrics of the attempt that committed
         stats.update(merger.execute())
 
     _retry(action, f"merge into {loc!r}")
