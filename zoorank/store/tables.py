@@ -5,7 +5,8 @@ digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), 
 rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content, and
 :func:`compact` the small files (then checkpoint the log). Every write is one Delta commit; a
 commit that loses a race to another writer (``CommitFailedError``) runs again on the new snapshot
-(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows. Merges read only the
+(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows (a compaction, which only
+rewrites committed rows, is best-effort instead: :func:`compact`). Merges read only the
 files whose key ranges overlap the new rows (``streamed_exec=False``); callers batch their rows
 (:mod:`zoorank.store.batching`) so a stage makes few commits and few files.
 
@@ -19,6 +20,7 @@ Readers see one committed version (snapshot isolation) and take no lock.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
@@ -27,6 +29,8 @@ import pyarrow as pa
 
 from zoorank import retry
 from zoorank.redact import redact, redact_table
+
+log = logging.getLogger(__name__)
 
 #: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
 #: checkpoint plus at most 19 small JSON commits (object-store reads pay per request).
@@ -340,6 +344,12 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
     Returns delta-rs's optimize metrics (``numFilesRemoved``, ...; empty when nothing was done).
     The files it replaces stay on disk for readers that hold an older snapshot (no vacuum here).
     Cost: reads and writes the table's small files once, O(rows).
+
+    Best-effort: it only rewrites rows already committed, so a compaction that loses its commit
+    race to another writer (``CommitFailedError``; not tried again: that writer is busy with the
+    table, and a stage unwinding from SIGTERM or Ctrl-C must not wait) or whose I/O still fails
+    after :data:`zoorank.retry.COMMITS` is logged as a warning and returns ``{}``; the stage's
+    outcome and exit status stand, and the next compaction tries again.
     """
     def action() -> dict:
         table = _open(loc)
@@ -349,7 +359,15 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
         _open(loc).create_checkpoint()
         return out
 
-    return _retry(action, f"compact {loc!r}")
+    try:
+        return retry.call(action, policy=retry.COMMITS, on=retry.transient_io)
+    except Exception as err:
+        if not retry.COMMIT(err):
+            raise
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        log.warning("compact %r skipped (%s: %s); its rows are committed, the next compaction "
+                    "tries again", loc, type(err).__name__, redact(first))
+        return {}
 
 
 def vacuum(loc: TableLocation, older_than_s: float, dry_run: bool = False) -> list[str]:
