@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 
 from zoorank.config import RunConfig
-from zoorank.labels.pool import load_pool
+from zoorank.labels.pool import load_pool, with_labels
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
-from zoorank.labels.table import check_labels, merge_labels, parse_file
+from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels
 from zoorank.store import Store
 
 
@@ -57,7 +57,8 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
         + (f" ({skipped} already known, unchanged)" if skipped else ""))
     if merged.conflicts:
         out(conflict_line(merged.conflicts))
-    after_pool = load_pool(config, pool.dataset) if added else pool
+    # the same pool with the labels as committed (this merge's and any merged meanwhile)
+    after_pool = with_labels(pool, read_labels(Store(config.store), pool.dataset)) if added else pool
     after = evidence(after_pool, config.seed) if added else before
     rule = stopping_rule(after_pool, after, round_size=round_size, seed=config.seed,
                          previous=before if added else None, max_labels=max_labels)
@@ -77,6 +78,4 @@ def conflict_line(conflicts: dict[int, tuple[str, str]], shown: int = 10) -> str
 
 def labels_frame(config: RunConfig) -> pd.DataFrame:
     """The store's labels table (for readers and tests)."""
-    from zoorank.labels.table import read_labels
-
     return read_labels(Store(config.store))
