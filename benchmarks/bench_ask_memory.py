@@ -3,12 +3,12 @@
 
 Setup: bench_scale's zoo (N seeded random-init ``small_cnn`` checkpoints, width 8, 28 px) on
 2,000 Fashion-MNIST test images, without the dataset's own labels (the class names come from the
-config) so that labels arrive through ``zoorank label``; the clean view only, the default metrics.
+config) so that labels arrive through ``zoorank label``; the clean view only, one metric (RankMe).
 The store is made once per size (``zoorank embed``, ``score``, ``rank`` against one local Ray
 started here) and kept under ``/tmp/zoorank-bench-ask``.
 
 Then, on that store, for each code base (``--baseline-src``: a checkout of the code before the
-change, e.g. ``git worktree add /tmp/zoorank-80dfd23 80dfd23``; and this checkout), each command its
+change, e.g. ``git archive 80dfd23 | tar -x -C /tmp/zoorank-80dfd23``; and this checkout), each command its
 own driver process:
 
 1. ``zoorank label CONFIG FILE``: 40 labels (the true classes of 40 seeded samples);
@@ -58,6 +58,7 @@ def config(store: str, checkpoints: str) -> dict:
                     "input_size": 28, "mean": [0.5] * 3, "std": [0.25] * 3, "crop_pct": 1.0,
                     "interpolation": "bilinear"}],
         "views": [{"name": "clean"}],
+        "metrics": ["rankme"],  # one label-free metric: the leaderboard is what ask reads
     }
 
 
