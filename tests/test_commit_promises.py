@@ -133,6 +133,7 @@ Path(where, "finished").write_text("1")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("mode", "status"), [("finish", 0), ("sigterm", 143)])
 def test_a_compaction_that_loses_its_race_leaves_the_exit_status(ray_session, tmp_path, mode,

@@ -165,6 +165,8 @@ def _label_process(cfg_path: Path, labels: Path, log: Path, env: dict) -> subpro
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_two_label_processes_started_together_leave_every_label(where, template, tmp_path,
                                                                  request):
