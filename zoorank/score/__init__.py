@@ -80,10 +80,11 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
                 store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
 
 
-def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
+def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done, on_wait=None
+             ) -> list[str]:
     """Run every task on :func:`zoorank.runner.run_tasks`, ``pool_size`` at once;
     ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
-    when the task raised or its worker died)."""
+    when the task raised or its worker died); ``on_wait`` while waiting for them (the runner's)."""
     import ray
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
@@ -95,7 +96,8 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
             threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                         options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
-                        max_in_flight=n_workers, reruns=1, label="score: models")
+                        max_in_flight=n_workers, reruns=1, label="score: models",
+                        on_wait=on_wait)
     errors: list[str] = []
     with contextlib.closing(results):
         for outcome in results:
@@ -161,8 +163,8 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         ensure_ray(address)
         work_start = time.perf_counter()
 
-        # rows are committed per K models or T seconds (zoorank.store.batching): a killed run
-        # loses at most one batch, a stopped one nothing (leaving the block commits it)
+        # rows are committed per K models or T seconds, also while the next task runs
+        # (zoorank.store.batching): a killed run loses at most one batch, a stopped one nothing
         with store.batched(METRICS, METRICS_KEY) as out:
 
             def on_done(task, result, error):
@@ -176,7 +178,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
                     rows = result
                 out.add(rows)
 
-            errors = _execute(store, config, plan, on_done)
+            errors = _execute(store, config, plan, on_done, on_wait=out.flush_due)
         work_s = time.perf_counter() - work_start
 
     pool, pools = plan_pool_rows(config, models, plan, store.read_metrics())
