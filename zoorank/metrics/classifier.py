@@ -42,6 +42,7 @@ __all__ = [
     "consensus_agreement",
     "dawid_skene_accuracy",
     "majority_vote",
+    "head_accuracy",
     "DEFAULT_CLASSIFIER_METRIC",
 ]
 
@@ -332,3 +333,19 @@ def dawid_skene_accuracy(predictions: Any, n_classes: int | None = None,
             break
     acc = post[np.arange(n)[None, :], a].mean(axis=1)
     return (acc, post) if return_posterior else acc
+
+
+# -- the classifier oracle ----------------------------------------------------------------------------
+
+
+@register("head_accuracy", +1, "labels")
+def head_accuracy(logits: Any, labels: Any) -> float:
+    """The head's own top-1 accuracy: the share of images whose argmax equals the label (class
+    codes in ``[0, K)``, the columns' order). The oracle of a classifier zoo (not kNN on its
+    features). Ties between logits go to the lowest class. Cost O(nK)."""
+    z = _logits(logits, "logits")
+    y = to_numpy(labels)
+    if y.ndim != 1 or y.shape[0] != z.shape[0] or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"labels must be 1-D integer codes with {z.shape[0]} entries, got "
+                         f"{y.shape} {y.dtype}")
+    return float((z.argmax(axis=1) == y).mean())
