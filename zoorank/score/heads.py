@@ -33,6 +33,7 @@ from zoorank import resample
 from zoorank.catalog.heads import HEAD_ORACLE, HeadPlan
 from zoorank.catalog.scoring import existing_fingerprints
 from zoorank.config import RunConfig
+from zoorank.errors import InputError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import select_samples
 from zoorank.metrics.uncertainty import fold_assignment
@@ -238,7 +239,7 @@ def score_heads(config: RunConfig, store: Store, plan: HeadPlan, metrics: pd.Dat
             continue
         try:
             rows, folds = _dataset_rows(config, store, plan, ds, clean)
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, InputError) as err:
             errors.append(f"{ds}/heads: {type(err).__name__}: {err}")
             continue
         if folds:
