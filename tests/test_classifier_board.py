@@ -190,9 +190,6 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     from zoorank.score import run_score
 
     cfg, _ = write_classifier_store(str(tmp_path), encoder=True)
-    cfg["datasets"] = cfg["datasets"][1:]  # the noisy target only (the source stays a dataset)
-    cfg["datasets"].insert(0, {"name": "digits_clean", "source": "parquet",
-                               "path": f"{tmp_path}/digits_clean.parquet", "label_column": "label"})
     config = parse_config(cfg)
     run_score(config)
     board = run_rank(config, show=False).set_index("model_id")
@@ -200,8 +197,8 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     assert board.loc["encoder", "signal"] == "embedding"
     assert set(board.loc[list(CLASSIFIERS), "signal"]) == {"head"}
     emb = settings["primary_metric"]["digits_noisy"]
-    assert settings["mixed_signals"]["digits_noisy"] == {"head": "nuclear_norm_accuracy",
-                                                         "embedding": emb}
+    assert settings["mixed_signals"]["digits_noisy"] == {
+        "head": "nuclear_norm_accuracy", "embedding": emb, "head_models": list(CLASSIFIERS)}
     # within the classifiers the dataset's rank follows the estimate; the lone encoder is
     # the best (and worst) of its signal: place 1
     r = board["rank/digits_noisy"]
@@ -209,6 +206,9 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     assert list(r.loc[list(CLASSIFIERS)].sort_values().index) == list(
         est.sort_values(ascending=False).index)
     assert r.loc["encoder"] == 1.0
+    # the merged order has intervals from the same fold bootstrap (both signals resampled)
+    assert settings["decision"]["top_set_rule"] == "mcs"
+    assert ((board["rank_low"] <= board["rank"]) & (board["rank"] <= board["rank_high"])).all()
     assert json.loads(json.dumps(settings["ordered_by"]))  # one readable name per dataset
 
 
