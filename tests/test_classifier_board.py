@@ -74,9 +74,8 @@ def _write_entry(store: Store, fps, dataset: str, model_id: str, Z: np.ndarray,
 def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
     """The datasets, the shards, the manifest and the sample tables; (config dict, truth) where
     truth[model] = (target logits, target labels, source logits, source labels)."""
-    from zoorank.catalog import build_catalog
+    from zoorank.catalog import build_catalog, samples_path
     from zoorank.config.loading import parse_config
-    from zoorank.data import write_samples
 
     paths = {}
     images = {"digits_clean": _images(0.0), "digits_noisy": _images(60.0)}
@@ -99,7 +98,7 @@ def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
     heads = _heads()
     manifest, truth = [], {}
     for ds, (x, y) in images.items():
-        write_samples(store, ds, catalog.indexes[ds])
+        store.replace_table(samples_path(ds), catalog.samples_frame(ds))  # as EMBED writes it
         pixels = x.reshape(N, 64).astype(np.float64) / 255
         for name, (_, width) in CLASSIFIERS.items():
             logits = heads[name].decision_function(pixels[:, :width])

@@ -47,6 +47,7 @@ from zoorank.errors import NothingRankedError
 from zoorank.label_oracle import oracle_direction, run_oracle
 from zoorank.leaderboard import (
     FAILED_COLUMNS,
+    metrics_fingerprint,
     print_leaderboard,
     read_rank_outputs,
     write_if_changed,
@@ -185,6 +186,8 @@ def write_rank_outputs(
     from zoorank import budget
 
     model_ids = [m.model_id for m in models]
+    # the fingerprint REPORT checks is of every fresh row, the heads' accuracies included
+    rows_fingerprint = metrics_fingerprint(config, metrics)
     metrics, oracle = split_head_oracle(metrics, oracle)
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
@@ -192,6 +195,7 @@ def write_rank_outputs(
     # ETran's and NCTI's min–max normalisation is over the zoo: their terms are combined here
     budget_cells = budget.zoo_relative_cells(budget_cells)
     board, settings = build_leaderboard(config, models, metrics, oracle)
+    settings["metrics_fingerprint"] = rows_fingerprint
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
     board = with_priors(board, model_priors(models, manifest))
