@@ -3,9 +3,13 @@
 Reads ``metrics`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
 writes (contract 2 plus the tables this stage adds):
 
-* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it).
+* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it); a classifier's
+  oracle is its head's own accuracy (``head_accuracy``, computed by SCORE from the logits and
+  moved here from the metric rows: :func:`split_head_oracle`).
 * ``leaderboard`` (table) / ``leaderboard.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
-  ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
+  ``model_id, family, group, rank, aggregate, signal`` (``head``: ranked by its head's estimated
+  accuracy, ``rank.classifier_metric``; ``embedding``: by the primary metric), ``family_rank``,
+  ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
   ranked metric), ``params`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
