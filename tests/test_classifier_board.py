@@ -208,6 +208,11 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     # the merged order has intervals from the same fold bootstrap (both signals resampled)
     assert settings["decision"]["top_set_rule"] == "mcs"
     assert ((board["rank_low"] <= board["rank"]) & (board["rank"] <= board["rank_high"])).all()
+    # REPORT accepts the board (its rows' fingerprint covers the heads' accuracies too)
+    from zoorank.report import run_report
+
+    page = run_report(config)
+    assert "nuclear_norm_accuracy" in open(page).read()
     assert json.loads(json.dumps(settings["ordered_by"]))  # one readable name per dataset
 
 
