@@ -348,12 +348,15 @@ class Store:
         sample_id: np.ndarray,
         view_index: np.ndarray,
         embedding: np.ndarray,
+        logits: np.ndarray | None = None,
     ) -> str:
-        """Write one immutable shard under a unique name; returns its file name (not the path)."""
+        """Write one immutable shard under a unique name; returns its file name (not the path).
+
+        ``logits`` (rows, K): the kept head's logits of the same rows (:mod:`.shards`)."""
         stem = f"{part:06d}" if isinstance(part, int) else str(part)
         name = f"part-{stem}-{uuid.uuid4().hex[:12]}.parquet"
         rel = f"{self.embedding_dir(dataset, view, model_id)}/{name}"
-        self.write_parquet(rel, embedding_table(sample_id, view_index, embedding))
+        self.write_parquet(rel, embedding_table(sample_id, view_index, embedding, logits))
         return name
 
     def shard_names(self, dataset: str, view: str, model_id: str,
@@ -372,7 +375,8 @@ class Store:
 
     def read_embeddings(self, dataset: str, view: str, model_id: str,
                         shards: Sequence[str] | None = None) -> Embeddings:
-        """An entry's rows from exactly the shards the manifest references (or ``shards``)."""
+        """An entry's rows from exactly the shards the manifest references (or ``shards``);
+        ``.logits`` holds the kept head's logits (None when the entry has none)."""
         names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
         if not names:
             raise FileNotFoundError(
@@ -388,6 +392,8 @@ class Store:
         for col in MANIFEST_COLUMNS:
             if col not in df:
                 df[col] = pd.NA
+        # rows written before heads were kept have no logits
+        df["logit_dim"] = df["logit_dim"].astype("Int64").fillna(0)
         return df[MANIFEST_COLUMNS]
 
     def update_manifest(self, rows: Iterable[dict]) -> None:
@@ -397,7 +403,7 @@ class Store:
             row = {c: r.get(c) for c in MANIFEST_COLUMNS}
             if isinstance(row["shards"], (list, tuple)):
                 row["shards"] = json.dumps(sorted(row["shards"]))
-            for c in ("rows", "dim", "bad_images", "param_count"):
+            for c in ("rows", "dim", "bad_images", "param_count", "logit_dim"):
                 v = row[c]
                 row[c] = None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) \
                     else int(v)
@@ -406,7 +412,7 @@ class Store:
         for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
                   "precision", "versions"):
             frame[c] = frame[c].astype("string")
-        for c in ("rows", "dim", "bad_images", "param_count"):
+        for c in ("rows", "dim", "bad_images", "param_count", "logit_dim"):
             frame[c] = frame[c].astype("Int64")
         frame["seconds"] = frame["seconds"].astype("float64")
         self.upsert_rows(MANIFEST, frame, MANIFEST_KEY)
