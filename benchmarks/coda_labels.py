@@ -6,7 +6,8 @@ label a method picks a model: CODA its P(best) argmax (:func:`coda_p_best`), the
 right most often on the labels so far (ties: a seeded choice, the same for every method in a seed;
 ModelPicker's posterior with a uniform prior has the same argmax). The truth is each model's top-1
 accuracy on the pool. Printed per method (means over seeds, paired differences against random with
-their standard errors):
+their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
+(it separates CODA's acquisition from its P(best)):
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -29,7 +30,7 @@ import numpy as np
 
 from zoorank.metrics import model_selection as ms
 
-METHODS = ("coda", "random", "uncertainty", "model_picker")
+METHODS = ("coda", "coda_ask_count_pick", "random", "uncertainty", "model_picker")
 REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
 
 
@@ -84,7 +85,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     picks = []
-    prior = ms.coda_prior(P) if method == "coda" else None
+    coda = method.startswith("coda")
+    prior = ms.coda_prior(P) if coda else None
     order = None
     if method == "random":
         order = rng.permutation(n)
@@ -101,7 +103,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
             break
         if order is not None:
             nxt = int(order[t])
-        elif method == "coda":
+        elif coda:
             nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior)[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
