@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 #: grid points of the P(best) integral.
-GRID = 512
+GRID = 256
 #: candidate images scored per EIG evaluation (seeded subsample beyond it).
 MAX_CANDIDATES = 4096
 
