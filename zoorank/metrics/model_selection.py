@@ -39,7 +39,7 @@ pick's label assumed to be its most probable class ("kriging believer"), since t
 image at a time.
 
 Baselines: uniform random order; uncertainty sampling (the entropy of the consensus);
-ModelPicker (Karimi, Hassani, Nematzadeh, Krause... "Online Active Model Selection", AISTATS
+ModelPicker (Karimi et al., "Online Active Model Selection for Pre-trained Classifiers", AISTATS
 2021): a posterior over which model is best, ``w_m ∝ γ^{#correct_m}``, and the image whose label
 most reduces its expected entropy, the label's law being the posterior-weighted vote of the models.
 """
