@@ -2,10 +2,11 @@
 forward, label spaces mapped to the dataset's classes, heads off, and mismatches as config errors.
 
 One module-scoped run embeds 48 real CIFAR-10 test images and 48 Tiny-ImageNet validation images
-with a seeded resnet10t classifier saved as safetensors (10 classes; once more with ``head:
-false``), a python classifier with a ``head`` attribute, a python factory returning a timm
-classifier, and a resnet10t with an ImageNet-1k head. References are the models' own forwards in
-this process (plain timm / torch), on inputs made by ``zoorank.data`` as in test_embed.py.
+(clean, and 8 of them in two augmented views) with a seeded resnet10t classifier saved as
+safetensors (10 classes; once more with ``head: false``), a python classifier with a ``head``
+attribute, a python factory returning a timm classifier, and a resnet10t with an ImageNet-1k
+head. References are the models' own forwards in this process (plain timm / torch), on inputs made
+by ``zoorank.data`` as in test_embed.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from zoorank.embed import run_embed
 from zoorank.errors import ConfigError
 from zoorank.images import decode_image
 from zoorank.store import Store
-from zoorank.views import clean_view
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import resolve_models
 from zoorank.zoo.label_space import LabelSpace, head_columns
 
@@ -98,19 +99,27 @@ def embedded(ray_session, shared_data, checkpoints, tmp_path_factory):
              "datasets": ["cifar"], **GEOMETRY},
             {"id": "in1k", **timm_spec, "checkpoint": checkpoints["in1k"]},
         ],
+        "views": [{"name": "clean"}, {"name": "simclr", "samples": 8, "per_sample": 2}],
         "embed": {"batch_size": 16, "num_actors": 1, "device": "cpu"},
     })
     rows = run_embed(config)
     return config, rows
 
 
-def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray) -> torch.Tensor:
-    """Normalized clean inputs made in this process from the decoded images."""
+def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray,
+           view_index: np.ndarray | None = None) -> torch.Tensor:
+    """Normalized inputs made in this process from the decoded images: the clean view, or with
+    ``view_index`` the simclr views."""
     (spec,) = [d for d in config.datasets if d.name == dataset]
     (model,) = [m for m in resolve_models(config) if m.model_id == model_id]
     table = load_samples(spec, config.seed)
     pos = np.searchsorted(table.sample_id, sample_ids)
-    arrays = [clean_view(decode_image(table.images[p]), model.geometry) for p in pos]
+    if view_index is None:
+        arrays = [clean_view(decode_image(table.images[p]), model.geometry) for p in pos]
+    else:
+        arrays = [make_views(decode_image(table.images[p]), int(s), "simclr", model.geometry,
+                             int(v) + 1, config.seed)[int(v)]
+                  for p, s, v in zip(pos, sample_ids, view_index)]
     x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float() / 255
     mean = torch.tensor(model.normalization.mean).view(1, 3, 1, 1)
     std = torch.tensor(model.normalization.std).view(1, 3, 1, 1)
@@ -119,7 +128,8 @@ def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray) -> torch
 
 def _manifest_row(config, dataset: str, model_id: str) -> dict:
     m = Store(config.store).read_manifest()
-    (row,) = m[(m["dataset"] == dataset) & (m["model_id"] == model_id)].to_dict("records")
+    (row,) = m[(m["dataset"] == dataset) & (m["model_id"] == model_id)
+               & (m["view"] == "clean")].to_dict("records")
     return row
 
 
@@ -153,6 +163,27 @@ def test_logits_in_the_shards_equal_the_models_own_forward(embedded, checkpoints
                 feats = net.forward_head(net.forward_features(x), pre_logits=True).numpy()
         np.testing.assert_allclose(emb.logits, logits, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(emb.embedding, feats, rtol=1e-4, atol=1e-4)
+        alone = store.read_logits("cifar", "clean", model_id)  # the logits columns only
+        assert alone.embedding.shape == (LIMIT, 0)
+        np.testing.assert_array_equal(alone.sample_id, emb.sample_id)
+        np.testing.assert_array_equal(alone.logits, emb.logits)
+
+
+def test_augmented_views_get_logits_from_the_same_forward(embedded, checkpoints):
+    config, _ = embedded
+    emb = Store(config.store).read_embeddings("cifar", "simclr", "timm-cls")
+    assert emb.logits is not None and emb.logits.shape == (16, 10)
+    assert _manifest_row_view(config, "simclr", "timm-cls")["logit_dim"] == 10
+    net = _timm_reference(checkpoints["cls10"], 10)
+    with torch.inference_mode():
+        logits = net(inputs(config, "cifar", "timm-cls", emb.sample_id, emb.view_index)).numpy()
+    np.testing.assert_allclose(emb.logits, logits, rtol=1e-4, atol=1e-4)
+
+
+def _manifest_row_view(config, view: str, model_id: str) -> dict:
+    m = Store(config.store).read_manifest()
+    (row,) = m[(m["view"] == view) & (m["model_id"] == model_id)].to_dict("records")
+    return row
 
 
 def test_heads_off_write_no_logits_and_the_same_features(embedded):
@@ -161,6 +192,8 @@ def test_heads_off_write_no_logits_and_the_same_features(embedded):
     off = store.read_embeddings("cifar", "clean", "timm-cls-off")
     on = store.read_embeddings("cifar", "clean", "timm-cls")
     assert off.logits is None
+    with pytest.raises(ValueError, match="no logits"):
+        store.read_logits("cifar", "clean", "timm-cls-off")
     assert _manifest_row(config, "cifar", "timm-cls-off")["logit_dim"] == 0
     for name in store.shard_names("cifar", "clean", "timm-cls-off"):
         schema = pq.read_schema(store.path(Store.embedding_dir("cifar", "clean", "timm-cls-off"),
@@ -198,16 +231,27 @@ def test_an_imagenet_head_maps_tiny_imagenets_200_classes_by_wordnet_id(embedded
 @pytest.mark.timeout(240)
 def test_a_required_head_that_maps_to_no_class_is_a_config_error(ray_session, shared_data,
                                                                   checkpoints, tmp_path):
-    config = parse_config({
-        "store": str(tmp_path / "store"),
-        "datasets": [{**_datasets(shared_data)[1], "limit": 8}],
-        "models": [{"id": "ten-classes", "source": "timm", "name": "resnet10t", **GEOMETRY,
-                    "checkpoint": checkpoints["cls10"], "head": True}],
-        "embed": {"batch_size": 8, "num_actors": 1, "device": "cpu"},
-    })
+    def config(name: str, model: dict) -> RunConfig:
+        return parse_config({
+            "store": str(tmp_path / name),
+            "datasets": [{**_datasets(shared_data)[1], "limit": 8}],
+            "models": [{**model, **GEOMETRY, "head": True}],
+            "embed": {"batch_size": 8, "num_actors": 1, "device": "cpu"},
+        })
+
+    # its 10 classes are in its checkpoint: refused before anything runs
+    early = config("early", {"id": "ten-classes", "source": "timm", "name": "resnet10t",
+                             "checkpoint": checkpoints["cls10"]})
     with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'ten-classes'.*10 outputs"):
-        run_embed(config)
-    row = _manifest_row(config, "tiny", "ten-classes")
+        run_embed(early)
+    assert Store(early.store).read_manifest().empty
+    # a head whose width only its forward tells: the entry fails, then EMBED raises
+    late = config("late", {"id": "seq-head", "source": "python",
+                           "name": "head_factories:headed_cnn",
+                           "model_kwargs": {"sequential": True}})
+    with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'seq-head'.*10 outputs"):
+        run_embed(late)
+    row = _manifest_row(late, "tiny", "seq-head")
     assert row["status"] == "failed" and "ConfigError" in row["error"]
 
 
@@ -301,3 +345,117 @@ def test_config_rejects_unknown_head_keys_and_label_maps_of_unknown_datasets(tmp
         {"source": "timm", "name": "resnet10t", "label_map": {"other": "imagenet"}}]})
     with pytest.raises(ConfigError, match="label_map: unknown dataset.*other"):
         resolve_models(config)
+
+
+# -- sources other than timm (load_model directly; no Ray) -----------------------------------------
+def _resolve(tmp_path, model: dict):
+    config = RunConfig.model_validate({"store": str(tmp_path / "s"), "models": [model],
+                                       "datasets": [{"name": "d", "source": "sklearn_digits"}]})
+    (resolved,) = resolve_models(config)
+    return resolved
+
+
+def test_a_transformers_image_classifier_gives_its_logits_and_its_base_models_features(tmp_path):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    from zoorank.zoo import load_model
+    from zoorank.zoo.inspect import head_classes
+
+    config = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=64, image_size=32, patch_size=8, num_labels=5)
+    torch.manual_seed(5)
+    reference = ViTForImageClassification(config).eval()
+    reference.save_pretrained(tmp_path / "vit")
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        out = reference(pixel_values=x, output_hidden_states=False)
+        hidden = reference.vit(pixel_values=x).last_hidden_state
+    resolved = _resolve(tmp_path, {"id": "vit", "source": "transformers", "name": str(tmp_path / "vit")})
+    assert head_classes(resolved) == ("transformers *ForImageClassification", 5)
+    with torch.no_grad():
+        feats, logits = load_model(resolved).features_and_logits(x)
+    torch.testing.assert_close(logits, out.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(feats, hidden[:, 0], rtol=1e-5, atol=1e-5)
+    off = _resolve(tmp_path, {"id": "vit", "source": "transformers", "name": str(tmp_path / "vit"),
+                              "head": False})
+    with torch.no_grad():
+        feats_off, none = load_model(off).features_and_logits(x)
+    assert none is None
+    torch.testing.assert_close(feats_off, feats, rtol=1e-5, atol=1e-5)
+
+
+class _Scripted(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Conv2d(3, 6, 3)
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = self.body(x).mean(dim=(2, 3))
+        return f, self.fc(f)
+
+
+def test_a_torchscript_head_is_its_declared_features_logits_output(tmp_path):
+    from zoorank.zoo import load_model
+
+    torch.manual_seed(0)
+    module = _Scripted().eval()
+    torch.jit.script(module).save(str(tmp_path / "m.pt"))
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    spec = {"id": "ts", "source": "torchscript", "name": str(tmp_path / "m.pt"),
+            "trust_checkpoint": True}
+    with torch.no_grad():
+        want_f, want_l = module(x)
+        feats, logits = load_model(_resolve(tmp_path, {**spec, "head": True})).features_and_logits(x)
+        _, undeclared = load_model(_resolve(tmp_path, spec)).features_and_logits(x)
+    torch.testing.assert_close(feats, want_f)
+    torch.testing.assert_close(logits, want_l)
+    assert undeclared is None  # torchscript: no head unless declared
+
+
+def test_a_headless_timm_model_from_a_python_factory_has_no_head(tmp_path):
+    from zoorank.zoo import load_model
+    from zoorank.zoo.inspect import head_classes
+
+    resolved = _resolve(tmp_path, {"id": "bb", "source": "python",
+                                   "name": "zoorank.tune.models:timm_backbone",
+                                   "model_kwargs": {"name": "resnet10t"}})
+    net = load_model(resolved)
+    assert net.head is None and head_classes(resolved)[1] == 0
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        feats, logits = net.features_and_logits(x)
+        assert logits is None
+        torch.testing.assert_close(feats, net.model(x))  # its pooled features, as before heads
+
+
+@pytest.mark.timeout(200)
+def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoints, tmp_path):
+    timm_spec = {"source": "timm", "name": "resnet10t", "checkpoint": checkpoints["cls10"]}
+    cfg = tmp_path / "zoo.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"),
+        "datasets": [{"name": "d", "source": "sklearn_digits"}],
+        "models": [{"id": "cls", **timm_spec}, {"id": "off", **timm_spec, "head": False},
+                   {"id": "init", "source": "timm", "name": "resnet10t"},
+                   {"id": "py", "source": "python", "name": "head_factories:headed_cnn",
+                    "model_kwargs": {"classes": 7}}],
+    }))
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+
+    def zoorank(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "zoorank", *args], env=env,
+                              capture_output=True, text=True, timeout=150)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    heads, current = {}, None
+    for line in zoorank("zoo", str(cfg)).splitlines():
+        if not line.startswith(" "):
+            current = line
+        elif line.startswith("  head: "):
+            heads[current] = line.removeprefix("  head: ")
+    assert heads == {"cls": "timm forward_head, 10 classes", "off": "off (head: false)",
+                     "init": "none (seeded random init: no trained head)",
+                     "py": "python head_attribute, 7 classes"}
+    assert "classifier head: fc.weight → 10 classes" in zoorank("inspect", checkpoints["cls10"])

@@ -31,8 +31,9 @@ preprocessing change; a release that does not change them keeps a store valid.
 
 Heads: a model whose classifier head is kept writes its logits beside its features (column
 ``logits``, manifest ``logit_dim``; :mod:`zoorank.store.shards`). A head whose outputs do not line
-up with a dataset's classes where they must (:mod:`zoorank.zoo.label_space`) fails its entries, and
-the stage ends with a ConfigError naming the dataset and the model once everything else is saved.
+up with a dataset's classes where they must (:mod:`zoorank.zoo.label_space`) is a ConfigError naming
+the dataset and the model: before anything runs when its width shows without a forward
+(:func:`check_heads`), else its entries fail and the stage raises once everything else is saved.
 
 Devices: ``embed.device: auto`` is ``cuda`` when the cluster has GPUs or its autoscaler config can
 add some (:func:`zoorank.runtime.autoscaler_gpus`), else ``cpu``. With ``cuda`` and no GPU yet, the
@@ -74,7 +75,7 @@ from zoorank.store.shards import parse_shards
 from zoorank.store.writers import Heartbeat
 from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
-from zoorank.zoo.label_space import check_label_space
+from zoorank.zoo.label_space import check_label_space, head_columns
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,32 @@ def complete_entries(
     with ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
         flags = list(pool.map(check, candidates))
     return {key for (key, _, _), ok in zip(candidates, flags) if ok}
+
+
+def check_heads(entries: Sequence[Entry]) -> None:
+    """Before anything runs: a ``label_map`` that cannot fit any head, and, for models that ask
+    for their head (``head: true``) or map it, a head that does not fit where its number of classes
+    is known without building the model (:func:`zoorank.zoo.inspect.head_classes`: reads its
+    checkpoint or config once). What only a forward tells is checked where the model runs."""
+    classes: dict[str, int | None] = {}
+    for e in entries:
+        space = e.label_space
+        if space is None:
+            continue
+        check_label_space(space, e.model.model_id)
+        if not space.required and space.mapping is None or e.model.unreadable:
+            continue
+        if e.model.model_id not in classes:
+            from zoorank.zoo.inspect import head_classes
+
+            try:
+                classes[e.model.model_id] = head_classes(e.model)[1]
+            except Exception as err:  # noqa: BLE001 - the worker reports it with the model
+                log.debug("head of %s not known before embedding: %s", e.model.model_id, err)
+                classes[e.model.model_id] = None
+        outputs = classes[e.model.model_id]
+        if outputs:
+            head_columns(space, outputs, e.model.model_id)
 
 
 def label_space_errors(rows: pd.DataFrame) -> None:
@@ -343,9 +370,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
-    for e in entries:  # a label_map that cannot fit any head: before anything runs
-        if e.label_space is not None:
-            check_label_space(e.label_space, e.model.model_id)
+    check_heads(entries)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}

@@ -386,6 +386,28 @@ class Store:
         parts = [self.read_parquet(f"{base}/{n}") for n in names]
         return embeddings_from_table(pa.concat_tables(parts))
 
+    def read_logits(self, dataset: str, view: str, model_id: str,
+                    shards: Sequence[str] | None = None) -> Embeddings:
+        """An entry's kept-head logits without its embeddings (only the id and ``logits`` columns
+        are read): ``.logits`` float32 (rows, K) in the dataset's class order, ``.embedding``
+        empty (rows, 0). Raises ValueError when the entry has no logits (manifest ``logit_dim`` 0).
+        """
+        names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
+        if not names:
+            raise FileNotFoundError(
+                f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.name}"
+            )
+        base = self.embedding_dir(dataset, view, model_id)
+        parts = []
+        for n in names:
+            with self.fs.open_input_file(self.path(f"{base}/{n}")) as f:
+                shard = pq.ParquetFile(f)
+                if "logits" not in shard.schema_arrow.names:
+                    raise ValueError(f"dataset={dataset} view={view} model={model_id}: no logits "
+                                     "(no head kept for it)")
+                parts.append(shard.read(columns=["sample_id", "view_index", "logits"]))
+        return embeddings_from_table(pa.concat_tables(parts))
+
     # -- manifest and long tables ----------------------------------------------------------------
     def read_manifest(self) -> pd.DataFrame:
         df = self.read_frame(MANIFEST, MANIFEST_COLUMNS)

@@ -80,7 +80,8 @@ def embeddings_from_table(table: pa.Table) -> Embeddings:
     view_index); ``logits`` too when the table has them."""
     sample_id = table.column("sample_id").to_numpy().astype(np.int64)
     view_index = table.column("view_index").to_numpy().astype(np.int32)
-    emb = _matrix(table, "embedding")
+    emb = (_matrix(table, "embedding") if "embedding" in table.column_names
+           else np.zeros((table.num_rows, 0), np.float32))  # a read of the logits alone
     logits = _matrix(table, "logits") if "logits" in table.column_names else None
     order = np.lexsort((view_index, sample_id))
     return Embeddings(sample_id[order], view_index[order], emb[order],

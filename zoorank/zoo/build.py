@@ -192,12 +192,14 @@ def _takes_pre_logits(model: nn.Module) -> bool:
 
 def python_head(model: nn.Module) -> str | None:
     """The head convention a python model follows: ``forward_head`` (it has ``forward_features``
-    and ``forward_head``, as timm models do), ``head_attribute`` (an ``nn.Module`` attribute
-    ``head``: its input is the features, its output the logits), or None."""
+    and ``forward_head``, as timm models do, and ``num_classes`` is not 0), ``head_attribute`` (an
+    ``nn.Module`` attribute ``head`` other than ``nn.Identity``: its input is the features, its
+    output the logits), or None (a timm model built with ``num_classes=0`` has no head)."""
     if callable(getattr(model, "forward_features", None)) and \
             callable(getattr(model, "forward_head", None)):
-        return "forward_head"
-    if isinstance(getattr(model, "head", None), nn.Module):
+        return None if getattr(model, "num_classes", None) == 0 else "forward_head"
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Module) and not isinstance(head, nn.Identity):
         return "head_attribute"
     return None
 

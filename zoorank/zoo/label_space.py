@@ -20,6 +20,7 @@ not kept: the model is ranked by its features.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +32,8 @@ from zoorank.errors import ConfigError
 
 #: outputs of an ImageNet-1k head.
 IMAGENET_CLASSES = 1000
+#: a WordNet noun id (``n01443537``).
+_WNID = re.compile(r"^n\d{8}$")
 #: ``label_map`` value naming the built-in WordNet-id map.
 IMAGENET_MAP = "imagenet"
 
@@ -54,11 +57,18 @@ class LabelSpace:
         """A label space with the configured map frozen (sorted (key, output) pairs)."""
         if isinstance(mapping, Mapping):
             mapping = tuple(sorted((str(k), int(v)) for k, v in mapping.items()))
-        return LabelSpace(dataset, None if classes is None else tuple(classes), mapping, required)
+        # an empty class list says nothing: the identity, as without one
+        return LabelSpace(dataset, tuple(classes) if classes else None, mapping, required)
 
     def fingerprint_part(self) -> dict:
-        """What of the label space changes the stored logits (part of the entry fingerprint)."""
-        return {"classes": list(self.classes) if self.classes is not None else None,
+        """What of the label space changes the stored logits (part of the entry fingerprint): the
+        map, ``head``, and the classes: their names where a map reads them (a configured map, or
+        WordNet ids the built-in map may use), else only their number (identity or not kept)."""
+        classes: list[str] | int | None = None
+        if self.classes is not None:
+            by_name = self.mapping is not None or all(_WNID.match(c) for c in self.classes)
+            classes = list(self.classes) if by_name else len(self.classes)
+        return {"classes": classes,
                 "label_map": [list(p) for p in self.mapping] if isinstance(self.mapping, tuple)
                 else self.mapping, "head": self.required}
 
