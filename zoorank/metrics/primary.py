@@ -38,6 +38,12 @@ WIDTH_SENSITIVE: frozenset[str] = frozenset({
 })
 
 
+#: metrics at their best on a collapsed encoder (a constant map has alignment 0, the ideal, and
+#: uniformity ranks it by the constant's spread, none): they never order a model flagged
+#: ``collapsed`` (issue 30; :func:`zoorank.metrics.ranks.flagged_last` with ``order_flagged=False``).
+COLLAPSE_DEGENERATE: frozenset[str] = frozenset({"alignment", "uniformity"})
+
+
 def primary_candidates(config_names_: Iterable[str], augmented_views: Iterable[str] = ()) -> list[str]:
     """Names ``rank.primary_metric`` may take for a config: its primary-eligible metrics, with
     ``<name>@<view>`` for augmented metrics of every augmented view after the first."""
