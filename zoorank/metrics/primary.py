@@ -5,7 +5,12 @@ of them orders a zoo of mixed widths).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
 
@@ -87,3 +92,65 @@ def default_for_coverage(order: Sequence[str], ranked: Mapping[str, int]) -> str
     if most == 0:
         return None
     return next(m for m in order if ranked.get(m, 0) >= DEFAULT_COVERAGE * most)
+
+
+#: how far (percentage points of the oracle's accuracy) a metric's leader may fall below the
+#: labels' best model on a zoo before the metric counts as *failing* there (issue 30): about twice
+#: the kNN oracle's noise on the validation zoos' 1,000–2,000 test images.
+REGRET_TOLERANCE = 2.0
+
+#: a candidate is ordered by the choosing rule only when it ranked at least this many of the
+#: zoos it is chosen on (NC ranks only zoos of seed ensembles).
+MIN_ZOOS = 2
+
+
+def order_by_record(table: pd.DataFrame, zoos: Iterable[str] | None = None) -> list[str]:
+    """Candidates best first by their record on ``zoos`` (all of ``table``'s when None).
+
+    ``table`` has one row per (zoo, candidate) with ``regret`` (the labels' best accuracy minus
+    that of the candidate's leader, pp; NaN: the candidate did not run on the zoo) and ``tau``
+    (Kendall τ against the labels). The rule (issue 30, chosen before any held-out figure was
+    seen): fewest *failures* (regret above :data:`REGRET_TOLERANCE`) — then lowest worst regret,
+    then lowest mean regret, then highest mean τ — over the zoos where the candidate ran;
+    candidates that ran on fewer than :data:`MIN_ZOOS` of them come last, in name order.
+    Cost O(rows log rows)."""
+    sub = table if zoos is None else table[table["zoo"].isin(list(zoos))]
+    ran = sub[np.isfinite(sub["regret"].to_numpy(dtype=np.float64))]
+    g = ran.groupby("candidate")
+    stats_ = pd.DataFrame({"n": g.size(), "fails": g["regret"].apply(
+        lambda r: int((r > REGRET_TOLERANCE).sum())), "worst": g["regret"].max(),
+        "mean": g["regret"].mean(), "tau": g["tau"].mean()})
+    stats_["tau"] = stats_["tau"].fillna(-np.inf)
+    ok = stats_[stats_["n"] >= MIN_ZOOS].sort_values(
+        ["fails", "worst", "mean", "tau"], ascending=[True, True, True, False], kind="stable")
+    rest = sorted(set(table["candidate"]) - set(ok.index))
+    return [*ok.index, *rest]
+
+
+def leave_one_zoo_out(table: pd.DataFrame) -> dict[str, Any]:
+    """The default chosen out of sample (issue 30): for each zoo, :func:`order_by_record` on the
+    other zoos and its *pick* there — the first candidate of that order that ran on the held-out
+    zoo — with the pick's held-out regret and τ.
+
+    Returns ``{"held_out": DataFrame(zoo, pick, regret, tau, failed, order), "failed": sorted
+    candidates that failed (regret above :data:`REGRET_TOLERANCE`) on a zoo they were picked for
+    from the others, "order": :func:`order_by_record` on every zoo with the failed candidates
+    moved last (a metric that fails out of sample is never the default)}``.
+    Cost O(zoos · rows log rows)."""
+    zoos = list(dict.fromkeys(table["zoo"]))
+    rows = []
+    for held in zoos:
+        order = order_by_record(table, [z for z in zoos if z != held])
+        here = table[(table["zoo"] == held) & np.isfinite(table["regret"].to_numpy(np.float64))]
+        ran = set(here["candidate"])
+        pick = next((c for c in order if c in ran), None)
+        got = here[here["candidate"] == pick].iloc[0] if pick is not None else None
+        regret = float(got["regret"]) if got is not None else math.nan
+        rows.append({"zoo": held, "pick": pick, "regret": regret,
+                     "tau": float(got["tau"]) if got is not None else math.nan,
+                     "failed": bool(regret > REGRET_TOLERANCE), "order": order})
+    held_out = pd.DataFrame(rows, columns=["zoo", "pick", "regret", "tau", "failed", "order"])
+    failed = sorted(set(held_out.loc[held_out["failed"], "pick"]))
+    full = order_by_record(table)
+    return {"held_out": held_out, "failed": failed,
+            "order": [c for c in full if c not in failed] + [c for c in full if c in failed]}
