@@ -23,8 +23,9 @@ shared, so the metrics stay paired). Nothing is fitted: the oracle is read only 
 candidates. A zoo *passes* for a candidate (issue 24's done-when) when its top set overlaps the
 oracle's own top set (not counted where that set holds every model: issue 30), or its regret lies
 within the oracle's noise, and it holds at most half the zoo; a candidate without a value on a zoo
-is "not run" there, neither a pass nor a miss; :func:`choose_default` turns the rows into the default order (the README's rule). Prints,
-never asserts::
+is "not run" there, neither a pass nor a miss; :func:`choose_default` turns the rows into the
+in-sample order of issue 24 (the default itself is now chosen out of sample by
+``benchmarks/default_lozo.py``). Prints, never asserts::
 
     .venv/bin/python benchmarks/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
         digits=/tmp/zoorank-validate/digits/validate_run.json \\
