@@ -112,7 +112,8 @@ def order_by_record(table: pd.DataFrame, zoos: Iterable[str] | None = None) -> l
     (Kendall τ against the labels). The rule (issue 30, chosen before any held-out figure was
     seen): fewest *failures* (regret above :data:`REGRET_TOLERANCE`) — then lowest worst regret,
     then lowest mean regret, then highest mean τ — over the zoos where the candidate ran;
-    candidates that ran on fewer than :data:`MIN_ZOOS` of them come last, in name order.
+    candidates that ran on fewer than :data:`MIN_ZOOS` of them follow the others (same keys),
+    then those that ran on none, in name order.
     Cost O(rows log rows)."""
     sub = table if zoos is None else table[table["zoo"].isin(list(zoos))]
     ran = sub[np.isfinite(sub["regret"].to_numpy(dtype=np.float64))]
@@ -121,10 +122,10 @@ def order_by_record(table: pd.DataFrame, zoos: Iterable[str] | None = None) -> l
         lambda r: int((r > REGRET_TOLERANCE).sum())), "worst": g["regret"].max(),
         "mean": g["regret"].mean(), "tau": g["tau"].mean()})
     stats_["tau"] = stats_["tau"].fillna(-np.inf)
-    ok = stats_[stats_["n"] >= MIN_ZOOS].sort_values(
-        ["fails", "worst", "mean", "tau"], ascending=[True, True, True, False], kind="stable")
-    rest = sorted(set(table["candidate"]) - set(ok.index))
-    return [*ok.index, *rest]
+    stats_["few"] = stats_["n"] < MIN_ZOOS
+    ranked = stats_.sort_values(["few", "fails", "worst", "mean", "tau"],
+                                ascending=[True, True, True, True, False], kind="stable")
+    return [*ranked.index, *sorted(set(table["candidate"]) - set(ranked.index))]
 
 
 def leave_one_zoo_out(table: pd.DataFrame) -> dict[str, Any]:

@@ -25,8 +25,12 @@ WEAK_TAU = 0.3
 
 @lru_cache(maxsize=1)
 def load_record() -> dict[str, Any]:
-    """The package's record (``zoorank/report/metric_record.json``)."""
-    return json.loads(resources.files("zoorank.report").joinpath(RECORD_FILE).read_text())
+    """The package's record (``zoorank/report/metric_record.json``); an empty one when the file is
+    missing (every metric then says it has no record)."""
+    path = resources.files("zoorank.report").joinpath(RECORD_FILE)
+    if not path.is_file():
+        return {"zoos": {}, "metrics": {}}
+    return json.loads(path.read_text())
 
 
 def _kinds(record: Mapping[str, Any], zoos: list[str]) -> list[str]:
