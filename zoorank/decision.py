@@ -161,11 +161,14 @@ def metric_uncertainty(
             u = unflagged_uncertainty(point, reps, r.confidence, block)
             replicates[(ds, metric)] = (point, reps)
             rank = replicate_ranks(point[None, :])[0]
+            low, high = u.rank_low, u.rank_high
             if block is not None and np.any(block):
                 rank = flagged_last(rank, block, not degenerate_on_collapse(metric), "min")
+                # a blocked model's interval is its own place behind the unblocked models
+                low, high = np.where(block, rank, low), np.where(block, rank, high)
             for i, m in enumerate(ids):
                 rows.append({"model_id": m, "dataset": ds, "metric": metric, "rank": rank[i],
-                             "rank_low": u.rank_low[i], "rank_high": u.rank_high[i],
+                             "rank_low": low[i], "rank_high": high[i],
                              "p_best": u.p_best[i], "in_top_set": bool(u.in_top_set[i])})
     return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS), replicates
 
