@@ -163,11 +163,16 @@ def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, A
               "(the first of that order that ran on the held-out zoo) and the pick's regret and "
               "τ on the held-out zoo.", "",
               "| held-out zoo | order from the other zoos | pick | held-out regret (pp) | "
-              "held-out τ | fails |", "|---|---|---|---|---|---|"]
-    for z in zoos:
-        r = held.loc[z]
+              "held-out τ | fails | in-sample default of issue 24: pick, regret (pp) |",
+              "|---|---|---|---|---|---|---|"]
+    by = table.set_index(["zoo", "candidate"])
+    for info in infos:
+        z, r = info["zoo"], held.loc[info["zoo"]]
+        old = info["old_default"]
+        old_regret = by.loc[(z, old), "regret"] if (z, old) in by.index else math.nan
         lines.append(f"| {z} | {', '.join(f'`{c}`' for c in r['order'][:3])} … | `{r['pick']}` "
-                     f"| {r['regret']:.1f} | {r['tau']:+.2f} | {'yes' if r['failed'] else 'no'} |")
+                     f"| {r['regret']:.1f} | {r['tau']:+.2f} | {'yes' if r['failed'] else 'no'} "
+                     f"| `{old}`, {old_regret:.1f} |")
     regrets = held["regret"].to_numpy(dtype=np.float64)
     lines += ["", f"Held-out regret of the rule: mean {np.nanmean(regrets):.1f} pp, worst "
               f"{np.nanmax(regrets):.1f} pp over {len(zoos)} zoos; failed out of sample: "
