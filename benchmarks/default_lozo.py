@@ -211,7 +211,7 @@ def record(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, Any
         for r in sub.itertuples(index=False):
             if not np.isfinite(r.regret):
                 continue
-            zoos[r.zoo] = {"tau": round(float(r.tau), 3), "regret_pp": round(float(r.regret), 2),
+            zoos[r.zoo] = {"tau": float(r.tau), "regret_pp": float(r.regret),
                            "top_set_holds_best": bool(r.top_holds_best),
                            "top_set_size": int(r.top_size)}
         metrics[cand] = {"zoos": zoos,

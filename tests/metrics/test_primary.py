@@ -95,3 +95,24 @@ def test_a_candidate_that_fails_out_of_sample_goes_behind_every_other():
     # held out C, w has no miss on A, B, D: it is picked there and misses
     assert picks == {"A": "t", "B": "t", "C": "w", "D": "t"}
     assert out["failed"] == ["w"] and out["order"] == ["t", "s", "w"]
+
+
+def test_the_default_order_is_the_records_out_of_sample_choice():
+    import json
+    from pathlib import Path
+
+    from zoorank.metrics.primary import leave_one_zoo_out
+
+    path = Path(__file__).resolve().parents[2] / "zoorank" / "report" / "metric_record.json"
+    record = json.loads(path.read_text())
+    chosen = [m for m in record["default_order"] if m in REGISTRY and REGISTRY[m].primary]
+    assert list(PRIMARY_PREFERENCE[: len(chosen)]) == chosen
+    # the record's order is the rule applied to the record's own figures
+    import pandas as pd
+
+    table = pd.DataFrame([{"zoo": z, "candidate": m, "regret": v["regret_pp"], "tau": v["tau"]}
+                          for m, e in record["metrics"].items() for z, v in e["zoos"].items()])
+    out = leave_one_zoo_out(table)
+    assert out["order"] == record["default_order"]
+    assert out["failed"] == record["failed_out_of_sample"]
+    assert PRIMARY_PREFERENCE[0] not in record["failed_out_of_sample"]
