@@ -6,8 +6,9 @@ two derived stages are too:
 * **RANK** — :func:`rank_inputs_fingerprint` hashes the fresh metric, oracle, fold and health rows
   (their fingerprints and values), the fresh manifest's statuses and errors (the ``failed``
   table), the oracle failures of this run, the models (ids, families, groups, datasets), the
-  config's rank-relevant sections and :data:`RANK_VERSION`. It rides on the leaderboard's commit
-  as the metadata key :data:`INPUTS_KEY`; RANK compares it before computing anything.
+  config's rank-relevant sections, the default order of the primary metric
+  (:data:`zoorank.metrics.primary.PRIMARY_PREFERENCE`) and :data:`RANK_VERSION`. It rides on the
+  leaderboard's commit as the metadata key :data:`INPUTS_KEY`; RANK compares it before computing anything.
 * **REPORT** — :func:`report_inputs_fingerprint` hashes the leaderboard commit it renders (its
   version names the agreement, failed and uncertainty tables written with it), the oracle table's
   version, the fresh reliability tables, the fresh manifest, the config and
@@ -29,13 +30,16 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
+from zoorank.metrics.primary import PRIMARY_PREFERENCE
 from zoorank.store import Store, tables
 from zoorank.store.layout import LEADERBOARD, ORACLE, REPORT_DIR
 
 #: bump when RANK computes something else from the same inputs (board, decision, agreement maths).
-RANK_VERSION = 1
+#: 2: flagged models rank below unflagged ones (issue 30).
+RANK_VERSION = 2
 #: bump when REPORT renders something else from the same inputs.
-REPORT_VERSION = 1
+#: 2: the first screen names the primary metric and shows its record (issue 30).
+REPORT_VERSION = 2
 #: metadata key of the leaderboard commit that holds :func:`rank_inputs_fingerprint`.
 INPUTS_KEY = "zoorank_inputs"
 #: the report's record of what it was rendered from (beside ``index.html``).
@@ -82,7 +86,9 @@ def rank_inputs_fingerprint(
                    list(m.datasets) if getattr(m, "datasets", None) is not None else None)
                   for m in models]
     failures = sorted(json.dumps(dict(f), sort_keys=True, default=str) for f in oracle_failures)
-    return fingerprint("rank", RANK_VERSION, _config_part(config), model_part,
+    # the default order is an input: a board ordered by default changes when it does
+    return fingerprint("rank", RANK_VERSION, list(PRIMARY_PREFERENCE), _config_part(config),
+                       model_part,
                        frame_digest(metrics, _METRIC_COLUMNS),
                        frame_digest(oracle, _METRIC_COLUMNS),
                        frame_digest(folds, _FOLD_COLUMNS),
