@@ -127,24 +127,28 @@ def wilson_free(p: float, r: int) -> float:
 
 
 def label_free_once(values: np.ndarray, seed: int, folds: int, fraction: float, resamples: int,
-                    confidence: float, images: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(in_top_set, p_best) of one replication by the product's path (module docstring)."""
+                    confidence: float, images: int | None, small_sample: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(in_top_set, p_best) of one replication by the product's path (module docstring);
+    ``small_sample=False``: the fold bootstrap without its small-sample correction (the baseline
+    this issue replaced)."""
     ids = np.arange(values.shape[0], dtype=np.int64)
     keep = select_samples(ids, images, seed)
     v, ids = values[keep], ids[keep]
     point = v.mean(axis=0)
     assign = fold_assignment(ids, folds, fraction, seed)
     matrix = np.stack([fold_means(v[:, m], assign, folds) for m in range(v.shape[1])])
-    reps = fold_bootstrap(point, matrix, resamples, seed, fold_scale(folds, fraction))
+    reps = fold_bootstrap(point, matrix, resamples, seed, fold_scale(folds, fraction, small_sample))
     u = rank_uncertainty(point, reps, confidence)
     return u.in_top_set, u.p_best
 
 
 def label_free(z: Zoo, reps: int, images: int, folds: int, fraction: float, resamples: int,
                confidence: float, seed: int) -> dict:
-    """Coverage of the truly best and (p_best, outcome) pairs over ``reps`` replications."""
+    """Coverage of the truly best and (p_best, outcome) pairs over ``reps`` replications, and the
+    coverage of the uncorrected baseline on the same replications."""
     rng = np.random.default_rng(seed)
-    covered, pairs = 0, []
+    covered, base, pairs = 0, 0, []
     for r in range(reps):
         cols = rng.permutation(z.size)  # model order carries no information
         if z.kind == "simulated":
@@ -156,11 +160,29 @@ def label_free(z: Zoo, reps: int, images: int, folds: int, fraction: float, resa
                                  confidence, subset)
         covered += int(top[best].all())
         pairs.append((p, outcome_share(truth)))
-    return {"coverage": covered / reps, "reps": reps, "pairs": pairs}
+        top0, _ = label_free_once(values, seed * 100003 + r, folds, fraction, resamples,
+                                  confidence, subset, small_sample=False)
+        base += int(top0[best].all())
+    return {"coverage": covered / reps, "baseline": base / reps, "reps": reps, "pairs": pairs}
 
 
 # --------------------------------------------------------------------------------------------
 # labels: p(best | labels) and the stopping rule
+
+
+def bootstrap_p_best(correct: np.ndarray, resamples: int, seed: int, prior_samples: int = 2
+                     ) -> np.ndarray:
+    """The baseline: p(best | labels) as zoorank computed it before issue 30 (a Bayesian bootstrap
+    of the labelled rows plus two fair-coin pseudo-samples per model, exact ties split), copied
+    here so the harness measures both on the same draws."""
+    n, m = correct.shape
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(n + prior_samples), size=resamples)
+    acc = w[:, :n] @ correct
+    coins = rng.integers(0, 2, size=(resamples, prior_samples, m))
+    acc += np.einsum("bp,bpm->bm", w[:, n:], coins)
+    best = np.isclose(acc, acc.max(axis=1, keepdims=True), rtol=0, atol=1e-12)
+    return (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
 
 
 def pool_and_truth(z: Zoo, pool: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -171,29 +193,38 @@ def pool_and_truth(z: Zoo, pool: int, rng: np.random.Generator) -> tuple[np.ndar
 
 
 def labelled(z: Zoo, reps: int, pool: int, budgets: list[int], round_size: int,
-             max_labels: int, target: float, seed: int, resamples: int) -> dict:
-    """(p_best, outcome) pairs at each budget and the stopping rule's runs."""
+             max_labels: int, target: float, seed: int, resamples: int, baseline_reps: int
+             ) -> dict:
+    """(p_best, outcome) pairs at each budget and the stopping rule's runs, for the product's
+    :func:`labelled_p_best` and, on the first ``baseline_reps`` replications, the baseline."""
     rng = np.random.default_rng(seed + 7)
-    pairs: dict[int, list] = {b: [] for b in budgets}
-    fires, right, regrets = 0, 0, []
+    methods = {"product": lambda c, r, n: labelled_p_best(c, resamples, seed=r, population=n),
+               "baseline": lambda c, r, n: bootstrap_p_best(c, resamples, r)}
+    out = {k: {"pairs": {b: [] for b in budgets}, "fires": 0, "right": 0, "regrets": [],
+               "reps": 0} for k in methods}
     for r in range(reps):
         c, truth = pool_and_truth(z, pool, rng)
         n_pool = c.shape[0]
         order = rng.permutation(n_pool)
         share = outcome_share(truth)
-        for b in budgets:
-            p = labelled_p_best(c[order[:b]], resamples, seed=r, population=n_pool)
-            pairs[b].append((p, share))
-        for n in range(round_size, min(max_labels, n_pool) + 1, round_size):
-            p = labelled_p_best(c[order[:n]], resamples, seed=r, population=n_pool)
-            lead = int(np.argmax(p))
-            if p[lead] >= target:
-                fires += 1
-                right += int(truth[lead] >= truth.max() - TOL - 1e-12)
-                regrets.append(100 * (truth.max() - truth[lead]))
-                break
-    return {"pairs": pairs, "fires": fires, "right": right, "reps": reps,
-            "regret": float(np.mean(regrets)) if regrets else float("nan")}
+        for name, fn in methods.items():
+            if name == "baseline" and r >= baseline_reps:
+                continue
+            o = out[name]
+            o["reps"] += 1
+            for b in budgets:
+                o["pairs"][b].append((fn(c[order[:b]], r, n_pool), share))
+            for n in range(round_size, min(max_labels, n_pool) + 1, round_size):
+                p = fn(c[order[:n]], r, n_pool)
+                lead = int(np.argmax(p))
+                if p[lead] >= target:
+                    o["fires"] += 1
+                    o["right"] += int(truth[lead] >= truth.max() - TOL - 1e-12)
+                    o["regrets"].append(100 * (truth.max() - truth[lead]))
+                    break
+    for o in out.values():
+        o["regret"] = float(np.mean(o["regrets"])) if o["regrets"] else float("nan")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,7 +308,7 @@ def _fmt_rows(rows: list[tuple[str, int, float, float]]) -> list[str]:
 def run(args: argparse.Namespace) -> list[str]:
     from zoorank.labels.stopping import TARGET
 
-    zoos = simulated_zoos()
+    zoos = [] if args.no_simulated else simulated_zoos()
     real = []
     if not args.no_uva:
         c = uva_correctness(args.uva_images, args.cache)
@@ -290,57 +321,86 @@ def run(args: argparse.Namespace) -> list[str]:
     for z in zoos + real:
         t0 = time.perf_counter()
         images = args.images if z.kind == "simulated" else min(args.images, len(z.correct) // 2)
-        lf = (label_free(z, args.reps, images, args.folds, args.fraction, args.resamples,
-                         args.confidence, args.seed) if args.reps else
-              {"coverage": float("nan"), "reps": 0, "pairs": []})
-        se = wilson_free(lf["coverage"], lf["reps"])
-        cov_rows.append((z.name, images, lf["coverage"], se, lf["reps"]))
+        lf = label_free(z, args.reps, images, args.folds, args.fraction, args.resamples,
+                        args.confidence, args.seed)
+        se, se0 = wilson_free(lf["coverage"], lf["reps"]), wilson_free(lf["baseline"], lf["reps"])
+        cov_rows.append((z.name, images, lf["coverage"], se, lf["baseline"], se0, lf["reps"]))
         ece_all, _ = reliability(lf["pairs"])
         ece_lead, rows_lead = reliability(lf["pairs"], leader_only=True)
         lf_rows.append((z.name, ece_all, ece_lead))
         pool = args.pool if z.kind == "simulated" else len(z.correct)
-        lab = labelled(z, args.label_reps, pool, budgets, args.round, args.max_labels, TARGET,
-                       args.seed, args.label_resamples)
-        all_pairs = [pr for b in budgets for pr in lab["pairs"][b]]
-        e_all, _ = reliability(all_pairs)
-        e_lead, rows_l = reliability(all_pairs, leader_only=True)
-        per_budget = {b: reliability(lab["pairs"][b], leader_only=True)[0] for b in budgets}
-        lab_rows.append((z.name, pool, e_all, e_lead, per_budget))
-        stop_rows.append((z.name, lab["fires"], lab["reps"], lab["right"], lab["regret"]))
+        labs = labelled(z, args.label_reps, pool, budgets, args.round, args.max_labels, TARGET,
+                        args.seed, args.label_resamples, args.baseline_reps)
+        eces = {}
+        for name, lab in labs.items():
+            all_pairs = [pr for b in budgets for pr in lab["pairs"][b]]
+            e_all, _ = reliability(all_pairs)
+            e_lead, rows_l = reliability(all_pairs, leader_only=True)
+            per_budget = {b: reliability(lab["pairs"][b], leader_only=True)[0] for b in budgets}
+            eces[name] = (e_all, e_lead, per_budget, lab["reps"])
+            stop_rows.append((z.name, name, lab["fires"], lab["reps"], lab["right"],
+                              lab["regret"]))
+            if name == "product":
+                rows_product = rows_l
+        lab_rows.append((z.name, pool, eces))
         reliab += [f"#### {z.name}", "", "label-free p(best), leader:", "",
                    "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
                    *_fmt_rows(rows_lead), "", "p(best | labels), leader, all budgets:", "",
                    "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
-                   *_fmt_rows(rows_l), ""]
-        print(f"{z.name:<30} coverage {lf['coverage']:.3f} ± {se:.3f}  ECE label-free "
-              f"{ece_all:.3f}/{ece_lead:.3f}  ECE labels {e_all:.3f}/{e_lead:.3f}  stop fired "
-              f"{lab['fires']}/{lab['reps']} right {lab['right']}  "
+                   *_fmt_rows(rows_product), ""]
+        pe, be = eces["product"], eces["baseline"]
+        print(f"{z.name:<30} coverage {lf['coverage']:.3f} ± {se:.3f} (baseline "
+              f"{lf['baseline']:.3f})  ECE label-free {ece_all:.3f}/{ece_lead:.3f}  ECE labels "
+              f"{pe[0]:.3f}/{pe[1]:.3f} (baseline {be[0]:.3f}/{be[1]:.3f})  stop fired "
+              f"{labs['product']['fires']}/{labs['product']['reps']} right "
+              f"{labs['product']['right']} (baseline {labs['baseline']['fires']}/"
+              f"{labs['baseline']['reps']} right {labs['baseline']['right']})  "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
     lines += ["## Top-set coverage at the defaults", "",
               f"{args.folds} folds of {args.fraction:g} of the images, {args.resamples} "
               f"replicates, confidence {args.confidence:g}; coverage = share of replications whose "
-              "top set holds every truly-best model; ± its Monte-Carlo error.", "",
-              "| zoo | images | coverage | ± MC error | replications | ≥ 0.95 − 2·MC? |",
-              "|---|---|---|---|---|---|"]
-    lines += [f"| {n} | {i} | {c:.3f} | {s:.3f} | {r} | {'yes' if c >= 0.95 - 2 * s else 'NO'} |"
-              for n, i, c, s, r in cov_rows]
-    lines += ["", "## p(best) calibration (expected calibration error, 10 bins)", "",
-              "| zoo | label-free, all models | label-free, leader | labels (pool) | labels, all "
-              "models | labels, leader | " + " | ".join(f"leader at {b}" for b in budgets) + " |",
-              "|---|---|---|---|---|---|" + "---|" * len(budgets)]
-    for (n, ea, el), (_, pool, la, ll, pb) in zip(lf_rows, lab_rows, strict=True):
-        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {la:.3f} | {ll:.3f} | "
-                     + " | ".join(f"{pb[b]:.3f}" for b in budgets) + " |")
+              "top set holds every truly-best model (real zoos: the model with the best accuracy "
+              "on all images); ± its Monte-Carlo error sqrt(c(1−c)/R). *Baseline*: the same "
+              "replications without the small-sample correction (`fold_scale(..., "
+              "small_sample=False)`, zoorank before issue 30).", "",
+              "| zoo | images | coverage | ± MC error | ≥ 0.95 − 2·MC? | baseline | ± MC error "
+              "| replications |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {n} | {i} | {c:.3f} | {s:.3f} | {'yes' if c >= 0.95 - 2 * s else 'NO'} | "
+              f"{c0:.3f} | {s0:.3f} | {r} |" for n, i, c, s, c0, s0, r in cov_rows]
+    lines += ["", "## p(best) calibration (expected calibration error, 10 equal-width bins)", "",
+              "Outcome of a prediction: 1/k when the model is one of the k models within "
+              f"{100 * TOL:g} pp of the best truth, else 0. *All models*: every (model, "
+              "replication) pair; *leader*: the most probable model's p(best) only. Label-free: "
+              f"the product's replicates at the defaults, {args.reps} replications. Labels: "
+              f"budgets {budgets} labels drawn at random from the pool; *product*: "
+              "`labelled_p_best`; *baseline*: the Bayesian bootstrap it replaced.", "",
+              "| zoo | label-free, all | label-free, leader | pool | labels product, all | "
+              "labels product, leader | reps | labels baseline, all | labels baseline, leader | "
+              "reps | " + " | ".join(f"product leader at {b}" for b in budgets) + " |",
+              "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(budgets)]
+    for (n, ea, el), (_, pool, eces) in zip(lf_rows, lab_rows, strict=True):
+        pa, pl, pb, pr = eces["product"]
+        ba, bl, _, br = eces["baseline"]
+        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {pa:.3f} | {pl:.3f} | {pr} | "
+                     f"{ba:.3f} | {bl:.3f} | {br} | " + " | ".join(f"{pb[b]:.3f}" for b in budgets)
+                     + " |")
     lines += ["", "## The stopping rule", "",
               f"Labels revealed in random order, {args.round} per round, at most "
-              f"{args.max_labels}; stop when the leader's p(best | labels) ≥ {TARGET}. *Right*: "
-              f"the pick's full-data accuracy is within {100 * TOL:g} pp of the best.", "",
-              "| zoo | fired | right when fired | share right | mean regret when fired (pp) |",
-              "|---|---|---|---|---|"]
-    for n, f, r, ok, reg in stop_rows:
+              f"{args.max_labels}; stop when the leader's p(best | labels) ≥ {TARGET} "
+              "(`zoorank.labels.stopping.TARGET`). *Right*: the pick's full-data accuracy is "
+              f"within {100 * TOL:g} pp of the best.", "",
+              "| zoo | posterior | fired | right when fired | share right | mean regret "
+              "when fired (pp) |", "|---|---|---|---|---|---|"]
+    for n, method, f, r, ok, reg in stop_rows:
         share = f"{ok / f:.2f}" if f else "—"
-        lines.append(f"| {n} | {f}/{r} | {ok}/{f} | {share} | "
+        lines.append(f"| {n} | {method} | {f}/{r} | {ok}/{f} | {share} | "
                      + (f"{reg:.2f}" if f else "—") + " |")
+    totals = {m: [sum(x[2] for x in stop_rows if x[1] == m), sum(x[4] for x in stop_rows
+                                                                  if x[1] == m)]
+              for m in ("product", "baseline")}
+    for m, (f, ok) in totals.items():
+        lines.append(f"| **all zoos** | {m} | {f} | {ok}/{f} | "
+                     + (f"{ok / f:.2f}" if f else "—") + " | |")
     lines += ["", "## Reliability tables", "", *reliab]
     return lines
 
@@ -356,18 +416,24 @@ def main() -> None:
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--label-reps", type=int, default=200, help="labelled replications per zoo")
     p.add_argument("--label-resamples", type=int, default=1000)
+    p.add_argument("--baseline-reps", type=int, default=100,
+                   help="labelled replications that also run the baseline p(best | labels)")
     p.add_argument("--pool", type=int, default=2000, help="simulated pool the labels come from")
     p.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 500])
     p.add_argument("--round", type=int, default=20)
     p.add_argument("--max-labels", type=int, default=500)
     p.add_argument("--uva-images", type=int, default=10000)
     p.add_argument("--no-uva", action="store_true")
+    p.add_argument("--no-simulated", action="store_true")
+    p.add_argument("--append", action="store_true",
+                   help="append this run's tables (with its own command line) to --markdown")
     p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-calibration"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--markdown", type=Path, default=Path("benchmarks/results/calibration.md"))
     args = p.parse_args()
     if args.quick:
         args.reps, args.label_reps, args.resamples, args.label_resamples = 60, 40, 500, 500
+        args.baseline_reps = 20
     t0 = time.perf_counter()
     lines = run(args)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -376,7 +442,11 @@ def main() -> None:
             f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; commit `{commit}`; "
             f"`benchmarks/calibration.py {' '.join(sys.argv[1:])}`; "
             f"{time.perf_counter() - t0:.0f} s on 2 shared CPU cores.", ""]
-    if args.markdown:
+    if args.markdown and args.append and args.markdown.exists():
+        text = args.markdown.read_text() + "\n## Appended run\n\n" + head[2] + "\n\n"
+        args.markdown.write_text(text + "\n".join(lines).replace("\n## ", "\n### ") + "\n")
+        print(f"appended to {args.markdown}")
+    elif args.markdown:
         args.markdown.write_text("\n".join(head + lines) + "\n")
         print(f"wrote {args.markdown}")
 
