@@ -231,9 +231,8 @@ def labelled(z: Zoo, reps: int, pool: int, budgets: list[int], round_size: int,
 # reliability
 
 
-def reliability(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = False
-                ) -> tuple[float, list[tuple[str, int, float, float]]]:
-    """(ECE, rows (bin, count, mean p, mean outcome)) of (p, outcome) pairs, ten bins."""
+def _leader_or_all(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool
+                   ) -> tuple[np.ndarray, np.ndarray]:
     ps, os_ = [], []
     for p, o in pairs:
         if leader_only:
@@ -243,17 +242,38 @@ def reliability(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = 
         else:
             ps.extend(p)
             os_.extend(o)
-    ps, os_ = np.asarray(ps), np.asarray(os_)
+    return np.asarray(ps, dtype=np.float64), np.asarray(os_, dtype=np.float64)
+
+
+def _ece(ps: np.ndarray, os_: np.ndarray) -> tuple[float, list[tuple[str, int, float, float]]]:
     which = np.clip(np.digitize(ps, BINS[1:-1]), 0, len(BINS) - 2)
     rows, ece = [], 0.0
     for k in range(len(BINS) - 1):
         sel = which == k
         if sel.any():
-            gap = abs(ps[sel].mean() - os_[sel].mean())
-            ece += sel.mean() * gap
+            ece += sel.mean() * abs(ps[sel].mean() - os_[sel].mean())
             rows.append((f"{BINS[k]:.1f}–{BINS[k + 1]:.1f}", int(sel.sum()), float(ps[sel].mean()),
                          float(os_[sel].mean())))
     return float(ece), rows
+
+
+def reliability(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = False
+                ) -> tuple[float, list[tuple[str, int, float, float]]]:
+    """(ECE, rows (bin, count, mean p, mean outcome)) of (p, outcome) pairs, ten bins."""
+    return _ece(*_leader_or_all(pairs, leader_only))
+
+
+def ece_floor(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = False,
+              draws: int = 200, seed: int = 0) -> float:
+    """The ECE a perfectly calibrated p(best) would show on these predictions by chance: the mean
+    ECE of ``draws`` outcome sets drawn as Bernoulli(p) (the binned estimator's Monte-Carlo bias
+    at this many pairs; a measured ECE near it is noise, not miscalibration)."""
+    ps, _ = _leader_or_all(pairs, leader_only)
+    if not len(ps):
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    return float(np.mean([_ece(ps, (rng.random(len(ps)) < ps).astype(np.float64))[0]
+                          for _ in range(draws)]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,6 +337,7 @@ def run(args: argparse.Namespace) -> list[str]:
     lines: list[str] = []
     cov_rows, lf_rows, lab_rows, stop_rows = [], [], [], []
     reliab: list[str] = []
+    pooled: dict[str, list] = {"simulated": [], "real": []}
     budgets = [b for b in args.budgets if b <= args.pool]
     for z in zoos + real:
         t0 = time.perf_counter()
@@ -337,7 +358,10 @@ def run(args: argparse.Namespace) -> list[str]:
             e_all, _ = reliability(all_pairs)
             e_lead, rows_l = reliability(all_pairs, leader_only=True)
             per_budget = {b: reliability(lab["pairs"][b], leader_only=True)[0] for b in budgets}
-            eces[name] = (e_all, e_lead, per_budget, lab["reps"])
+            floors = (ece_floor(all_pairs), ece_floor(all_pairs, leader_only=True))
+            eces[name] = (e_all, e_lead, per_budget, lab["reps"], floors)
+            if name == "product":
+                pooled[z.kind] += all_pairs
             stop_rows.append((z.name, name, lab["fires"], lab["reps"], lab["right"],
                               lab["regret"]))
             if name == "product":
@@ -374,16 +398,25 @@ def run(args: argparse.Namespace) -> list[str]:
               f"the product's replicates at the defaults, {args.reps} replications. Labels: "
               f"budgets {budgets} labels drawn at random from the pool; *product*: "
               "`labelled_p_best`; *baseline*: the Bayesian bootstrap it replaced.", "",
-              "| zoo | label-free, all | label-free, leader | pool | labels product, all | "
-              "labels product, leader | reps | labels baseline, all | labels baseline, leader | "
-              "reps | " + " | ".join(f"product leader at {b}" for b in budgets) + " |",
+              "*Floor*: the ECE a perfectly calibrated p(best) shows on the same predictions by "
+              "chance (outcomes drawn as Bernoulli(p), 200 draws): the binned estimator's bias at "
+              "this many pairs.", "",
+              "| zoo | label-free, all | label-free, leader | pool | labels product, all (floor) | "
+              "labels product, leader (floor) | reps | labels baseline, all | labels baseline, "
+              "leader | reps | " + " | ".join(f"product leader at {b}" for b in budgets) + " |",
               "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(budgets)]
     for (n, ea, el), (_, pool, eces) in zip(lf_rows, lab_rows, strict=True):
-        pa, pl, pb, pr = eces["product"]
-        ba, bl, _, br = eces["baseline"]
-        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {pa:.3f} | {pl:.3f} | {pr} | "
-                     f"{ba:.3f} | {bl:.3f} | {br} | " + " | ".join(f"{pb[b]:.3f}" for b in budgets)
-                     + " |")
+        pa, pl, pb, pr, (fa, fl) = eces["product"]
+        ba, bl, _, br, _ = eces["baseline"]
+        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {pa:.3f} ({fa:.3f}) | {pl:.3f} "
+                     f"({fl:.3f}) | {pr} | {ba:.3f} | {bl:.3f} | {br} | "
+                     + " | ".join(f"{pb[b]:.3f}" for b in budgets) + " |")
+    for kind, prs in pooled.items():
+        if prs:
+            lines.append(f"| **all {kind} zoos pooled** | | | | {reliability(prs)[0]:.3f} "
+                         f"({ece_floor(prs):.3f}) | {reliability(prs, True)[0]:.3f} "
+                         f"({ece_floor(prs, True):.3f}) | {len(prs)} pairs | | | |"
+                         + " |" * len(budgets))
     lines += ["", "## The stopping rule", "",
               f"Labels revealed in random order, {args.round} per round, at most "
               f"{args.max_labels}; stop when the leader's p(best | labels) ≥ {TARGET} "

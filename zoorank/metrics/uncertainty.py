@@ -247,13 +247,16 @@ def replicate_ranks(values: Any, method: str = "min") -> np.ndarray:
 #: top-set coverage measured at the defaults (8 folds of half the images, 1000 replicates,
 #: confidence 0.95, the small-sample correction) by ``benchmarks/calibration.py`` (issue 30):
 #: setting → (share of simulations whose top set held every truly-best model, its Monte-Carlo
-#: error, simulations). The report states the level measured from this table
-#: (:func:`measured_coverage`), not the nominal one.
+#: error, simulations); every setting is ≥ 0.95 − 2 · its error, the lowest (8 tied models) is
+#: 0.945. Without the correction: 0.86 (8 tied) and 0.90 (4 tied) on the same simulations.
+#: The report states the level measured from this table (:func:`measured_coverage`).
 MEASURED_COVERAGE: dict[str, tuple[float, float, int]] = {
     "unique best (1 pp ahead)": (1.0, 0.0, 200),
     "2 tied best": (1.0, 0.0, 200),
-    "4 tied best": (0.975, 0.011, 200),
-    "8 tied": (0.95, 0.0154, 200),
+    "4 tied best": (0.985, 0.0086, 200),
+    "8 tied": (0.945, 0.0161, 200),
+    "clear winner (5 pp ahead)": (1.0, 0.0, 200),
+    "graded (1 pp steps)": (1.0, 0.0, 200),
 }
 
 
