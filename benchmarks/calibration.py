@@ -380,6 +380,10 @@ def run(args: argparse.Namespace) -> list[str]:
               f"{labs['product']['right']} (baseline {labs['baseline']['fires']}/"
               f"{labs['baseline']['reps']} right {labs['baseline']['right']})  "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
+    lines += ["Real zoos: " + (", ".join(z.name for z in real) or "none") + ". Not run: the "
+              "demo and digits zoos and the CIFAR-10 validation zoo (their per-image values need "
+              "a store made by `zoorank demo` / `zoorank run`, which this run did not have); "
+              "the UvA autoencoders (no per-image accuracy without a probe).", ""]
     lines += ["## Top-set coverage at the defaults", "",
               f"{args.folds} folds of {args.fraction:g} of the images, {args.resamples} "
               f"replicates, confidence {args.confidence:g}; coverage = share of replications whose "
