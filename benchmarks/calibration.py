@@ -459,7 +459,7 @@ def main() -> None:
     p.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 500])
     p.add_argument("--round", type=int, default=20)
     p.add_argument("--max-labels", type=int, default=500)
-    p.add_argument("--uva-images", type=int, default=10000)
+    p.add_argument("--uva-images", type=int, default=2000)
     p.add_argument("--no-uva", action="store_true")
     p.add_argument("--no-simulated", action="store_true")
     p.add_argument("--append", action="store_true",
