@@ -22,6 +22,12 @@ What it measures, per zoo:
   ``--round`` at a time, up to ``--max-labels``; *fires* = the rule stopped before the budget;
   *right* = the pick's full-data value is within :data:`TOL` (0.5 pp) of the best full-data value.
 
+Baselines, on the same replications: the top set without the small-sample correction
+(``fold_scale(..., small_sample=False)``) and p(best | labels) by the Bayesian bootstrap zoorank
+used before issue 30 (:func:`bootstrap_p_best`, on the first ``--baseline-reps``). Each ECE comes
+with its *floor*, the ECE a perfectly calibrated p(best) would show on the same predictions by
+chance (:func:`ece_floor`).
+
 The zoos:
 
 * **simulated**: per-image correctness of 8 models with known accuracies (a shared per-image
