@@ -33,7 +33,7 @@ from zoorank.store import Store, tables
 from zoorank.store.layout import LEADERBOARD, ORACLE, REPORT_DIR
 
 #: bump when RANK computes something else from the same inputs (board, decision, agreement maths).
-RANK_VERSION = 2  # 2: the fold bootstrap's small-sample correction (issue 30)
+RANK_VERSION = 1
 #: bump when REPORT renders something else from the same inputs.
 REPORT_VERSION = 1
 #: metadata key of the leaderboard commit that holds :func:`rank_inputs_fingerprint`.
