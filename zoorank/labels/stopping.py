@@ -2,6 +2,12 @@
 how the top set narrowed, the labels spent, and whether another round is likely to change the
 decision. Default stop: the leader's p(best) ≥ :data:`TARGET`, or the label budget spent.
 
+p(best) here is :func:`zoorank.metrics.active.labelled_p_best` (issue 30): a posterior of the
+models' paired accuracies on the pool in which models within 0.5 pp of the best share "best", so
+the rule fires only when that probability clears the target; ``benchmarks/calibration.py``
+measures how often it fires and how often its pick is then within 0.5 pp of the best
+(``benchmarks/results/calibration.md``).
+
 :func:`stopping_rule` returns plain data (``title``, ``sentences``, ``rows`` as a list of dicts,
 ``stop``) for the console and the HTML report alike.
 """
