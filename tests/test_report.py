@@ -287,9 +287,24 @@ def test_decision_screen_states_what_the_top_set_guarantees(decided_report):
     root, config, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
     guarantee = settings["decision"]["top_set_guarantee"]
-    assert guarantee.startswith(f"The top set is a {config.rank.confidence:.0%} Model Confidence Set")
+    assert guarantee.startswith(
+        f"The top set is a Model Confidence Set of nominal level {config.rank.confidence:.0%}")
     rule = page[page.index("id='top-set-rule'"):]
     assert rule[:rule.index("</p>")].count(str(escape(guarantee))) == 1
+
+
+def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_called_nominal():
+    from zoorank.metrics.uncertainty import MEASURED_COVERAGE
+    from zoorank.report.decision_screen import top_set_claim
+
+    worst = min(c for c, _, _ in MEASURED_COVERAGE.values())
+    at_defaults = {"confidence": 0.95, "folds": 8, "fold_fraction": 0.5, "top_set_guarantee": "G."}
+    claim = top_set_claim(at_defaults)
+    assert claim["level"] == f"{worst:.0%}"
+    assert f"read it as a {worst:.0%} set" in claim["sentence"] and claim["sentence"].startswith("G.")
+    for other in ({"confidence": 0.9}, {"folds": 4}, {"fold_fraction": 1.0}):
+        claim = top_set_claim({**at_defaults, **other})
+        assert claim["level"].startswith("nominal ") and "not measured" in claim["sentence"]
 
 
 def test_headline_names_the_metric_and_its_record_comes_before_the_top_set(decided_report):

@@ -64,6 +64,7 @@ __all__ = [
     "small_sample_factor",
     "SMALL_SAMPLE_QUANTILE",
     "MEASURED_COVERAGE",
+    "MEASURED_SETTINGS",
     "measured_coverage",
     "fold_means",
     "fold_bootstrap",
@@ -260,6 +261,11 @@ MEASURED_COVERAGE: dict[str, tuple[float, float, int]] = {
 }
 
 
+#: the settings :data:`MEASURED_COVERAGE` was measured at (the config's defaults): the run's
+#: confidence, ``score.resample_folds`` and ``score.resample_fraction``.
+MEASURED_SETTINGS: dict[str, float] = {"confidence": 0.95, "folds": 8, "fold_fraction": 0.5}
+
+
 def measured_coverage() -> float:
     """The lowest top-set coverage :data:`MEASURED_COVERAGE` holds (the level to state)."""
     return min(c for c, _, _ in MEASURED_COVERAGE.values())
@@ -268,10 +274,10 @@ def measured_coverage() -> float:
 #: what the top set guarantees, in one sentence (the report and the rank settings show it);
 #: ``{confidence}`` is filled with the run's confidence.
 TOP_SET_GUARANTEE = (
-    "The top set is a {confidence:.0%} Model Confidence Set (Hansen, Lunde & Nason 2011) over "
-    "resamples of the evaluation images, closed upward in the leaderboard's order: with "
-    "probability at least {confidence:.0%} (asymptotically) it contains the model(s) whose "
-    "expected score is best, and every unflagged model ranked above a member is in it.")
+    "The top set is a Model Confidence Set of nominal level {confidence:.0%} (Hansen, Lunde & "
+    "Nason 2011) over resamples of the evaluation images, closed upward in the leaderboard's "
+    "order: it aims to contain the model(s) whose expected score is best, and every unflagged "
+    "model ranked above a member is in it.")
 
 
 def split_p_best(best_ranks: Any) -> np.ndarray:
