@@ -53,12 +53,8 @@ from zoorank.zoo import load_model, resolve_models  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
 #: every figure line printed, for the results file
-LINES: list[str] = []
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
-    LINES.append(line)
+REPORT = harness.Report()
+say = REPORT.say
 
 
 def tiny_net(width: int = 8, dim: int = 32) -> nn.Module:
@@ -336,8 +332,7 @@ def main(argv=None) -> None:
             say(f"load average {harness.load():.1f}")
         if "driver-memory" not in args.skip:
             driver_memory_case(tmp, args)
-        harness.write_results(Path(args.markdown), "bench_embed — EMBED throughput (issue 3)",
-                              "\n".join(f"* {line}" for line in LINES))
+        REPORT.write(Path(args.markdown), "bench_embed — EMBED throughput (issue 3)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -11,7 +11,8 @@ Five things, nothing else:
 * **peak memory, one way**: ``ru_maxrss`` from ``getrusage``/``wait4``. :func:`peak_rss` is this
   process's lifetime peak; the peak of one section is that of a fresh child that runs only it
   (:func:`run_child`: wall, CPU seconds and peak RSS of that child, exact, from ``wait4``);
-* **the markdown table**: :func:`table`.
+* **the markdown table**: :func:`table` (rows of cells) and :func:`frame_table` (a DataFrame);
+* :class:`Report`: lines printed as they come and kept for the results file.
 
 Usage::
 
@@ -175,3 +176,26 @@ def table(header_row: Sequence[str], rows: Sequence[Sequence[Any]], align: str |
     lines = ["| " + " | ".join(map(str, header_row)) + " |", "| " + " | ".join(sep) + " |"]
     lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def frame_table(frame: Any, float_format: str = "{:.3f}") -> str:
+    """:func:`table` of a pandas DataFrame (its columns; floats by ``float_format``)."""
+    def cell(v: Any) -> str:
+        return float_format.format(v) if isinstance(v, float) else str(v)
+
+    rows = [[cell(v) for v in row] for row in frame.itertuples(index=False)]
+    return table([str(c) for c in frame.columns], rows, "l" * len(frame.columns))
+
+
+class Report:
+    """Lines printed as they come and kept, in order, for :func:`write_results`."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def write(self, name: str | Path, title: str, command: str | None = None) -> Path:
+        return write_results(name, title, "\n".join(self.lines), command)
