@@ -7,9 +7,10 @@ alignment (view 0 vs view 1), uniformity, coding rate and neighbourhood consiste
 ensemble (reference set min(5000, N/2), k = min(100, 2% of it), as the SCORE stage does) — and, when
 ``zoorank.metrics.suite`` exists, the whole ``label_free_suite`` plus ``ensemble_reliability`` end
 to end. It prints seconds per metric, the growth exponent in N (least-squares slope of log seconds
-on log N), peak memory for N ≥ ``--trace-from`` (``harness.fork_peak``: the metric once more in a
-forked child, the growth of its ``ru_maxrss``) against the N×N float64 matrix a naive implementation
-would allocate, and exact self-kNN (k = 10) with ``zoorank.metrics.neighbors.knn`` (faiss) against
+on log N), peak memory for N ≥ ``--trace-from`` (the metric once more in a fresh child process that
+builds the same inputs: the growth of its ``ru_maxrss`` over the call, ``harness.run_child``; 0 B:
+within the child's own setup peak) against the N×N float64 matrix a naive implementation would
+allocate, and exact self-kNN (k = 10) with ``zoorank.metrics.neighbors.knn`` (faiss) against
 scikit-learn's ``NearestNeighbors(algorithm="brute")`` on the same data.
 
 Data:
@@ -91,12 +92,12 @@ def cpu_seconds() -> float:
 class Timing:
     seconds: float
     cpu: float  # CPU seconds of the call, all threads
-    rss_extra: int | None  # peak RSS growth of the call (harness.fork_peak), bytes; None: not measured
+    rss_extra: int | None  # peak RSS growth of the call (child_memory), bytes; None: not measured
     error: str | None = None
 
 
-def measure(fn: Callable[[], Any], trace: bool) -> Timing:
-    """Wall and CPU seconds of ``fn()`` here; with ``trace``, its peak memory in a forked child."""
+def measure(fn: Callable[[], Any]) -> Timing:
+    """Wall and CPU seconds of ``fn()`` in this process (its memory: :func:`child_memory`)."""
     gc.collect()
     error = None
     with warnings.catch_warnings():
@@ -108,8 +109,27 @@ def measure(fn: Callable[[], Any], trace: bool) -> Timing:
             error = f"{type(err).__name__}: {err}"
         seconds = time.perf_counter() - start
         cpu = cpu_seconds() - cpu0
-    extra = harness.fork_peak(fn, timeout=max(60.0, 10 * seconds)) if trace and not error else None
-    return Timing(seconds, cpu, extra, error)
+    return Timing(seconds, cpu, None, error)
+
+
+def child_memory(name: str, data: str, N: int, d: int, cache: Path) -> int | None:
+    """Peak RSS growth of metric ``name`` on the (data, N, d) inputs, in a fresh child process."""
+    run = harness.run_child([sys.executable, __file__, "--memory-of", name, "--data", data,
+                             "--sizes", str(N), "--dims", str(d), "--cache", str(cache)],
+                            check=False)
+    last = run.output.strip().splitlines()[-1:] if run.returncode == 0 else []
+    return int(last[0]) if last and last[0].isdigit() else None
+
+
+def memory_of(name: str, x: Inputs) -> int:
+    """In the child: the growth of this process's peak RSS over one call of metric ``name``."""
+    fn = {**metric_calls(x), **suite_calls(x)}[name]
+    gc.collect()
+    before = harness.peak_rss()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()
+    return harness.peak_rss() - before
 
 
 def fmt_bytes(b: float | None) -> str:
@@ -349,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-suite", action="store_true", help="skip the label_free_suite end-to-end run")
     p.add_argument("--no-knn", action="store_true", help="skip the faiss vs sklearn comparison")
     p.add_argument("--trace-from", type=int, default=20_000,
-                   help="measure each metric's peak memory (forked child) for N >= this (default 20000)")
+                   help="measure each metric's peak memory (a child each) for N >= this (default 20000)")
+    p.add_argument("--memory-of", help=argparse.SUPPRESS)  # in the child of child_memory
     p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-bench"))
     p.add_argument("--repeat", type=int, default=1,
                    help="run each metric R times and keep the fastest (noisy shared machines)")
@@ -369,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         from zoorank.metrics.neighbors import _faiss
 
         _faiss().omp_set_num_threads(args.threads)
+    if args.memory_of:
+        data, N, d = datas[0], sizes[0], dims[0]
+        x = synthetic_inputs(N, d) if data == "synthetic" else real_inputs(N, d, args.cache)
+        print(memory_of(args.memory_of, x))
+        return 0
     if "real" in datas and not (CIFAR / "test.parquet").exists():
         print(f"real data skipped: {CIFAR} not found")
         datas.remove("real")
@@ -380,13 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     report.say(f"bench_metrics  sizes={sizes} dims={dims} data={datas}  numpy {np.__version__}  "
                f"faiss {faiss.__version__}  sklearn {sklearn.__version__}")
     report.say(f"timings: fastest of {max(1, args.repeat)} run(s) each, on shared cores (noisy); "
-               "memory: the peak RSS growth of one more call in a forked child")
+               "memory: the peak RSS growth of one more call in a fresh child")
 
     # Warm-up: imports, faiss and BLAS thread pools, scipy's LAPACK, so the first timed call is not
     # charged for them.
     warm = synthetic_inputs(600, 32, seed=1)
     for fn in [*metric_calls(warm).values(), *suite_calls(warm).values()]:
-        measure(fn, trace=False)
+        measure(fn)
     del warm
 
     # results[(data, d)][metric][N] = Timing
@@ -411,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
                     calls = {k: v for k, v in calls.items() if k in keep}
                 line = []
                 for name, fn in calls.items():
-                    tm = min((measure(fn, trace) for _ in range(max(1, args.repeat))),
+                    tm = min((measure(fn) for _ in range(max(1, args.repeat))),
                              key=lambda t: t.seconds)
+                    if trace and not tm.error:
+                        tm.rss_extra = child_memory(name, data, N, d, args.cache)
                     per_metric.setdefault(name, {})[N] = tm
                     line.append(f"{name} {tm.seconds:.2f}s" + (" ERROR" if tm.error else ""))
                     if tm.error:

@@ -10,9 +10,9 @@ Five things, nothing else:
   (a figure against a baseline measured in the same run, as one printed line);
 * **peak memory, one way**: ``ru_maxrss`` from ``getrusage``/``wait4``. :func:`peak_rss` is this
   process's lifetime peak; the peak of one section is that of a fresh child that runs only it:
-  a command (:func:`run_child`: wall, CPU seconds and peak RSS of that child, exact, from
-  ``wait4``) or a function in a forked child (:func:`fork_peak`: the growth of the child's
-  ``ru_maxrss`` over its start);
+  (:func:`run_child`: wall, CPU seconds and peak RSS of that child, exact, from ``wait4``; a
+  child that builds its inputs first reports ``peak_rss()`` after the section minus before it).
+  Not a forked child: BLAS/OpenMP thread pools may hang there;
 * **the markdown table**: :func:`table` (rows of cells) and :func:`frame_table` (a DataFrame);
 * :class:`Report`: lines printed as they come and kept for the results file.
 
@@ -37,7 +37,6 @@ import os
 import platform
 import resource
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -133,37 +132,6 @@ def ratio(name: str, seconds: float, baseline: str, baseline_seconds: float) -> 
 def peak_rss() -> int:
     """This process's peak resident set size so far, bytes (``ru_maxrss``; Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def fork_peak(fn: Callable[[], Any], timeout: float | None = None) -> int | None:
-    """Peak RSS growth of ``fn()`` run once in a forked child, bytes (None: it failed or timed out).
-
-    A forked child's ``ru_maxrss`` starts at its current RSS (not the parent's peak), so its peak at
-    the end minus at the start is the section's own. The parent's live arrays are shared, not
-    counted again. GNU OpenMP is not fork-safe: a child that needs OpenMP threads the parent has
-    used may hang, which ``timeout`` (seconds) bounds."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: measure, report, leave without running the parent's exit handlers
-        os.close(read)
-        code = 1
-        try:
-            start = peak_rss()
-            fn()
-            os.write(write, str(peak_rss() - start).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    killer = threading.Timer(timeout, os.kill, (pid, signal.SIGKILL)) if timeout else None
-    if killer is not None:
-        killer.start()
-    _, status, _ = os.wait4(pid, 0)
-    if killer is not None:
-        killer.cancel()
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    return int(text) if os.waitstatus_to_exitcode(status) == 0 and text else None
 
 
 @dataclasses.dataclass(frozen=True)
