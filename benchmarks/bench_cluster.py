@@ -99,7 +99,7 @@ def main() -> None:
                         help="dataset sizes for the driver-memory runs ('' to skip)")
     parser.add_argument("--rss-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900, help="per zoorank run, seconds")
-    parser.add_argument("--markdown", default=str(harness.RESULTS / "bench_cluster.md"))
+    harness.results_option(parser, "bench_cluster")
     args = parser.parse_args()
     counts = [int(k) for k in args.workers.split(",") if k]
     sizes = [int(n) for n in args.rss_sizes.split(",") if n]
@@ -155,7 +155,7 @@ def main() -> None:
                          f"{a['rss_mb']:.0f} MB at {n0}: {b['rss_mb'] / a['rss_mb']:.2f}× for "
                          f"{n1 / n0:.0f}× the images")
     print("\n".join(lines))
-    harness.write_results(Path(args.markdown), "bench_cluster — EMBED on a simulated multi-node "
+    harness.write_results(args.markdown, "bench_cluster — EMBED on a simulated multi-node "
                           "cluster (issue 9)", "\n".join(lines))
 
 

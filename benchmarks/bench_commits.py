@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import tempfile
-from pathlib import Path
 
 import harness
 from harness import ratio, run_child, table, timed
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", help="a directory holding another checkout's zoorank/")
     parser.add_argument("--files", type=int, default=40, help="one-model files in the table")
     parser.add_argument("--sizes", default="1,8,32,128", help="K: models per commit (with 1 and 32)")
-    parser.add_argument("--markdown", default=str(harness.RESULTS / "bench_commits.md"))
+    harness.results_option(parser, "bench_commits")
     args = parser.parse_args(argv)
     sizes = sorted({1, 32, *(int(k) for k in args.sizes.split(","))})
 
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     lines.append(f"retry policy on a call that succeeds: {1e6 * (wrapped - bare) / n:.1f} µs per "
                  f"call ({(wrapped - bare) / n / new[1]:.2%} of one single-model commit)")
     print("\n".join(lines))
-    harness.write_results(Path(args.markdown), "bench_commits — one store commit (issues 23, 26)",
+    harness.write_results(args.markdown, "bench_commits — one store commit (issues 23, 26)",
                           "\n".join(lines))
 
 

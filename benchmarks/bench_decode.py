@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--crop-pct", type=float, default=0.875)
     ap.add_argument("--limit-gb", type=float, default=6.0)
     ap.add_argument("--no-before", action="store_true")
-    ap.add_argument("--markdown", default=str(harness.RESULTS / "bench_decode.md"))
+    harness.results_option(ap, "bench_decode")
     args = ap.parse_args()
     from hostile_corpus import image_cases
 
@@ -122,7 +122,7 @@ def main() -> None:
     lines += [f"decode peak RSS  {m}  worst case {worst[m] / MB:.0f} MB  goal {GOAL_BYTES / MB:.0f} "
               f"MB  {worst[m] / GOAL_BYTES:.2f}× goal" for m in modes]
     print("\n".join(lines))
-    harness.write_results(Path(args.markdown), "bench_decode — decode memory on the hostile corpus "
+    harness.write_results(args.markdown, "bench_decode — decode memory on the hostile corpus "
                           "(issue 16)", "\n".join(lines))
 
 

@@ -284,7 +284,7 @@ def main(argv=None) -> None:
     cases = ["resnet", "tiny", "many", "chunks", "driver-memory"]
     p.add_argument("--skip", nargs="*", default=[], choices=cases)
     p.add_argument("--only", nargs="*", default=None, choices=cases)
-    p.add_argument("--markdown", default=str(harness.RESULTS / "bench_embed.md"))
+    harness.results_option(p, "bench_embed")
     args = p.parse_args(argv)
     if args.only is not None:
         args.skip = [c for c in cases if c not in args.only]
@@ -332,7 +332,7 @@ def main(argv=None) -> None:
             say(f"load average {harness.load():.1f}")
         if "driver-memory" not in args.skip:
             driver_memory_case(tmp, args)
-        REPORT.write(Path(args.markdown), "bench_embed — EMBED throughput (issue 3)")
+        REPORT.write(args.markdown, "bench_embed — EMBED throughput (issue 3)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run each metric R times and keep the fastest (noisy shared machines)")
     p.add_argument("--only", default=None, help="comma list of metric names to run (default: all)")
     p.add_argument("--threads", type=int, default=None, help="BLAS/faiss threads (default: all cores)")
-    p.add_argument("--markdown", type=Path, default=harness.RESULTS / "bench_metrics.md")
+    harness.results_option(p, "bench_metrics")
     args = p.parse_args(argv)
 
     fixed_mmap_threshold()

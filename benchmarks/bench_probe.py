@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--arch", default="resnet18")
-    parser.add_argument("--markdown", default=str(harness.RESULTS / "bench_probe.md"))
+    harness.results_option(parser, "bench_probe")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if SHARED.is_file():
@@ -76,7 +76,7 @@ def main() -> None:
              f"flags {[k for k, v in r.flags.items() if v] or 'none'}",
              ratio("evaluate: embed", embed, "bare forward", bare)]
     print("\n".join(lines))
-    harness.write_results(Path(args.markdown), "bench_probe — zoorank.probe.evaluate against a bare "
+    harness.write_results(args.markdown, "bench_probe — zoorank.probe.evaluate against a bare "
                           "forward (issue 18)", "\n".join(lines))
 
 

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, nargs="+", default=[100])
     parser.add_argument("--s3", action="store_true", help="also on a loopback S3 (see docstring)")
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--markdown", default=str(harness.RESULTS / "bench_scale.md"))
+    harness.results_option(parser, "bench_scale")
     args = parser.parse_args(argv)
 
     import ray
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
                                 f"overhead over local disk {extra:+.3f} s (goal ≤ 1 s)")
                 print(sections[-1])
     ray.shutdown()
-    harness.write_results(Path(args.markdown), "bench_scale — a zoo of N checkpoints through the "
+    harness.write_results(args.markdown, "bench_scale — a zoo of N checkpoints through the "
                           "`zoorank` CLI (issue 23)", "\n\n".join(sections))
 
 

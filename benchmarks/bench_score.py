@@ -132,7 +132,7 @@ def main() -> None:
     p.add_argument("--store", help="keep the store here (default: a temporary directory)")
     p.add_argument("--embed-seconds-per-model", type=float,
                    help="EMBED's measured seconds per model (else estimated: resnet18 @32px)")
-    p.add_argument("--markdown", default=str(harness.RESULTS / "bench_score.md"))
+    harness.results_option(p, "bench_score")
     args = p.parse_args()
 
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="bench-score-"))
@@ -181,7 +181,7 @@ def main() -> None:
             ratio("SCORE through Ray", stage_s, "EMBED of the same models", embed_s),
             f"scoring {verdict} the bottleneck"])
         print(text)
-        harness.write_results(Path(args.markdown), "bench_score — SCORE throughput (issue 4)", text)
+        harness.write_results(args.markdown, "bench_score — SCORE throughput (issue 4)", text)
     finally:
         if not args.store:
             shutil.rmtree(root, ignore_errors=True)

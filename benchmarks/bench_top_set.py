@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from pathlib import Path
 
 import harness
 import numpy as np
@@ -44,7 +43,7 @@ def main() -> None:
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--folds", type=int, default=8)
     p.add_argument("--arch-max", type=int, default=2000, help="skip arch above this many models")
-    p.add_argument("--markdown", default=str(harness.RESULTS / "bench_top_set.md"))
+    harness.results_option(p, "bench_top_set")
     args = p.parse_args()
     rows, lines = [], []
     for n in [int(v) for v in args.models.split(",")]:
@@ -70,7 +69,7 @@ def main() -> None:
     text = "\n".join([table(["models", "B", "MCS", "steps", "top set", "MCS s", "rank_uncertainty s",
                              "B × n float64 MiB", "arch s"], rows), "", *lines])
     print(text)
-    harness.write_results(Path(args.markdown), "bench_top_set — the Model Confidence Set on fold-"
+    harness.write_results(args.markdown, "bench_top_set — the Model Confidence Set on fold-"
                           "bootstrap replicates (issue 24)", text)
 
 

@@ -216,7 +216,7 @@ def main() -> None:
     p.add_argument("--skip-selection", action="store_true")
     p.add_argument("--quick", action="store_true", help="600 images, 2 epochs, one lr")
     p.add_argument("--store", default=None, help="keep the searches here (default: a temp dir)")
-    p.add_argument("--markdown", default=str(harness.RESULTS / "bench_tune.md"))
+    harness.results_option(p, "bench_tune")
     args = p.parse_args()
     if args.quick:
         args.limit, args.epochs, args.lrs, args.overhead_epochs = 600, 2, [3e-3], 1
@@ -226,7 +226,7 @@ def main() -> None:
     if not args.skip_selection:
         trials = selection(args, store)
         trials.to_csv(Path(store) / f"bench_tune_{args.dataset}_trials.csv", index=False)
-    REPORT.write(Path(args.markdown), f"bench_tune — the label-free objective on {args.dataset} "
+    REPORT.write(args.markdown, f"bench_tune — the label-free objective on {args.dataset} "
                  "(issue 5)")
 
 

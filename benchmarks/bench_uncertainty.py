@@ -60,7 +60,7 @@ def main() -> None:
     p.add_argument("--real", default=None)
     p.add_argument("--folds", default="8:0.5,4:0.5,8:1.0",
                    help="comma-separated folds:fraction settings to measure")
-    p.add_argument("--markdown", default=str(harness.RESULTS / "bench_uncertainty.md"))
+    harness.results_option(p, "bench_uncertainty")
     args = p.parse_args()
 
     import ray
@@ -101,7 +101,7 @@ def main() -> None:
         ratio(f"score with folds {folds} × fraction {fraction:.2f} (goal ≤ 1.50)", base_s + extra_s,
               "without", base_s) for folds, fraction, extra_s, _ in rows]])
     print(text)
-    harness.write_results(Path(args.markdown), "bench_uncertainty — the cost of rank uncertainty "
+    harness.write_results(args.markdown, "bench_uncertainty — the cost of rank uncertainty "
                           "(issue 17)", text)
 
 

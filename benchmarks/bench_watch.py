@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--limit", type=int, default=1797)
-    parser.add_argument("--markdown", default=str(harness.RESULTS / "bench_watch.md"))
+    harness.results_option(parser, "bench_watch")
     args = parser.parse_args()
     os.environ.setdefault("ZOORANK_PROGRESS", "0")
     from zoorank.runtime import ensure_ray
@@ -114,7 +114,7 @@ def main() -> None:
               ratio(f"+1 model to a pool of {args.models}", incremental,
                     f"a full rerun of {args.models + 1} models", full)]
     print("\n".join(lines))
-    harness.write_results(Path(args.markdown), "bench_watch — `--watch` rounds as checkpoints "
+    harness.write_results(args.markdown, "bench_watch — `--watch` rounds as checkpoints "
                           "arrive", "\n".join(lines))
     shutil.rmtree(root, ignore_errors=True)
 

@@ -104,9 +104,16 @@ def header(title: str, command: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def results_option(parser: Any, name: str) -> None:
+    """Add ``--markdown PATH`` to an argparse parser: the results file, ``results/<name>.md`` by
+    default (point it elsewhere for a trial run that should not replace the recorded figures)."""
+    parser.add_argument("--markdown", type=Path, default=RESULTS / f"{name}.md",
+                        help="the results file to write (default: %(default)s)")
+
+
 def write_results(name: str | Path, title: str, body: str, command: str | None = None) -> Path:
-    """Write ``header(title) + body`` to ``results/<name>.md`` (or to ``name`` if a path); the path."""
-    path = Path(name) if isinstance(name, Path) or "/" in str(name) else RESULTS / f"{name}.md"
+    """Write ``header(title) + body`` to ``results/<name>.md`` (a str) or to ``name`` (a Path)."""
+    path = name if isinstance(name, Path) else RESULTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"{header(title, command)}\n\n{body.strip()}\n")
     print(f"results: {path}")

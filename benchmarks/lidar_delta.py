@@ -21,7 +21,6 @@ Prints, never asserts. Examples (stores of ``zoorank demo`` and ``validate_ranki
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import harness
 import numpy as np
@@ -48,7 +47,7 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", default="digits")
     p.add_argument("--view", default=None, help="augmented view name (default: the store's one)")
     p.add_argument("--bootstrap", type=int, default=1000)
-    p.add_argument("--markdown", default=str(harness.RESULTS / "lidar_delta.md"))
+    harness.results_option(p, "lidar_delta")
     args = p.parse_args(argv)
 
     store = Store(args.store)
@@ -81,7 +80,7 @@ def main(argv=None) -> None:
                 f"{k.removeprefix('τ ')} {v}" for k, v in row.items() if k.startswith("τ")), flush=True)
     text = harness.table(list(rows[0]), [list(r.values()) for r in rows], "l" * len(rows[0]))
     print(text)
-    harness.write_results(Path(args.markdown), "lidar_delta — LiDAR's δ against the label oracle",
+    harness.write_results(args.markdown, "lidar_delta — LiDAR's δ against the label oracle",
                           f"{about}\n\n{text}")
 
 

@@ -59,7 +59,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=10000)
     p.add_argument("--out", default="/tmp/zoorank-uva-accuracy")
-    p.add_argument("--markdown", default=str(harness.RESULTS / "uva_accuracy.md"))
+    harness.results_option(p, "uva_accuracy")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def main() -> None:
         print(f"{model_id}: top-1 {acc:.2f} % (README {ref:.2f} %)", flush=True)
     result = table(["model", f"top-1 % here ({len(labels)} images)", "README (10k)", "seconds"], rows)
     print(result)
-    harness.write_results(Path(args.markdown), "uva_accuracy — the UvA classifiers' top-1 as zoorank "
+    harness.write_results(args.markdown, "uva_accuracy — the UvA classifiers' top-1 as zoorank "
                           "loads them (issue 17)", result)
 
 

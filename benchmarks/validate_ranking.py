@@ -83,34 +83,29 @@ METRIC_ORDER = ("clid", "clid_family", "cluster_learnability", "twonn_id", "mle_
 #: τ the papers report, from the specs (quoted table / section), and which of ours they sit beside.
 #: (our metric, paper, paper quantity, paper setting, oracle, family of ours, paper τ, paper r)
 PAPER_ROWS: list[tuple[str, str, str, str, str, str, str, str]] = [
-    ("cluster_learnability", "CLID Table 1 (clid_lidar.md A.8)", "CL", "28 ImageNet ckpts, mixed",
-     "knn_accuracy", "all", "0.44", "0.74"),
-    ("twonn_id", "CLID Table 1 (A.8)", "ID", "28 ImageNet ckpts, mixed", "knn_accuracy", "all",
-     "0.09", "0.12"),
-    ("clid", "CLID Table 1 (A.8)", "CLID", "28 ImageNet ckpts, mixed", "knn_accuracy", "all",
-     "0.75", "0.92"),
-    ("alignment", "CLID Table 1 (A.8)", "−L_align", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "0.26", "0.42"),
-    ("uniformity", "CLID Table 1 (A.8)", "−L_unif", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "0.03", "−0.05"),
-    ("coding_rate", "CLID Table 1 (A.8)", "R(Z)", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "−0.33", "−0.62"),
-    ("rankme", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.4906", "—"),
-    ("rankme_aug", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe (aug.)",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.5581", "—"),
-    ("lidar", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "LiDAR",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.7967", "—"),
-    ("rankme", "LiDAR Table 20 (B.7, SimCLR random search)", "RankMe",
-     "ResNet-50 SimCLR, 30 random sets", "linear_probe_accuracy", "simclr", "0.4982", "—"),
-    ("lidar", "LiDAR Table 20 (B.7, SimCLR random search)", "LiDAR",
-     "ResNet-50 SimCLR, 30 random sets", "linear_probe_accuracy", "simclr", "0.8167", "—"),
-    ("rankme", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.2056", "—"),
-    ("rankme_aug", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe (aug. dataset)",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.3790", "—"),
-    ("lidar", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "LiDAR",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.8105", "—"),
+    *((metric, "CLID Table 1 (clid_lidar.md A.8)", quantity, "28 ImageNet ckpts, mixed",
+       "knn_accuracy", "all", tau, r) for metric, quantity, tau, r in (
+        ("cluster_learnability", "CL", "0.44", "0.74"), ("twonn_id", "ID", "0.09", "0.12"),
+        ("clid", "CLID", "0.75", "0.92"), ("alignment", "−L_align", "0.26", "0.42"),
+        ("uniformity", "−L_unif", "0.03", "−0.05"), ("coding_rate", "R(Z)", "−0.33", "−0.62"))),
+    *((metric, f"LiDAR {source}", quantity, setting, "linear_probe_accuracy", family, tau, "—")
+      for metric, source, quantity, setting, family, tau in (
+        ("rankme", "Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.4906"),
+        ("rankme_aug", "Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe (aug.)",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.5581"),
+        ("lidar", "Tables 18/19 (B.7, SimCLR grid, overall)", "LiDAR",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.7967"),
+        ("rankme", "Table 20 (B.7, SimCLR random search)", "RankMe",
+         "ResNet-50 SimCLR, 30 random sets", "simclr", "0.4982"),
+        ("lidar", "Table 20 (B.7, SimCLR random search)", "LiDAR",
+         "ResNet-50 SimCLR, 30 random sets", "simclr", "0.8167"),
+        ("rankme", "Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe", "ResNet-50 VICReg, 32 sets",
+         "vicreg", "0.2056"),
+        ("rankme_aug", "Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe (aug. dataset)",
+         "ResNet-50 VICReg, 32 sets", "vicreg", "0.3790"),
+        ("lidar", "Tables 7/9 (B.7, VICReg, epoch 100)", "LiDAR", "ResNet-50 VICReg, 32 sets",
+         "vicreg", "0.8105"))),
     ("nc", "NC Table 1 (url_sdl_nc.md C.8, SimCLR R18 C10, Ent)", "NC_100 (per test point)",
      "10 seeds, τ over 10k test points", "knn_accuracy", "all", "0.3865", "—"),
 ]
@@ -466,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", choices=sorted(PRESETS), default="cifar10")
     p.add_argument("--data", help="folder of the Parquet set (default ../shared/data/<dataset>)")
     p.add_argument("--out", help="work folder (default /tmp/zoorank-validate/<dataset>)")
-    p.add_argument("--markdown", help="where to write the report (default: benchmarks/results/"
+    p.add_argument("--markdown", type=Path, help="where to write the report (default: benchmarks/results/"
                                       "validate_ranking.md for cifar10, <out>/validate_ranking.md "
                                       "otherwise)")
     p.add_argument("--epochs", type=int)
@@ -487,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None and args.dataset != "digits":
         args.data = str(ROOT.parent / "shared" / "data" / args.dataset)
     out = Path(args.out or f"/tmp/zoorank-validate/{args.dataset}").resolve()
-    md = Path(args.markdown) if args.markdown else (
+    md = args.markdown if args.markdown else (
         RESULTS if args.dataset == "cifar10" else out / "validate_ranking.md")
     report_cmd = None
     if args.report_only:

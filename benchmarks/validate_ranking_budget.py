@@ -32,7 +32,6 @@ from validate_ranking import fmt_tau
 import zoorank.runtime  # noqa: F401  (loopback Ray environment, usage stats off)
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "validate_ranking_budget.md"
 ORACLE_NAMES = {"knn_accuracy": "kNN", "linear_probe_accuracy": "linear probe"}
 
 
@@ -193,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="/tmp/zoorank-validate/cifar10",
                    help="work folder of a finished validate_ranking.py run")
-    p.add_argument("--markdown", help=f"default {RESULTS.relative_to(ROOT)}")
+    harness.results_option(p, "validate_ranking_budget")
     p.add_argument("--scores", default="logme,h_score,nleep,gbc")
     p.add_argument("--labels-per-class", default="5,10,25,50,100")
     p.add_argument("--seeds", type=int, default=3)
@@ -202,12 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="only rewrite the markdown from <out>/validate_budget_run.json")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
-    md = Path(args.markdown) if args.markdown else RESULTS
     if args.report_only:
         info = json.loads((out / "validate_budget_run.json").read_text())
     else:
         info = run(args, out)
-    write_markdown(info, md)
+    write_markdown(info, args.markdown)
     return 0
 
 

@@ -108,7 +108,7 @@ def main() -> None:
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--aug", type=int, default=200)
     p.add_argument("--out", default="/tmp/zoorank-validate-uva")
-    p.add_argument("--markdown", default=str(ROOT / "benchmarks" / "results" / "validate_uva.md"))
+    harness.results_option(p, "validate_uva")
     p.add_argument("--report-only", action="store_true",
                    help="only rewrite the markdown from <out>/store (e.g. after `zoorank rank`)")
     p.add_argument("--note", default="", help="a sentence printed under the command line")
@@ -137,7 +137,7 @@ def main() -> None:
           "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
           "", summary(out / "store")]
-    harness.write_results(Path(args.markdown), "validate_uva — third-party CIFAR-10 checkpoints "
+    harness.write_results(args.markdown, "validate_uva — third-party CIFAR-10 checkpoints "
                           "(issue 17)", "\n".join(md), command=timing.get("command"))
 
 
