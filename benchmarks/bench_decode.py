@@ -17,7 +17,6 @@ nothing asserts, it prints.
 
 from __future__ import annotations
 
-import argparse
 import math
 import multiprocessing as mp
 import resource
@@ -90,13 +89,8 @@ def measure(data: bytes, mode: str, size: int, crop_pct: float, limit: int) -> t
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--crop-pct", type=float, default=0.875)
-    ap.add_argument("--limit-gb", type=float, default=6.0)
-    ap.add_argument("--no-before", action="store_true")
-    harness.results_option(ap, "bench_decode")
-    args = ap.parse_args()
+    args = harness.options(__doc__, "bench_decode", size=224, crop_pct=0.875, limit_gb=6.0,
+                           no_before=False)
     from hostile_corpus import image_cases
 
     limit = int(args.limit_gb * 1024**3)

@@ -12,7 +12,6 @@ embedding part. Prints, never asserts::
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -31,14 +30,8 @@ SHARED = next((p / "cifar10" / "test.parquet" for p in _CANDIDATES
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--per-sample", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--arch", default="resnet18")
-    harness.results_option(parser, "bench_probe")
-    args = parser.parse_args()
+    args = harness.options(__doc__, "bench_probe", samples=1000, per_sample=4, repeats=3, threads=2,
+                           arch="resnet18")
     torch.set_num_threads(args.threads)
     if SHARED.is_file():
         dataset = {"name": "cifar10", "source": "parquet", "path": str(SHARED),

@@ -14,7 +14,6 @@ pool against a single ``run_all`` over every checkpoint on a fresh store. Prints
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -57,13 +56,7 @@ def _config(store: Path, runs: Path, limit: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=int, default=6)
-    parser.add_argument("--every", type=float, default=10.0)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--limit", type=int, default=1797)
-    harness.results_option(parser, "bench_watch")
-    args = parser.parse_args()
+    args = harness.options(__doc__, "bench_watch", models=6, every=10.0, interval=1.0, limit=1797)
     os.environ.setdefault("ZOORANK_PROGRESS", "0")
     from zoorank.runtime import ensure_ray
 

@@ -111,6 +111,24 @@ def results_option(parser: Any, name: str) -> None:
                         help="the results file to write (default: %(default)s)")
 
 
+def options(doc: str, name: str, argv: Sequence[str] | None = None, **defaults: Any) -> Any:
+    """Parse ``--<option>`` flags whose defaults (and so types) are ``defaults`` (``per_sample=4``
+    is ``--per-sample INT``; a bool default is a switch), plus :func:`results_option`'s
+    ``--markdown``; the description is ``doc``'s first line. For scripts whose flags need no help."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    for key, default in defaults.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true", default=default)
+        else:
+            parser.add_argument(flag, type=type(default), default=default,
+                                help="(default: %(default)s)")
+    results_option(parser, name)
+    return parser.parse_args(argv)
+
+
 def write_results(name: str | Path, title: str, body: str, command: str | None = None) -> Path:
     """Write ``header(title) + body`` to ``results/<name>.md`` (a str) or to ``name`` (a Path)."""
     path = name if isinstance(name, Path) else RESULTS / f"{name}.md"
