@@ -220,9 +220,9 @@ def chunks_case(tmp: Path, args, embed: dict) -> None:
     where = Path(zoorank.__file__).resolve().parents[1]
     each = ", ".join(f"{r['seconds']:.1f}" for r in runs)
     say(f"embed  chunks  {args.arch}@{args.chunks_size}px  {args.chunks} chunks × 1 model  "
-          f"{args.chunks_images} imgs  batch {args.batch_size}  whole stage {best['seconds']:.1f} s "
-          f"(runs: {each})  "
-          f"files per entry {best['files']:.1f}   [zoorank from {where}]")
+        f"{args.chunks_images} imgs  batch {args.batch_size}  whole stage {best['seconds']:.1f} s "
+        f"(runs: {each})  "
+        f"files per entry {best['files']:.1f}   [zoorank from {where}]")
 
 
 _MEASURE = """
@@ -323,10 +323,10 @@ def main(argv=None) -> None:
             per_model_work = (many["work"] + many["load"] - one["work"] - one["load"]) / (
                 args.many - 1)
             say(f"embed  tiny@32px  {args.many} models  {args.many_images} imgs  "
-                  f"{many['seconds']:.1f} s  vs 1 model {one['seconds']:.1f} s  "
-                  f"per-model overhead {per_model * 1000:,.0f} ms (wall)  "
-                  f"{per_model_work * 1000:,.0f} ms (loading + steady work)  "
-                  f"model loading {many['load']:.1f} s for {args.many} in the actor")
+                f"{many['seconds']:.1f} s  vs 1 model {one['seconds']:.1f} s  "
+                f"per-model overhead {per_model * 1000:,.0f} ms (wall)  "
+                f"{per_model_work * 1000:,.0f} ms (loading + steady work)  "
+                f"model loading {many['load']:.1f} s for {args.many} in the actor")
         if "chunks" not in args.skip:
             chunks_case(tmp, args, embed)
             say(f"load average {harness.load():.1f}")

@@ -126,13 +126,13 @@ def overhead(args, store: str) -> pd.DataFrame:
     epoch = frame["epoch_seconds"].median()
     n_train = len(setup.images)
     say(f"\nepoch: {n_train} images × 2 views, forward + backward; probe: "
-          f"{args.probe_n}×{args.probe_q} views (+{args.probe_n} clean for RankMe/CLID), forward")
+        f"{args.probe_n}×{args.probe_q} views (+{args.probe_n} clean for RankMe/CLID), forward")
     for metric in [*METRICS, "all_metrics", "probe_embed"]:
         t = frame[f"{metric}_seconds"].median()
         goal = "met" if t < 0.1 * epoch else "NOT met"
         say(f"overhead  {args.dataset}  {config.backbone.name} w{args.width}  probe "
-              f"{args.probe_n}×{args.probe_q}  {metric:<12} {t:.3f} s/report  epoch {epoch:.3f} s"
-              f"  {t / epoch:6.1%} of an epoch  (goal < 10%: {goal})")
+            f"{args.probe_n}×{args.probe_q}  {metric:<12} {t:.3f} s/report  epoch {epoch:.3f} s"
+            f"  {t / epoch:6.1%} of an epoch  (goal < 10%: {goal})")
     return frame
 
 
@@ -175,7 +175,7 @@ def selection(args, store: str) -> pd.DataFrame:
         config = parse_tune_config(data, "bench")
         frame, seconds = timed(run_search, config, verbose=False)
         say(f"search {method}: {len(frame)} trials in {seconds:.0f} s; median "
-              f"objective overhead in the trials {frame['overhead'].median():.1%}")
+            f"objective overhead in the trials {frame['overhead'].median():.1%}")
         frames.append(frame)
     trials = pd.concat(frames, ignore_index=True)
     cols = ["model_id", "status", "reports", *[f"final_{m}" for m in METRICS if m != "clid"],
@@ -195,8 +195,8 @@ def selection(args, store: str) -> pd.DataFrame:
         if r.trials < 6:
             verdict = "too few trials for a verdict"
         say(f"select  {args.dataset}  {r.pool:<11} {r.metric:<10} picks kNN {r.picked:.3f}  "
-              f"oracle-best {r.best:.3f}  regret {r.regret:.3f}  τ {r.kendall_tau:+.3f} "
-              f"[{r.tau_ci_low:+.2f}, {r.tau_ci_high:+.2f}]  {verdict}  ({r.trials} trials)")
+            f"oracle-best {r.best:.3f}  regret {r.regret:.3f}  τ {r.kendall_tau:+.3f} "
+            f"[{r.tau_ci_low:+.2f}, {r.tau_ci_high:+.2f}]  {verdict}  ({r.trials} trials)")
     return trials
 
 
