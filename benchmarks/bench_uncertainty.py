@@ -27,27 +27,6 @@ import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config.loading import parse_config
 
 
-def _stamp(root: Path, config_dict: dict, n: int) -> None:
-    """A real (tiny) numpy dataset behind the synthetic store and the manifest fingerprints EMBED
-    would record for it, so the stage's freshness check accepts the hand-written entries."""
-    import numpy as np
-
-    from zoorank.catalog import build_catalog
-    from zoorank.store import Store
-
-    path = root / "images.npz"
-    rng = np.random.default_rng(0)
-    np.savez(path, images=rng.integers(0, 255, size=(n, 8, 8, 3), dtype=np.uint8))
-    config_dict["datasets"][0]["path"] = str(path)
-    expected = build_catalog(parse_config(config_dict)).entries
-    store = Store(root)
-    manifest = store.read_manifest()
-    manifest["fingerprint"] = [next(iter(expected[(d, v, m)]))
-                               for d, v, m in zip(manifest["dataset"], manifest["view"],
-                                                  manifest["model_id"])]
-    store.replace_table("manifest", manifest)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", type=int, default=8)
@@ -73,7 +52,6 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-uncertainty-"))
     try:
         config_dict, _ = build_store(root, args)
-        _stamp(root, config_dict, args.samples)
         config_dict["rank"] = {"bootstrap": 0}
         base = parse_config({**config_dict, "score": {"resample_folds": 0}})
         _, base_s = timed(run_score, base)
