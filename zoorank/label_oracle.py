@@ -393,22 +393,24 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
     tasks = [Task((model_id, dataset, args[2], fp, note), tuple(by_ref(a) for a in args))
              for model_id, dataset, fp, (note, args) in work]
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
-    results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
-                        max_in_flight=max(1, int(cpus / 0.5)), reruns=1,
-                        label="oracle (models × datasets)")
     failures: list[dict[str, Any]] = []
-    with contextlib.closing(results), store.batched(ORACLE, key, write=write) as out:
-        for outcome in results:
-            model_id, dataset, view, fp, note = outcome.task.key
-            if not outcome.ok:  # this model's failure, not the run's
-                failures.append({"model_id": model_id, "dataset": dataset, "view": view,
-                                 "stage": "oracle", "error": outcome.error})
-                continue
-            out.add([{
-                "model_id": model_id, "dataset": dataset, "metric": r["metric"],
-                "value": float(r["value"]),
-                "params": json.dumps({**r["params"], "split": note}, sort_keys=True, default=str),
-                "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
-                "zoorank_version": version, "fingerprint": fp,
-            } for r in outcome.value])
+    with store.batched(ORACLE, key, write=write) as out:
+        results = run_tasks(_oracle_task, tasks, options={"num_cpus": 0.5},
+                            max_in_flight=max(1, int(cpus / 0.5)), reruns=1,
+                            label="oracle (models × datasets)", on_wait=out.flush_due)
+        with contextlib.closing(results):
+            for outcome in results:
+                model_id, dataset, view, fp, note = outcome.task.key
+                if not outcome.ok:  # this model's failure, not the run's
+                    failures.append({"model_id": model_id, "dataset": dataset, "view": view,
+                                     "stage": "oracle", "error": outcome.error})
+                    continue
+                out.add([{
+                    "model_id": model_id, "dataset": dataset, "metric": r["metric"],
+                    "value": float(r["value"]),
+                    "params": json.dumps({**r["params"], "split": note}, sort_keys=True,
+                                         default=str),
+                    "n": int(r["n"]), "dim": int(r["dim"]), "seed": seed,
+                    "zoorank_version": version, "fingerprint": fp,
+                } for r in outcome.value])
     return failures

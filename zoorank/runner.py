@@ -189,6 +189,7 @@ def run_tasks(
     max_in_flight: int | None = None,
     reruns: int = 1,
     label: str | None = None,
+    on_wait: Callable[[], float | None] | None = None,
 ) -> Iterator[Outcome]:
     """Run ``fn`` (a plain function or a ``ray.remote`` one) on every task; yield their outcomes.
 
@@ -196,8 +197,12 @@ def run_tasks(
     task's own. Ray's own task re-execution is off (``max_retries=0``): this runner decides, by the
     contract above. ``max_in_flight`` (default: all) bounds the tasks submitted at once;
     ``reruns`` is how often an unsplittable task whose worker died is run again; ``label`` names
-    the progress bar (none without it). Use it under ``contextlib.closing`` (or exhaust it): leaving
-    the loop early, or an exception in the caller's loop, cancels what is still running.
+    the progress bar (none without it). ``on_wait`` is called before each wait for results (in
+    the driver's thread, e.g. :meth:`zoorank.store.batching.BatchedRows.flush_due`, which commits
+    a batch that is due); it returns the seconds until it wants to be called again (None: no
+    deadline), and the wait is no longer than that. Use it under ``contextlib.closing`` (or
+    exhaust it): leaving the loop early, or an exception in the caller's loop, cancels what is
+    still running.
     """
     import ray
 
@@ -219,7 +224,9 @@ def run_tasks(
         while queue or in_flight:
             while queue and len(in_flight) < limit:
                 submit(queue.popleft())
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_S)
+            due = on_wait() if on_wait is not None else None
+            timeout = WAIT_S if due is None else min(WAIT_S, max(0.0, due))
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=timeout)
             signals.check()
             if not ready:
                 continue

@@ -48,6 +48,7 @@ from zoorank.catalog.entries import (
     plan_entries,
     planned_precision,
 )
+from zoorank.catalog.heads import HeadPlan, plan_heads
 from zoorank.catalog.scoring import (
     CLID_TERMS,
     METRICS_KEY,
@@ -226,7 +227,12 @@ class Catalog:
             fp = expected_pool_fingerprint(metric, dataset, members, extra, out)
             for m in members:
                 out[(m, dataset, metric)] = fp
+        out.update(self.plan_heads(manifest).fingerprints)
         return out
+
+    def plan_heads(self, manifest: pd.DataFrame) -> HeadPlan:
+        """The head rows SCORE should hold over a fresh manifest (:mod:`.heads`)."""
+        return plan_heads(self.config, self.models, manifest)
 
     def reliability_tables(self, manifest: pd.DataFrame) -> dict[tuple[str, str], tuple[str, ...]]:
         """(dataset, group) → members of every seed ensemble whose reliability table is expected
@@ -278,8 +284,8 @@ class Catalog:
                           else None)
             except Exception:  # an older table without the column: stale
                 stored = None
-            if stored is None or stored.empty or set(stored["fingerprint"]) != {
-                    self.labels_fingerprint(name)}:
+            if (stored is None or stored.empty or "fingerprint" not in stored.columns
+                    or set(stored["fingerprint"]) != {self.labels_fingerprint(name)}):
                 out.append(name)
         return out
 

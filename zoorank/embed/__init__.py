@@ -209,11 +209,11 @@ class _Chunk:
 
 def _embed_chunks(
     store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
-    display: Display, writer_id: str,
+    display: Display, writer_id: str, on_wait=None,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
     stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
-    with its last chunk.
+    with its last chunk. ``on_wait``: the runner's, while it waits for results.
 
     A slice whose worker died is split into one task per model over the same cache parts, so only
     the model that killed it is recorded (``crashed: worker died ...``); a slice that raised records
@@ -277,7 +277,8 @@ def _embed_chunks(
     counted = [0] * len(chunks)
     display.pipeline("images", sum(planned))
     results = run_tasks(embed_slice, tasks, max_in_flight=res.num_workers, reruns=1,
-                        options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus})
+                        options={"num_cpus": res.num_cpus, "num_gpus": res.num_gpus},
+                        on_wait=on_wait)
     with contextlib.closing(results):
         for outcome in results:
             chunk_index = outcome.task.key[0]
@@ -425,11 +426,13 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                     time.sleep(float(os.environ[ENV_PAUSE_AFTER_CLEAR]))
                 if res.num_gpus > 0:
                     wait_for_gpus(res, config.embed)
-                # done rows are committed per K models or T seconds (zoorank.store.batching)
+                # done rows are committed per K models or T seconds, also while the next chunk
+                # runs (zoorank.store.batching)
                 with store.batched(MANIFEST, MANIFEST_KEY, write=lambda frame: (
                         store.update_manifest(frame.to_dict("records")))) as done_rows:
                     for rows, stats in _embed_chunks(store, config, groups, caches, res,
-                                                     display, writer.writer_id):
+                                                     display, writer.writer_id,
+                                                     on_wait=done_rows.flush_due):
                         for r in rows:
                             results[(r["dataset"], r["view"], r["model_id"])] = r
                         done_rows.add(rows, tasks=len({r["model_id"] for r in rows}))

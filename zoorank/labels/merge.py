@@ -9,16 +9,17 @@ only; the label-free ranking never reads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from zoorank.config import RunConfig
-from zoorank.labels.pool import load_pool
+from zoorank.labels.heads import with_head_predictions
+from zoorank.labels.pool import load_pool, with_labels
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
-from zoorank.labels.table import check_labels, merge_labels, parse_file
+from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels
 from zoorank.store import Store
 
 
@@ -27,6 +28,8 @@ class LabelMerge:
     dataset: str
     added: int
     rule: dict[str, Any]
+    #: sample_id → (the label given, the label kept): labelled otherwise first by another merge
+    conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def known_labels(pool) -> dict[int, str]:
@@ -44,25 +47,36 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
               round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
     """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
     rows = parse_file(path)
-    pool = load_pool(config, dataset)
+    pool = with_head_predictions(config, load_pool(config, dataset))
     before = evidence(pool, config.seed)
     index = pool.catalog.indexes[pool.dataset]
     new = check_labels(rows, pool.dataset, index.sample_id, pool.classes, known_labels(pool))
-    added = merge_labels(Store(config.store), pool.dataset, new, Path(path).name)
-    skipped = len(rows) - len(new)
+    merged = merge_labels(Store(config.store), pool.dataset, new, Path(path).name)
+    added = merged.added
+    skipped = len(rows) - len(new) + merged.already
     out(f"label: {added} new label(s) for {pool.dataset} from {Path(path).name}"
         + (f" ({skipped} already known, unchanged)" if skipped else ""))
-    after_pool = load_pool(config, pool.dataset) if added else pool
+    if merged.conflicts:
+        out(conflict_line(merged.conflicts))
+    # the same pool with the labels as committed (this merge's and any merged meanwhile)
+    after_pool = with_labels(pool, read_labels(Store(config.store), pool.dataset)) if added else pool
     after = evidence(after_pool, config.seed) if added else before
     rule = stopping_rule(after_pool, after, round_size=round_size, seed=config.seed,
                          previous=before if added else None, max_labels=max_labels)
     for line in console_lines(rule):
         out(line)
-    return LabelMerge(pool.dataset, added, rule)
+    return LabelMerge(pool.dataset, added, rule, merged.conflicts)
+
+
+def conflict_line(conflicts: dict[int, tuple[str, str]], shown: int = 10) -> str:
+    """The console line of the samples another merge labelled otherwise first."""
+    items = sorted(conflicts.items())
+    ids = ", ".join(f"{s} ({given!r}, kept {kept!r})" for s, (given, kept) in items[:shown])
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return (f"label: {len(items)} conflict(s): labelled otherwise by a merge committed first, "
+            f"whose label is kept: sample_id {ids}{more}")
 
 
 def labels_frame(config: RunConfig) -> pd.DataFrame:
     """The store's labels table (for readers and tests)."""
-    from zoorank.labels.table import read_labels
-
     return read_labels(Store(config.store))

@@ -4,9 +4,12 @@ and merging into the store's Delta table ``<store>/labels/`` in one commit.
 Columns of the table: ``dataset``, ``sample_id`` (int64), ``label`` (the class name), ``source``
 (the file the label came from) and ``time`` (UTC, when it was merged). A merge is all or
 nothing: every row is checked first and the first bad one raises :class:`InputError` naming its
-row; only then is the table replaced (one commit). A label equal to one already known (in the
-table or the dataset's own label column) is a no-op, so merging the same labels twice, or the
-same labels through another format, leaves the same table.
+row; only then are the new rows inserted (one insert-only MERGE commit keyed on (dataset,
+sample_id), :func:`merge_labels`). A label equal to one already known (in the table or the
+dataset's own label column) is a no-op, so merging the same labels twice, or the same labels
+through another format, leaves the same table. Merges running at once never lose each other's
+labels; a sample two of them label differently keeps the first label committed, and the other
+merge reports the conflict.
 """
 
 from __future__ import annotations
@@ -159,11 +162,29 @@ def check_labels(rows: list[GivenLabel], dataset: str, sample_ids: np.ndarray,
     return pd.DataFrame(new, columns=["sample_id", "label"])
 
 
-def merge_labels(store: Store, dataset: str, new: pd.DataFrame, source: str) -> int:
-    """Append ``new`` (sample_id, label) of ``dataset`` to the labels table in one commit;
-    returns the rows added (nothing is committed when there are none)."""
+@dataclass(frozen=True)
+class MergedLabels:
+    """What one merge did: ``added`` rows inserted; ``conflicts``: sample_id → (the label given
+    here, the label kept) for the samples another merge labelled otherwise first (committed
+    between this run's check and its commit); ``already``: samples it labelled the same first."""
+
+    added: int
+    conflicts: dict[int, tuple[str, str]]
+    already: int = 0
+
+
+#: the key of the labels table: one label per sample of a dataset, the first one merged.
+LABEL_KEY = ["dataset", "sample_id"]
+
+
+def merge_labels(store: Store, dataset: str, new: pd.DataFrame, source: str) -> MergedLabels:
+    """Insert ``new`` (sample_id, label) of ``dataset`` into the labels table: one insert-only
+    MERGE commit keyed on (dataset, sample_id) (:meth:`zoorank.store.Store.insert_rows`), so
+    concurrent merges never remove each other's labels, and a sample that another merge labelled
+    first keeps that first label; the samples labelled otherwise are returned as conflicts.
+    Nothing is committed when ``new`` is empty."""
     if new.empty:
-        return 0
+        return MergedLabels(0, {})
     now = datetime.now(timezone.utc)
     rows = pd.DataFrame({
         "dataset": pd.array([dataset] * len(new), dtype="string"),
@@ -172,8 +193,14 @@ def merge_labels(store: Store, dataset: str, new: pd.DataFrame, source: str) -> 
         "source": pd.array([source] * len(new), dtype="string"),
         "time": pd.Series([now] * len(new), dtype="datetime64[us, UTC]"),
     })
-    old = read_labels(store)
-    table = rows if old.empty else pd.concat([old[LABEL_COLUMNS].astype(rows.dtypes.to_dict()),
-                                              rows], ignore_index=True)
-    store.replace_table(LABELS, table)
-    return len(rows)
+    stats = store.insert_rows(LABELS, rows, LABEL_KEY)
+    added = int(stats.get("num_target_rows_inserted", len(rows)))
+    if added == len(rows):
+        return MergedLabels(added, {})
+    # some keys were there at commit time: read which label each kept (the table only grows)
+    kept = read_labels(store, dataset)
+    kept = dict(zip(kept["sample_id"].astype("int64"), kept["label"].astype(str)))
+    given = dict(zip(rows["sample_id"].tolist(), rows["label"].astype(str).tolist()))
+    conflicts = {int(s): (lab, kept[s]) for s, lab in given.items()
+                 if s in kept and kept[s] != lab}
+    return MergedLabels(added, conflicts, len(rows) - added - len(conflicts))

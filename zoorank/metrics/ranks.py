@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["AGGREGATION_DIRECTIONS", "rank_within", "aggregate_ranks", "joint_rank"]
+__all__ = ["AGGREGATION_DIRECTIONS", "rank_within", "aggregate_ranks", "joint_rank",
+           "merged_signal_ranks", "flagged_last"]
 
 Aggregation = Literal["rank_product", "mean_rank", "borda"]
 
@@ -69,6 +70,45 @@ def rank_within(values: Any, direction: int = 1) -> np.ndarray:
         ranks[finite] = stats.rankdata(-direction * v[finite], method="average")
     ranks[~finite] = (n_finite + 1 + len(v)) / 2.0
     return ranks
+
+
+def flagged_last(rank: Any, flagged: Any, order_flagged: bool = True,
+                 method: str = "average") -> np.ndarray:
+    """Ranks (1 = best) with every flagged model after every unflagged one (issue 30).
+
+    Parameters
+    ----------
+    rank : array-like (n,)
+        Ranks of one order, lower = better; NaN = unranked (stays NaN).
+    flagged : array-like (n,) bool
+        Models with a blocking health flag (:data:`zoorank.metrics.health.BLOCKING`).
+    order_flagged : bool
+        True: the flagged models keep their relative order behind the unflagged ones. False (a
+        metric degenerate on collapse orders the board: a constant map has perfect alignment):
+        they share the average of the last places, the metric orders none of them.
+    method : how ties are ranked (:func:`scipy.stats.rankdata`): ``"average"`` (the leaderboard's
+        convention) or ``"min"`` (the per-metric uncertainty table's).
+
+    Returns
+    -------
+    ndarray (n,) float64
+        The k ranked unflagged models take ranks 1..k in their order; the f ranked flagged ones
+        take k+1..k+f. Without flagged models the ranks are those of ``rank`` re-ranked by
+        ``method``. Cost O(n log n).
+    """
+    r = model_vector(rank, "rank")
+    f = np.asarray(flagged, dtype=bool)
+    if f.shape != r.shape:
+        raise ValueError(f"flagged must have the shape of rank {r.shape}, got {f.shape}")
+    out = np.full_like(r, np.nan)
+    ok, bad = np.isfinite(r) & ~f, np.isfinite(r) & f
+    if ok.any():
+        out[ok] = stats.rankdata(r[ok], method=method)
+    n_ok, n_bad = int(ok.sum()), int(bad.sum())
+    if n_bad:
+        out[bad] = n_ok + (stats.rankdata(r[bad], method=method) if order_flagged
+                           else (n_bad + 1) / 2.0)
+    return out
 
 
 def aggregate_ranks(
@@ -127,3 +167,35 @@ def joint_rank(rank_pred: Any, rank_acc: Any) -> np.ndarray:
     if np.any(a[~np.isnan(a)] < 1) or np.any(b[~np.isnan(b)] < 1):
         raise ValueError("ranks must be >= 1 (1 = best)")
     return np.sqrt(a * b)
+
+
+def merged_signal_ranks(oriented: Any, groups: Any) -> np.ndarray:
+    """Ranks on one board of models ranked by different signals (a classifier's estimated
+    accuracy, an encoder's embedding metric), which no common scale orders.
+
+    Parameters
+    ----------
+    oriented : (B, n) values, higher is better within each signal; NaN: not ranked.
+    groups : (n,) the signal of each model (any labels).
+
+    Returns
+    -------
+    (B, n) ranks, 1 = best: a model's rank among the ranked models of its own signal (ties
+    averaged), stretched to the ranked models of the board, ``1 + (r − 1)(N − 1)/(g − 1)`` with
+    ``g`` the models of its signal and ``N`` of the board (1 when ``g = 1``): the best of each
+    signal shares place 1, the worst of each place N. NaN where the value is NaN. O(B · n log n).
+    """
+    v = np.atleast_2d(np.asarray(oriented, dtype=np.float64))
+    labels = np.asarray(groups)
+    out = np.full(v.shape, np.nan)
+    finite = np.isfinite(v)
+    total = finite.sum(axis=1, keepdims=True).astype(np.float64)
+    for g in np.unique(labels):
+        cols = labels == g
+        sub = v[:, cols]
+        ok = np.isfinite(sub)
+        r = stats.rankdata(np.where(ok, -sub, np.inf), method="average", axis=1)
+        size = ok.sum(axis=1, keepdims=True).astype(np.float64)
+        stretch = np.where(size > 1, (total - 1) / np.maximum(size - 1, 1), 0.0)
+        out[:, cols] = np.where(ok, 1 + (r - 1) * stretch, np.nan)
+    return out

@@ -16,6 +16,9 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
    within each ``family``; recomputed whenever a pool member's CL or ID row changes.
+4. Classifier heads (driver, :mod:`.heads`): for models whose manifest has ``logit_dim > 0``, the
+   label-free accuracy estimates of :mod:`zoorank.metrics.classifier` from the clean shards'
+   ``logits`` (with their fold rows), and ``head_accuracy`` where the dataset has labels.
 
 Failed models (manifest status ``failed``) get no metrics (rows left from an earlier success are
 removed), nor do models outside a seed ensemble get ``nc``; the leaderboard lists failed models
@@ -48,6 +51,7 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.runner import Task, run_tasks
+from zoorank.score.heads import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
@@ -80,10 +84,11 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
                 store.delete(reliability_path(dataset, file.removesuffix(".parquet")))
 
 
-def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[str]:
+def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done, on_wait=None
+             ) -> list[str]:
     """Run every task on :func:`zoorank.runner.run_tasks`, ``pool_size`` at once;
     ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
-    when the task raised or its worker died)."""
+    when the task raised or its worker died); ``on_wait`` while waiting for them (the runner's)."""
     import ray
 
     tasks: list[ModelTask | GroupTask] = [*plan.model_tasks, *plan.group_tasks]
@@ -95,7 +100,8 @@ def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done) -> list[
             threads, registry.portable(per_model_metrics(config.metrics)))
     results = run_tasks(score_task, [Task(i, (*args, t)) for i, t in enumerate(tasks)],
                         options={"num_cpus": config.score.num_cpus_per_actor, "num_gpus": gpus},
-                        max_in_flight=n_workers, reruns=1, label="score: models")
+                        max_in_flight=n_workers, reruns=1, label="score: models",
+                        on_wait=on_wait)
     errors: list[str] = []
     with contextlib.closing(results):
         for outcome in results:
@@ -161,8 +167,8 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         ensure_ray(address)
         work_start = time.perf_counter()
 
-        # rows are committed per K models or T seconds (zoorank.store.batching): a killed run
-        # loses at most one batch, a stopped one nothing (leaving the block commits it)
+        # rows are committed per K models or T seconds, also while the next task runs
+        # (zoorank.store.batching): a killed run loses at most one batch, a stopped one nothing
         with store.batched(METRICS, METRICS_KEY) as out:
 
             def on_done(task, result, error):
@@ -176,7 +182,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
                     rows = result
                 out.add(rows)
 
-            errors = _execute(store, config, plan, on_done)
+            errors = _execute(store, config, plan, on_done, on_wait=out.flush_due)
         work_s = time.perf_counter() - work_start
 
     pool, pools = plan_pool_rows(config, models, plan, store.read_metrics())
@@ -184,7 +190,9 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
     errors += score_resamples(config, store, models, plan, manifest, address)
-    if plan.model_tasks or plan.group_tasks or pool:  # a stage that wrote nothing commits nothing
+    heads, head_errors = score_heads(config, store, catalog.plan_heads(manifest), store.read_metrics())
+    errors += head_errors
+    if plan.model_tasks or plan.group_tasks or pool or heads:  # a stage that wrote nothing commits nothing
         for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
             store.compact_table(name)  # few files and a checkpointed log for every reader
 
@@ -194,7 +202,8 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     console.print(
         f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
         f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
-        f"updated, {len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
+        f"updated, {heads} dataset(s) of classifier heads estimated, "
+        f"{len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
         f"{elapsed:.1f} s{rate}"
     )
     for line in errors:

@@ -271,6 +271,13 @@ class Store:
                 raise ValueError(f"rows for {name} repeat the key {key}")
         tables.merge(self.table(name), new, key, update_if or UPDATE_RULES.get(name), group)
 
+    def insert_rows(self, name: str, rows: pd.DataFrame, key: Sequence[str]) -> dict:
+        """Add the rows of ``rows`` whose ``key`` table ``name`` does not hold yet (one insert-only
+        MERGE commit, :func:`zoorank.store.tables.merge`): a key already there keeps its first
+        row, also when another writer committed it meanwhile. Returns delta-rs's merge metrics
+        (``num_target_rows_inserted``; empty when ``rows`` is)."""
+        return tables.merge(self.table(name), rows, key, insert_only=True)
+
     def append_rows(self, name: str, rows: Iterable[dict] | pd.DataFrame) -> None:
         """Add ``rows`` to table ``name`` (one append commit; readers must take the union)."""
         new = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))

@@ -9,17 +9,24 @@ rows of finished tasks and commits them together:
   against 22–33 ms for one model (``benchmarks/bench_commits.py``, figures in
   ``benchmarks/results/bench_scale.md``), so the commit cost per model falls 15–20×, and a
   1,000-model table gets ~32 files before compaction instead of 1,000;
-- :data:`BATCH_SECONDS` (T = 10 s): rows wait at most this long once another result arrives.
+- :data:`BATCH_SECONDS` (T = 10 s): a finished task's rows wait at most this long. The batch's age
+  is checked when a result is added and, while the stage waits for the next result, by the task
+  runner (:func:`zoorank.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
+  and waits no longer than the batch has left), so a finished model's rows are committed within T
+  (plus one commit) even while the next task is still running.
 
 **What a killed run loses** (SIGKILL, a lost driver): the buffered rows only, i.e. at most K models,
-and only those that finished less than T seconds before the last result came in (plus that last
-one). A stopped run (an exception, SIGINT, SIGTERM) loses nothing: leaving the ``with`` block
-commits the buffer. Rows already committed are never lost, and the next run recomputes only the
-rows that are missing (the freshness rule), so the lost work is bounded by ~max(T, one model).
+all of them finished less than T seconds (plus one commit) before the kill. A stopped run (an
+exception, SIGINT, SIGTERM) loses nothing: leaving the ``with`` block commits the buffer. Rows
+already committed are never lost, and the next run recomputes only the rows that are missing (the
+freshness rule), so the lost work is bounded by about T seconds of finished models plus the
+models still running.
 
 When the table holds more than :data:`zoorank.store.tables.COMPACT_ABOVE_FILES` data files after
 a commit, it is compacted on the spot; the stage compacts and checkpoints it again at its end
-(:meth:`zoorank.store.Store.compact_table`).
+(:meth:`zoorank.store.Store.compact_table`). Compaction is best-effort
+(:func:`zoorank.store.tables.compact`): one that loses its race to another writer is logged and
+skipped, and the stage's outcome stands.
 """
 
 from __future__ import annotations
@@ -69,6 +76,21 @@ class BatchedRows:
             self._since = now
         if self._tasks >= self.models or now - self._since >= self.seconds:
             self.flush()
+
+    def due_in(self) -> float | None:
+        """Seconds until the buffered rows have waited T (≤ 0: due now); None when none are."""
+        if self._since is None:
+            return None
+        return self.seconds - (self.clock() - self._since)
+
+    def flush_due(self) -> float | None:
+        """Commit the buffer when its first rows have waited T seconds (called while the stage
+        waits for results); returns the seconds until it is next due (None when empty)."""
+        left = self.due_in()
+        if left is not None and left <= 0:
+            self.flush()
+            return None
+        return left
 
     def flush(self) -> None:
         """Commit the buffered rows (one commit; nothing when empty)."""

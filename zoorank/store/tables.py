@@ -5,7 +5,8 @@ digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), 
 rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content, and
 :func:`compact` the small files (then checkpoint the log). Every write is one Delta commit; a
 commit that loses a race to another writer (``CommitFailedError``) runs again on the new snapshot
-(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows. Merges read only the
+(:mod:`zoorank.retry`), so concurrent writers never lose each other's rows (a compaction, which only
+rewrites committed rows, is best-effort instead: :func:`compact`). Merges read only the
 files whose key ranges overlap the new rows (``streamed_exec=False``); callers batch their rows
 (:mod:`zoorank.store.batching`) so a stage makes few commits and few files.
 
@@ -19,6 +20,7 @@ Readers see one committed version (snapshot isolation) and take no lock.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
@@ -27,6 +29,8 @@ import pyarrow as pa
 
 from zoorank import retry
 from zoorank.redact import redact, redact_table
+
+log = logging.getLogger(__name__)
 
 #: table properties of every new table: a checkpoint every 20 commits keeps a snapshot read to a
 #: checkpoint plus at most 19 small JSON commits (object-store reads pay per request).
@@ -214,20 +218,25 @@ def _create_empty(loc: TableLocation, schema: pa.Schema):
 
 
 def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
-          update_if: str | None = None, group: Sequence[str] | None = None) -> dict:
+          update_if: str | None = None, group: Sequence[str] | None = None,
+          insert_only: bool = False) -> dict:
     """Upsert ``rows`` on ``key`` (one Delta MERGE commit): matching rows are replaced, others added.
-    Returns delta-rs's merge metrics (``num_target_files_scanned``, ...; empty when ``rows`` is
+    Returns delta-rs's merge metrics (``num_target_rows_inserted``, ...; empty when ``rows`` is
     empty). Cost: reads the files whose key ranges overlap ``rows``'.
 
     ``update_if``: a SQL predicate over ``t`` (the table) and ``s`` (the new rows); a matching row
     is replaced only where it holds (e.g. an in-progress row never replaces a finished one).
     ``group`` (a prefix of ``key``): rows of the table in a group that ``rows`` has, but that
     ``rows`` do not match, are deleted in the same commit (``rows`` replace whole groups).
+    ``insert_only``: a matching row is kept as it is (the first row of a key wins; no update, no
+    group clause): only the rows of new keys are added.
 
     A missing table is first created empty (:func:`_create_empty`), then the rows are merged into
     it like into any other: a MERGE that loses a race is checked against the winner's new files
     and runs again on the new snapshot, so two writers never insert the same key twice.
     """
+    if insert_only and (update_if is not None or group):
+        raise ValueError("an insert-only merge takes no update_if and no group")
     source = redact_table(_arrow(rows))  # no secret is written (zoorank.redact)
     if source.num_rows == 0:
         return {}
@@ -245,11 +254,14 @@ def merge(loc: TableLocation, rows: pd.DataFrame | pa.Table, key: Sequence[str],
         # the key columns' ranges from it, so only files whose statistics overlap the new keys
         # are read (the default streamed execution reads every file). A ``group`` clause
         # (not matched by source) still reads every file: keep it to small tables.
-        merger = (table.merge(data, predicate=_key_predicate(key), source_alias="s",
-                              target_alias="t", merge_schema=True, streamed_exec=False)
-                  .when_matched_update_all(predicate=update_if).when_not_matched_insert_all())
+        merger = table.merge(data, predicate=_key_predicate(key), source_alias="s",
+                             target_alias="t", merge_schema=True, streamed_exec=False)
+        if not insert_only:
+            merger = merger.when_matched_update_all(predicate=update_if)
+        merger = merger.when_not_matched_insert_all()
         if stale_in_group:
             merger = merger.when_not_matched_by_source_delete(predicate=stale_in_group)
+        stats.clear()  # the metrics of the attempt that committed
         stats.update(merger.execute())
 
     _retry(action, f"merge into {loc!r}")
@@ -332,6 +344,12 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
     Returns delta-rs's optimize metrics (``numFilesRemoved``, ...; empty when nothing was done).
     The files it replaces stay on disk for readers that hold an older snapshot (no vacuum here).
     Cost: reads and writes the table's small files once, O(rows).
+
+    Best-effort: it only rewrites rows already committed, so a compaction that loses its commit
+    race to another writer (``CommitFailedError``; not tried again: that writer is busy with the
+    table, and a stage unwinding from SIGTERM or Ctrl-C must not wait) or whose I/O still fails
+    after :data:`zoorank.retry.COMMITS` is logged as a warning and returns ``{}``; the stage's
+    outcome and exit status stand, and the next compaction tries again.
     """
     def action() -> dict:
         table = _open(loc)
@@ -341,7 +359,15 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
         _open(loc).create_checkpoint()
         return out
 
-    return _retry(action, f"compact {loc!r}")
+    try:
+        return retry.call(action, policy=retry.COMMITS, on=retry.transient_io)
+    except Exception as err:
+        if not retry.COMMIT(err):
+            raise
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        log.warning("compact %r skipped (%s: %s); its rows are committed, the next compaction "
+                    "tries again", loc, type(err).__name__, redact(first))
+        return {}
 
 
 def vacuum(loc: TableLocation, older_than_s: float, dry_run: bool = False) -> list[str]:
