@@ -1,20 +1,21 @@
 """The one harness every benchmark writes its figures through (issue 33 item 4).
 
-Five things, nothing else:
+What every benchmark shares, nothing else:
 
 * **where and when**: :func:`commit`, :func:`machine` (cores, memory, CPU model, GPU) and
   :func:`load` (1-minute load average), gathered by :func:`header` into a results file's preamble;
 * **the results file**: :func:`write_results` writes ``header + body`` (``results/<name>.md`` by
-  default), so every file names its commit, date, machine and load;
+  default), so every file names its commit, date, machine and load; :func:`results_option` adds
+  the ``--markdown PATH`` flag that points it elsewhere, :func:`options` builds simple flag sets;
 * **timing as a ratio**: :func:`timed` (best wall seconds of ``repeat`` calls) and :func:`ratio`
   (a figure against a baseline measured in the same run, as one printed line);
 * **peak memory, one way**: ``ru_maxrss`` from ``getrusage``/``wait4``. :func:`peak_rss` is this
-  process's lifetime peak; the peak of one section is that of a fresh child that runs only it:
-  (:func:`run_child`: wall, CPU seconds and peak RSS of that child, exact, from ``wait4``; a
-  child that builds its inputs first reports ``peak_rss()`` after the section minus before it).
+  process's lifetime peak. The peak of one section is that of a fresh child process that runs only
+  it (:func:`run_child`: wall, CPU seconds and peak RSS of that child, exact, from ``wait4``; a
+  child that must build its inputs first prints ``peak_rss()`` after the section minus before).
   Not a forked child: BLAS/OpenMP thread pools may hang there;
 * **the markdown table**: :func:`table` (rows of cells) and :func:`frame_table` (a DataFrame);
-* :class:`Report`: lines printed as they come and kept for the results file.
+  :class:`Report` keeps the lines it prints for the results file.
 
 Usage::
 
