@@ -27,6 +27,7 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
+import harness
 import numpy as np
 import pandas as pd
 from harness import MB, ratio, run_child, table, timed
@@ -119,6 +120,7 @@ def main() -> None:
     p.add_argument("--models", default="100,1000,2000", help="comma-separated zoo sizes")
     p.add_argument("--bootstrap", type=int, default=1000, help="rank.bootstrap and resamples")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    harness.results_option(p, "bench_rank")
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.bootstrap)))
@@ -129,15 +131,17 @@ def main() -> None:
                          str(args.bootstrap)])
         results.append({**json.loads(run.output.strip().splitlines()[-1]), "rss": run.peak_rss})
         print(f"{n} models done: RANK {results[-1]['rank_s']:.1f} s", flush=True)
-    print(table(["models", "ranked", "agreement rows", "RANK s", "RANK per model", "skip check s",
-                 "peak RSS MB"],
-                [[r["models"], r["ranked"], r["agreement_rows"], f"{r['rank_s']:.2f}",
-                  f"{r['rank_s'] / r['models'] * 1000:.1f} ms", f"{r['skip_s']:.3f}",
-                  f"{r['rss'] / MB:.0f}"] for r in results]))
     base = results[0]
-    for r in results[1:]:
-        print(ratio(f"RANK per model at {r['models']} models", r["rank_s"] / r["models"],
-                    f"at {base['models']}", base["rank_s"] / base["models"]))
+    lines = [table(["models", "ranked", "agreement rows", "RANK s", "RANK per model",
+                    "skip check s", "peak RSS MB"],
+                   [[r["models"], r["ranked"], r["agreement_rows"], f"{r['rank_s']:.2f}",
+                     f"{r['rank_s'] / r['models'] * 1000:.1f} ms", f"{r['skip_s']:.3f}",
+                     f"{r['rss'] / MB:.0f}"] for r in results]), "",
+             *[ratio(f"RANK per model at {r['models']} models", r["rank_s"] / r["models"],
+                     f"at {base['models']}", base["rank_s"] / base["models"]) for r in results[1:]]]
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_rank — the RANK that ships as the zoo grows "
+                          f"(rank.bootstrap = rank.resamples = {args.bootstrap})", "\n".join(lines))
 
 
 if __name__ == "__main__":
