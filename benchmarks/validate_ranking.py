@@ -133,7 +133,6 @@ def build_size(args: argparse.Namespace) -> tuple[DemoSize, int, int]:
     return size, every, bootstrap
 
 
-
 def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from zoorank.config.loading import parse_config
     from zoorank.errors import ConfigError
@@ -198,7 +197,6 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return info
 
 
-
 def fmt_tau(row: pd.Series | None, key: str = "kendall") -> str:
     if row is None:
         return "—"
@@ -226,12 +224,10 @@ def ordered_metrics(names: list[str]) -> list[str]:
     return first + sorted(m for m in names if m not in METRIC_ORDER)
 
 
-
 def lookup(frame: pd.DataFrame, metric: str, oracle: str, family: str) -> pd.Series | None:
     sel = frame[(frame["metric"] == metric) & (frame["oracle_metric"] == oracle)
                 & (frame["family"] == family)]
     return None if sel.empty else sel.iloc[0]
-
 
 
 def tau_table(frame: pd.DataFrame, families: list[str]) -> str:
@@ -271,7 +267,6 @@ def selection_table(frame: pd.DataFrame, family: str = "all") -> str:
     return table(header, rows)
 
 
-
 def pearson_cell(row: pd.Series | None) -> str:
     return "—" if row is None else fmt_tau(row, "pearson")
 
@@ -286,7 +281,6 @@ def paper_table(agree: pd.DataFrame) -> str:
                      f"{ORACLE_LABEL[oracle]}, {fam}", fmt_tau(r),
                      pearson_cell(r) if pearson != "—" else "—"])
     return table(header, rows, "llllrrlrr")
-
 
 
 def zoo_section(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
@@ -334,7 +328,6 @@ def zoo_section(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
     return "\n".join(lines)
 
 
-
 def noise_section(board: pd.DataFrame, ds: str, bootstrap: int, seed: int) -> str:
     """Seed noise of the oracle and the agreement of the two oracles: a ceiling for any metric."""
     from zoorank.metrics.agreement import agreement
@@ -364,7 +357,6 @@ def noise_section(board: pd.DataFrame, ds: str, bootstrap: int, seed: int) -> st
     return "\n".join(lines)
 
 
-
 def models_table(board: pd.DataFrame, ds: str) -> str:
     cols = ["knn_accuracy", "linear_probe_accuracy", "lidar", "rankme", "rankme_aug",
             "cluster_learnability", "twonn_id", "clid", "nc", "alignment", "uniformity"]
@@ -387,7 +379,6 @@ def models_table(board: pd.DataFrame, ds: str) -> str:
                            c == "linear_probe_accuracy" else "CL %" if
                            c == "cluster_learnability" else c) for c in cols]
     return table(header, rows)
-
 
 
 def verdicts(agree: pd.DataFrame) -> str:
