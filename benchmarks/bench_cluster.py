@@ -12,7 +12,7 @@ scaling figure shows what adding nodes costs there, not what a real cluster gain
    exit) and scaling efficiency T1 / (k · Tk); files per (dataset, view, model) entry.
 2. Driver memory: ``zoorank embed`` of one tiny model over the first 10k and all 50k images of
    ``../shared/data/cifar10/train.parquet``; the driver's peak RSS (``ru_maxrss`` of the driver
-   process itself, read at its exit) at each size and their ratio.
+   process itself, from ``wait4`` through ``harness.run_child``) at each size and their ratio.
 
 Inputs are local files (every node of this cluster sees the same disk; tests/test_cluster.py
 covers S3), so the figures hold no moto server's CPU.
@@ -24,14 +24,14 @@ covers S3), so the figures hold no moto server's CPU.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 import pyarrow.parquet as pq
 import yaml
+from harness import MB, ratio, run_child, table, timed
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the loopback cluster lives beside the tests that use it
@@ -43,9 +43,6 @@ DATA = REPO.parent / "shared" / "data" / "cifar10"
 ZOO = [("test_resnet", range(4)), ("test_efficientnet", range(2)), ("test_convnext", range(2))]
 EMBED = {"device": "cuda", "allow_cpu_torch": True, "precision": "fp32", "batch_size": 128,
          "models_per_actor": 1, "num_cpus_per_actor": 0.5}
-DRIVER = ("import resource, sys; from zoorank.cli import main; rc = main(sys.argv[1:]); "
-          "print('ZR_PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); "
-          "sys.exit(rc)")
 
 
 def write_zoo(root: Path) -> list[dict]:
@@ -78,28 +75,20 @@ def run_embed(cluster: LoopbackCluster, config: dict, root: Path, name: str,
     store = root / f"store-{name}"
     cfg = root / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump({**config, "store": str(store)}))
-    t0 = time.perf_counter()
-    proc = subprocess.run([str(BIN / "python"), "-c", DRIVER, "embed", str(cfg), "--address",
-                           cluster.address], env=base_env(), capture_output=True, text=True,
-                          timeout=timeout, cwd=root)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{name}: zoorank embed failed\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    rss_kb = [int(line.split()[1]) for line in proc.stdout.splitlines()
-              if line.startswith("ZR_PEAK_RSS_KB")][-1]
+    driver = run_child([str(BIN / "python"), "-m", "zoorank", "embed", str(cfg), "--address",
+                        cluster.address], env=base_env(), cwd=root, timeout=timeout)
     files = {}
     for part in (store / "embeddings").rglob("part-*.parquet"):
         files[part.parent] = files.get(part.parent, 0) + 1
     rows = sum(pq.read_metadata(p).num_rows for p in (store / "embeddings").rglob("part-*.parquet"))
-    return {"wall": wall, "rss_mb": rss_kb / 1024, "entries": len(files),
+    return {"wall": driver.seconds, "rss_mb": driver.peak_rss / MB, "entries": len(files),
             "files_max": max(files.values(), default=0), "rows": rows}
 
 
 def start_cluster(k: int, root: Path) -> tuple[LoopbackCluster, float]:
-    t0 = time.perf_counter()
     cluster = LoopbackCluster(root / f"logs-{k}", head_cpus=1, workers=[(1, 1)] * k)
-    cluster.start(timeout=300)
-    return cluster, time.perf_counter() - t0
+    _, seconds = timed(cluster.start, timeout=300)
+    return cluster, seconds
 
 
 def main() -> None:
@@ -110,6 +99,7 @@ def main() -> None:
                         help="dataset sizes for the driver-memory runs ('' to skip)")
     parser.add_argument("--rss-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900, help="per zoorank run, seconds")
+    harness.results_option(parser, "bench_cluster")
     args = parser.parse_args()
     counts = [int(k) for k in args.workers.split(",") if k]
     sizes = [int(n) for n in args.rss_sizes.split(",") if n]
@@ -141,33 +131,32 @@ def main() -> None:
         finally:
             cluster.stop()
 
-    print()
-    print(f"EMBED on a loopback cluster: head (1 CPU, 0 GPU) + k workers (1 CPU, 1 declared GPU "
-          f"each, CPU torch), {len(models)} models × {args.images} CIFAR-10 images, clean view; "
-          "all nodes share this machine's cores")
-    print(f"{'workers':>7} {'start s':>8} {'embed s':>8} {'img/s':>7} {'efficiency':>10} "
-          f"{'entries':>7} {'files/entry':>11}")
     t1 = results.get(1, {}).get("wall")
-    for k, r in results.items():
-        eff = f"{t1 / (k * r['wall']):.2f}" if t1 else "-"
-        print(f"{k:>7} {r['start']:>8.1f} {r['wall']:>8.1f} {len(models) * args.images / r['wall']:>7.0f}"
-              f" {eff:>10} {r['entries']:>7} {r['files_max']:>11}")
-    for k, r in results.items():
-        if t1 and k != 1:
-            print(f"scaling  {k} workers  embed {r['wall']:.1f} s  1 worker {t1:.1f} s  "
-                  f"speed-up {t1 / r['wall']:.2f}×  efficiency T1/(k·Tk) {t1 / (k * r['wall']):.2f}")
+    lines = [f"EMBED on a loopback cluster: head (1 CPU, 0 GPU) + k workers (1 CPU, 1 declared GPU "
+             f"each, CPU torch), {len(models)} models × {args.images} CIFAR-10 images, clean view; "
+             "all nodes share this machine's cores.", "",
+             table(["workers", "start s", "embed s", "img/s", "efficiency", "entries", "files/entry"],
+                   [[k, f"{r['start']:.1f}", f"{r['wall']:.1f}",
+                     f"{len(models) * args.images / r['wall']:.0f}",
+                     f"{t1 / (k * r['wall']):.2f}" if t1 else "-", r["entries"], r["files_max"]]
+                    for k, r in results.items()]), ""]
+    lines += [ratio(f"embed on 1 worker (efficiency T1/(k·Tk) {t1 / (k * r['wall']):.2f})", t1,
+                    f"on {k} workers", r["wall"]) for k, r in results.items() if t1 and k != 1]
     files = max((r["files_max"] for r in results.values()), default=0)
-    print(f"files    at most {files} part file(s) per entry of {args.images} rows")
+    lines.append(f"files: at most {files} part file(s) per entry of {args.images} rows")
     if rss:
-        print()
-        print(f"driver peak RSS, zoorank embed, 1 model, {args.rss_workers} workers")
-        print(f"{'images':>7} {'embed s':>8} {'driver peak RSS MB':>19} {'rows written':>12}")
-        for n, r in rss.items():
-            print(f"{n:>7} {r['wall']:>8.1f} {r['rss_mb']:>19.0f} {r['rows']:>12}")
+        lines += ["", f"Driver peak RSS, zoorank embed, 1 model, {args.rss_workers} workers:", "",
+                  table(["images", "embed s", "driver peak RSS MB", "rows written"],
+                        [[n, f"{r['wall']:.1f}", f"{r['rss_mb']:.0f}", r["rows"]]
+                         for n, r in rss.items()])]
         if len(rss) >= 2:
             (n0, a), (n1, b) = sorted(rss.items())[0], sorted(rss.items())[-1]
-            print(f"memory   driver peak RSS {n1} images {b['rss_mb']:.0f} MB  {n0} images "
-                  f"{a['rss_mb']:.0f} MB  {b['rss_mb'] / a['rss_mb']:.2f}× for {n1 / n0:.0f}× the images")
+            lines.append(f"memory: driver peak RSS {b['rss_mb']:.0f} MB at {n1} images vs "
+                         f"{a['rss_mb']:.0f} MB at {n0}: {b['rss_mb'] / a['rss_mb']:.2f}× for "
+                         f"{n1 / n0:.0f}× the images")
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_cluster — EMBED on a simulated multi-node "
+                          "cluster (issue 9)", "\n".join(lines))
 
 
 if __name__ == "__main__":

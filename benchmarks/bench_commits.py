@@ -21,12 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import harness
+from harness import ratio, run_child, table, timed
 
 MEASURE = r"""
 import json, sys, tempfile, time
@@ -59,9 +58,8 @@ def commit_costs(path: str, files: int, sizes: list[int]) -> dict[int, float]:
     """Seconds per commit of K models into a table of ``files`` one-model files, with the
     zoorank found at ``path`` (best of 3)."""
     env = {**os.environ, "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(files), *map(str, sizes)], env=env,
-                          capture_output=True, text=True, check=True)
-    return {int(k): v for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    done = run_child([sys.executable, "-c", MEASURE, str(files), *map(str, sizes)], env=env)
+    return {int(k): v for k, v in json.loads(done.output.splitlines()[-1]).items()}
 
 
 def files_read(k: int) -> int:
@@ -82,37 +80,34 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", help="a directory holding another checkout's zoorank/")
     parser.add_argument("--files", type=int, default=40, help="one-model files in the table")
+    parser.add_argument("--sizes", default="1,8,32,128", help="K: models per commit (with 1 and 32)")
+    harness.results_option(parser, "bench_commits")
     args = parser.parse_args(argv)
-    sizes = [1, 8, 32, 128]
+    sizes = sorted({1, 32, *(int(k) for k in args.sizes.split(","))})
 
-    new = commit_costs(REPO, args.files, sizes)
-    print(f"== one commit of K models (25 metric rows each) into a {args.files}-file table, "
-          "local disk ==")
-    print(f"{'K':>4} {'s/commit':>9} {'ms/model':>9}")
-    for k in sizes:
-        print(f"{k:4d} {new[k]:9.3f} {1000 * new[k] / k:9.2f}")
-    print(f"commit cost per model, K = 32 against K = 1: {new[1] / (new[32] / 32):.0f}× lower")
-    print(f"files a merge of 1 / 8 matching models reads out of 40: {files_read(1)} / "
-          f"{files_read(8)} (streamed_exec=False prunes by key range)")
+    new = commit_costs(str(harness.REPO), args.files, sizes)
+    lines = [f"One commit of K models (25 metric rows each) into a {args.files}-file table, local "
+             "disk (best of 3):", "",
+             table(["K", "s/commit", "ms/model"], [[k, f"{new[k]:.3f}", f"{1000 * new[k] / k:.2f}"]
+                                                   for k in sizes]), "",
+             ratio("commit per model at K = 1", new[1], "at K = 32", new[32] / 32),
+             f"files a merge of 1 / 8 matching models reads out of 40: {files_read(1)} / "
+             f"{files_read(8)} (streamed_exec=False prunes by key range)"]
     if args.baseline:
         old = commit_costs(args.baseline, args.files, [1, 32])
-        print(f"one model per commit: baseline {1000 * old[1]:.1f} ms, now {1000 * new[1]:.1f} ms "
-              f"({old[1] / new[1]:.2f}× faster); a 32-model commit: baseline "
-              f"{1000 * old[32]:.0f} ms, now {1000 * new[32]:.0f} ms")
+        lines += [ratio("one model per commit: baseline", old[1], "now", new[1]),
+                  ratio("a 32-model commit: baseline", old[32], "now", new[32])]
 
     from zoorank import retry
 
     n = 20000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        len("x")
-    bare = (time.perf_counter() - t0) / n
-    t0 = time.perf_counter()
-    for _ in range(n):
-        retry.call(len, "x")
-    wrapped = (time.perf_counter() - t0) / n
-    print(f"retry policy on a call that succeeds: {1e6 * (wrapped - bare):.1f} µs per call "
-          f"({(wrapped - bare) / new[1]:.2%} of one single-model commit)")
+    _, bare = timed(lambda: [len("x") for _ in range(n)])
+    _, wrapped = timed(lambda: [retry.call(len, "x") for _ in range(n)])
+    lines.append(f"retry policy on a call that succeeds: {1e6 * (wrapped - bare) / n:.1f} µs per "
+                 f"call ({(wrapped - bare) / n / new[1]:.2%} of one single-model commit)")
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_commits — one store commit (issues 23, 26)",
+                          "\n".join(lines))
 
 
 if __name__ == "__main__":

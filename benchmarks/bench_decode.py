@@ -3,12 +3,13 @@
 Each case runs in a fresh child process (``multiprocessing`` spawn) that imports zoorank, records
 its resident memory, then does what an EMBED decode task does with one sample — decode it and make
 its clean view and two SimCLR views (``zoorank.views.decode_views``) — and reports its peak RSS
-(``ru_maxrss``) and the growth over the import baseline. The "before" column runs the decode of
-zoorank ≤ issue 16 on the same bytes (``Image.open → load → convert("RGB")``, then resize the whole
-image so its shorter side is ``floor(size / crop_pct)`` and crop): a 1×20000 strip becomes a
-256 × 5,120,000 image. The children run under an address-space limit (``--limit-gb``, default 6), so
-a case that would take more fails with MemoryError instead of the machine; its figure is then
-"> limit". The corpus is generated (``tests/hostile_corpus.py``); nothing asserts, it prints.
+(``harness.peak_rss``: ``ru_maxrss``) and the growth over the peak after imports. The "before"
+column runs the decode of zoorank ≤ issue 16 on the same bytes (``Image.open → load →
+convert("RGB")``, then resize the whole image so its shorter side is ``floor(size / crop_pct)`` and
+crop): a 1×20000 strip becomes a 256 × 5,120,000 image. The children run under an address-space
+limit (``--limit-gb``, default 6), so a case that would take more fails with MemoryError instead of
+the machine; its figure is then "> limit". The corpus is generated (``tests/hostile_corpus.py``);
+nothing asserts, it prints.
 
     .venv/bin/python benchmarks/bench_decode.py              # 224 px, before and after
     .venv/bin/python benchmarks/bench_decode.py --no-before  # after only
@@ -16,25 +17,19 @@ a case that would take more fails with MemoryError instead of the machine; its f
 
 from __future__ import annotations
 
-import argparse
 import math
 import multiprocessing as mp
 import resource
 import sys
 from pathlib import Path
 
+import harness
+from harness import MB, peak_rss, table
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 GOAL_BYTES = 1024**3
-
-
-def _rss_now() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _naive(data: bytes, size: int, crop_pct: float):
@@ -61,7 +56,7 @@ def _child(data: bytes, mode: str, size: int, crop_pct: float, limit: int, out) 
     from zoorank.views import ViewGeometry, ViewPlan, decode_views
 
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    base = _rss_now()
+    base = peak_rss()
     status = "ok"
     try:
         if mode == "before":
@@ -78,7 +73,7 @@ def _child(data: bytes, mode: str, size: int, crop_pct: float, limit: int, out) 
         status = "MemoryError"
     except Exception as err:  # the naive decode's own failures (bombs, truncated files)
         status = type(err).__name__
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss()
     out.put((status, peak, peak - base))
 
 
@@ -94,34 +89,35 @@ def measure(data: bytes, mode: str, size: int, crop_pct: float, limit: int) -> t
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--crop-pct", type=float, default=0.875)
-    ap.add_argument("--limit-gb", type=float, default=6.0)
-    ap.add_argument("--no-before", action="store_true")
-    args = ap.parse_args()
+    args = harness.options(__doc__, "bench_decode", size=224, crop_pct=0.875, limit_gb=6.0,
+                           no_before=False)
     from hostile_corpus import image_cases
 
     limit = int(args.limit_gb * 1024**3)
     modes = ["after"] if args.no_before else ["before", "after"]
-    print(f"decode task peak RSS, {args.size}px crop_pct {args.crop_pct}, one child per case "
-          f"(address space ≤ {args.limit_gb:g} GB)")
-    print(f"{'case':22s} {'bytes':>10s} " + " ".join(f"{m + ' status':>14s} {m + ' peak MB':>14s} "
-                                                       f"{m + ' +MB':>10s}" for m in modes))
-    worst = {m: 0 for m in modes}
+    about = (f"Decode task peak RSS, {args.size}px crop_pct {args.crop_pct}, one child per case "
+             f"(address space ≤ {args.limit_gb:g} GB).")
+    print(about)
+    worst, rows = {m: 0 for m in modes}, []
     for case in image_cases(big=True):
-        cells = []
+        cells = [case.name, len(case.data)]
         for m in modes:
             status, peak, grew = measure(case.data, m, args.size, args.crop_pct, limit)
             if status == "MemoryError":
                 peak = grew = limit  # at least the limit
             worst[m] = max(worst[m], peak)
-            shown = f"> {limit / 2**20:.0f}" if status == "MemoryError" else f"{peak / 2**20:.0f}"
-            cells.append(f"{status:>14s} {shown:>14s} {grew / 2**20:>10.0f}")
-        print(f"{case.name:22s} {len(case.data):>10d} " + " ".join(cells))
-    for m in modes:
-        print(f"decode peak RSS  {m:6s}  worst case {worst[m] / 2**20:.0f} MB  goal "
-              f"{GOAL_BYTES / 2**20:.0f} MB  {worst[m] / GOAL_BYTES:.2f}× goal")
+            shown = f"> {limit / MB:.0f}" if status == "MemoryError" else f"{peak / MB:.0f}"
+            cells += [status, shown, f"{grew / MB:.0f}"]
+        rows.append(cells)
+        print(" ".join(map(str, cells)), flush=True)
+    lines = [about, "", table(["case", "bytes", *[f"{m} {c}" for m in modes
+                                                  for c in ("status", "peak MB", "+MB")]],
+                              rows, "lr" + "lrr" * len(modes)), ""]
+    lines += [f"decode peak RSS  {m}  worst case {worst[m] / MB:.0f} MB  goal {GOAL_BYTES / MB:.0f} "
+              f"MB  {worst[m] / GOAL_BYTES:.2f}× goal" for m in modes]
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_decode — decode memory on the hostile corpus "
+                          "(issue 16)", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,11 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
+from harness import MB, ratio, run_child, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 
@@ -51,6 +52,9 @@ from zoorank.zoo import load_model, resolve_models  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
+#: every figure line printed, for the results file
+REPORT = harness.Report()
+say = REPORT.say
 
 
 def tiny_net(width: int = 8, dim: int = 32) -> nn.Module:
@@ -99,9 +103,7 @@ def run_zoorank(config) -> dict:
     from zoorank.embed import run_embed
 
     shutil.rmtree(config.store, ignore_errors=True)
-    t0 = time.perf_counter()
-    rows = run_embed(config)
-    seconds = time.perf_counter() - t0
+    rows, seconds = timed(run_embed, config)
     assert (rows["status"] == "done").all(), rows[rows["status"] != "done"]["error"].tolist()
     stats = rows.attrs["pipelines"]
     return {
@@ -134,14 +136,16 @@ def run_bound(config, batch_size: int) -> float:
     seconds = []
     default_threads = torch.get_num_threads()
     # the better of torch's default threads and one thread (on a busy machine one thread wins)
-    for threads in sorted({default_threads, 1}, reverse=True):
-        torch.set_num_threads(threads)
-        t0 = time.perf_counter()
+
+    def forward() -> None:
         with torch.inference_mode():
             for net in nets:
                 for i in range(0, len(x), batch_size):
                     net(x[i : i + batch_size])
-        seconds.append(time.perf_counter() - t0)
+
+    for threads in sorted({default_threads, 1}, reverse=True):
+        torch.set_num_threads(threads)
+        seconds.append(timed(forward)[1])
     torch.set_num_threads(default_threads)
     return min(seconds)
 
@@ -160,15 +164,17 @@ class _Images(torch.utils.data.Dataset):
 def run_naive(config, batch_size: int) -> float:
     models = resolve_models(config)
     table = load_samples(config.datasets[0], config.seed)
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        for m in models:
-            net = load_model(m)
-            loader = torch.utils.data.DataLoader(_Images(table.images, m.geometry),
-                                                 batch_size=batch_size)
-            for u8 in loader:
-                net(normalize(u8, m))
-    return time.perf_counter() - t0
+
+    def loop() -> None:
+        with torch.inference_mode():
+            for m in models:
+                net = load_model(m)
+                loader = torch.utils.data.DataLoader(_Images(table.images, m.geometry),
+                                                     batch_size=batch_size)
+                for u8 in loader:
+                    net(normalize(u8, m))
+
+    return timed(loop)[1]
 
 
 def compare(label: str, config, images: int, batch_size: int, repeat: int) -> None:
@@ -184,12 +190,13 @@ def compare(label: str, config, images: int, batch_size: int, repeat: int) -> No
     z["startup"] = min(r["startup"] for r in zs)
     bound, naive = min(bounds), min(naives)
     zr, br, nr = images / z["seconds"], images / bound, images / naive
-    print(f"embed  {label}  {n_models} models  {images} imgs  zoorank {zr:,.0f} img/s  "
-          f"naive {nr:,.0f} img/s  bound {br:,.0f} img/s  {zr / br:.2f}× bound  "
-          f"{zr / nr:.2f}× naive   (whole stage, {z['seconds']:.1f} s)")
-    print(f"embed  {label}  {n_models} models  {images} imgs  steady state {z['steady']:,.0f} img/s"
-          f"  {z['steady'] / br:.2f}× bound  {z['steady'] / nr:.2f}× naive   "
-          f"start-up {z['startup']:.1f} s (model loading {z['load']:.1f} s of it)")
+    say(f"embed  {label}  {n_models} models  {images} imgs  zoorank {zr:,.0f} img/s  "
+        f"naive {nr:,.0f} img/s  bound {br:,.0f} img/s  {zr / br:.2f}× bound  "
+        f"{zr / nr:.2f}× naive   (whole stage, {z['seconds']:.1f} s)")
+    say(f"embed  {label}  {n_models} models  {images} imgs  steady state {z['steady']:,.0f} img/s"
+        f"  {z['steady'] / br:.2f}× bound  {z['steady'] / nr:.2f}× naive   "
+        f"start-up {z['startup']:.1f} s (model loading {z['load']:.1f} s of it)")
+    say(ratio(f"embed {label}: zoorank's whole stage", z["seconds"], "the compute bound", bound))
 
 
 def files_per_entry(store: Path) -> float:
@@ -212,32 +219,26 @@ def chunks_case(tmp: Path, args, embed: dict) -> None:
     best = min(runs, key=lambda r: r["seconds"])
     where = Path(zoorank.__file__).resolve().parents[1]
     each = ", ".join(f"{r['seconds']:.1f}" for r in runs)
-    print(f"embed  chunks  {args.arch}@{args.chunks_size}px  {args.chunks} chunks × 1 model  "
-          f"{args.chunks_images} imgs  batch {args.batch_size}  whole stage {best['seconds']:.1f} s "
-          f"(runs: {each})  "
-          f"files per entry {best['files']:.1f}   [zoorank from {where}]")
+    say(f"embed  chunks  {args.arch}@{args.chunks_size}px  {args.chunks} chunks × 1 model  "
+        f"{args.chunks_images} imgs  batch {args.batch_size}  whole stage {best['seconds']:.1f} s "
+        f"(runs: {each})  "
+        f"files per entry {best['files']:.1f}   [zoorank from {where}]")
 
 
 _MEASURE = """
-import json, resource, sys, time
+import sys
 sys.path.insert(0, {bench!r})
 import zoorank.runtime
 from zoorank.config.loading import load_config
 from zoorank.embed import run_embed
-t0 = time.perf_counter()
 rows = run_embed(load_config({cfg!r}))
-print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0,
-                             "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                             "done": int((rows["status"] == "done").sum())}}))
+print("DONE", int((rows["status"] == "done").sum()))
 """
 
 
 def driver_memory_case(tmp: Path, args) -> None:
     """The driver's peak RSS embedding N images of cifar10/train.parquet, each N in a fresh process.
     """
-    import json
-    import subprocess
-
     import yaml
 
     specs = save_zoo(tmp / "zoo-mem", "tiny", 1, 32)
@@ -252,20 +253,15 @@ def driver_memory_case(tmp: Path, args) -> None:
             "embed": {"batch_size": 256, "device": "cpu"},
         }))
         code = _MEASURE.format(bench=str(Path(__file__).parent), cfg=str(cfg))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=dict(os.environ, ZOORANK_PROGRESS="0"), check=False)
-        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            sys.exit(f"driver-memory run of {n} images failed:\n{out.stdout}\n{out.stderr}")
-        results[n] = json.loads(line[7:])
-        r = results[n]
-        print(f"embed  driver memory  tiny@32px  {n} imgs (cifar10 train)  peak RSS "
-              f"{r['peak'] / 2**20:,.0f} MiB  whole stage {r['seconds']:.1f} s  "
-              f"{r['done']} entries done")
+        r = results[n] = run_child([sys.executable, "-c", code],
+                                   env=dict(os.environ, ZOORANK_PROGRESS="0"))
+        done = next(x.split()[1] for x in r.output.splitlines() if x.startswith("DONE "))
+        say(f"embed  driver memory  tiny@32px  {n} imgs (cifar10 train)  peak RSS "
+            f"{r.peak_rss / MB:,.0f} MiB  whole process {r.seconds:.1f} s  {done} entries done")
     lo, hi = min(results), max(results)
-    print(f"embed  driver memory  {hi} vs {lo} imgs  peak RSS {results[hi]['peak'] / 2**20:,.0f} "
-          f"vs {results[lo]['peak'] / 2**20:,.0f} MiB  {results[hi]['peak'] / results[lo]['peak']:.2f}×"
-          f"  (images {hi / lo:.0f}×)")
+    say(f"embed  driver memory  {hi} vs {lo} imgs  peak RSS {results[hi].peak_rss / MB:,.0f} "
+        f"vs {results[lo].peak_rss / MB:,.0f} MiB  "
+        f"{results[hi].peak_rss / results[lo].peak_rss:.2f}×  (images {hi / lo:.0f}×)")
 
 
 def main(argv=None) -> None:
@@ -288,6 +284,7 @@ def main(argv=None) -> None:
     cases = ["resnet", "tiny", "many", "chunks", "driver-memory"]
     p.add_argument("--skip", nargs="*", default=[], choices=cases)
     p.add_argument("--only", nargs="*", default=None, choices=cases)
+    harness.results_option(p, "bench_embed")
     args = p.parse_args(argv)
     if args.only is not None:
         args.skip = [c for c in cases if c not in args.only]
@@ -300,23 +297,20 @@ def main(argv=None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-embed-"))
     embed = {"num_actors": args.num_actors} if args.num_actors else {}
     try:
-        t0 = time.perf_counter()
         if set(cases) - set(args.skip) - {"driver-memory"}:  # that case runs its own processes
             ensure_ray()
-        print(f"# local Ray started in {time.perf_counter() - t0:.1f} s "
-              f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
-              f"load average {os.getloadavg()[0]:.1f})")
+        say(f"torch threads {torch.get_num_threads()}, load average {harness.load():.1f}")
         bs = args.batch_size
         if "resnet" not in args.skip:
             specs = save_zoo(tmp / "zoo", args.arch, args.models, args.size)
             config = make_config(tmp / "store", specs, args.images, bs, **embed)
             compare(f"{args.arch}@{args.size}px", config, args.images, bs, args.repeat)
-            print(f"# load average {os.getloadavg()[0]:.1f}")
+            say(f"load average {harness.load():.1f}")
         if "tiny" not in args.skip:
             specs = save_zoo(tmp / "zoo", "tiny", max(args.tiny, args.many), 32)
             config = make_config(tmp / "store", specs[: args.tiny], args.tiny_images, bs, **embed)
             compare("tiny@32px", config, args.tiny_images, bs, args.repeat)
-            print(f"# load average {os.getloadavg()[0]:.1f}")
+            say(f"load average {harness.load():.1f}")
         if "many" not in args.skip:
             specs = save_zoo(tmp / "zoo", "tiny", args.many, 32)
             one_cfg = make_config(tmp / "store", specs[:1], args.many_images, bs, **embed)
@@ -328,16 +322,17 @@ def main(argv=None) -> None:
             # the same without the start-up's jitter: model loading + work after the first batch
             per_model_work = (many["work"] + many["load"] - one["work"] - one["load"]) / (
                 args.many - 1)
-            print(f"embed  tiny@32px  {args.many} models  {args.many_images} imgs  "
-                  f"{many['seconds']:.1f} s  vs 1 model {one['seconds']:.1f} s  "
-                  f"per-model overhead {per_model * 1000:,.0f} ms (wall)  "
-                  f"{per_model_work * 1000:,.0f} ms (loading + steady work)  "
-                  f"model loading {many['load']:.1f} s for {args.many} in the actor")
+            say(f"embed  tiny@32px  {args.many} models  {args.many_images} imgs  "
+                f"{many['seconds']:.1f} s  vs 1 model {one['seconds']:.1f} s  "
+                f"per-model overhead {per_model * 1000:,.0f} ms (wall)  "
+                f"{per_model_work * 1000:,.0f} ms (loading + steady work)  "
+                f"model loading {many['load']:.1f} s for {args.many} in the actor")
         if "chunks" not in args.skip:
             chunks_case(tmp, args, embed)
-            print(f"# load average {os.getloadavg()[0]:.1f}")
+            say(f"load average {harness.load():.1f}")
         if "driver-memory" not in args.skip:
             driver_memory_case(tmp, args)
+        REPORT.write(args.markdown, "bench_embed — EMBED throughput (issue 3)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,16 +1,17 @@
 """Metric-library benchmark (issue 2): the label-free suite over N × d, memory at large N, faiss vs sklearn.
 
-For every (data, d, N) it times each metric of the label-free suite — RankMe (clean), RankMe on
-the augmented views, LiDAR (n = min(N/10, 5000) clean samples × q = 10 views), alpha-ReQ, TwoNN and
-MLE intrinsic dimension on L2-normalised rows, cluster learnability (K = round(√N), chunk 10k),
+For every (data, d, N) it times each metric of the label-free suite — RankMe (clean), RankMe on the
+augmented views, LiDAR (n = min(N/10, 5000) clean samples × q = 10 views), alpha-ReQ, TwoNN and MLE
+intrinsic dimension on L2-normalised rows, cluster learnability (K = round(√N), chunk 10k),
 alignment (view 0 vs view 1), uniformity, coding rate and neighbourhood consistency of a 3-member
 ensemble (reference set min(5000, N/2), k = min(100, 2% of it), as the SCORE stage does) — and, when
-``zoorank.metrics.suite`` exists, the whole ``label_free_suite`` plus ``ensemble_reliability`` end to
-end. It prints seconds per metric, the growth exponent in N (least-squares slope of log seconds on
-log N), peak memory above the baseline (RSS sampled every 5 ms; NumPy allocations via tracemalloc
-for N ≥ ``--trace-from``) against the N×N float64 matrix a naive implementation would allocate, and
-exact self-kNN (k = 10) with ``zoorank.metrics.neighbors.knn`` (faiss) against scikit-learn's
-``NearestNeighbors(algorithm="brute")`` on the same data.
+``zoorank.metrics.suite`` exists, the whole ``label_free_suite`` plus ``ensemble_reliability`` end
+to end. It prints seconds per metric, the growth exponent in N (least-squares slope of log seconds
+on log N), peak memory for N ≥ ``--trace-from`` (the metric once more in a fresh child process that
+builds the same inputs: the growth of its ``ru_maxrss`` over the call, ``harness.run_child``; 0 B:
+within the child's own setup peak) against the N×N float64 matrix a naive implementation would
+allocate, and exact self-kNN (k = 10) with ``zoorank.metrics.neighbors.knn`` (faiss) against
+scikit-learn's ``NearestNeighbors(algorithm="brute")`` on the same data.
 
 Data:
 
@@ -37,19 +38,18 @@ import argparse
 import gc
 import io
 import math
-import os
 import resource
 import sys
-import threading
 import time
-import tracemalloc
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
+from harness import table
 
 TARGET_SECONDS = 30.0
 TARGET_N, TARGET_D = 10_000, 2048
@@ -67,9 +67,6 @@ CIFAR = REPO.parent / "shared" / "data" / "cifar10"
 # memory
 # --------------------------------------------------------------------------------------------
 
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
 def fixed_mmap_threshold(nbytes: int = 1 << 20) -> None:
     """Serve allocations >= ``nbytes`` by mmap and give them back on free (glibc only).
 
@@ -85,40 +82,6 @@ def fixed_mmap_threshold(nbytes: int = 1 << 20) -> None:
         pass
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _PAGE
-
-
-class RssSampler:
-    """Peak resident set size while a block runs, sampled from /proc every ``interval`` seconds.
-
-    ``ru_maxrss`` only gives the process-lifetime peak; sampling gives the peak of one metric. Samples
-    can miss a very short spike, so tracemalloc's exact NumPy peak is reported beside it.
-    """
-
-    def __init__(self, interval: float = 0.005):
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, rss_bytes())
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RssSampler:
-        self.peak = rss_bytes()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss_bytes())
-
-
 def cpu_seconds() -> float:
     """User + system CPU time of this process, all threads (less sensitive to other load than wall)."""
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -129,18 +92,15 @@ def cpu_seconds() -> float:
 class Timing:
     seconds: float
     cpu: float  # CPU seconds of the call, all threads
-    rss_extra: int  # peak RSS above the RSS before the call, bytes
-    numpy_peak: int | None  # tracemalloc peak of the call, bytes (None when not traced)
+    rss_extra: int | None  # peak RSS growth of the call (child_memory), bytes; None: not measured
     error: str | None = None
 
 
-def measure(fn: Callable[[], Any], trace: bool) -> Timing:
+def measure(fn: Callable[[], Any]) -> Timing:
+    """Wall and CPU seconds of ``fn()`` in this process (its memory: :func:`child_memory`)."""
     gc.collect()
-    base = rss_bytes()
-    if trace:
-        tracemalloc.start()
     error = None
-    with RssSampler() as sampler, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         start, cpu0 = time.perf_counter(), cpu_seconds()
         try:
@@ -149,11 +109,27 @@ def measure(fn: Callable[[], Any], trace: bool) -> Timing:
             error = f"{type(err).__name__}: {err}"
         seconds = time.perf_counter() - start
         cpu = cpu_seconds() - cpu0
-    numpy_peak = None
-    if trace:
-        numpy_peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return Timing(seconds, cpu, max(0, sampler.peak - base), numpy_peak, error)
+    return Timing(seconds, cpu, None, error)
+
+
+def child_memory(name: str, data: str, N: int, d: int, cache: Path) -> int | None:
+    """Peak RSS growth of metric ``name`` on the (data, N, d) inputs, in a fresh child process."""
+    run = harness.run_child([sys.executable, __file__, "--memory-of", name, "--data", data,
+                             "--sizes", str(N), "--dims", str(d), "--cache", str(cache)],
+                            check=False)
+    last = run.output.strip().splitlines()[-1:] if run.returncode == 0 else []
+    return int(last[0]) if last and last[0].isdigit() else None
+
+
+def memory_of(name: str, x: Inputs) -> int:
+    """In the child: the growth of this process's peak RSS over one call of metric ``name``."""
+    fn = {**metric_calls(x), **suite_calls(x)}[name]
+    gc.collect()
+    before = harness.peak_rss()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()
+    return harness.peak_rss() - before
 
 
 def fmt_bytes(b: float | None) -> str:
@@ -380,15 +356,6 @@ def growth_exponent(sizes: list[int], seconds: list[float]) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    print(f"\n{title}")
-    print("  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths))))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
-
-
 def parse_ints(text: str) -> list[int]:
     return [int(v.replace("k", "000")) for v in text.split(",") if v.strip()]
 
@@ -402,12 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-suite", action="store_true", help="skip the label_free_suite end-to-end run")
     p.add_argument("--no-knn", action="store_true", help="skip the faiss vs sklearn comparison")
     p.add_argument("--trace-from", type=int, default=20_000,
-                   help="trace NumPy allocations (tracemalloc) for N >= this (default 20000)")
+                   help="measure each metric's peak memory (a child each) for N >= this (default 20000)")
+    p.add_argument("--memory-of", help=argparse.SUPPRESS)  # in the child of child_memory
     p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-bench"))
     p.add_argument("--repeat", type=int, default=1,
                    help="run each metric R times and keep the fastest (noisy shared machines)")
     p.add_argument("--only", default=None, help="comma list of metric names to run (default: all)")
     p.add_argument("--threads", type=int, default=None, help="BLAS/faiss threads (default: all cores)")
+    harness.results_option(p, "bench_metrics")
     args = p.parse_args(argv)
 
     fixed_mmap_threshold()
@@ -421,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         from zoorank.metrics.neighbors import _faiss
 
         _faiss().omp_set_num_threads(args.threads)
+    if args.memory_of:
+        data, N, d = datas[0], sizes[0], dims[0]
+        x = synthetic_inputs(N, d) if data == "synthetic" else real_inputs(N, d, args.cache)
+        print(memory_of(args.memory_of, x))
+        return 0
     if "real" in datas and not (CIFAR / "test.parquet").exists():
         print(f"real data skipped: {CIFAR} not found")
         datas.remove("real")
@@ -428,19 +402,17 @@ def main(argv: list[str] | None = None) -> int:
     import faiss
     import sklearn
 
-    print(
-        f"bench_metrics  sizes={sizes} dims={dims} data={datas}  cores={os.cpu_count()}  "
-        f"load={os.getloadavg()[0]:.1f}  numpy {np.__version__}  faiss {faiss.__version__}  "
-        f"sklearn {sklearn.__version__}"
-    )
-    print(f"timings: fastest of {max(1, args.repeat)} run(s) each, on shared cores (noisy); "
-          "memory: peak above the pre-call baseline")
+    report = harness.Report()
+    report.say(f"bench_metrics  sizes={sizes} dims={dims} data={datas}  numpy {np.__version__}  "
+               f"faiss {faiss.__version__}  sklearn {sklearn.__version__}")
+    report.say(f"timings: fastest of {max(1, args.repeat)} run(s) each, on shared cores (noisy); "
+               "memory: the peak RSS growth of one more call in a fresh child")
 
     # Warm-up: imports, faiss and BLAS thread pools, scipy's LAPACK, so the first timed call is not
     # charged for them.
     warm = synthetic_inputs(600, 32, seed=1)
     for fn in [*metric_calls(warm).values(), *suite_calls(warm).values()]:
-        measure(fn, trace=False)
+        measure(fn)
     del warm
 
     # results[(data, d)][metric][N] = Timing
@@ -465,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
                     calls = {k: v for k, v in calls.items() if k in keep}
                 line = []
                 for name, fn in calls.items():
-                    tm = min((measure(fn, trace) for _ in range(max(1, args.repeat))),
+                    tm = min((measure(fn) for _ in range(max(1, args.repeat))),
                              key=lambda t: t.seconds)
+                    if trace and not tm.error:
+                        tm.rss_extra = child_memory(name, data, N, d, args.cache)
                     per_metric.setdefault(name, {})[N] = tm
                     line.append(f"{name} {tm.seconds:.2f}s" + (" ERROR" if tm.error else ""))
                     if tm.error:
@@ -485,14 +459,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if trace:
                     nxn = N * N * 8
-                    peak_rss = max(t.rss_extra for t in own)
-                    peak_np = max(t.numpy_peak or 0 for t in own)
-                    worst = max(own, key=lambda t: t.rss_extra)
+                    peak_rss = max(t.rss_extra or 0 for t in own)
+                    worst = max(own, key=lambda t: t.rss_extra or 0)
                     worst_name = [m for m in own_names if per_metric[m][N] is worst][0]
                     summary.append(
                         f"memory   N={N} d={d} {data}  peak RSS +{fmt_bytes(peak_rss)} ({worst_name})  "
-                        f"NumPy peak {fmt_bytes(peak_np)}  N×N float64 {fmt_bytes(nxn)}  "
-                        f"{peak_rss / nxn:.3f}× N×N"
+                        f"N×N float64 {fmt_bytes(nxn)}  {peak_rss / nxn:.3f}× N×N"
                     )
                 if data == datas[0] and not args.no_knn:
                     r = knn_compare(x.clean)
@@ -515,14 +487,14 @@ def main(argv: list[str] | None = None) -> int:
         traced = sizes[-1] >= args.trace_from
         header = ["metric"] + [f"N={N} s (CPU)" for N in sizes] + ["exp", "exp CPU"]
         if traced:
-            header += [f"RSS+ N={sizes[-1]}", f"NumPy N={sizes[-1]}"]
+            header += [f"RSS+ N={sizes[-1]}"]
         rows = []
         names = [n for n in per_metric if n not in suite_only]
         for name in [*names, "suite total", *[n for n in per_metric if n in suite_only]]:
             if name == "suite total":
                 by_n = {
                     N: Timing(sum(per_metric[m][N].seconds for m in names if N in per_metric[m]),
-                              sum(per_metric[m][N].cpu for m in names if N in per_metric[m]), 0, None)
+                              sum(per_metric[m][N].cpu for m in names if N in per_metric[m]), None)
                     for N in sizes
                 }
             else:
@@ -535,22 +507,19 @@ def main(argv: list[str] | None = None) -> int:
             row += ["-" if e is None else f"{e:.2f}" for e in exps]
             if traced:
                 last = by_n.get(sizes[-1]) if name != "suite total" else None
-                row += [fmt_bytes(last.rss_extra if last else None),
-                        fmt_bytes(last.numpy_peak if last else None)]
+                row += [fmt_bytes(last.rss_extra if last else None)]
             rows.append(row)
-        print_table(f"seconds per metric (CPU-seconds) — {data}, d={d}; exp = growth exponent in N",
-                    header, rows)
+        report.say(f"\n## Seconds per metric (CPU-seconds) — {data}, d={d}; exp = growth exponent "
+                   f"in N\n\n{table(header, rows)}")
     if knn_rows:
         header = ["size", "faiss s (CPU)", "search only s", "sklearn brute s (CPU)", "faiss/sklearn",
                   "same neighbours"]
-        print_table(f"exact self-kNN, k={KNN_K} ({datas[0]})", header, knn_rows)
-
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print()
+        report.say(f"\n## Exact self-kNN, k={KNN_K} ({datas[0]})\n\n{table(header, knn_rows)}\n")
     for line in summary:
-        print(line)
-    print(f"process  peak RSS {fmt_bytes(maxrss)} (ru_maxrss, includes the inputs)  "
-          f"wall {time.perf_counter() - t_all:.0f} s  load {os.getloadavg()[0]:.1f}")
+        report.say(line)
+    report.say(f"process  peak RSS {fmt_bytes(harness.peak_rss())} (ru_maxrss, includes the inputs)  "
+               f"wall {time.perf_counter() - t_all:.0f} s")
+    report.write(args.markdown, "bench_metrics — the label-free metric library (issue 2)")
     return 0
 
 

@@ -12,13 +12,13 @@ embedding part. Prints, never asserts::
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
+from harness import ratio, table, timed
 
 from zoorank.probe import build_probe_set, evaluate
 
@@ -30,53 +30,47 @@ SHARED = next((p / "cifar10" / "test.parquet" for p in _CANDIDATES
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--per-sample", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--arch", default="resnet18")
-    args = parser.parse_args()
+    args = harness.options(__doc__, "bench_probe", samples=1000, per_sample=4, repeats=3, threads=2,
+                           arch="resnet18")
     torch.set_num_threads(args.threads)
     if SHARED.is_file():
         dataset = {"name": "cifar10", "source": "parquet", "path": str(SHARED),
                    "image_column": "image", "limit": args.samples}
     else:
         dataset = {"name": "digits", "source": "sklearn_digits", "limit": args.samples}
-    t0 = time.perf_counter()
-    probe = build_probe_set(dataset, input_size=32, samples=args.samples,
-                            per_sample=args.per_sample, seed=0)
-    build = time.perf_counter() - t0
+    probe, build = timed(build_probe_set, dataset, input_size=32, samples=args.samples,
+                         per_sample=args.per_sample, seed=0)
     import timm
 
     torch.manual_seed(0)
     model = timm.create_model(args.arch, pretrained=False, num_classes=0).eval()
     images = np.concatenate([probe.clean, probe.views.reshape(-1, 32, 32, 3)])
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0
-    bare, runs = [], []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
+
+    def forward() -> None:
         with torch.inference_mode():
             for i in range(0, len(x), 256):
                 model(x[i:i + 256])
-        bare.append(time.perf_counter() - t0)
-        runs.append(evaluate(model, probe))
+
+    _, bare = timed(forward, repeat=args.repeats)
+    runs = [evaluate(model, probe) for _ in range(args.repeats)]
     embed = min(r.seconds["embed"] for r in runs)
     metrics = min(r.seconds["metrics"] for r in runs)
     total = min(r.seconds["total"] for r in runs)
     r = runs[-1]
-    print(f"| {'what':<34} | {'seconds':>8} |")
-    print(f"|{'-' * 36}|{'-' * 10}|")
-    for name, value in [("probe set build (once)", build), ("bare forward (bound)", min(bare)),
-                        ("evaluate: embed", embed), ("evaluate: metrics", metrics),
-                        ("evaluate: total", total)]:
-        print(f"| {name:<34} | {value:8.2f} |")
     slow = sorted(((p.get("seconds", 0.0), m) for m, p in r.params.items()), reverse=True)[:4]
-    print("slowest metrics: " + ", ".join(f"{m} {s:.2f}s" for s, m in slow))
-    print(f"probe  {args.arch}@32px  {dataset['name']}  {len(probe.clean)} clean + {probe.n}×{probe.q}"
-          f" views  d={r.dim}  {args.threads} threads  evaluate {total:.2f} s  "
-          f"bare forward {min(bare):.2f} s  {embed / min(bare):.2f}× bound (embed part)  "
-          f"flags {[k for k, v in r.flags.items() if v] or 'none'}")
+    lines = [table(["what", "seconds"], [[name, f"{value:.2f}"] for name, value in [
+                 ("probe set build (once)", build), ("bare forward (bound)", bare),
+                 ("evaluate: embed", embed), ("evaluate: metrics", metrics),
+                 ("evaluate: total", total)]]), "",
+             "slowest metrics: " + ", ".join(f"{m} {s:.2f}s" for s, m in slow),
+             f"probe  {args.arch}@32px  {dataset['name']}  {len(probe.clean)} clean + "
+             f"{probe.n}×{probe.q} views  d={r.dim}  {args.threads} threads  "
+             f"flags {[k for k, v in r.flags.items() if v] or 'none'}",
+             ratio("evaluate: embed", embed, "bare forward", bare)]
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_probe — zoorank.probe.evaluate against a bare "
+                          "forward (issue 18)", "\n".join(lines))
 
 
 if __name__ == "__main__":

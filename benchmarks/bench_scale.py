@@ -8,8 +8,8 @@ glob in the config.
 Per size, in a fresh store, against one local Ray started here (its start-up timed apart):
 
 1. the four stages as ``zoorank embed|score|rank|report CONFIG`` (each its own driver process):
-   wall, CPU seconds (the driver's own, exact from ``wait4``, plus the Ray workers', sampled),
-   the driver's peak RSS (exact, ``wait4``) and the console lines it printed;
+   wall, CPU seconds (the driver's own, exact from ``wait4`` through ``harness.run_child``, plus
+   the Ray workers', sampled), the driver's peak RSS (exact, ``wait4``) and its console lines;
 2. ``zoorank run CONFIG`` on the finished store: the rerun, against the first run's wall;
 3. the store: data files and commits of the ``manifest``, ``metrics`` and ``oracle`` tables.
 
@@ -30,14 +30,14 @@ import argparse
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
+import harness
 import psutil
 import yaml
+from harness import MB, ratio, run_child, table, timed
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the fault proxy (a test helper)
@@ -47,7 +47,6 @@ import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, set before
 WORK = Path("/tmp/zoorank-bench-scale")
 DATA = Path("/work/shared/data/fashion_mnist/test.parquet")
 STAGES = ("embed", "score", "rank", "report")
-MB = 1024**2
 
 
 def write_zoo(n: int, directory: Path) -> None:
@@ -81,19 +80,18 @@ def config(store: str, checkpoints: str) -> dict:
 
 
 class RayTreeCPU:
-    """CPU seconds of this process's descendants but the drivers (Ray's processes), sampled."""
+    """CPU seconds of this process's descendants but the ``zoorank`` drivers (Ray's), sampled."""
 
     def __init__(self, interval: float = 0.25) -> None:
         self.cpu: dict[int, float] = {}
-        self.exclude: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def sample(self) -> float:
         for p in psutil.Process().children(recursive=True):
-            if p.pid not in self.exclude:
-                with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error):
+                if p.cmdline()[1:3] != ["-m", "zoorank"]:
                     t = p.cpu_times()
                     self.cpu[p.pid] = t.user + t.system
         return sum(self.cpu.values())
@@ -106,19 +104,12 @@ class RayTreeCPU:
 def cli(*args: str, tree: RayTreeCPU, env: dict) -> dict:
     """One ``zoorank`` command: wall, CPU (driver exact + Ray sampled), driver peak RSS, lines."""
     before = tree.sample()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "zoorank", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    tree.exclude.add(proc.pid)
-    out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 3):
-        sys.exit(f"bench_scale: zoorank {' '.join(args[:1])} exited {proc.returncode}:\n"
-                 f"{out[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime + tree.sample() - before,
-            "rss": usage.ru_maxrss * 1024, "lines": len(out.splitlines())}
+    child = run_child([sys.executable, "-m", "zoorank", *args], env=env, check=False)
+    if child.returncode not in (0, 3):
+        sys.exit(f"bench_scale: zoorank {' '.join(args[:1])} exited {child.returncode}:\n"
+                 f"{child.output[-3000:]}")
+    return {"wall": child.seconds, "cpu": child.cpu + tree.sample() - before,
+            "rss": child.peak_rss, "lines": len(child.output.splitlines())}
 
 
 def table_files(store: str) -> dict[str, tuple[int, int]]:
@@ -130,8 +121,8 @@ def table_files(store: str) -> dict[str, tuple[int, int]]:
         from deltalake import DeltaTable
 
         loc = s.table(name)
-        table = DeltaTable(loc.uri, storage_options=loc.storage_options or None)
-        out[name] = (len(table.file_uris()), int(table.version()) + 1)
+        delta = DeltaTable(loc.uri, storage_options=loc.storage_options or None)
+        out[name] = (len(delta.file_uris()), int(delta.version()) + 1)
     return out
 
 
@@ -145,22 +136,24 @@ def run_size(n: int, store: str, checkpoints: str, address: str, tree: RayTreeCP
             "first": sum(s["wall"] for s in stages.values())}
 
 
-def print_size(where: str, r: dict) -> None:
+def size_section(where: str, r: dict) -> str:
+    """One size's markdown: a row per stage and the rerun, the totals, the tables' files."""
     n = r["n"]
-    print(f"\n== {where}: {n} models ==")
-    print(f"{'stage':8} {'wall s':>8} {'s/model':>8} {'CPU s':>8} {'CPU/model':>9} "
-          f"{'driver RSS':>11} {'lines':>6}")
-    rows = [*r["stages"].items(), ("rerun", r["rerun"])]
-    for name, s in rows:
-        print(f"{name:8} {s['wall']:8.1f} {s['wall'] / n:8.3f} {s['cpu']:8.1f} "
-              f"{s['cpu'] / n:9.3f} {s['rss'] / MB:8.0f} MB {s['lines']:6d}")
+    rows = [[name, f"{s['wall']:.1f}", f"{s['wall'] / n:.3f}", f"{s['cpu']:.1f}",
+             f"{s['cpu'] / n:.3f}", f"{s['rss'] / MB:.0f}", s["lines"]]
+            for name, s in [*r["stages"].items(), ("rerun", r["rerun"])]]
     lines = sum(s["lines"] for s in r["stages"].values())
     peak = max(s["rss"] for s in r["stages"].values())
-    print(f"first run {r['first']:.1f} s ({r['first'] / n:.3f} s/model), driver peak "
-          f"{peak / MB:.0f} MB, {lines} console lines; rerun {r['rerun']['wall']:.1f} s = "
-          f"{r['rerun']['wall'] / r['first']:.1%} of the first run")
-    print("tables (data files, commits): " + ", ".join(
-        f"{t} {f} files / {c} commits" for t, (f, c) in r["tables"].items()))
+    text = "\n".join([
+        f"## {where}: {n} models", "",
+        table(["stage", "wall s", "s/model", "CPU s", "CPU/model", "driver RSS MB", "lines"], rows),
+        "", f"first run {r['first']:.1f} s ({r['first'] / n:.3f} s/model), driver peak "
+        f"{peak / MB:.0f} MB, {lines} console lines; "
+        + ratio("rerun", r["rerun"]["wall"], "the first run", r["first"]),
+        "tables (data files, commits): " + ", ".join(
+            f"{t} {f} files / {c} commits" for t, (f, c) in r["tables"].items())])
+    print(text, flush=True)
+    return text
 
 
 @contextlib.contextmanager
@@ -193,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, nargs="+", default=[100])
     parser.add_argument("--s3", action="store_true", help="also on a loopback S3 (see docstring)")
     parser.add_argument("--latency-ms", type=float, default=20.0)
+    harness.results_option(parser, "bench_scale")
     args = parser.parse_args(argv)
 
     import ray
@@ -208,15 +202,14 @@ def main(argv: list[str] | None = None) -> None:
                                            "RAY_AUTH_MODE")})
     WORK.mkdir(parents=True, exist_ok=True)
     zoo = WORK / "zoo"
-    t0 = time.perf_counter()
-    write_zoo(max(args.models), zoo)
-    print(f"zoo: {max(args.models)} checkpoints under {zoo} ({time.perf_counter() - t0:.1f} s)")
-    t0 = time.perf_counter()
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    _, zoo_s = timed(write_zoo, max(args.models), zoo)
+    _, ray_s = timed(ray.init, num_cpus=os.cpu_count(), include_dashboard=False,
+                     log_to_driver=False)
     address = ray.get_runtime_context().gcs_address
     tree = RayTreeCPU()
-    print(f"local Ray: {os.cpu_count()} CPUs, started in {time.perf_counter() - t0:.1f} s "
-          f"(not in the figures below), load {os.getloadavg()[0]:.1f}")
+    sections = [f"zoo: {max(args.models)} checkpoints ({zoo_s:.1f} s); local Ray: {os.cpu_count()} "
+                f"CPUs, started in {ray_s:.1f} s (not in the figures below)."]
+    print(sections[0])
 
     local: dict[int, dict] = {}
     for n in args.models:
@@ -228,11 +221,12 @@ def main(argv: list[str] | None = None) -> None:
         store = WORK / f"store-{n}"
         shutil.rmtree(store, ignore_errors=True)
         local[n] = run_size(n, str(store), str(sub / "*.safetensors"), address, tree, env)
-        print_size("local disk", local[n])
+        sections.append(size_section("local disk", local[n]))
     if len(args.models) > 1:
         a, b = min(args.models), max(args.models)
-        ratio = (local[b]["first"] / b) / (local[a]["first"] / a)
-        print(f"\nper-model wall of the first run, {b} vs {a} models: {ratio:.2f}× (goal ≤ 1.1)")
+        sections.append(ratio(f"per-model wall of the first run at {b} models (goal ≤ 1.1)",
+                              local[b]["first"] / b, f"at {a}", local[a]["first"] / a))
+        print(sections[-1])
 
     if args.s3:
         with loopback_s3(args.latency_ms / 1000) as (uri, client, proxy):
@@ -243,11 +237,14 @@ def main(argv: list[str] | None = None) -> None:
                 before = proxy.counts["requests"]
                 r = run_size(n, uri(f"store-{n}"), uri(f"zoo-{n}/*.safetensors"), address,
                              tree, env)
-                print_size(f"loopback S3, {args.latency_ms:g} ms per request", r)
+                sections.append(size_section(f"loopback S3, {args.latency_ms:g} ms per request", r))
                 extra = (r["first"] - local[n]["first"]) / n
-                print(f"S3 requests {proxy.counts['requests'] - before:,}; per-model overhead "
-                      f"over local disk {extra:+.3f} s (goal ≤ 1 s)")
+                sections.append(f"S3 requests {proxy.counts['requests'] - before:,}; per-model "
+                                f"overhead over local disk {extra:+.3f} s (goal ≤ 1 s)")
+                print(sections[-1])
     ray.shutdown()
+    harness.write_results(args.markdown, "bench_scale — a zoo of N checkpoints through the "
+                          "`zoorank` CLI (issue 23)", "\n\n".join(sections))
 
 
 if __name__ == "__main__":

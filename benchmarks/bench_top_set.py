@@ -13,11 +13,11 @@ size 1), which runs all n − 1 elimination steps. Prints, never asserts::
 from __future__ import annotations
 
 import argparse
-import time
-import tracemalloc
 import warnings
 
+import harness
 import numpy as np
+from harness import ratio, table, timed
 
 
 def zoo(n: int, n_folds: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -26,21 +26,6 @@ def zoo(n: int, n_folds: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     noise = np.where(np.arange(n) % 3 == 0, 0.4, 0.03)
     folds = true[:, None] + rng.normal(size=(n, n_folds)) * noise[:, None]
     return folds.mean(axis=1), folds
-
-
-def timed(fn, *args):
-    """(result, best of 3 wall seconds, peak traced bytes of one more call under tracemalloc,
-    which slows allocation-heavy code and so is not timed)."""
-    seconds = []
-    for _ in range(3):
-        start = time.perf_counter()
-        out = fn(*args)
-        seconds.append(time.perf_counter() - start)
-    tracemalloc.start()
-    fn(*args)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return out, min(seconds), peak
 
 
 def main() -> None:
@@ -58,15 +43,14 @@ def main() -> None:
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--folds", type=int, default=8)
     p.add_argument("--arch-max", type=int, default=2000, help="skip arch above this many models")
+    harness.results_option(p, "bench_top_set")
     args = p.parse_args()
-    print(f"{'models':>7}{'B':>6}{'MCS':>6}{'steps':>7}{'top set':>9}{'mcs s':>8}"
-          f"{'rank_unc s':>12}{'peak MiB':>10}{'arch s':>9}{'arch/mcs':>10}")
-    lines = []
+    rows, lines = [], []
     for n in [int(v) for v in args.models.split(",")]:
         point, folds = zoo(n, args.folds, 0)
         reps = fold_bootstrap(point, folds, args.resamples, 0, fold_scale(args.folds, 1.0))
-        (inside, pv), mcs_s, _ = timed(model_confidence_set, point, reps, 0.05)
-        u, unc_s, peak = timed(rank_uncertainty, point, reps, 0.95)
+        (inside, pv), mcs_s = timed(model_confidence_set, point, reps, 0.05, repeat=3)
+        u, unc_s = timed(rank_uncertainty, point, reps, 0.95, repeat=3)
         steps = int(np.isfinite(pv).sum() - inside.sum())
         arch_s = float("nan")
         if n <= args.arch_max:
@@ -76,17 +60,17 @@ def main() -> None:
                       bootstrap="cbb", seed=0)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                _, arch_s, _ = timed(ref.compute)
-        print(f"{n:>7}{args.resamples:>6}{int(inside.sum()):>6}{steps:>7}"
-              f"{int(u.in_top_set.sum()):>9}{mcs_s:>8.3f}{unc_s:>12.3f}{peak / 2**20:>10.1f}"
-              f"{arch_s:>9.3f}{arch_s / mcs_s:>9.1f}×")
-        lines.append(f"top_set  {n} models  B {args.resamples}  zoorank MCS {mcs_s:.3f} s "
-                     f"({steps} steps)  arch MCS(max) {arch_s:.3f} s  "
-                     f"{arch_s / mcs_s:.1f}× faster; rank_uncertainty {unc_s:.3f} s, "
-                     f"peak {peak / 2**20:.0f} MiB (B × n float64 = "
-                     f"{args.resamples * n * 8 / 2**20:.0f} MiB)")
-    print()
-    print("\n".join(lines))
+                _, arch_s = timed(ref.compute, repeat=3)
+        rows.append([n, args.resamples, int(inside.sum()), steps, int(u.in_top_set.sum()),
+                     f"{mcs_s:.3f}", f"{unc_s:.3f}", f"{args.resamples * n * 8 / 2**20:.0f}",
+                     f"{arch_s:.3f}"])
+        lines.append(ratio(f"arch MCS(max) {n} models", arch_s, f"zoorank MCS ({steps} steps)", mcs_s))
+        print(lines[-1], flush=True)
+    text = "\n".join([table(["models", "B", "MCS", "steps", "top set", "MCS s", "rank_uncertainty s",
+                             "B × n float64 MiB", "arch s"], rows), "", *lines])
+    print(text)
+    harness.write_results(args.markdown, "bench_top_set — the Model Confidence Set on fold-"
+                          "bootstrap replicates (issue 24)", text)
 
 
 if __name__ == "__main__":

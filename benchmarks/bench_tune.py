@@ -24,11 +24,12 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pandas as pd
+from harness import frame_table, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 
@@ -47,6 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
 METRICS = ["lidar", "rankme", "rankme_aug", "clid"]
 ORACLES = ["knn_accuracy", "linear_probe_accuracy"]
+REPORT = harness.Report()
+say = REPORT.say
 
 #: per method: its own hyperparameter grid (× lr), as in the LiDAR paper's per-method sweeps
 METHOD_SPACES = {
@@ -118,18 +121,18 @@ def overhead(args, store: str) -> pd.DataFrame:
                     "objective_seconds"]
             rows.append(row)
     frame = pd.DataFrame(rows)
-    print("\n== objective overhead per report (one thread, CPU) ==")
-    print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    say("\n## Objective overhead per report (one thread, CPU)\n")
+    say(frame_table(frame))
     epoch = frame["epoch_seconds"].median()
     n_train = len(setup.images)
-    print(f"epoch: {n_train} images × 2 views, forward + backward; probe: "
-          f"{args.probe_n}×{args.probe_q} views (+{args.probe_n} clean for RankMe/CLID), forward")
+    say(f"\nepoch: {n_train} images × 2 views, forward + backward; probe: "
+        f"{args.probe_n}×{args.probe_q} views (+{args.probe_n} clean for RankMe/CLID), forward")
     for metric in [*METRICS, "all_metrics", "probe_embed"]:
         t = frame[f"{metric}_seconds"].median()
         goal = "met" if t < 0.1 * epoch else "NOT met"
-        print(f"overhead  {args.dataset}  {config.backbone.name} w{args.width}  probe "
-              f"{args.probe_n}×{args.probe_q}  {metric:<12} {t:.3f} s/report  epoch {epoch:.3f} s"
-              f"  {t / epoch:6.1%} of an epoch  (goal < 10%: {goal})")
+        say(f"overhead  {args.dataset}  {config.backbone.name} w{args.width}  probe "
+            f"{args.probe_n}×{args.probe_q}  {metric:<12} {t:.3f} s/report  epoch {epoch:.3f} s"
+            f"  {t / epoch:6.1%} of an epoch  (goal < 10%: {goal})")
     return frame
 
 
@@ -170,31 +173,30 @@ def selection(args, store: str) -> pd.DataFrame:
         data["space"]["lr"] = {"grid": args.lrs}
         data["search"]["name"] = f"bench-{args.dataset}-{method}"
         config = parse_tune_config(data, "bench")
-        t0 = time.perf_counter()
-        frame = run_search(config, verbose=False)
-        print(f"search {method}: {len(frame)} trials in {time.perf_counter() - t0:.0f} s; median "
-              f"objective overhead in the trials {frame['overhead'].median():.1%}")
+        frame, seconds = timed(run_search, config, verbose=False)
+        say(f"search {method}: {len(frame)} trials in {seconds:.0f} s; median "
+            f"objective overhead in the trials {frame['overhead'].median():.1%}")
         frames.append(frame)
     trials = pd.concat(frames, ignore_index=True)
     cols = ["model_id", "status", "reports", *[f"final_{m}" for m in METRICS if m != "clid"],
             "final_cluster_learnability", "final_twonn_id", *ORACLES]
-    print("\n== trials ==")
-    print(trials[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    say("\n## Trials\n")
+    say(frame_table(trials[cols]))
     rows = []
     for method in METHOD_SPACES:
         rows += selection_table(trials[trials["family"] == method].reset_index(drop=True), method)
     rows += selection_table(trials, "all methods")
-    table = pd.DataFrame(rows)
-    print("\n== label-free selection vs the label oracle (regret in accuracy; τ-b with 95% CI) ==")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    for r in table[table["oracle"] == "knn_accuracy"].itertuples():
+    picks = pd.DataFrame(rows)
+    say("\n## Label-free selection vs the label oracle (regret in accuracy; τ-b with 95% CI)\n")
+    say(frame_table(picks))
+    for r in picks[picks["oracle"] == "knn_accuracy"].itertuples():
         verdict = ("agrees" if r.tau_ci_low > 0 else "disagrees" if r.tau_ci_high < 0
                    else "no significant agreement")
         if r.trials < 6:
             verdict = "too few trials for a verdict"
-        print(f"select  {args.dataset}  {r.pool:<11} {r.metric:<10} picks kNN {r.picked:.3f}  "
-              f"oracle-best {r.best:.3f}  regret {r.regret:.3f}  τ {r.kendall_tau:+.3f} "
-              f"[{r.tau_ci_low:+.2f}, {r.tau_ci_high:+.2f}]  {verdict}  ({r.trials} trials)")
+        say(f"select  {args.dataset}  {r.pool:<11} {r.metric:<10} picks kNN {r.picked:.3f}  "
+            f"oracle-best {r.best:.3f}  regret {r.regret:.3f}  τ {r.kendall_tau:+.3f} "
+            f"[{r.tau_ci_low:+.2f}, {r.tau_ci_high:+.2f}]  {verdict}  ({r.trials} trials)")
     return trials
 
 
@@ -214,16 +216,18 @@ def main() -> None:
     p.add_argument("--skip-selection", action="store_true")
     p.add_argument("--quick", action="store_true", help="600 images, 2 epochs, one lr")
     p.add_argument("--store", default=None, help="keep the searches here (default: a temp dir)")
+    harness.results_option(p, "bench_tune")
     args = p.parse_args()
     if args.quick:
         args.limit, args.epochs, args.lrs, args.overhead_epochs = 600, 2, [3e-3], 1
     store = args.store or tempfile.mkdtemp(prefix="bench-tune-")
-    print(f"bench_tune: {args.dataset}, store {store}, torch {torch.__version__}, "
-          f"{os.cpu_count()} CPUs")
+    say(f"bench_tune: {args.dataset}, torch {torch.__version__}")
     overhead(args, store)
     if not args.skip_selection:
         trials = selection(args, store)
         trials.to_csv(Path(store) / f"bench_tune_{args.dataset}_trials.csv", index=False)
+    REPORT.write(args.markdown, f"bench_tune — the label-free objective on {args.dataset} "
+                 "(issue 5)")
 
 
 if __name__ == "__main__":

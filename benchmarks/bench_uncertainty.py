@@ -16,38 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import harness
+from bench_score import build_store
+from harness import ratio, table, timed
 
-from bench_score import build_store  # noqa: E402
-
-import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment)
-from zoorank.config.loading import parse_config  # noqa: E402
-
-
-def _stamp(root: Path, config_dict: dict, n: int) -> None:
-    """A real (tiny) numpy dataset behind the synthetic store and the manifest fingerprints EMBED
-    would record for it, so the stage's freshness check accepts the hand-written entries."""
-    import numpy as np
-
-    from zoorank.catalog import build_catalog
-    from zoorank.store import Store
-
-    path = root / "images.npz"
-    rng = np.random.default_rng(0)
-    np.savez(path, images=rng.integers(0, 255, size=(n, 8, 8, 3), dtype=np.uint8))
-    config_dict["datasets"][0]["path"] = str(path)
-    expected = build_catalog(parse_config(config_dict)).entries
-    store = Store(root)
-    manifest = store.read_manifest()
-    manifest["fingerprint"] = [next(iter(expected[(d, v, m)]))
-                               for d, v, m in zip(manifest["dataset"], manifest["view"],
-                                                  manifest["model_id"])]
-    store.replace_table("manifest", manifest)
+import zoorank.runtime  # noqa: F401  (loopback Ray environment)
+from zoorank.config.loading import parse_config
 
 
 def main() -> None:
@@ -62,6 +39,7 @@ def main() -> None:
     p.add_argument("--real", default=None)
     p.add_argument("--folds", default="8:0.5,4:0.5,8:1.0",
                    help="comma-separated folds:fraction settings to measure")
+    harness.results_option(p, "bench_uncertainty")
     args = p.parse_args()
 
     import ray
@@ -74,43 +52,35 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-uncertainty-"))
     try:
         config_dict, _ = build_store(root, args)
-        _stamp(root, config_dict, args.samples)
         config_dict["rank"] = {"bootstrap": 0}
         base = parse_config({**config_dict, "score": {"resample_folds": 0}})
-        start = time.perf_counter()
-        run_score(base)
-        base_s = time.perf_counter() - start
-        start = time.perf_counter()
-        run_rank(base, show=False)
-        rank_base_s = time.perf_counter() - start
-        print(f"zoo: {args.models} models × {args.samples}×{args.dim} (+{args.n_aug}×{args.q} "
-              f"views); score without folds {base_s:.1f} s, rank {rank_base_s:.1f} s")
+        _, base_s = timed(run_score, base)
+        _, rank_base_s = timed(run_rank, base, show=False)
+        about = (f"zoo: {args.models} models × {args.samples}×{args.dim} (+{args.n_aug}×{args.q} "
+                 f"views); score without folds {base_s:.1f} s, rank {rank_base_s:.1f} s")
+        print(about)
         for setting in args.folds.split(","):
             folds, fraction = setting.split(":")
             cfg = parse_config({**config_dict, "score": {"resample_folds": int(folds),
                                                          "resample_fraction": float(fraction)}})
-            start = time.perf_counter()
-            run_score(cfg)
-            extra_s = time.perf_counter() - start
-            start = time.perf_counter()
-            run_rank(cfg, show=False)
-            rank_s = time.perf_counter() - start
+            _, extra_s = timed(run_score, cfg)
+            _, rank_s = timed(run_rank, cfg, show=False)
             rows.append((int(folds), float(fraction), extra_s, rank_s))
     finally:
         ray.shutdown()
         shutil.rmtree(root, ignore_errors=True)
 
-    print(f"\n{'folds':>6}{'fraction':>10}{'fold s':>9}{'rank s':>9}{'score ratio':>13}"
-          f"{'score+rank ratio':>18}")
-    for folds, fraction, extra_s, rank_s in rows:
-        ratio = (base_s + extra_s) / base_s
-        total = (base_s + extra_s + rank_s) / (base_s + rank_base_s)
-        print(f"{folds:>6}{fraction:>10.2f}{extra_s:>9.1f}{rank_s:>9.1f}{ratio:>12.2f}×"
-              f"{total:>17.2f}×")
-    for folds, fraction, extra_s, _ in rows:
-        print(f"uncertainty  {args.models} models  folds {folds} × fraction {fraction:.2f}  "
-              f"score {base_s + extra_s:.1f} s vs {base_s:.1f} s without  "
-              f"{(base_s + extra_s) / base_s:.2f}× (goal ≤ 1.50×)")
+    text = "\n".join([about, "", table(
+        ["folds", "fraction", "fold s", "rank s", "score ratio", "score+rank ratio"],
+        [[folds, f"{fraction:.2f}", f"{extra_s:.1f}", f"{rank_s:.1f}",
+          f"{(base_s + extra_s) / base_s:.2f}×",
+          f"{(base_s + extra_s + rank_s) / (base_s + rank_base_s):.2f}×"]
+         for folds, fraction, extra_s, rank_s in rows]), "", *[
+        ratio(f"score with folds {folds} × fraction {fraction:.2f} (goal ≤ 1.50)", base_s + extra_s,
+              "without", base_s) for folds, fraction, extra_s, _ in rows]])
+    print(text)
+    harness.write_results(args.markdown, "bench_uncertainty — the cost of rank uncertainty "
+                          "(issue 17)", text)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,15 @@ pool against a single ``run_all`` over every checkpoint on a fresh store. Prints
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+import harness
+from harness import ratio, table, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config.loading import parse_config
@@ -54,12 +56,7 @@ def _config(store: Path, runs: Path, limit: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=int, default=6)
-    parser.add_argument("--every", type=float, default=10.0)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--limit", type=int, default=1797)
-    args = parser.parse_args()
+    args = harness.options(__doc__, "bench_watch", models=6, every=10.0, interval=1.0, limit=1797)
     os.environ.setdefault("ZOORANK_PROGRESS", "0")
     from zoorank.runtime import ensure_ray
 
@@ -91,31 +88,27 @@ def main() -> None:
     delays = [ranked_at[m] - arrived[m] for m in arrived if m in ranked_at]
     # one more checkpoint: a round that adds it to the watched pool vs a full rerun of all of them
     _checkpoint(runs / f"run{args.models}.safetensors", args.models)
-    t0 = time.perf_counter()
-    run_all(config)
-    incremental = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run_all(parse_config(_config(root / "fresh", runs, args.limit)))
-    full = time.perf_counter() - t0
-    print(f"| {'round':>5} | {'models':>6} | {'new':>3} | {'embedded':>8} | {'seconds':>7} |")
-    print("|------:|-------:|----:|---------:|--------:|")
-    for r in rounds:
-        print(f"| {r.index:5d} | {len(r.models):6d} | {len(r.new):3d} | {len(r.embedded):8d} | "
-              f"{r.seconds:7.1f} |")
-    for m in sorted(arrived):
-        print(f"{m}: arrival → leaderboard {ranked_at.get(m, float('nan')) - arrived[m]:.1f} s")
+    _, incremental = timed(run_all, config)
+    _, full = timed(run_all, parse_config(_config(root / "fresh", runs, args.limit)))
+    lines = [table(["round", "models", "new", "embedded", "seconds"],
+                   [[r.index, len(r.models), len(r.new), len(r.embedded), f"{r.seconds:.1f}"]
+                    for r in rounds], "rrrrr"), ""]
+    lines += [f"{m}: arrival → leaderboard {ranked_at.get(m, float('nan')) - arrived[m]:.1f} s"
+              for m in sorted(arrived)]
     mean_delay = sum(delays) / len(delays)
     # the first round also starts Ray Data's pipelines and imports: the steady state is after it
     steady = rounds[1:] or rounds
     round_s = sum(r.seconds for r in steady) / len(steady)
     new_per_round = sum(len(r.new) for r in steady) / len(steady)
-    print(f"watch  {args.models} models, one every {args.every:g} s, poll {args.interval:g} s  "
-          f"delay arrival→leaderboard mean {mean_delay:.1f} s (max {max(delays):.1f} s)  "
-          f"steady round {round_s:.1f} s for {new_per_round:.1f} new model(s) "
-          f"({round_s / new_per_round:.1f} s per new model)")
-    n = args.models + 1
-    print(f"watch  +1 model to a pool of {args.models}: {incremental:.1f} s  full rerun of {n} "
-          f"models {full:.1f} s  incremental = {incremental / full:.2f}× a full rerun")
+    lines += [f"watch  {args.models} models, one every {args.every:g} s, poll {args.interval:g} s  "
+              f"delay arrival→leaderboard mean {mean_delay:.1f} s (max {max(delays):.1f} s)  "
+              f"steady round {round_s:.1f} s for {new_per_round:.1f} new model(s) "
+              f"({round_s / new_per_round:.1f} s per new model)",
+              ratio(f"+1 model to a pool of {args.models}", incremental,
+                    f"a full rerun of {args.models + 1} models", full)]
+    print("\n".join(lines))
+    harness.write_results(args.markdown, "bench_watch — `--watch` rounds as checkpoints "
+                          "arrive", "\n".join(lines))
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 
+import harness
 import numpy as np
-import pandas as pd
 
 from zoorank.metrics.agreement import agreement
 from zoorank.metrics.lidar_scatter import lidar
@@ -47,6 +47,7 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", default="digits")
     p.add_argument("--view", default=None, help="augmented view name (default: the store's one)")
     p.add_argument("--bootstrap", type=int, default=1000)
+    harness.results_option(p, "lidar_delta")
     args = p.parse_args(argv)
 
     store = Store(args.store)
@@ -59,8 +60,9 @@ def main(argv=None) -> None:
     families = board.set_index("model_id").loc[models, "family"].fillna("-").to_numpy()
     views = {m: load_augmented(store, args.dataset, view, m)[1] for m in models}
     n, q, d = next(iter(views.values())).shape
-    print(f"lidar_delta  store {store.uri}  dataset {args.dataset}  view {view} (n={n}, q={q}, d={d})"
-          f"  {len(models)} models  oracles {', '.join(oracles)}  bootstrap {args.bootstrap}")
+    about = (f"Store `{store.uri}`, dataset {args.dataset}, view {view} (n={n}, q={q}, d={d}), "
+             f"{len(models)} models, oracles {', '.join(oracles)}, bootstrap {args.bootstrap}.")
+    print(about)
 
     rows = []
     for mode, deltas in GRID.items():
@@ -76,8 +78,10 @@ def main(argv=None) -> None:
             rows.append(row)
             print(f"lidar_delta  {mode:8s} δ={delta:<6g}  " + "  ".join(
                 f"{k.removeprefix('τ ')} {v}" for k, v in row.items() if k.startswith("τ")), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_string(index=False))
+    text = harness.table(list(rows[0]), [list(r.values()) for r in rows], "l" * len(rows[0]))
+    print(text)
+    harness.write_results(args.markdown, "lidar_delta — LiDAR's δ against the label oracle",
+                          f"{about}\n\n{text}")
 
 
 if __name__ == "__main__":

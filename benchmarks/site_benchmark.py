@@ -31,13 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 from scipy import stats
 
@@ -99,20 +98,18 @@ def static_baseline(published: Mapping[str, Any], prior: str = "imagenet_top1"
     return evaluate({ds: values for ds in published["finetune_accuracy"]}, published)
 
 
-def table(columns: Mapping[str, Mapping[str, float]], datasets: Sequence[str]) -> str:
+def tau_table(columns: Mapping[str, Mapping[str, float]], datasets: Sequence[str]) -> str:
     """A Markdown table: one row per dataset and a mean row, one column per score."""
-    names = list(columns)
-    lines = ["| dataset | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    rows = []
     for ds in [*datasets, "mean"]:
-        cells = []
-        for name in names:
-            col = columns[name]
+        cells = [ds]
+        for col in columns.values():
             v = (np.nanmean([col.get(d, np.nan) for d in datasets]) if ds == "mean"
                  and any(np.isfinite(col.get(d, np.nan)) for d in datasets)
                  else col.get(ds, np.nan))
             cells.append("—" if not np.isfinite(v) else f"{v:.3f}")
-        lines.append(f"| {ds} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return harness.table(["dataset", *columns], rows)
 
 
 # -- what is on disk ---------------------------------------------------------------------------
@@ -235,14 +232,6 @@ def score_functions(only: Sequence[str] | None) -> dict[str, Callable[..., float
     return scores
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=os.environ.get("SITE_DATA", "data"),
@@ -282,19 +271,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     baseline = static_baseline(published)
     quoted = published["published_mean_weighted_tau"]["imagenet_top1"]
     mean = float(np.mean([baseline[d] for d in datasets]))
-    header = (f"SITE benchmark (SFDA protocol), zoorank {_commit()}, "
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(header)
+    title = "SITE benchmark (SFDA protocol)"
+    print(f"{title}, zoorank {harness.commit()}")
     print(f"static baseline (ImageNet top-1, no target data): mean weighted τ {mean:.3f} over "
           f"{len(datasets)} datasets; published {quoted:.3f} (Singh, Hess & Vanschoren 2025)")
     if args.baseline_only:
         # the other priors zoorank records (size, compute) as static baselines too
-        result = table({"imagenet_top1": baseline,
+        result = tau_table({"imagenet_top1": baseline,
                         "num_params": static_baseline(published, "num_params"),
                         "gflops": static_baseline(published, "gflops")}, datasets)
         print(result)
         if args.out:
-            Path(args.out).write_text(f"{header}\n\n{result}\n")
+            harness.write_results(Path(args.out), f"{title}: static baselines", result)
         return 0
     weights = missing_weights(published, Path(args.torch_home))
     absent = missing_datasets(Path(args.data), datasets)
@@ -308,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{len(datasets)} datasets missing. Weights: torchvision's IMAGENET1K_V1 files in "
               "<torch-home>/checkpoints/ (see benchmarks/data/site_published.json); datasets: "
               "torchvision roots under --data. The static baseline alone:")
-        print(table({"imagenet_top1": baseline}, datasets))
+        print(tau_table({"imagenet_top1": baseline}, datasets))
         return 0
     fns = score_functions([s for s in args.scores.split(",") if s])
     scores: dict[str, dict[str, dict[str, float]]] = {name: {} for name in fns}
@@ -317,25 +305,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         for model in published["models"]:
             Z, y = features(model, ds, args, published)
             for name, fn in fns.items():
-                t0 = time.perf_counter()
                 try:
-                    value = float(fn(Z, y))
+                    value, took = harness.timed(fn, Z, y)
+                    value = float(value)
                 except ValueError as err:  # a degenerate input: recorded, never a silent NaN
                     print(f"  {name} on {model}/{ds}: {err}", file=sys.stderr)
-                    value = float("nan")
-                seconds[name] += time.perf_counter() - t0
+                    value, took = float("nan"), 0.0
+                seconds[name] += took
                 scores[name].setdefault(ds, {})[model] = value
             print(f"  {ds:10s} {model:13s} n={len(y)} d={Z.shape[1]}", flush=True)
     columns = {"imagenet_top1": baseline, **{n: evaluate(s, published) for n, s in scores.items()}}
-    result = table(columns, datasets)
-    print(result)
+    lines = [tau_table(columns, datasets), ""]
     for name in fns:
         col = columns[name]
         m = float(np.nanmean([col[d] for d in datasets]))
-        print(f"{name:12s} mean weighted τ {m:.3f}  static baseline {mean:.3f}  "
-              f"difference {m - mean:+.3f}  ({seconds[name]:.1f} s scoring)")
+        lines.append(f"{name:12s} mean weighted τ {m:.3f}  static baseline {mean:.3f}  "
+                     f"difference {m - mean:+.3f}  ({seconds[name]:.1f} s scoring)")
+    print("\n".join(lines))
     if args.out:
-        Path(args.out).write_text(f"{header}\n\n{result}\n")
+        harness.write_results(Path(args.out), title, "\n".join(lines))
     return 0
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import io
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow.parquet as pq
 import torch
 import yaml
+from harness import table, timed
 from PIL import Image
 from validate_uva import CIFAR, CLASSIFIER_NORM, config
 
@@ -58,17 +59,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=10000)
     p.add_argument("--out", default="/tmp/zoorank-uva-accuracy")
+    harness.results_option(p, "uva_accuracy")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     x, labels = images_and_labels(args.images)
-    print(f"| model | top-1 % here ({len(labels)} images) | README (10k) | seconds |")
-    print("|---|---|---|---|")
+    rows = []
     for model_id, ref in README_TOP1.items():
-        start = time.perf_counter()
-        acc = top1(model_id, x, labels, out)
-        print(f"| {model_id} | {acc:.2f} | {ref:.2f} | {time.perf_counter() - start:.0f} |", flush=True)
+        acc, seconds = timed(top1, model_id, x, labels, out)
+        rows.append([model_id, f"{acc:.2f}", f"{ref:.2f}", f"{seconds:.0f}"])
+        print(f"{model_id}: top-1 {acc:.2f} % (README {ref:.2f} %)", flush=True)
+    result = table(["model", f"top-1 % here ({len(labels)} images)", "README (10k)", "seconds"], rows)
+    print(result)
+    harness.write_results(args.markdown, "uva_accuracy — the UvA classifiers' top-1 as zoorank "
+                          "loads them (issue 17)", result)
 
 
 if __name__ == "__main__":

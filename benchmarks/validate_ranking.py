@@ -3,20 +3,17 @@
 A zoo of self-supervised small CNNs is trained with Ray Tune on unlabeled CIFAR-10 images (SimCLR
 and VICReg × learning rates × three seeds, so every configuration is a seed ensemble; with
 ``--every`` < ``--epochs`` the intermediate checkpoints join the zoo too), then ranked end to end
-(embed → score → rank → report) on held-out CIFAR-10 test images with the label oracle on (kNN and
-linear-probe accuracy, re-measured on the JPEG q75 copy). Reuses ``zoorank.demo``'s pieces
-(``_datasets``, ``tune_config``, ``run_config``) with its own size preset.
+by the stage functions (embed → score → rank → report) on held-out CIFAR-10 test images with the
+label oracle on (kNN and linear-probe accuracy). Reuses ``zoorank.demo``'s pieces (``_datasets``,
+``tune_config``, ``run_config``) with its own size preset.
 
-It writes a markdown report with the exact command, the date, the machine, the wall time per stage,
+The markdown (through ``harness.write_results``) holds the run's command and wall time per stage,
 the zoo, Kendall τ [95% bootstrap CI] of every label-free metric against kNN and linear-probe
-accuracy (all models and per SSL family, and for the final checkpoints only), top-1 regret and top-k
-recall, and a side-by-side table with the τ the papers report (``../shared/specs/``). Every figure
-comes from the store (``agreement``, ``leaderboard``) or from
-``zoorank.metrics.agreement.agreement`` on it. It adds per-configuration means, the oracles' seed
-noise, a LiDAR cross-check (a separate NumPy implementation on the stored embeddings) and a
-linear-probe check (the probe refitted at fixed C and with reseeded C selection). The hypotheses
-for metrics that do not agree (:data:`HYPOTHESES`) and the overall reading (:data:`READING`) are
-text written after inspecting the recorded CIFAR-10 run, printed next to numbers they do not alter.
+accuracy (all models and per SSL family), top-1 regret and top-k recall, the oracles' own noise,
+the τ the papers report beside ours (``../shared/specs/``) and a verdict per metric. Every figure
+is read from the store's ``agreement`` and ``leaderboard`` tables, or computed on them with
+``zoorank.metrics.agreement.agreement``. The recorded CIFAR-10 run's written reading (hypotheses per
+metric) lives in ``results/validate_ranking.md`` beside its numbers.
 
 Prints, never asserts. Run from the repository root::
 
@@ -34,19 +31,15 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
-import platform
-import re
-import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import harness
 import pandas as pd
+from harness import table, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment, usage stats off)
 from zoorank.demo import DemoSize, _datasets, run_config, tune_config
@@ -90,151 +83,32 @@ METRIC_ORDER = ("clid", "clid_family", "cluster_learnability", "twonn_id", "mle_
 #: τ the papers report, from the specs (quoted table / section), and which of ours they sit beside.
 #: (our metric, paper, paper quantity, paper setting, oracle, family of ours, paper τ, paper r)
 PAPER_ROWS: list[tuple[str, str, str, str, str, str, str, str]] = [
-    ("cluster_learnability", "CLID Table 1 (clid_lidar.md A.8)", "CL", "28 ImageNet ckpts, mixed",
-     "knn_accuracy", "all", "0.44", "0.74"),
-    ("twonn_id", "CLID Table 1 (A.8)", "ID", "28 ImageNet ckpts, mixed", "knn_accuracy", "all",
-     "0.09", "0.12"),
-    ("clid", "CLID Table 1 (A.8)", "CLID", "28 ImageNet ckpts, mixed", "knn_accuracy", "all",
-     "0.75", "0.92"),
-    ("alignment", "CLID Table 1 (A.8)", "−L_align", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "0.26", "0.42"),
-    ("uniformity", "CLID Table 1 (A.8)", "−L_unif", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "0.03", "−0.05"),
-    ("coding_rate", "CLID Table 1 (A.8)", "R(Z)", "28 ImageNet ckpts, mixed", "knn_accuracy",
-     "all", "−0.33", "−0.62"),
-    ("rankme", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.4906", "—"),
-    ("rankme_aug", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe (aug.)",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.5581", "—"),
-    ("lidar", "LiDAR Tables 18/19 (B.7, SimCLR grid, overall)", "LiDAR",
-     "ResNet-50 SimCLR grid, 100 ep", "linear_probe_accuracy", "simclr", "0.7967", "—"),
-    ("rankme", "LiDAR Table 20 (B.7, SimCLR random search)", "RankMe",
-     "ResNet-50 SimCLR, 30 random sets", "linear_probe_accuracy", "simclr", "0.4982", "—"),
-    ("lidar", "LiDAR Table 20 (B.7, SimCLR random search)", "LiDAR",
-     "ResNet-50 SimCLR, 30 random sets", "linear_probe_accuracy", "simclr", "0.8167", "—"),
-    ("rankme", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.2056", "—"),
-    ("rankme_aug", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe (aug. dataset)",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.3790", "—"),
-    ("lidar", "LiDAR Tables 7/9 (B.7, VICReg, epoch 100)", "LiDAR",
-     "ResNet-50 VICReg, 32 sets", "linear_probe_accuracy", "vicreg", "0.8105", "—"),
+    *((metric, "CLID Table 1 (clid_lidar.md A.8)", quantity, "28 ImageNet ckpts, mixed",
+       "knn_accuracy", "all", tau, r) for metric, quantity, tau, r in (
+        ("cluster_learnability", "CL", "0.44", "0.74"), ("twonn_id", "ID", "0.09", "0.12"),
+        ("clid", "CLID", "0.75", "0.92"), ("alignment", "−L_align", "0.26", "0.42"),
+        ("uniformity", "−L_unif", "0.03", "−0.05"), ("coding_rate", "R(Z)", "−0.33", "−0.62"))),
+    *((metric, f"LiDAR {source}", quantity, setting, "linear_probe_accuracy", family, tau, "—")
+      for metric, source, quantity, setting, family, tau in (
+        ("rankme", "Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.4906"),
+        ("rankme_aug", "Tables 18/19 (B.7, SimCLR grid, overall)", "RankMe (aug.)",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.5581"),
+        ("lidar", "Tables 18/19 (B.7, SimCLR grid, overall)", "LiDAR",
+         "ResNet-50 SimCLR grid, 100 ep", "simclr", "0.7967"),
+        ("rankme", "Table 20 (B.7, SimCLR random search)", "RankMe",
+         "ResNet-50 SimCLR, 30 random sets", "simclr", "0.4982"),
+        ("lidar", "Table 20 (B.7, SimCLR random search)", "LiDAR",
+         "ResNet-50 SimCLR, 30 random sets", "simclr", "0.8167"),
+        ("rankme", "Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe", "ResNet-50 VICReg, 32 sets",
+         "vicreg", "0.2056"),
+        ("rankme_aug", "Tables 7/9 (B.7, VICReg, epoch 100)", "RankMe (aug. dataset)",
+         "ResNet-50 VICReg, 32 sets", "vicreg", "0.3790"),
+        ("lidar", "Tables 7/9 (B.7, VICReg, epoch 100)", "LiDAR", "ResNet-50 VICReg, 32 sets",
+         "vicreg", "0.8105"))),
     ("nc", "NC Table 1 (url_sdl_nc.md C.8, SimCLR R18 C10, Ent)", "NC_100 (per test point)",
      "10 seeds, τ over 10k test points", "knn_accuracy", "all", "0.3865", "—"),
 ]
-
-#: Hypotheses printed (CIFAR-10 runs only) for a metric whose τ CI (all checkpoints) does not lie
-#: above 0. Written after inspecting the CIFAR-10 run recorded in
-#: benchmarks/results/validate_ranking.md (its per-model and per-configuration tables); they are
-#: text only and change no number. Keys: metric names.
-HYPOTHESES: dict[str, str] = {
-    "cluster_learnability": "learning rate 1e-2 squeezes the features into few directions (lower "
-                            "RankMe and ID than at lr 1e-3 in both families; per-configuration "
-                            "table) and the K-means pseudo-labels of such a near-collapsed "
-                            "representation are easy for a 1-NN learner, so CL rises while the "
-                            "accuracy falls. This is the inflation the spec warns of "
-                            "(clid_lidar.md A.9 item 3); the paper's 28 converged ImageNet models "
-                            "have no partially collapsed members.",
-    "clid": "CL and ID move in opposite directions across this zoo (CL up, ID down at lr 1e-2), "
-            "so their z-scored sum cancels. CLID assumes that learnability and expressiveness "
-            "both rise with quality, which holds across converged models of different methods "
-            "but not along a partial-collapse axis.",
-    "clid_family": "as CLID: CL and ID cancel within each family's pool too.",
-    "lidar": "LiDAR whitens by the within-sample (augmentation) covariance, so it is invariant to "
-             "invertible linear maps of the features and does not see the anisotropic, nearly "
-             "collapsed spectra that lr 1e-2 produces, which cost kNN (cosine) and the "
-             "regularised linear probe trained on 1k labels their accuracy; in whitened space the "
-             "lr 1e-2 models even separate their augmented views slightly better (LiDAR about 45 "
-             "against 43-44). The cross-check below recomputes LiDAR from the stored embeddings with "
-             "a separate NumPy implementation of the spec's formula, so the values are not a "
-             "bug. The paper's τ ≈ 0.8 comes from 100-epoch ResNet-50 sweeps of converged models.",
-    "uniformity": "the lr 1e-2 models are the more uniform on the sphere (L_unif about −1.1 "
-                  "against −0.8 for SimCLR and −1.0 for VICReg at lr 1e-3) and the worse ones: "
-                  "uniformity rewards spreading the points, which the contrastive and variance "
-                  "terms achieve faster than class structure forms. The CLID paper also finds it "
-                  "unrelated to accuracy (τ 0.03).",
-    "embedding_norm_mean": "the raw feature norm follows the weight scale that the learning rate "
-                           "and weight decay set, not class structure; the NC paper uses it as a "
-                           "per-test-point reliability baseline, not as a model-ranking metric.",
-    "alpha_req": "ranked by |α − 1|, α-ReQ follows the same spectral decay RankMe sees (it agrees "
-                 "with kNN) but more noisily; its ideal α = 1 is untested for 64-d CNN features.",
-    "twonn_id": "ID is weak in the CLID paper too (τ 0.09); it tracks only the collapse axis.",
-    "mle_id": "as TwoNN ID.",
-    "rankme": "RankMe sees only the spectrum's spread; within a family whose members do not differ "
-              "in collapse it has nothing to go on (the paper finds it weak on VICReg, τ 0.21).",
-    "rankme_aug": "as RankMe.",
-    "coding_rate": "R(Z) is a volume measure like RankMe: it follows collapse, not classes "
-                   "(the CLID paper finds it negative, τ −0.33).",
-    "nc": "NC gives all seeds of a configuration one value, so its τ over models is coarse and "
-          "bounded by the oracle's seed noise; its paper τ is a per-test-point reliability τ.",
-    "numerical_rank": "a collapse diagnostic: no model collapsed, so every model has full rank "
-                      "and the metric ties the whole zoo (τ undefined).",
-    "duplicate_fraction": "a collapse diagnostic: zero for every model (all ties, τ undefined).",
-    "leaderboard_rank": "the leaderboard follows the default primary metric (NC on this zoo of "
-                        "seed ensembles since issue 17; LiDAR, then CLID, before), so its row is "
-                        "that metric's.",
-}
-
-#: The reading of the recorded CIFAR-10 run as a whole (text, written after inspecting it).
-READING = (
-    "The dominant axis of variation in this zoo is the learning rate: at lr 1e-2 both methods partly"
-    " collapse within 4 epochs (their features concentrate in fewer directions: RankMe 17-18 for "
-    "SimCLR and about 10 for VICReg, against 23 and 18-19 at lr 1e-3, and lower ID) and lose kNN "
-    "accuracy. Metrics that measure spread or volume (RankMe, RankMe(aug), TwoNN / MLE ID, coding "
-    "rate) and the invariance metric alignment therefore agree with the labels here, although the "
-    "CLID and LiDAR papers find RankMe, ID and R(Z) weak or negative on converged ImageNet models; "
-    "CL, which a near-collapsed representation inflates, runs against the labels, and LiDAR, which "
-    "whitening makes blind to anisotropy, is negative within each family and inconclusive overall, "
-    "although the papers find these two the strongest. NC, the seed-ensemble metric, is the most "
-    "consistent here (τ about +0.7 vs kNN). Every metric that agrees with kNN agrees less with the "
-    "linear probe over the whole zoo, and within SimCLR no metric is conclusive against the probe: "
-    "the probe is the noisier oracle, because its C is chosen on 200 held-out images and reseeding "
-    "that split alone moves a model's accuracy by several points (linear-probe check above), close "
-    "to a family's whole range. These are small, undertrained models ranked in-domain on 2k images, "
-    "so the comparison with the papers' τ is about direction, not size."
-)
-
-
-# ------------------------------------------------------------------------------------------------
-# running
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpus = "none"
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-    except Exception:  # noqa: BLE001
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpus, "python": platform.python_version(),
-            "platform": platform.platform()}
-
-
-def git_head() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def command_line() -> str:
-    python = sys.executable
-    try:
-        rel = os.path.relpath(python)
-        python = rel if not rel.startswith("..") else python
-    except ValueError:
-        pass
-    return shlex.join([python, *sys.argv])
 
 
 def build_size(args: argparse.Namespace) -> tuple[DemoSize, int, int]:
@@ -273,11 +147,9 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     train, evaluate, input_size = _datasets(args.dataset, args.data, size)
     info: dict[str, Any] = {
-        "command": command_line(),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": machine(),
-        "git": git_head(),
-        "load_start": os.getloadavg(),
+        "command": harness.command_line(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": harness.commit(),
         "dataset": args.dataset,
         "size": dataclasses.asdict(size),
         "every": every,
@@ -289,21 +161,18 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     }
     timings = info["timings"]
     t_all = time.perf_counter()
-    ensure_ray(args.address)
-    timings["ray_start"] = time.perf_counter() - t_all
+    _, timings["ray_start"] = timed(ensure_ray, args.address)
 
     tdict = tune_config(out, train, input_size, size).model_dump(mode="json")
     tdict["probe"]["every"] = every
     tdict["export_epochs"] = every < size.epochs
     tdict["search"]["name"] = "validate-zoo"
     tcfg = TuneConfig.model_validate(tdict)
-    t0 = time.perf_counter()
     try:
-        frame = run_search(tcfg, address=args.address)
+        frame, timings["tune"] = timed(run_search, tcfg, address=args.address)
     except ConfigError as err:  # --resume on an --out whose search was made by other settings
         raise SystemExit(f"{err}\nvalidate_ranking: without --resume the folder {out} is "
                          "started afresh; or keep it and pass another --out") from None
-    timings["tune"] = time.perf_counter() - t0
     if frame is None:
         raise SystemExit("the tune search was interrupted; rerun with --resume to continue it")
     store, _, rel = experiment_location(tcfg)
@@ -320,20 +189,12 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     info["run_config"] = rdict
     for name, fn in (("embed", run_embed), ("score", run_score), ("rank", run_rank),
                      ("report", run_report)):
-        t0 = time.perf_counter()
-        result = fn(rcfg, address=args.address) if name != "rank" else fn(
-            rcfg, address=args.address, show=False)
-        timings[name] = time.perf_counter() - t0
-        if name == "report":
-            info["report"] = str(result)
+        kwargs = {"show": False} if name == "rank" else {}
+        result, timings[name] = timed(fn, rcfg, address=args.address, **kwargs)
+    info["report"] = str(result)
     timings["total"] = time.perf_counter() - t_all
-    info["load_end"] = os.getloadavg()
     (out / "validate_run.json").write_text(json.dumps(info, indent=2, default=str))
     return info
-
-
-# ------------------------------------------------------------------------------------------------
-# reading the store
 
 
 def fmt_tau(row: pd.Series | None, key: str = "kendall") -> str:
@@ -363,67 +224,6 @@ def ordered_metrics(names: list[str]) -> list[str]:
     return first + sorted(m for m in names if m not in METRIC_ORDER)
 
 
-def final_only_agreement(board: pd.DataFrame, finals: list[str], dataset: str, bootstrap: int,
-                         seed: int, top_k: int) -> pd.DataFrame:
-    """Agreement over the final checkpoints only (CLID re-z-scored within that pool)."""
-    from zoorank.leaderboard import ranking_vector
-    from zoorank.metrics.agreement import agreement
-    from zoorank.metrics.learnability import clid
-
-    sub = board[board["model_id"].isin(finals)].reset_index(drop=True)
-    if len(sub) < 3 or len(sub) == len(board):
-        return pd.DataFrame()
-    prefix = f"{dataset}/"
-    values: dict[str, np.ndarray] = {}
-    for col in sub.columns:
-        if col.startswith(prefix) and not col.endswith("/rank"):
-            values[col[len(prefix):]] = sub[col].to_numpy(dtype=np.float64)
-    cl, id_ = values.get("cluster_learnability"), values.get("twonn_id")
-    if cl is not None and id_ is not None and np.isfinite(cl).all() and np.isfinite(id_).all():
-        values["clid"] = clid(cl, id_)
-        fam_clid = np.full(len(sub), np.nan)
-        for _, idx in sub.groupby("family").groups.items():
-            idx = np.asarray(list(idx))
-            if len(idx) >= 2:
-                fam_clid[idx] = clid(cl[idx], id_[idx])
-        values["clid_family"] = fam_clid
-    families = {"all": np.arange(len(sub))}
-    for fam, idx in sub.groupby("family").groups.items():
-        if len(idx) >= 3:
-            families[str(fam)] = np.asarray(list(idx))
-    rows = []
-    for o_name in ORACLES:
-        if o_name not in values:
-            continue
-        for metric, mv in values.items():
-            if metric in ORACLES or metric not in METRIC_ORDER:
-                continue
-            oriented = ranking_vector(metric, mv)
-            if oriented is None:
-                continue
-            vals, direction = oriented
-            for fam, idx in families.items():
-                res = agreement(vals[idx], values[o_name][idx], direction, 1, bootstrap=bootstrap,
-                                seed=seed, top_k=top_k)
-                s = direction * vals[idx]
-                pick = sub["model_id"].iloc[idx[np.nanargmax(s)]] if np.isfinite(s).any() else ""
-                rows.append({"metric": metric, "oracle_metric": o_name, "family": fam, **res,
-                             "top1_model": pick})
-    return pd.DataFrame(rows)
-
-
-# ------------------------------------------------------------------------------------------------
-# the markdown
-
-
-def md_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
-    align = align or ["l"] + ["r"] * (len(header) - 1)
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def lookup(frame: pd.DataFrame, metric: str, oracle: str, family: str) -> pd.Series | None:
     sel = frame[(frame["metric"] == metric) & (frame["oracle_metric"] == oracle)
                 & (frame["family"] == family)]
@@ -442,7 +242,7 @@ def tau_table(frame: pd.DataFrame, families: list[str]) -> str:
             for o in ORACLES:
                 cells.append(fmt_tau(lookup(frame, metric, o, fam)))
         rows.append(cells)
-    return md_table(header, rows)
+    return table(header, rows)
 
 
 def selection_table(frame: pd.DataFrame, family: str = "all") -> str:
@@ -464,7 +264,7 @@ def selection_table(frame: pd.DataFrame, family: str = "all") -> str:
             cells.append(f"{r['topk_recall']:.2f} (k={int(r['top_k'])})"
                          if pd.notna(r["topk_recall"]) else "n/a")
         rows.append(cells)
-    return md_table(header, rows)
+    return table(header, rows)
 
 
 def pearson_cell(row: pd.Series | None) -> str:
@@ -480,7 +280,7 @@ def paper_table(agree: pd.DataFrame) -> str:
         rows.append([f"`{metric}`", quantity, source, setting, tau, pearson,
                      f"{ORACLE_LABEL[oracle]}, {fam}", fmt_tau(r),
                      pearson_cell(r) if pearson != "—" else "—"])
-    return md_table(header, rows, ["l"] * 4 + ["r", "r", "l", "r", "r"])
+    return table(header, rows, "llllrrlrr")
 
 
 def zoo_section(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
@@ -557,114 +357,6 @@ def noise_section(board: pd.DataFrame, ds: str, bootstrap: int, seed: int) -> st
     return "\n".join(lines)
 
 
-def lp_check(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
-    """Where the linear probe's seed noise comes from: its C chosen on a small held-out split.
-
-    For the seed ensemble with the largest spread of linear-probe accuracy, refits the oracle's
-    probe (``zoorank.metrics.oracle.linear_probe_accuracy``) on the oracle's own train/test split at
-    every fixed C, and with C chosen on three differently seeded held-out splits.
-    """
-    from zoorank.config import OracleSpec
-    from zoorank.label_oracle import _labelled_split
-    from zoorank.metrics.oracle import DEFAULT_CS, linear_probe_accuracy
-    from zoorank.store import Store
-
-    col = f"{ds}/linear_probe_accuracy"
-    if col not in board or "group" not in board:
-        return ""
-    spread = board.groupby("group")[col].agg(lambda v: v.max() - v.min())
-    group = spread.idxmax()
-    store = Store(info["store"])
-    spec = OracleSpec.model_validate(info["run_config"]["oracle"])
-    seed = info["run_config"]["seed"]
-    split = _labelled_split(store, ds, spec, seed)
-    if split is None:
-        return ""
-    tr, ytr, te, yte, _ = split
-    lines = [f"* Linear-probe check on the seed ensemble `{group}` (largest probe spread, "
-             f"{100 * spread[group]:.1f} pp): accuracy % at fixed C = "
-             f"{', '.join(f'{c:g}' for c in DEFAULT_CS)}, and with C chosen on the held-out 20% "
-             "of the probe's training half seeded 0 (the oracle's choice), 1, 2:"]
-    for model in sorted(board.loc[board["group"] == group, "model_id"]):
-        emb = store.read_embeddings(ds, "clean", model)
-        pos = pd.Series(np.arange(len(emb.sample_id)), index=emb.sample_id)
-        a, b = emb.embedding[pos.loc[tr].to_numpy()], emb.embedding[pos.loc[te].to_numpy()]
-        fixed = [100 * linear_probe_accuracy(a, ytr, b, yte, Cs=[c]) for c in DEFAULT_CS]
-        chosen = [100 * linear_probe_accuracy(a, ytr, b, yte, seed=seed + k) for k in range(3)]
-        lines.append(f"  * `{model}`: fixed C {' / '.join(f'{v:.1f}' for v in fixed)}; chosen C "
-                     f"{' / '.join(f'{v:.1f}' for v in chosen)}.")
-    return "\n".join(lines)
-
-
-def config_epoch(group: str, info: dict[str, Any]) -> int:
-    """The training epoch of a seed ensemble's checkpoints (``<group>-rNNN`` = report NNN)."""
-    m = re.search(r"-r(\d{3})$", group)
-    return int(m.group(1)) * info["every"] if m else int(info["size"]["epochs"])
-
-
-def config_table(board: pd.DataFrame, ds: str, info: dict[str, Any]) -> str:
-    """Means over the seeds of every configuration (method, lr) at every checkpoint epoch."""
-    cols = ["knn_accuracy", "linear_probe_accuracy", "nc", "rankme", "rankme_aug", "twonn_id",
-            "coding_rate", "cluster_learnability", "lidar", "alignment", "uniformity",
-            "embedding_norm_mean"]
-    cols = [c for c in cols if f"{ds}/{c}" in board]
-    b = board.copy()
-    b["_config"] = b["group"].str.replace(r"-r\d{3}$", "", regex=True)
-    b["_epoch"] = [config_epoch(g, info) for g in b["group"]]
-    rows = []
-    for (config, epoch), part in b.groupby(["_config", "_epoch"], sort=True):
-        cells = [f"`{config}`", str(epoch), str(len(part))]
-        for c in cols:
-            v = part[f"{ds}/{c}"].astype(float)
-            if c in ORACLES or c == "cluster_learnability":
-                cells.append(f"{100 * v.mean():.1f} ± {100 * v.std(ddof=1):.1f}")
-            else:
-                cells.append(f"{v.mean():.3g}")
-        rows.append(cells)
-    short = {"knn_accuracy": "kNN %", "linear_probe_accuracy": "LP %",
-             "cluster_learnability": "CL %", "embedding_norm_mean": "norm"}
-    header = ["configuration", "epoch", "seeds"] + [short.get(c, c) for c in cols]
-    return md_table(header, rows)
-
-
-def _lidar_numpy(E: np.ndarray, delta: float, eps: float) -> float:
-    """LiDAR as written in the spec (clid_lidar.md B.2), plain NumPy: the cross-check."""
-    E = E.astype(np.float64)
-    n, q, p = E.shape
-    mu_i = E.mean(1)
-    cb = mu_i - mu_i.mean(0)
-    sb = cb.T @ cb / (n - 1)
-    cw = (E - mu_i[:, None]).reshape(n * q, p)
-    sw = cw.T @ cw / (n * (q - 1)) + delta * np.eye(p)
-    w, v = np.linalg.eigh(sw)
-    sw_is = (v * w**-0.5) @ v.T
-    lam = np.clip(np.linalg.eigvalsh((sw_is @ sb @ sw_is + (sw_is @ sb @ sw_is).T) / 2), 0, None)
-    pr = lam / lam.sum() + eps
-    return float(np.exp(-(pr * np.log(pr)).sum()))
-
-
-def lidar_crosscheck(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
-    """Stored LiDAR vs a separate NumPy implementation, for the zoo's highest and lowest LiDAR."""
-    from zoorank.store import Store
-
-    col = f"{ds}/lidar"
-    if col not in board or board[col].isna().all():
-        return ""
-    store = Store(info["store"])
-    metrics = store.read_frame("metrics")
-    view = next(v["name"] for v in info["run_config"]["views"] if v["name"] != "clean")
-    parts = []
-    for model in (board.loc[board[col].idxmax(), "model_id"], board.loc[board[col].idxmin(), "model_id"]):
-        row = metrics[(metrics["model_id"] == model) & (metrics["dataset"] == ds)
-                      & (metrics["metric"] == "lidar")].iloc[0]
-        params = json.loads(row["params"])
-        _, E = store.read_embeddings(ds, view, model).grouped()
-        ours = _lidar_numpy(E, params.get("delta", 1e-6), params.get("eps", 1e-7))
-        parts.append(f"`{model}` stored {row['value']:.3f}, NumPy {ours:.3f}")
-    return ("* LiDAR cross-check (stored value vs a separate NumPy implementation of clid_lidar.md "
-            "B.2 on the stored augmented embeddings, same δ and ε): " + "; ".join(parts) + ".")
-
-
 def models_table(board: pd.DataFrame, ds: str) -> str:
     cols = ["knn_accuracy", "linear_probe_accuracy", "lidar", "rankme", "rankme_aug",
             "cluster_learnability", "twonn_id", "clid", "nc", "alignment", "uniformity"]
@@ -686,160 +378,72 @@ def models_table(board: pd.DataFrame, ds: str) -> str:
     header = ["model"] + [("kNN %" if c == "knn_accuracy" else "LP %" if
                            c == "linear_probe_accuracy" else "CL %" if
                            c == "cluster_learnability" else c) for c in cols]
-    return md_table(header, rows)
+    return table(header, rows)
 
 
-def discussion(agree: pd.DataFrame, final: pd.DataFrame, hypotheses: dict[str, str]) -> str:
+def verdicts(agree: pd.DataFrame) -> str:
     lines = []
-    metrics = ordered_metrics([m for m in agree["metric"].unique()])
+    metrics = ordered_metrics(list(agree["metric"].unique()))
     for metric in metrics:
         parts = []
-        verdicts = set()
         for o in ORACLES:
             r = lookup(agree, metric, o, "all")
-            v = verdict(r)
-            verdicts.add(v)
-            f = lookup(final, metric, o, "all") if not final.empty else None
-            fin = f"; final checkpoints only {fmt_tau(f)}" if f is not None else ""
-            parts.append(f"vs {ORACLE_LABEL[o]} {fmt_tau(r)} — {v}{fin}")
-        line = f"* `{metric}`: " + "; ".join(parts) + "."
-        if verdicts != {"agrees"} and metric in hypotheses:
-            line += f" *Hypothesis*: {hypotheses[metric]}"
-        lines.append(line)
+            parts.append(f"vs {ORACLE_LABEL[o]} {fmt_tau(r)} — {verdict(r)}")
+        lines.append(f"* `{metric}`: " + "; ".join(parts) + ".")
     return "\n".join(lines)
 
 
-def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> str:
+def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> Path:
+    """The report, from the run's store, through the harness (its header: commit, date, machine)."""
     from zoorank.store import Store
 
     store = Store(info["store"])
-    agree = store.read_frame("agreement")
     board = store.read_frame("leaderboard")
     ds = info["evaluate"]["name"]
+    agree = store.read_frame("agreement")
     agree = agree[agree["dataset"] == ds]
-    rank_opts = info["run_config"]["rank"]
-    final = final_only_agreement(board, info["final_models"], ds, info["bootstrap"],
-                                 info["run_config"]["seed"], rank_opts["top_k"])
     families = ["all"] + sorted(f for f in agree["family"].unique() if f != "all")
-    m = info["machine"]
     t = info["timings"]
-    lines = [
-        "# Validation: label-free ranking vs labels on a real SSL zoo",
-        "",
+    run = [f"* Run at commit `{info['git']}`, {info['date']}; markdown regenerated from its store "
+           f"by `{report_cmd}`." if report_cmd else "",
+           "* **Wall time per stage**: " + ", ".join(
+               f"{k} {v / 60:.1f} min" if v >= 60 else f"{k} {v:.0f} s"
+               for k, v in t.items() if k != "total") + f"; **total {t['total'] / 60:.1f} min**.",
+           f"* Store: `{info['store']}`; HTML report: `{info.get('report', '')}`."]
+    body = [
         "Produced by `benchmarks/validate_ranking.py` (issue 6). Every number below is read from the"
         " run's store (`agreement`, `leaderboard`) or computed from it with"
-        " `zoorank.metrics.agreement.agreement`; nothing was edited by hand. The hypotheses and"
-        " the reading in the discussion are text in the script (`HYPOTHESES`, `READING`), written"
-        " after inspecting the recorded CIFAR-10 run; they change no number.",
-        "",
-        "## Run",
-        "",
-        f"* **Command** (repository root): `{info['command']}`",
-    ]
-    if report_cmd:
-        lines.append(f"* Markdown regenerated from that run's store by `{report_cmd}`.")
-    lines += [
-        f"* **Date**: {info['date']}; zoorank at git `{info['git']}`.",
-        f"* **Machine**: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}; Python {m['python']}. "
-        f"Shared with other work: load average {info['load_start'][0]:.1f} at the start, "
-        f"{info['load_end'][0]:.1f} at the end, so the times are noisy.",
-        "* **Wall time per stage**: " + ", ".join(
-            f"{k} {v / 60:.1f} min" if v >= 60 else f"{k} {v:.0f} s"
-            for k, v in t.items() if k != "total") + f"; **total {t['total'] / 60:.1f} min**.",
-        f"* Store: `{info['store']}`; HTML report: `{info.get('report', '')}`.",
-        "",
-        "## The zoo",
-        "",
-        zoo_section(info, board, ds),
-        "",
+        " `zoorank.metrics.agreement.agreement`; nothing was edited by hand.",
+        "", "## Run", "", *[line for line in run if line],
+        "", "## The zoo", "", zoo_section(info, board, ds), "",
         "Oracle: kNN (k = 20, T = 0.07, cosine) and a linear probe, both trained on a stratified"
         " half of the ranked images and tested on the other half (labels used only here). The"
         " label-free metrics see the same ranked images without labels.",
-        "",
-        "## Kendall τ [95% bootstrap CI] per metric",
-        "",
+        "", "## Kendall τ [95% bootstrap CI] per metric", "",
         f"All {len(board)} ranked checkpoints, overall (`all`) and per SSL family. τ-b with the"
         f" metric oriented so that positive means agreement; percentile CI over {info['bootstrap']}"
         " bootstrap resamples of the models.",
-        "",
-        tau_table(agree, families),
-        "",
-    ]
-    if not final.empty:
-        fams = ["all"] + sorted(f for f in final["family"].unique() if f != "all")
-        lines += [
-            f"### Final checkpoints only ({len(info['final_models'])} models)",
-            "",
-            "The hyperparameter-selection question proper (no easy early-vs-late pairs); CLID is"
-            " re-z-scored within this pool.",
-            "",
-            tau_table(final, fams),
-            "",
-        ]
-    lines += [
-        "## Top-1 regret and top-k recall (all checkpoints)",
-        "",
+        "", tau_table(agree, families), "",
+        "## Top-1 regret and top-k recall (all checkpoints)", "",
         "Regret: the oracle's best accuracy minus the accuracy of the model the metric ranks first"
         " (percentage points; 0 = it picks the best). Top-k recall: share of the oracle's top k"
         " among the metric's top k.",
-        "",
-        selection_table(agree),
-        "",
-    ]
-    if not final.empty:
-        lines += ["### Final checkpoints only", "", selection_table(final), ""]
-    lines += [
-        "## Per-configuration means (over seeds)",
-        "",
-        "Oracle accuracies as mean ± std over the seeds; label-free metrics as means.",
-        "",
-        config_table(board, ds, info),
-        "",
-        "## Noise floor and cross-check",
-        "",
-        noise_section(board, ds, info["bootstrap"], info["run_config"]["seed"]),
-        lidar_crosscheck(info, board, ds),
-        lp_check(info, board, ds),
-        "",
-        "## Side by side with the papers",
-        "",
+        "", selection_table(agree), "",
+        "## Noise floor", "", noise_section(board, ds, info["bootstrap"], info["run_config"]["seed"]),
+        "", "## Side by side with the papers", "",
         "Paper numbers are quoted from the specs (`../shared/specs/clid_lidar.md` A.8 / B.7 and"
-        " `../shared/specs/url_sdl_nc.md` C.8); ours are the matching oracle and pool of this"
-        " run (all checkpoints). Differences in setting: the papers rank ImageNet-scale models"
-        " (ResNet-50 / ViT, 100+ epochs; CLID: 28 public checkpoints of many methods and"
-        " architectures, ground truth ImageNet kNN; LiDAR: 30-32 hyperparameter sets of one"
-        f" method, ground truth ImageNet linear probe) while this zoo is {len(board)} checkpoints"
-        f" of one {info['size']['width']}-channel CNN trained for up to {info['size']['epochs']}"
-        f" epochs on {info['train'].get('limit') or 'all'} `{info['train'].get('name')}` images,"
-        f" ranked in-domain on {info['evaluate'].get('limit') or 'all'}"
-        f" `{info['evaluate'].get('name')}` images. NC's paper τ is a different"
-        " quantity (per-test-point reliability vs the ensemble's downstream Brier/entropy), shown"
-        " for reference only.",
-        "",
-        paper_table(agree),
-        "",
-        "## Discussion",
-        "",
-        *([READING, ""] if info["dataset"] == "cifar10" else
-          ["(The hypotheses and the reading were written for the CIFAR-10 run; none is shown for"
-           f" `{info['dataset']}`.)", ""]),
-        "Verdict per metric (all checkpoints, τ's 95% CI: above 0 = agrees, below 0 = disagrees,"
-        " else inconclusive), with the final-checkpoint τ beside it:",
-        "",
-        discussion(agree, final, HYPOTHESES if info["dataset"] == "cifar10" else {}),
-        "",
-        "## Per-model values (sorted by kNN accuracy)",
-        "",
-        models_table(board, ds),
-        "",
-    ]
-    text = "\n".join(lines)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return text
-
-
-# ------------------------------------------------------------------------------------------------
+        " `../shared/specs/url_sdl_nc.md` C.8); ours are the matching oracle and pool of this run"
+        " (all checkpoints). The papers rank ImageNet-scale models (100+ epochs) while this zoo is"
+        f" {len(board)} checkpoints of one {info['size']['width']}-channel CNN trained for up to"
+        f" {info['size']['epochs']} epochs. NC's paper τ is a different quantity (per-test-point"
+        " reliability), shown for reference only.",
+        "", paper_table(agree), "",
+        "## Verdict per metric", "",
+        "All checkpoints, τ's 95% CI: above 0 = agrees, below 0 = disagrees, else inconclusive.",
+        "", verdicts(agree), "",
+        "## Per-model values (sorted by kNN accuracy)", "", models_table(board, ds)]
+    return harness.write_results(path, "Validation: label-free ranking vs labels on a real SSL zoo",
+                                 "\n".join(body), command=info["command"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -848,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", choices=sorted(PRESETS), default="cifar10")
     p.add_argument("--data", help="folder of the Parquet set (default ../shared/data/<dataset>)")
     p.add_argument("--out", help="work folder (default /tmp/zoorank-validate/<dataset>)")
-    p.add_argument("--markdown", help="where to write the report (default: benchmarks/results/"
+    p.add_argument("--markdown", type=Path, help="where to write the report (default: benchmarks/results/"
                                       "validate_ranking.md for cifar10, <out>/validate_ranking.md "
                                       "otherwise)")
     p.add_argument("--epochs", type=int)
@@ -869,16 +473,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None and args.dataset != "digits":
         args.data = str(ROOT.parent / "shared" / "data" / args.dataset)
     out = Path(args.out or f"/tmp/zoorank-validate/{args.dataset}").resolve()
-    md = Path(args.markdown) if args.markdown else (
+    md = args.markdown if args.markdown else (
         RESULTS if args.dataset == "cifar10" else out / "validate_ranking.md")
     report_cmd = None
     if args.report_only:
         info = json.loads((out / "validate_run.json").read_text())
-        report_cmd = command_line()
+        report_cmd = harness.command_line()
     else:
         info = run(args, out)
     write_markdown(info, md, report_cmd)
-    print(f"\nmarkdown: {md}")
     t = info["timings"]
     print("time: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()))
     return 0

@@ -18,25 +18,20 @@ Writes ``benchmarks/results/validate_ranking_budget.md`` unless ``--markdown`` s
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pandas as pd
+from harness import table, timed
+from validate_ranking import fmt_tau
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from validate_ranking import command_line, git_head, machine  # noqa: E402
-
-import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, usage stats off)
+import zoorank.runtime  # noqa: F401  (loopback Ray environment, usage stats off)
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "validate_ranking_budget.md"
 ORACLE_NAMES = {"knn_accuracy": "kNN", "linear_probe_accuracy": "linear probe"}
 
 
@@ -50,31 +45,17 @@ def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
                        "labels_per_class": [int(k) for k in args.labels_per_class.split(",")],
                        "label_budget_seeds": args.seeds}
     config = parse_config(rdict, "<validate_ranking_budget config>")
-    info: dict[str, Any] = {"command": command_line(),
-                            "date": datetime.datetime.now().astimezone().isoformat("T", "seconds"),
-                            "machine": machine(), "git": git_head(), "load_start": os.getloadavg(),
-                            "store": config.store, "oracle": rdict["oracle"],
+    info: dict[str, Any] = {"command": harness.command_line(), "store": config.store,
+                            "oracle": rdict["oracle"],
                             "zoo_run": {k: source.get(k) for k in ("command", "date", "git",
                                                                     "size", "every")},
                             "timings": {}}
     for name, fn in (("rank", run_rank), ("report", run_report)):
-        t0 = time.perf_counter()
-        result = fn(config, address=args.address) if name == "report" else fn(
-            config, address=args.address, show=False)
-        info["timings"][name] = time.perf_counter() - t0
-        if name == "report":
-            info["report"] = str(result)
-    info["load_end"] = os.getloadavg()
+        kwargs = {"show": False} if name == "rank" else {}
+        result, info["timings"][name] = timed(fn, config, address=args.address, **kwargs)
+    info["report"] = str(result)
     (out / "validate_budget_run.json").write_text(json.dumps(info, indent=2, default=str))
     return info
-
-
-def _cell(row: pd.Series | None) -> str:
-    if row is None or not np.isfinite(row["kendall_tau"]):
-        return "n/a"
-    if not np.isfinite(row["kendall_ci_low"]):
-        return f"{row['kendall_tau']:+.2f}"
-    return f"{row['kendall_tau']:+.2f} [{row['kendall_ci_low']:+.2f}, {row['kendall_ci_high']:+.2f}]"
 
 
 def _spread(store) -> str:
@@ -90,14 +71,7 @@ def _spread(store) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def write_markdown(info: dict[str, Any], path: Path) -> str:
+def write_markdown(info: dict[str, Any], path: Path) -> Path:
     from zoorank.budget import crossover_lines, crossovers, split_agreement
     from zoorank.store import Store
 
@@ -111,12 +85,9 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
     scores = list(dict.fromkeys(curve["metric"]))
     n_models = int(curve["n_models"].max()) if len(curve) else 0
     o = info["oracle"]
-    m = info["machine"]
     t = info["timings"]
     zoo = info["zoo_run"]
     lines = [
-        "# Label-budget curve on the validation zoo: few-label scores vs label-free ranking",
-        "",
         "Produced by `benchmarks/validate_ranking_budget.py` (issue 12) on the store of a "
         "`benchmarks/validate_ranking.py` run. Every number is read from that store "
         "(`agreement` rows with `labels_per_class`, `oracle` cells "
@@ -128,11 +99,6 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
         f"{n_models} checkpoints of small CNNs (SimCLR / VICReg × lr × 3 seeds, checkpoints every "
         f"{zoo.get('every')} epochs) ranked on CIFAR-10 test images; size "
         f"`{json.dumps(zoo.get('size'))}`. {_spread(store)}",
-        f"* **Budget command**: `{info['command']}`",
-        f"* **Date**: {info['date']}; zoorank at git `{info['git']}`.",
-        f"* **Machine**: {m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}; Python {m['python']}. "
-        f"Shared: load average {info['load_start'][0]:.1f} at the start, "
-        f"{info['load_end'][0]:.1f} at the end.",
         f"* **Wall time**: rank (label oracle incl. every few-label cell, agreement) "
         f"{t['rank']:.0f} s, report {t['report']:.0f} s.",
         f"* **Few-label oracle**: scores {', '.join(f'`{s}`' for s in o['transferability'])}; "
@@ -150,13 +116,13 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
         "## Crossovers",
         "",
     ]
-    table = crossovers(agree)
-    lines += [f"* {line}" for line in crossover_lines(table)]
+    crossing = crossovers(agree)
+    lines += [f"* {line}" for line in crossover_lines(crossing)]
     lines += ["", "Margin at the crossover: the score's mean τ there minus the best label-free τ, "
               "and whether the score's 95% bootstrap interval there excludes that τ (only then is "
               "the overtaking clear of the model-sampling noise).", ""]
     rows = []
-    for r in table.itertuples(index=False):
+    for r in crossing.itertuples(index=False):
         if np.isnan(r.crossover_labels_per_class):
             continue
         at = curve[(curve["metric"] == r.score) & (curve["oracle_metric"] == r.oracle_metric)
@@ -164,11 +130,11 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
                    & (curve["budget_seed"] == "mean")].iloc[0]
         clear = "yes" if at["kendall_ci_low"] > r.best_label_free_tau else "no"
         rows.append([f"`{r.score}`", ORACLE_NAMES.get(r.oracle_metric, r.oracle_metric),
-                     f"{r.crossover_labels_per_class:g}", _cell(at),
+                     f"{r.crossover_labels_per_class:g}", fmt_tau(at),
                      f"`{r.best_label_free}` {r.best_label_free_tau:+.2f}",
                      f"{at['kendall_tau'] - r.best_label_free_tau:+.2f}", clear])
     if rows:
-        lines.append(_table(["score", "oracle", "k", "τ [95% CI]", "best label-free", "margin",
+        lines.append(table(["score", "oracle", "k", "τ [95% CI]", "best label-free", "margin",
                              "CI excludes it"], rows))
     for o_name in [x for x in ORACLE_NAMES if x in set(curve["oracle_metric"])]:
         c = curve[curve["oracle_metric"] == o_name]
@@ -182,9 +148,9 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
             for k in ks:
                 r = c[(c["metric"] == score) & (c["labels_per_class"] == k)
                       & (c["budget_seed"] == "mean")]
-                cells.append(_cell(r.iloc[0] if len(r) else None))
+                cells.append(fmt_tau(r.iloc[0] if len(r) else None))
             rows.append([f"`{score}`", *cells])
-        lines.append(_table(["score", *[f"k = {k:g}" for k in ks]], rows))
+        lines.append(table(["score", *[f"k = {k:g}" for k in ks]], rows))
         lines += ["", "Per seed (τ of each seed's subset):", ""]
         rows = []
         for score in scores:
@@ -194,10 +160,10 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
                       & (c["budget_seed"] != "mean")].sort_values("budget_seed")
                 cells.append(" / ".join(f"{v:+.2f}" for v in r["kendall_tau"]))
             rows.append([f"`{score}`", *cells])
-        lines.append(_table(["score", *[f"k = {k:g}" for k in ks]], rows))
+        lines.append(table(["score", *[f"k = {k:g}" for k in ks]], rows))
         lines += ["", "Label-free metrics (0 labels), same oracle and models:", ""]
-        lines.append(_table(["label-free metric", "τ [95% CI]"],
-                            [[f"`{r.metric}`", _cell(pd.Series(r._asdict()))]
+        lines.append(table(["label-free metric", "τ [95% CI]"],
+                            [[f"`{r.metric}`", fmt_tau(pd.Series(r._asdict()))]
                              for r in lf.itertuples(index=False)]))
     cells = oracle[oracle["metric"].str.contains("@k", regex=False)]
     if len(cells):
@@ -213,20 +179,20 @@ def write_markdown(info: dict[str, Any], path: Path) -> str:
             rows.append([f"`{score}`", str(len(g)), f"{g['seconds'].median():.3f}",
                          f"{g['seconds'].max():.3f}", f"{g['seconds'].sum():.1f}",
                          str(int(g["error"].sum()))])
-        lines.append(_table(["score", "cells", "median s", "max s", "total s", "NaN (error)"],
+        lines.append(table(["score", "cells", "median s", "max s", "total s", "NaN (error)"],
                             rows))
     lines += ["", f"HTML report with the curve: `{info.get('report')}` "
               f"(`budget-<dataset>-<oracle>.png`).", ""]
-    text = "\n".join(lines)
-    path.write_text(text)
-    return text
+    return harness.write_results(
+        path, "Label-budget curve on the validation zoo: few-label scores vs label-free ranking",
+        "\n".join(lines), command=info["command"])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="/tmp/zoorank-validate/cifar10",
                    help="work folder of a finished validate_ranking.py run")
-    p.add_argument("--markdown", help=f"default {RESULTS.relative_to(ROOT)}")
+    harness.results_option(p, "validate_ranking_budget")
     p.add_argument("--scores", default="logme,h_score,nleep,gbc")
     p.add_argument("--labels-per-class", default="5,10,25,50,100")
     p.add_argument("--seeds", type=int, default=3)
@@ -235,13 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="only rewrite the markdown from <out>/validate_budget_run.json")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
-    md = Path(args.markdown) if args.markdown else RESULTS
     if args.report_only:
         info = json.loads((out / "validate_budget_run.json").read_text())
     else:
         info = run(args, out)
-    print(write_markdown(info, md))
-    print(f"\nmarkdown: {md}")
+    write_markdown(info, args.markdown)
     return 0
 
 

@@ -14,13 +14,12 @@ set's size, the consensus and the width warning. Prints, never asserts::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import time
 from pathlib import Path
 
+import harness
 import yaml
+from harness import table, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config import DEFAULT_METRICS
@@ -80,20 +79,18 @@ def summary(store: Path) -> str:
         if col not in board:
             continue
         best = board.loc[board[col].idxmax(), "model_id"]
-        lines += [f"### against {o_name} (oracle's best: `{best}`)", "",
-                  "| metric | τ [95% CI over models] | top set (this metric) | size | oracle's best "
-                  "in it |", "|---|---|---|---|---|"]
-        rows = a[a["oracle_metric"] == o_name].sort_values("kendall_tau", ascending=False)
-        for r in rows.itertuples(index=False):
+        rows = []
+        for r in a[a["oracle_metric"] == o_name].sort_values("kendall_tau", ascending=False).itertuples():
             m = unc[unc["metric"] == r.metric]
             top = sorted(m.loc[m["in_top_set"].astype(bool), "model_id"]) if len(m) else []
             if r.metric == "leaderboard_rank":
                 top = list(d["top_set"])
             ok = "yes" if best in top else ("—" if not top else "no")
-            lines.append(f"| {r.metric} | {r.kendall_tau:+.2f} [{r.kendall_ci_low:+.2f}, "
-                         f"{r.kendall_ci_high:+.2f}] | {', '.join(top) or '—'} | "
-                         f"{len(top) or '—'} | {ok} |")
-        lines.append("")
+            rows.append([r.metric, f"{r.kendall_tau:+.2f} [{r.kendall_ci_low:+.2f}, "
+                         f"{r.kendall_ci_high:+.2f}]", ", ".join(top) or "—", len(top) or "—", ok])
+        lines += [f"### against {o_name} (oracle's best: `{best}`)", "",
+                  table(["metric", "τ [95% CI over models]", "top set (this metric)", "size",
+                         "oracle's best in it"], rows, "lllll"), ""]
     cols = ["rank", "rank_low", "rank_high", "p_best", "in_top_set", "model_id", "flags",
             "cifar10/knn_accuracy", "cifar10/linear_probe_accuracy"]
     from zoorank.rank.markdown import markdown_table
@@ -111,13 +108,12 @@ def main() -> None:
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--aug", type=int, default=200)
     p.add_argument("--out", default="/tmp/zoorank-validate-uva")
-    p.add_argument("--markdown", default=str(ROOT / "benchmarks" / "results" / "validate_uva.md"))
+    harness.results_option(p, "validate_uva")
     p.add_argument("--report-only", action="store_true",
                    help="only rewrite the markdown from <out>/store (e.g. after `zoorank rank`)")
     p.add_argument("--note", default="", help="a sentence printed under the command line")
     args = p.parse_args()
     out = Path(args.out)
-    start = time.perf_counter()
     if not args.report_only:
         from zoorank.config.loading import load_config
         from zoorank.pipeline import run_all
@@ -125,19 +121,14 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         path = out / "run.yaml"
         path.write_text(yaml.safe_dump(config(out, args.images, args.aug), sort_keys=False))
-        run_all(load_config(path))
-        (out / "timing.json").write_text(json.dumps({
-            "seconds": time.perf_counter() - start, "date": str(datetime.date.today()),
-            "load_end": os.getloadavg()}))
+        _, seconds = timed(run_all, load_config(path))
+        (out / "timing.json").write_text(json.dumps({"seconds": seconds, "commit": harness.commit(),
+                                                     "command": harness.command_line()}))
     timing = json.loads((out / "timing.json").read_text()) if (out / "timing.json").exists() else {}
-    text = summary(out / "store")
-    took = (f"{timing['seconds']:.0f} s on 2 shared CPU cores (load average at the end "
-            f"{timing['load_end'][0]:.0f})" if timing else "time not recorded")
-    md = ["# validate_uva — third-party CIFAR-10 checkpoints (issue 17)", "",
-          f"{timing.get('date', datetime.date.today())}; `PYTHONPATH=benchmarks .venv/bin/python "
-          f"benchmarks/validate_uva.py --images {args.images} --aug {args.aug}`; {took}."
-          + (f" Markdown rewritten from the store by `--report-only` "
-             f"({time.perf_counter() - start:.0f} s)." if args.report_only else ""),
+    took = (f"`zoorank run` took {timing['seconds']:.0f} s at commit `{timing['commit']}`"
+            if "commit" in timing else "time not recorded")
+    md = [f"{took}." + (" Markdown rewritten from the store by `--report-only`."
+                        if args.report_only else ""),
           *([args.note] if args.note else []), "",
           "Zoo: the eight checkpoints of ../shared/zoos/uva_cifar10 — four supervised "
           "classifiers (ResNet and ResNetPreAct 64-d, GoogleNet 128-d, DenseNet 184-d pooled "
@@ -145,9 +136,9 @@ def main() -> None:
           "benchmarks/uva_accuracy.py) and four convolutional autoencoders (64/128/256/384-d "
           "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
-          "", text, ""]
-    Path(args.markdown).write_text("\n".join(md))
-    print("\n".join(md))
+          "", summary(out / "store")]
+    harness.write_results(args.markdown, "validate_uva — third-party CIFAR-10 checkpoints "
+                          "(issue 17)", "\n".join(md), command=timing.get("command"))
 
 
 if __name__ == "__main__":
