@@ -1,0 +1,504 @@
+"""Shift benchmark with real classifiers (issue 31, item 5): which label-free signal ranks a
+classifier zoo under distribution shift, and how many labels pick a near-best model.
+
+Zoo: the four UvA CIFAR-10 classifiers of ``../shared/zoos/uva_cifar10`` (module code
+``benchmarks/uva_models.py``, loaded through zoorank's checkpoint path) and the 27 classifiers of
+``benchmarks/shift_zoo.py`` (three architectures × three widths × three epochs of one run, trained
+once with Ray Tune and cached with the commit of their training code).
+
+Domains: the first ``--images`` rows of the CIFAR-10 test copy, clean and with the
+``imagecorruptions`` corruptions of :data:`CORRUPTIONS` at severities chosen for 32-pixel images
+(the package's severities are set for 224 px; at 32 px most leave a CIFAR-10 net near chance above
+severity 2). The source (the labelled in-distribution set that DoC, ATC and COT need) is
+``--source`` clean test rows from 5,000 on: disjoint from the target images and from every model's
+training data (the UvA nets trained on the whole train split). The truth is each model's top-1 on
+each domain.
+
+For every domain the script writes ``<cache>/<zoo commit>/predictions-n<images>/<domain>.npz``
+(``probs`` and ``logits`` models × images × classes, ``labels``, ``model_ids``) and ``source.npz``
+so that any method can run on the same predictions; the penultimate features of the same forward
+go to ``<domain>.features.npz`` (one array per model). Reruns reuse every cached file.
+
+Prints, per domain and on average over the corrupted domains: Kendall τ against the truth of every
+label-free accuracy estimate (``zoorank.metrics.classifier``), of zoorank's label-free embedding
+metrics on the penultimate features (the default primary that a config of the default metrics
+without an augmented view or seed ensembles would rank by: the embedding leaderboard), the MAE of
+each accuracy estimate, the regret of each board's leader, and labels until the pick stays within
+``--epsilon`` pp of the best model for CODA, ModelPicker, uncertainty, random and today's
+``zoorank ask`` (query-by-committee on the features), over ``--seeds`` seeds with paired
+differences. Writes ``benchmarks/results/shift_benchmark.md``::
+
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py           # full
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py --quick   # minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import shift_zoo as Z
+import torch
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path.home() / ".cache" / "zoorank-shift"
+RESULTS = ROOT / "benchmarks" / "results" / "shift_benchmark.md"
+
+#: (corruption, severity) at 32 px: severity 1 for the noises and blurs (already 20–40 pp below
+#: clean for these nets), 2–3 for the milder ones; glass_blur, fog and gaussian_blur fail on
+#: NumPy 2 in imagecorruptions 1.1.2.
+CORRUPTIONS: tuple[tuple[str, int], ...] = (
+    ("gaussian_noise", 1), ("shot_noise", 1), ("impulse_noise", 1), ("defocus_blur", 1),
+    ("motion_blur", 1), ("snow", 1), ("frost", 1), ("contrast", 2), ("jpeg_compression", 2))
+SOURCE_START = 5000
+#: UvA module builders (uva_models) by model id
+UVA = (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"), ("GoogleNet", "googlenet"),
+       ("DenseNet", "densenet"))
+#: published figures beside ours, where the setting matches (CIFAR-10, synthetic corruptions)
+PUBLISHED: dict[str, str] = {}
+
+
+# -- pure helpers (tests/test_shift_benchmark.py) -------------------------------------------------
+
+def top1(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(M,) share of images whose top-1 class (ties: the lowest) is the label; probs (M, N, K)."""
+    return (np.asarray(probs).argmax(axis=2) == np.asarray(labels)[None, :]).mean(axis=1)
+
+
+def kendall(score: np.ndarray, truth: np.ndarray) -> float:
+    """Kendall τ-b of ``score`` against ``truth`` (NaN when either is constant or has a NaN)."""
+    score, truth = np.asarray(score, float), np.asarray(truth, float)
+    if not np.isfinite(score).all() or np.ptp(score) == 0 or np.ptp(truth) == 0:
+        return float("nan")
+    return float(stats.kendalltau(score, truth).statistic)
+
+
+def regret(score: np.ndarray, truth: np.ndarray) -> float:
+    """pp of accuracy lost by taking the model of highest ``score`` (ties: the first) instead of
+    the best; ``truth`` in [0, 1]. NaN when no score is finite."""
+    score = np.asarray(score, float)
+    if not np.isfinite(score).any():
+        return float("nan")
+    return float(100 * (np.max(truth) - truth[int(np.nanargmax(score))]))
+
+
+def mae(estimate: np.ndarray, truth: np.ndarray) -> float:
+    """Mean absolute error in pp of accuracy estimates in [0, 1]."""
+    return float(100 * np.mean(np.abs(np.asarray(estimate, float) - np.asarray(truth, float))))
+
+
+def labels_to_within(trace: Sequence[tuple[int, int]], truth: np.ndarray, epsilon_pp: float) -> float:
+    """Labels after which every later pick of ``trace`` ((labels, picked model) in order of labels)
+    is within ``epsilon_pp`` of the best accuracy; inf if the last pick is not (censored)."""
+    best, at = float(np.max(truth)), np.inf
+    for n, pick in trace:
+        if 100 * (best - truth[pick]) <= epsilon_pp + 1e-9:
+            at = min(at, n)
+        else:
+            at = np.inf
+    return float(at)
+
+
+def paired(a: Sequence[float], b: Sequence[float], cap: float) -> tuple[float, float, float]:
+    """Mean of ``b − a`` over seeds, its standard error, and the share of seeds with a < b;
+    censored (inf) values count as ``cap``."""
+    a_, b_ = (np.minimum(np.asarray(x, float), cap) for x in (a, b))
+    d = b_ - a_
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    return float(d.mean()), se, float(np.mean(a_ < b_))
+
+
+def label_grid(max_labels: int) -> list[int]:
+    """Label counts at which picks are read: every count to 20, then every 5."""
+    return list(range(1, min(20, max_labels) + 1)) + list(range(25, max_labels + 1, 5))
+
+
+# -- zoo and domains ------------------------------------------------------------------------------
+
+def uva_models(tmp: Path) -> dict[str, tuple[Callable, Callable]]:
+    """The UvA classifiers through zoorank's resolve/load path (strict, safe unpickling): id →
+    (features, head)."""
+    import yaml
+    from validate_uva import config
+
+    from zoorank.config.loading import load_config
+    from zoorank.zoo import load_model, resolve_models
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "uva.yaml"
+    path.write_text(yaml.safe_dump(config(tmp, 10, 1), sort_keys=False))
+    out = {}
+    for m in resolve_models(load_config(path)):
+        if m.model_id in {name.lower() for name, _ in UVA}:
+            ex = load_model(m)
+            ex.model.eval()
+            out[f"uva-{m.model_id}"] = (ex, ex.model.output_net[-1])
+    return out
+
+
+def zoo(cache: Path, n_train: int, cpus: float, tmp: Path) -> tuple[dict[str, tuple], Path]:
+    """Every model of the benchmark: id → (features function, head); and the zoo's folder."""
+    folder = Z.train_zoo(cache, n_train, cpus)
+    models = uva_models(tmp)
+    models.update({k: (net.forward_features, net.forward_head)
+                   for k, net in Z.load_zoo(folder).items()})
+    return models, folder
+
+
+def corrupt(pixels: np.ndarray, name: str | None, severity: int, seed: int = 0) -> np.ndarray:
+    """``pixels`` (N, 32, 32, 3 uint8) with one imagecorruptions corruption, seeded per image."""
+    if name is None:
+        return pixels
+    from imagecorruptions import corrupt as _corrupt
+
+    out = np.empty_like(pixels)
+    for i, img in enumerate(pixels):
+        np.random.seed(seed + i)  # noqa: NPY002  (the package draws from the global generator)
+        out[i] = np.clip(_corrupt(img, corruption_name=name, severity=severity), 0, 255)
+    return out
+
+
+def forward(models: dict[str, tuple], pixels: np.ndarray, batch: int = 250
+            ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Logits (M, N, K) and penultimate features (id → (N, d)) of one forward per model."""
+    x = Z.to_tensor(pixels)
+    logits, feats = [], {}
+    with torch.inference_mode():
+        for mid, (features, head) in models.items():
+            f = torch.cat([features(b) for b in x.split(batch)])
+            logits.append(head(f).double().numpy())
+            feats[mid] = f.float().numpy()
+    return np.stack(logits), feats
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def domain_name(corruption: str | None, severity: int) -> str:
+    return "clean" if corruption is None else f"{corruption}-s{severity}"
+
+
+def write_predictions(models: dict[str, tuple], folder: Path, n_images: int, n_source: int
+                      ) -> list[str]:
+    """Write (or reuse) every domain's ``.npz`` and ``.features.npz``; the domain names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = np.asarray(list(models))
+    todo = [("source", None, 0)] + [(domain_name(c, s), c, s)
+                                    for c, s in ((None, 0), *CORRUPTIONS)]
+    pixels = labels = None
+    for name, corruption, severity in todo:
+        path = folder / f"{name}.npz"
+        if path.exists() and list(np.load(path)["model_ids"]) == list(ids):
+            continue
+        start = time.perf_counter()
+        if name == "source":
+            px, lab = Z.decode(Z.TEST, SOURCE_START, SOURCE_START + n_source)
+        else:
+            if pixels is None:
+                pixels, labels = Z.decode(Z.TEST, 0, n_images)
+            px, lab = corrupt(pixels, corruption, severity), labels
+        logits, feats = forward(models, px)
+        np.savez_compressed(path, probs=softmax(logits).astype(np.float32),
+                            logits=logits.astype(np.float32), labels=lab, model_ids=ids,
+                            corruption=str(corruption), severity=severity)
+        np.savez_compressed(folder / f"{name}.features.npz", **feats)
+        acc = top1(logits, lab)
+        print(f"predictions {name:<20} mean top-1 {100 * acc.mean():5.1f}% (min {100 * acc.min():.1f}, "
+              f"max {100 * acc.max():.1f})  {time.perf_counter() - start:.0f} s", flush=True)
+    return [t[0] for t in todo[1:]]
+
+
+# -- label-free signals ---------------------------------------------------------------------------
+
+def estimates(logits: np.ndarray, source_logits: np.ndarray, source_labels: np.ndarray
+              ) -> dict[str, np.ndarray]:
+    """Every label-free accuracy estimate of ``zoorank.metrics.classifier``: name → (M,) in [0, 1]."""
+    from zoorank.metrics import classifier as C
+
+    m = len(logits)
+    preds = logits.argmax(axis=2)
+    per_model = {
+        "average confidence": lambda i: C.average_confidence(logits[i]),
+        "DoC": lambda i: C.doc_accuracy(logits[i], source_logits[i], source_labels),
+        "ATC": lambda i: C.atc_accuracy(logits[i], source_logits[i], source_labels),
+        "nuclear norm": lambda i: C.nuclear_norm_accuracy(logits[i]),
+        "COT": lambda i: C.cot_accuracy(logits[i], source_labels),
+    }
+    out = {k: np.array([f(i) for i in range(m)], float) for k, f in per_model.items()}
+    out["consensus agreement"] = np.asarray(C.consensus_agreement(preds, logits.shape[2]), float)
+    out["Dawid–Skene"] = np.asarray(C.dawid_skene_accuracy(preds, logits.shape[2]), float)
+    return out
+
+
+def embedding_scores(features: dict[str, np.ndarray], cache: Path) -> dict[str, np.ndarray]:
+    """zoorank's label-free embedding metrics on each model's features, oriented so that higher
+    is better: metric → (M,); cached as JSON. Only the metrics a store of clean features gives
+    (no augmented view, no seed ensemble): the default metrics' clean per-model ones and CLID."""
+    from zoorank.config import DEFAULT_METRICS
+    from zoorank.metrics.primary import default_order
+    from zoorank.metrics.registry import REGISTRY
+
+    ids = list(features)
+    raw: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
+    if not raw or raw.get("_ids") != ids:
+        raw = {"_ids": ids}
+        for name in default_order(DEFAULT_METRICS, augmented=False):
+            info = REGISTRY[name]
+            if info.inputs == "clean":
+                vals = []
+                for mid in ids:
+                    try:
+                        vals.append(info.run(features[mid], seed=0)[0])
+                    except ValueError:  # collapse guard: no value, as SCORE records NaN
+                        vals.append(float("nan"))
+                raw[name] = vals
+        cache.write_text(json.dumps(raw))
+    out = {}
+    for name in default_order(DEFAULT_METRICS, augmented=False):
+        info = REGISTRY[name]
+        if name in raw:
+            out[name] = np.array([info.oriented(v) for v in raw[name]], float)
+        elif info.inputs == "pool" and all(r in raw for r in info.requires):
+            terms = [np.asarray(raw[r], float) for r in info.requires]
+            out[name] = info.direction * np.asarray(info.combine(*terms, **info.kwargs()), float)
+    return out
+
+
+def embedding_default(scores: dict[str, np.ndarray]) -> str:
+    """The embedding leaderboard's metric: zoorank's default primary on this zoo's coverage."""
+    from zoorank.config import DEFAULT_METRICS
+    from zoorank.metrics.primary import default_for_coverage, default_order
+
+    order = default_order(DEFAULT_METRICS, augmented=False)
+    return default_for_coverage(order, {k: int(np.isfinite(v).sum()) for k, v in scores.items()})
+
+
+# -- labels to a near-best pick -------------------------------------------------------------------
+
+METHODS = ("CODA", "ModelPicker", "uncertainty", "random", "zoorank ask")
+
+
+def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], seed: int,
+             grid: list[int], round_size: int) -> list[tuple[int, int]]:
+    """(labels, picked model) at every count of ``grid`` for one method and seed; the hidden
+    labels are revealed only for the images the method asks for."""
+    from zoorank.metrics import model_selection as S
+
+    n = P.shape[1]
+    rng = np.random.default_rng(seed)
+    max_labels = grid[-1]
+    trace: list[tuple[int, int]] = []
+    if method in ("random", "uncertainty"):
+        if method == "random":
+            order = rng.permutation(n)
+        else:
+            order = np.lexsort((rng.permutation(n), -S.uncertainty_scores(P)))
+        for g in grid:
+            at = order[:g]
+            trace.append((g, S.empirical_best(P, at, labels[at], seed)))
+        return trace
+    if method == "zoorank ask":
+        from zoorank.metrics.active import label_evidence, next_batch
+
+        at = np.zeros(0, np.int64)
+        ev = label_evidence(feats, at, labels[at], P.shape[2], seed=seed)
+        while len(at) < max_labels:
+            mask = np.zeros(n, bool)
+            mask[at] = True
+            at = np.concatenate([at, next_batch(feats, ev, mask, round_size, seed + len(at))])
+            ev = label_evidence(feats, at, labels[at], P.shape[2], resamples=1000, seed=seed)
+            trace.append((len(at), int(np.argmax(ev.p_best))))
+        return trace
+    at: list[int] = []
+    prior = S.coda_prior(P) if method == "CODA" else None
+    votes = P.argmax(axis=2)
+    wanted = set(grid)
+    while len(at) < max_labels:
+        y = labels[at]
+        if method == "CODA":
+            nxt = int(S.coda_next(P, at, y, k=1, seed=seed + len(at), prior=prior)[0])
+        else:
+            nxt = S.model_picker_next(P, at, y, seed=seed + len(at))
+        at.append(nxt)
+        if len(at) in wanted:
+            y = labels[at]
+            if method == "CODA":
+                p = S.coda_p_best(S.coda_posterior(prior, at, y), prior.class_prior)
+            else:
+                p = S.model_picker_posterior(votes, at, y)
+            trace.append((len(at), int(np.argmax(p))))
+    return trace
+
+
+def label_figures(P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], seeds: int,
+                  max_labels: int, epsilon: float, methods: Sequence[str] = METHODS
+                  ) -> dict[str, list[float]]:
+    """Labels until the pick stays within ``epsilon`` pp of the best, per method, one per seed."""
+    truth = top1(P, labels)
+    grid = label_grid(max_labels)
+    out = {}
+    for method in methods:
+        start = time.perf_counter()
+        out[method] = [labels_to_within(simulate(method, P, labels, feats, s, grid, 5), truth,
+                                        epsilon) for s in range(seeds)]
+        print(f"    {method:<12} labels to within {epsilon:g} pp: median "
+              f"{_labels(np.median(out[method]), max_labels)}  ({time.perf_counter() - start:.0f} s)",
+              flush=True)
+    return out
+
+
+def _labels(v: float, cap: int) -> str:
+    return f">{cap}" if not np.isfinite(v) else f"{v:.0f}"
+
+
+# -- one domain, the report -----------------------------------------------------------------------
+
+def evaluate_domain(folder: Path, name: str, source: dict) -> dict:
+    """τ, MAE and leader's regret of every estimate and embedding metric on one domain."""
+    d = np.load(folder / f"{name}.npz")
+    logits, labels = d["logits"].astype(np.float64), d["labels"]
+    truth = top1(logits, labels)
+    feats = dict(np.load(folder / f"{name}.features.npz"))
+    est = estimates(logits, source["logits"], source["labels"])
+    emb = embedding_scores(feats, folder / f"{name}.embedding.json")
+    rows = {k: {"tau": kendall(v, truth), "mae": mae(v, truth), "regret": regret(v, truth)}
+            for k, v in est.items()}
+    rows.update({f"emb:{k}": {"tau": kendall(v, truth), "mae": float("nan"),
+                              "regret": regret(v, truth)} for k, v in emb.items()})
+    return {"name": name, "truth": truth.tolist(), "mean_acc": float(truth.mean()),
+            "best": float(truth.max()), "embedding_default": embedding_default(emb), "rows": rows}
+
+
+def fmt(v: float, spec: str = "+.2f") -> str:
+    return "—" if not np.isfinite(v) else format(v, spec)
+
+
+def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: dict) -> str:
+    """The markdown report (also printed)."""
+    corrupted = [r for r in results if r["name"] != "clean"]
+    names = list(results[0]["rows"])
+    lines = ["# Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)", "",
+             f"{meta['date']}; commit `{meta['commit']}`; zoo trained at `{meta['zoo_commit']}` "
+             f"({meta['zoo']}); machine: {meta['machine']}; `{' '.join(meta['argv'])}`; "
+             f"{meta['seconds']:.0f} s.", "",
+             f"{len(results[0]['truth'])} models; {args.images} target images per domain; source "
+             f"(DoC, ATC, COT): {args.source} clean test images from row {SOURCE_START}. Embedding "
+             f"leaderboard: `{results[0]['embedding_default']}` (zoorank's default primary for "
+             "clean features without an augmented view or seed ensembles).", "",
+             "## Truth: each model's top-1 per domain", "",
+             "| domain | mean top-1 % | min | best |", "|---|---|---|---|"]
+    for r in results:
+        t = 100 * np.asarray(r["truth"])
+        lines.append(f"| {r['name']} | {t.mean():.1f} | {t.min():.1f} | {t.max():.1f} |")
+    for key, title, spec in (("tau", "Kendall τ against the truth", "+.2f"),
+                             ("regret", "Regret of the board's leader (pp)", ".1f"),
+                             ("mae", "MAE of the accuracy estimate (pp)", ".1f")):
+        cols = [r["name"] for r in results]
+        lines += ["", f"## {title}", "",
+                  "| signal | mean over corrupted | " + " | ".join(cols) + " |",
+                  "|---|---|" + "---|" * len(cols)]
+        for n in names:
+            if key == "mae" and n.startswith("emb:"):
+                continue
+            vals = [r["rows"][n][key] for r in results]
+            mean = np.nanmean([r["rows"][n][key] for r in corrupted])
+            lines.append(f"| {n} | **{fmt(mean, spec)}** | " + " | ".join(fmt(v, spec) for v in vals)
+                         + " |")
+    if labels:
+        cap = args.max_labels
+        lines += ["", f"## Labels to a pick within {args.epsilon:g} pp of the best "
+                      f"({args.seeds} seeds; censored at {cap}: '>{cap}')", "",
+                  "| domain | " + " | ".join(METHODS) + " | random − CODA (mean ± SE, paired) "
+                  "| CODA fewer |", "|---|" + "---|" * (len(METHODS) + 2)]
+        for dom, figs in labels.items():
+            diff, se, share = paired(figs["CODA"], figs["random"], cap + 5)
+            lines.append(f"| {dom} | " + " | ".join(_labels(np.median(figs[m]), cap)
+                                                    for m in METHODS)
+                         + f" | {diff:+.1f} ± {se:.1f} | {share:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def git(*cmd: str) -> str:
+    return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--images", type=int, default=1000, help="target images per domain")
+    p.add_argument("--source", type=int, default=2000, help="clean labelled source images")
+    p.add_argument("--train", type=int, default=10000, help="training images of the trained zoo")
+    p.add_argument("--cpus-per-trial", type=float, default=0.5)
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--max-labels", type=int, default=150)
+    p.add_argument("--epsilon", type=float, default=0.5, help="pp of the best that a pick may miss")
+    p.add_argument("--label-domains", default="median",
+                   help="'median' (the corrupted domain of median mean accuracy), 'all' or names")
+    p.add_argument("--cache", type=Path, default=CACHE)
+    p.add_argument("--quick", action="store_true",
+                   help="300 images, 500 source, 3 seeds, 60 labels (minutes, once cached)")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args()
+    if args.quick:
+        args.images, args.source, args.seeds, args.max_labels = 300, 500, 3, 60
+    start = time.perf_counter()
+    torch.set_num_threads(1)
+    models, zoo_folder = zoo(args.cache, args.train, args.cpus_per_trial,
+                             Path("/tmp/zoorank-shift-uva"))
+    folder = zoo_folder.parent / f"predictions-n{args.images}-s{args.source}"
+    domains = write_predictions(models, folder, args.images, args.source)
+    source = dict(np.load(folder / "source.npz"))
+    source["logits"] = source["logits"].astype(np.float64)
+    results = []
+    for name in domains:
+        r = evaluate_domain(folder, name, source)
+        results.append(r)
+        best = max((k for k in r["rows"] if not k.startswith("emb:")), key=lambda k: r["rows"][k]["tau"])
+        emb = f"emb:{r['embedding_default']}"
+        print(f"{name:<20} mean top-1 {100 * r['mean_acc']:5.1f}%  best τ: {best} "
+              f"{r['rows'][best]['tau']:+.2f}  embedding board τ {r['rows'][emb]['tau']:+.2f}",
+              flush=True)
+    corrupted = [r for r in results if r["name"] != "clean"]
+    if args.label_domains == "median":
+        order = sorted(corrupted, key=lambda r: r["mean_acc"])
+        chosen = [order[(len(order) - 1) // 2]["name"]]
+    elif args.label_domains == "all":
+        chosen = [r["name"] for r in results]
+    else:
+        chosen = args.label_domains.split(",")
+    labels = {}
+    for name in chosen:
+        d = np.load(folder / f"{name}.npz")
+        feats = dict(np.load(folder / f"{name}.features.npz"))
+        print(f"labels on {name}:", flush=True)
+        labels[name] = label_figures(d["probs"].astype(np.float64), d["labels"],
+                                     [feats[m] for m in d["model_ids"]], args.seeds,
+                                     args.max_labels, args.epsilon)
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git("rev-parse", "--short", "HEAD") + (" (dirty)" if git("status", "--porcelain")
+                                                             else ""),
+            "zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder),
+            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
+                       f"{torch.get_num_threads()} torch thread(s)",
+            "argv": ["shift_benchmark.py", *__import__("sys").argv[1:]],
+            "seconds": time.perf_counter() - start}
+    text = report(results, labels, args, meta)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    (folder / "results.json").write_text(json.dumps({"domains": results, "labels": labels},
+                                                    default=float))
+
+
+if __name__ == "__main__":
+    main()
