@@ -52,12 +52,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "zoorank-shift"
 RESULTS = ROOT / "benchmarks" / "results" / "shift_benchmark.md"
 
-#: (corruption, severity) at 32 px: severity 1 for the noises and blurs (already 20–40 pp below
-#: clean for these nets), 2–3 for the milder ones; glass_blur, fog and gaussian_blur fail on
-#: NumPy 2 in imagecorruptions 1.1.2.
+#: (corruption, severity) at 32 px, chosen on 300 test images (a UvA ResNet at 85% clean; a trained
+#: CNN at 43%): severity 1 for the noises, blurs and pixelate (already 30–50 pp below clean for the
+#: ResNet), 2–3 for the milder ones, so that no domain is near chance and the corruptions hit the
+#: architectures differently; elastic_transform (near chance at every severity) and the nearly
+#: harmless zoom_blur, spatter, saturate and brightness are left out; glass_blur, fog and
+#: gaussian_blur fail on NumPy 2 in imagecorruptions 1.1.2. Nine, so the median domain is one.
 CORRUPTIONS: tuple[tuple[str, int], ...] = (
-    ("gaussian_noise", 1), ("shot_noise", 1), ("impulse_noise", 1), ("defocus_blur", 1),
-    ("motion_blur", 1), ("snow", 1), ("frost", 1), ("contrast", 2), ("jpeg_compression", 2))
+    ("gaussian_noise", 1), ("impulse_noise", 1), ("defocus_blur", 1), ("motion_blur", 1),
+    ("pixelate", 1), ("snow", 2), ("frost", 2), ("contrast", 2), ("jpeg_compression", 3))
 SOURCE_START = 5000
 #: UvA module builders (uva_models) by model id
 UVA = (("ResNet", "resnet"), ("ResNetPreAct", "resnet_preact"), ("GoogleNet", "googlenet"),
