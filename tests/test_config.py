@@ -128,3 +128,29 @@ def test_names_that_differ_only_in_case_are_a_config_error_naming_both(field, fi
                         "models": {"id": second, "source": "timm", "name": "resnet18"}}[field])
     with pytest.raises(ConfigError, match=f"{field}.*'{first}' and '{second}' differ only in case"):
         parse_config(data)
+
+
+_SOURCE_BASE = {
+    "datasets": [{"name": "target", "source": "parquet", "path": "t.parquet"},
+                 {"name": "cifar_val", "source": "parquet", "path": "v.parquet",
+                  "label_column": "label"}],
+    "models": [{"source": "timm", "name": "resnet18"}],
+}
+
+
+def test_source_names_a_labelled_dataset_of_the_run():
+    config = parse_config({**_SOURCE_BASE, "source": "cifar_val",
+                           "rank": {"classifier_metric": "atc_accuracy"}})
+    assert config.source == "cifar_val" and config.rank.classifier_metric == "atc_accuracy"
+    assert parse_config(_SOURCE_BASE).rank.classifier_metric == "nuclear_norm_accuracy"
+
+
+@pytest.mark.parametrize("patch, expected", [
+    ({"source": "missing"}, "source: 'missing' is not a dataset"),
+    ({"source": "target"}, "source: dataset 'target' has no labels"),
+    ({"rank": {"classifier_metric": "cot_accuracy"}}, "rank.classifier_metric: 'cot_accuracy' needs"),
+    ({"rank": {"classifier_metric": "rankme"}}, "rank.classifier_metric: unknown estimate"),
+])
+def test_a_bad_source_or_classifier_metric_is_a_config_error_naming_the_field(patch, expected):
+    with pytest.raises(ConfigError, match=expected):
+        parse_config({**_SOURCE_BASE, **patch})

@@ -37,7 +37,7 @@ from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
 from zoorank.metrics.primary import WIDTH_SENSITIVE
 from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU
-from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks
+from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, merged_signal_ranks
 from zoorank.metrics.uncertainty import (
     TOP_SET_GUARANTEE,
     RankUncertainty,
@@ -63,13 +63,15 @@ WEAK_CONCORDANCE = 0.5
 
 
 def _ranked_metrics(board: pd.DataFrame, dataset: str) -> list[str]:
-    """The primary-eligible label-free metrics with a column for ``dataset`` on the board."""
+    """The primary-eligible label-free metrics and the classifier estimates with a column for
+    ``dataset`` on the board."""
     out = []
     for col in board.columns:
         ds, _, metric = col.partition("/")
         if ds != dataset or "/" in metric or not registry.is_label_free(metric):
             continue
-        if registry.info(metric).primary and board[col].notna().sum() >= 1:
+        entry = registry.info(metric)
+        if (entry.primary or entry.inputs == "logits") and board[col].notna().sum() >= 1:
             out.append(metric)
     return out
 
@@ -141,6 +143,28 @@ def metric_uncertainty(
                              "rank_low": u.rank_low[i], "rank_high": u.rank_high[i],
                              "p_best": u.p_best[i], "in_top_set": bool(u.in_top_set[i])})
     return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS), replicates
+
+
+def merged_replicates(
+    replicates: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], primary: Mapping[str, str],
+    settings: Mapping[str, Any], board: pd.DataFrame,
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """``replicates`` where, on a dataset whose board mixes classifiers and encoders
+    (``settings["mixed_signals"]``), the primary metric's entry is the merged board's: each
+    replicate ranked within each signal (:func:`zoorank.metrics.ranks.merged_signal_ranks`),
+    oriented as −rank. A dataset without both signals' replicates keeps none (no interval)."""
+    out = dict(replicates)
+    for ds, signals in (settings.get("mixed_signals") or {}).items():
+        head, emb = (ds, signals["head"]), (ds, signals["embedding"])
+        out.pop((ds, primary.get(ds, "")), None)
+        if head not in replicates or emb not in replicates:
+            continue
+        is_head = board[f"{ds}/{signals['head']}"].notna().to_numpy()
+        point = np.where(is_head, replicates[head][0], replicates[emb][0])
+        reps = np.where(is_head[None, :], replicates[head][1], replicates[emb][1])
+        out[(ds, primary[ds])] = (-merged_signal_ranks(point, is_head)[0],
+                                  -merged_signal_ranks(reps, is_head))
+    return out
 
 
 def aggregate_uncertainty(
@@ -293,7 +317,8 @@ def decide(
         np.zeros(0, dtype=bool)
     per_metric, replicates = metric_uncertainty(config, board, folds, blocked_ds)
     primary = settings.get("primary_metric") or {}
-    agg = aggregate_uncertainty(config, board, primary, replicates, blocked)
+    agg = aggregate_uncertainty(config, board, primary,
+                                merged_replicates(replicates, primary, settings, board), blocked)
     if agg is not None:
         board["rank_low"], board["rank_high"] = agg.rank_low, agg.rank_high
         board["p_best"], board["in_top_set"] = agg.p_best, agg.in_top_set

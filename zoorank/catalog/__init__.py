@@ -45,6 +45,7 @@ from zoorank.catalog.entries import (
     plan_entries,
     planned_precision,
 )
+from zoorank.catalog.heads import HeadPlan, plan_heads
 from zoorank.catalog.scoring import (
     CLID_TERMS,
     METRICS_KEY,
@@ -223,7 +224,12 @@ class Catalog:
             fp = expected_pool_fingerprint(metric, dataset, members, extra, out)
             for m in members:
                 out[(m, dataset, metric)] = fp
+        out.update(self.plan_heads(manifest).fingerprints)
         return out
+
+    def plan_heads(self, manifest: pd.DataFrame) -> HeadPlan:
+        """The head rows SCORE should hold over a fresh manifest (:mod:`.heads`)."""
+        return plan_heads(self.config, self.models, manifest)
 
     def reliability_tables(self, manifest: pd.DataFrame) -> dict[tuple[str, str], tuple[str, ...]]:
         """(dataset, group) → members of every seed ensemble whose reliability table is expected

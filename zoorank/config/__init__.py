@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from zoorank.metrics import registry
+from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC
 from zoorank.metrics.options import OPTIONS
 from zoorank.metrics.primary import default_primary
 
@@ -65,6 +66,12 @@ class DatasetSpec(Strict):
         if name == "prior":
             raise ValueError("'prior' is reserved (the leaderboard's prior/<name> columns)")
         return name
+
+    @property
+    def has_labels(self) -> bool:
+        """Whether the dataset brings labels of its own (as ``sources.sample_index`` keeps them)."""
+        return self.source in ("sklearn_digits", "numpy") or bool(self.label_column) or (
+            self.source == "image_folder" and self.labels_from_folders)
 
     @model_validator(mode="after")
     def _path_required(self) -> DatasetSpec:
@@ -262,6 +269,9 @@ class RankOptions(Strict):
     #: model there (metrics.primary.default_for_coverage). Validated against the registry and
     #: ``metrics:``.
     primary_metric: str | None = None
+    #: the label-free accuracy estimate (zoorank.metrics.classifier) that orders the models with
+    #: a classifier head; DoC, ATC and COT need ``source:``.
+    classifier_metric: str = DEFAULT_CLASSIFIER_METRIC
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
     #: rank intervals cover this share of the fold-bootstrap replicates, and the top set keeps
@@ -282,6 +292,10 @@ class RunConfig(Strict):
     embed: EmbedOptions = Field(default_factory=EmbedOptions)
     score: ScoreOptions = Field(default_factory=ScoreOptions)
     rank: RankOptions = Field(default_factory=RankOptions)
+    #: the labelled in-distribution dataset (the name of another dataset of the run) on which
+    #: DoC, ATC and COT calibrate a head's estimate (zoorank.metrics.classifier); None: those
+    #: estimates are not computed.
+    source: Name | None = None
 
     @field_validator("models", mode="before")
     @classmethod
@@ -312,6 +326,30 @@ class RunConfig(Strict):
                 raise ValueError(f"{what}: names {clash[0]!r} and {clash[1]!r} differ only in case; "
                                  "they would share one directory of the store on a "
                                  "case-insensitive file system")
+        return self
+
+    @model_validator(mode="after")
+    def _source_is_labelled(self) -> RunConfig:
+        if self.source is None:
+            return self
+        spec = next((d for d in self.datasets if d.name == self.source), None)
+        if spec is None:
+            raise ValueError(f"source: {self.source!r} is not a dataset of this config "
+                             f"(datasets: {[d.name for d in self.datasets]})")
+        if not spec.has_labels:
+            raise ValueError(f"source: dataset {self.source!r} has no labels (set its "
+                             "label_column, or labels_from_folders for an image folder)")
+        return self
+
+    @model_validator(mode="after")
+    def _classifier_metric_known(self) -> RunConfig:
+        name = self.rank.classifier_metric
+        known = registry.classifier_metrics()
+        if name not in known:
+            raise ValueError(f"rank.classifier_metric: unknown estimate {name!r}; known: {list(known)}")
+        if known[name].notes.get("source") and self.source is None:
+            raise ValueError(f"rank.classifier_metric: {name!r} needs a labelled source set; set "
+                             "source: to a labelled dataset of the run")
         return self
 
     @property

@@ -16,9 +16,18 @@ Importing this package imports every family module, so every metric is registere
 from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_shape  # noqa: F401
 from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
 from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
-from zoorank.metrics import discriminant  # noqa: F401
+from zoorank.metrics import discriminant, classifier  # noqa: F401
 # isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
+from zoorank.metrics.classifier import (
+    atc_accuracy,
+    average_confidence,
+    consensus_agreement,
+    cot_accuracy,
+    dawid_skene_accuracy,
+    doc_accuracy,
+    nuclear_norm_accuracy,
+)
 from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
 from zoorank.metrics.discriminant import etran, etran_energy, ncti, sfda
 from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
@@ -47,10 +56,16 @@ __all__ = [
     "DegenerateInputWarning",
     "alignment",
     "alpha_req",
+    "atc_accuracy",
+    "average_confidence",
     "clid",
     "cluster_learnability",
     "coding_rate",
     "coding_rate_reduction",
+    "consensus_agreement",
+    "cot_accuracy",
+    "dawid_skene_accuracy",
+    "doc_accuracy",
     "duplicate_fraction",
     "embedding_norm",
     "esc",
@@ -71,6 +86,7 @@ __all__ = [
     "ncti",
     "neighborhood_consistency",
     "nleep",
+    "nuclear_norm_accuracy",
     "numerical_rank",
     "r_auroc",
     "rankme",

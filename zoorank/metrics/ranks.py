@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["AGGREGATION_DIRECTIONS", "rank_within", "aggregate_ranks", "joint_rank"]
+__all__ = ["AGGREGATION_DIRECTIONS", "rank_within", "aggregate_ranks", "joint_rank",
+           "merged_signal_ranks"]
 
 Aggregation = Literal["rank_product", "mean_rank", "borda"]
 
@@ -127,3 +128,35 @@ def joint_rank(rank_pred: Any, rank_acc: Any) -> np.ndarray:
     if np.any(a[~np.isnan(a)] < 1) or np.any(b[~np.isnan(b)] < 1):
         raise ValueError("ranks must be >= 1 (1 = best)")
     return np.sqrt(a * b)
+
+
+def merged_signal_ranks(oriented: Any, groups: Any) -> np.ndarray:
+    """Ranks on one board of models ranked by different signals (a classifier's estimated
+    accuracy, an encoder's embedding metric), which no common scale orders.
+
+    Parameters
+    ----------
+    oriented : (B, n) values, higher is better within each signal; NaN: not ranked.
+    groups : (n,) the signal of each model (any labels).
+
+    Returns
+    -------
+    (B, n) ranks, 1 = best: a model's rank among the ranked models of its own signal (ties
+    averaged), stretched to the ranked models of the board, ``1 + (r − 1)(N − 1)/(g − 1)`` with
+    ``g`` the models of its signal and ``N`` of the board (1 when ``g = 1``): the best of each
+    signal shares place 1, the worst of each place N. NaN where the value is NaN. O(B · n log n).
+    """
+    v = np.atleast_2d(np.asarray(oriented, dtype=np.float64))
+    labels = np.asarray(groups)
+    out = np.full(v.shape, np.nan)
+    finite = np.isfinite(v)
+    total = finite.sum(axis=1, keepdims=True).astype(np.float64)
+    for g in np.unique(labels):
+        cols = labels == g
+        sub = v[:, cols]
+        ok = np.isfinite(sub)
+        r = stats.rankdata(np.where(ok, -sub, np.inf), method="average", axis=1)
+        size = ok.sum(axis=1, keepdims=True).astype(np.float64)
+        stretch = np.where(size > 1, (total - 1) / np.maximum(size - 1, 1), 0.0)
+        out[:, cols] = np.where(ok, 1 + (r - 1) * stretch, np.nan)
+    return out

@@ -32,7 +32,11 @@ others stay valid. The package version is not part of any fingerprint.
 
 Inputs: ``clean`` (n × d clean embeddings), ``augmented`` (n × q × d views), ``ensemble`` (the
 clean embeddings of every member of a seed ensemble), ``pool`` (other metrics' rows over the pool
-of models of a dataset), ``labels`` (embeddings with labels: the label oracle and few-label scores).
+of models of a dataset), ``labels`` (embeddings with labels: the label oracle and few-label scores),
+``logits`` (a classifier head's logits on the clean view: the label-free accuracy estimates of
+:mod:`zoorank.metrics.classifier`, computed by SCORE for every model with a head, never listed
+under ``metrics:`` and never the embedding board's primary metric; ``notes["source"]``: needs the
+labelled source set, ``notes["zoo"]``: one value per model from the whole zoo's predictions).
 
 Which metric orders the leaderboard by default is :mod:`zoorank.metrics.primary`. This module imports
 only :mod:`zoorank.metrics.options` of zoorank's: it is the bottom of the metrics layer.
@@ -46,8 +50,8 @@ from typing import Any, Literal, TypeVar
 
 from zoorank.metrics.options import OPTIONS, resolve_options
 
-Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels"]
-INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels")
+Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels", "logits"]
+INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels", "logits")
 #: inputs of a metric computed on one model's embeddings by the suite (SCORE, Tune, zoorank metrics).
 PER_MODEL_INPUTS: tuple[str, ...] = ("clean", "augmented")
 Settings = Callable[[Mapping[str, Any], int], dict[str, Any]]
@@ -205,7 +209,7 @@ def register(
         entry = MetricInfo(
             name=name, config_name=config_name or name, direction=direction, inputs=inputs,
             version=version, options=tuple(options), target=target, tune_floor=tune_floor,
-            primary=(inputs != "labels") if primary is None else primary,
+            primary=(inputs not in ("labels", "logits")) if primary is None else primary,
             requires=tuple(requires), settings=settings or fixed(), notes=dict(notes or {}),
             guard=guard, compute=fn if compute and inputs in PER_MODEL_INPUTS else None,
             combine=fn if compute and inputs == "pool" else zoo_relative, scope=scope, solo=solo,
@@ -258,8 +262,15 @@ def label_free() -> dict[str, MetricInfo]:
 
 
 def config_names() -> tuple[str, ...]:
-    """Names a config's ``metrics:`` may list, in registration order."""
-    return tuple(dict.fromkeys(m.config_name for m in label_free().values()))
+    """Names a config's ``metrics:`` may list, in registration order (not the ``logits``
+    estimates: SCORE computes them for every model with a head)."""
+    return tuple(dict.fromkeys(m.config_name for m in label_free().values() if m.inputs != "logits"))
+
+
+def classifier_metrics() -> dict[str, MetricInfo]:
+    """The label-free accuracy estimates of classifier heads (``logits`` input), in registration
+    order."""
+    return {n: m for n, m in REGISTRY.items() if m.inputs == "logits"}
 
 
 def split_view(name: str) -> tuple[str, str | None]:

@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from zoorank.catalog import Catalog, build_catalog
+from zoorank.catalog.heads import HEAD_ORACLE
 from zoorank.config import RunConfig
 from zoorank.console import output_console
 from zoorank.decision import UNCERTAINTY
@@ -147,6 +148,21 @@ def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict
     return decide(config, board, settings, metrics, folds, health, oracle)
 
 
+def split_head_oracle(metrics: pd.DataFrame, oracle: pd.DataFrame
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(metrics, oracle) with the heads' own accuracies (SCORE's ``head_accuracy`` rows, from the
+    logits) moved from the metric rows to the oracle: a classifier's oracle is its head."""
+    if metrics.empty or "metric" not in metrics:
+        return metrics, oracle
+    is_head = (metrics["metric"] == HEAD_ORACLE).to_numpy()
+    if not is_head.any():
+        return metrics, oracle
+    heads = metrics[is_head]
+    oracle = heads if oracle.empty else pd.concat([oracle, heads[oracle.columns.intersection(
+        heads.columns)]], ignore_index=True)
+    return metrics[~is_head].reset_index(drop=True), oracle.reset_index(drop=True)
+
+
 def write_rank_outputs(
     config: RunConfig,
     store: Store,
@@ -169,6 +185,7 @@ def write_rank_outputs(
     from zoorank import budget
 
     model_ids = [m.model_id for m in models]
+    metrics, oracle = split_head_oracle(metrics, oracle)
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
     oracle, budget_cells = budget.split_oracle(oracle)

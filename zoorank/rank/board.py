@@ -17,8 +17,15 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.errors import ConfigError
 from zoorank.leaderboard import metrics_fingerprint, ranking_vector
+from zoorank.metrics import registry
 from zoorank.metrics.primary import default_for_coverage, default_order
-from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, joint_rank, rank_within
+from zoorank.metrics.ranks import (
+    AGGREGATION_DIRECTIONS,
+    aggregate_ranks,
+    joint_rank,
+    merged_signal_ranks,
+    rank_within,
+)
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
 IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
@@ -103,25 +110,58 @@ def build_leaderboard(
     primary: dict[str, str] = {}
     primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}
+    head_metric = config.rank.classifier_metric
+    signal: dict[str, set[str]] = {m: set() for m in model_ids}
+    mixed: dict[str, dict[str, str]] = {}
     for ds in datasets:
         name = configured or default_for_coverage(order, {
             m: int(values[f"{ds}/{m}"].notna().sum()) for m in order if f"{ds}/{m}" in values})
         column = f"{ds}/{name}"
-        if name is None or column not in values or not values[column].notna().any():
+        embedding = (values[column].notna().to_numpy() if name is not None and column in values
+                     else np.zeros(len(model_ids), dtype=bool))
+        head_column = f"{ds}/{head_metric}"
+        heads = (values[head_column].notna().to_numpy() if head_column in values
+                 else np.zeros(len(model_ids), dtype=bool))
+        if heads.any():
+            # Contract 8: a model with a head is ranked by its estimated accuracy; on a board that
+            # also holds encoders, each signal ranks its own models (metrics.ranks.merged_signal_ranks)
+            for m in np.asarray(model_ids)[heads]:
+                signal[m].add("head")
+            if not (embedding & ~heads).any():
+                name, column = head_metric, head_column
+                rank_table[ds] = np.where(heads, ranks[f"{column}/rank"], np.nan)
+            else:
+                oriented = np.where(heads, values[head_column].to_numpy(dtype=np.float64),
+                                    registry.info(name).oriented(
+                                        values[column].to_numpy(dtype=np.float64)))
+                rank_table[ds] = merged_signal_ranks(oriented, heads)[0]
+                mixed[ds] = {"head": head_metric, "embedding": name}
+                for m in np.asarray(model_ids)[embedding & ~heads]:
+                    signal[m].add("embedding")
+        elif name is None or column not in values or not values[column].notna().any():
             continue
+        else:
+            rank_table[ds] = np.where(values[column].notna(), ranks[f"{column}/rank"], np.nan)
+            for m in np.asarray(model_ids)[embedding]:
+                signal[m].add("embedding")
         primary[ds] = name
-        rank_table[ds] = np.where(values[column].notna(), ranks[f"{column}/rank"], np.nan)
         rows = metrics[(metrics["dataset"] == ds) & (metrics["metric"] == name)]
         # the exact rows that ordered the board, so readers (the notebook) can select them
         primary_rows[ds] = dict(zip(rows["model_id"], rows["fingerprint"]))
     method = config.rank.aggregation
     settings: dict[str, Any] = {"aggregation": method, "primary_metric": primary,
-                                "ordered_by": _ordered_by(configured, primary, order),
+                                "ordered_by": _ordered_by(
+                                    configured if all(v == configured for v in primary.values())
+                                    else None,
+                                    {ds: (f"{head_metric} (heads) and {m} (embeddings)"
+                                          if ds in mixed else m) for ds, m in primary.items()},
+                                    order),
                                 "primary_fingerprints": primary_rows,
                                 "metrics_fingerprint": metrics_fingerprint(config, metrics),
                                 "configured_primary_metric": config.rank.primary_metric,
                                 "dataset_weights": dict(config.rank.dataset_weights),
-                                "in_domain": None}
+                                "in_domain": None, "classifier_metric": head_metric,
+                                "mixed_signals": mixed}
     if rank_table and model_ids:
         table = pd.DataFrame(rank_table, index=model_ids)
         weights = {k: v for k, v in config.rank.dataset_weights.items() if k in table.columns}
@@ -133,6 +173,7 @@ def build_leaderboard(
     else:
         board["rank"] = np.nan
         board["aggregate"] = np.nan
+    board["signal"] = [",".join(sorted(signal[m])) for m in model_ids]
     board["family_rank"] = np.nan
     for fam, idx in board.groupby("family").groups.items():
         if fam:

@@ -16,6 +16,9 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    what it finished and a rerun skips it.
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
    within each ``family``; recomputed whenever a pool member's CL or ID row changes.
+4. Classifier heads (driver, :mod:`.heads`): for models whose manifest has ``logit_dim > 0``, the
+   label-free accuracy estimates of :mod:`zoorank.metrics.classifier` from the clean shards'
+   ``logits`` (with their fold rows), and ``head_accuracy`` where the dataset has labels.
 
 Failed models (manifest status ``failed``) get no metrics (rows left from an earlier success are
 removed), nor do models outside a seed ensemble get ``nc``; the leaderboard lists failed models
@@ -48,6 +51,7 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.runner import Task, run_tasks
+from zoorank.score.heads import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
@@ -184,7 +188,9 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
     errors += score_resamples(config, store, models, plan, manifest, address)
-    if plan.model_tasks or plan.group_tasks or pool:  # a stage that wrote nothing commits nothing
+    heads, head_errors = score_heads(config, store, catalog.plan_heads(manifest), store.read_metrics())
+    errors += head_errors
+    if plan.model_tasks or plan.group_tasks or pool or heads:  # a stage that wrote nothing commits nothing
         for name in (METRICS, resample.RESAMPLES, resample.HEALTH):
             store.compact_table(name)  # few files and a checkpointed log for every reader
 
@@ -194,7 +200,8 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     console.print(
         f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
         f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
-        f"updated, {len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
+        f"updated, {heads} dataset(s) of classifier heads estimated, "
+        f"{len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
         f"{elapsed:.1f} s{rate}"
     )
     for line in errors:

@@ -397,7 +397,7 @@ class Store:
             row = {c: r.get(c) for c in MANIFEST_COLUMNS}
             if isinstance(row["shards"], (list, tuple)):
                 row["shards"] = json.dumps(sorted(row["shards"]))
-            for c in ("rows", "dim", "bad_images", "param_count"):
+            for c in ("rows", "dim", "bad_images", "param_count", "logit_dim"):
                 v = row[c]
                 row[c] = None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) \
                     else int(v)
@@ -406,7 +406,7 @@ class Store:
         for c in ("dataset", "view", "model_id", "fingerprint", "status", "error", "shards",
                   "precision", "versions"):
             frame[c] = frame[c].astype("string")
-        for c in ("rows", "dim", "bad_images", "param_count"):
+        for c in ("rows", "dim", "bad_images", "param_count", "logit_dim"):
             frame[c] = frame[c].astype("Int64")
         frame["seconds"] = frame["seconds"].astype("float64")
         self.upsert_rows(MANIFEST, frame, MANIFEST_KEY)
