@@ -63,3 +63,17 @@ def test_paired_differences_cap_censored_runs():
 def test_label_grid():
     assert B.label_grid(30) == [*range(1, 21), 25, 30]
     assert B.label_grid(5) == [1, 2, 3, 4, 5]
+
+
+def test_simulated_pick_finds_the_only_accurate_model_after_one_label():
+    # model 0 is right on every image, models 1 and 2 on none: one label singles model 0 out
+    labels = np.arange(40) % 3
+    P = _probs([labels.tolist(), ((labels + 1) % 3).tolist(), ((labels + 2) % 3).tolist()])
+    truth = B.top1(P, labels)
+    assert truth.tolist() == [1.0, 0.0, 0.0]
+    grid = B.label_grid(10)
+    for method in ("random", "uncertainty", "ModelPicker"):
+        for seed in range(3):
+            trace = B.simulate(method, P, labels, [], seed, grid)
+            assert [n for n, _ in trace] == grid
+            assert B.labels_to_within(trace, truth, 0.5) == 1
