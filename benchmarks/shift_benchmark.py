@@ -574,7 +574,7 @@ def main() -> None:
         d = np.load(folder / f"{name}.npz")
         feats = dict(np.load(folder / f"{name}.features.npz"))
         print(f"labels on {name}:", flush=True)
-        cache = folder / f"labels-{name}-m{args.max_labels}-c{args.coda_candidates}-g{args.coda_grid}"
+        cache = folder / f"labels-{name}-m{args.max_labels}-c{args.coda_candidates}-g{args.coda_grid}-perm"
         labels[name] = label_figures(d["probs"].astype(np.float64), d["labels"],
                                      [feats[m] for m in d["model_ids"]], args.seeds,
                                      args.max_labels, args.epsilon, cache,
