@@ -394,12 +394,20 @@ def _labels(v: float, cap: int) -> str:
 # -- one domain, the report -----------------------------------------------------------------------
 
 def evaluate_domain(folder: Path, name: str, source: dict) -> dict:
-    """τ, MAE and leader's regret of every estimate and embedding metric on one domain."""
+    """τ, MAE and leader's regret of every estimate and embedding metric on one domain (the
+    estimates cached in ``<domain>.estimates.json``)."""
     d = np.load(folder / f"{name}.npz")
     logits, labels = d["logits"].astype(np.float64), d["labels"]
     truth = top1(logits, labels)
     feats = dict(np.load(folder / f"{name}.features.npz"))
-    est = estimates(logits, source["logits"], source["labels"])
+    path = folder / f"{name}.estimates.json"
+    cached = json.loads(path.read_text()) if path.exists() else {}
+    if cached.get("_ids") == d["model_ids"].tolist():
+        est = {k: np.asarray(v, float) for k, v in cached.items() if k != "_ids"}
+    else:
+        est = estimates(logits, source["logits"], source["labels"])
+        path.write_text(json.dumps({"_ids": d["model_ids"].tolist(),
+                                    **{k: v.tolist() for k, v in est.items()}}))
     emb = embedding_scores(feats, folder / f"{name}.embedding.json")
     rows = {k: {"tau": kendall(v, truth), "mae": mae(v, truth), "regret": regret(v, truth)}
             for k, v in est.items()}
