@@ -124,6 +124,13 @@ def paired(a: Sequence[float], b: Sequence[float], cap: float) -> tuple[float, f
     return float(d.mean()), se, float(np.mean(a_ < b_))
 
 
+def regret_after(trace: Sequence[tuple[int, int]], truth: np.ndarray, n: int) -> float:
+    """pp below the best of the pick after ``n`` labels (the last pick at ≤ n labels; before the
+    first, NaN)."""
+    picks = [pick for k, pick in trace if k <= n]
+    return float(100 * (np.max(truth) - truth[picks[-1]])) if picks else float("nan")
+
+
 def label_grid(max_labels: int) -> list[int]:
     """Label counts at which picks are read: every count to 20, then every 5."""
     return list(range(1, min(20, max_labels) + 1)) + list(range(25, max_labels + 1, 5))
@@ -362,10 +369,11 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
 
 def label_figures(P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], seeds: int,
                   max_labels: int, epsilon: float, cache: Path, coda: dict,
-                  methods: Sequence[str] = METHODS) -> dict[str, list[float]]:
-    """Labels until the pick stays within ``epsilon`` pp of the best, per method, one per seed
-    (each method's traces cached in ``cache``-<method>.json, so runs can share the work). Each
-    seed presents the models in its own seeded order."""
+                  methods: Sequence[str] = METHODS) -> dict[str, list]:
+    """Each method's traces, one per seed ((labels, picked model) at every count of the label
+    grid), cached in ``cache``-<method>.json so that runs can share the work; prints the labels
+    until the pick stays within ``epsilon`` pp of the best. Each seed presents the models in its
+    own seeded order."""
     truth = top1(P, labels)
     grid = label_grid(max_labels)
     out = {}
@@ -380,9 +388,10 @@ def label_figures(P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], se
             trace = simulate(method, P[perm], labels, [feats[i] for i in perm], s, grid, 5, coda)
             traces.append([(n, int(perm[pick])) for n, pick in trace])
             path.write_text(json.dumps(traces))
-        out[method] = [labels_to_within(t, truth, epsilon) for t in traces[:seeds]]
+        out[method] = traces[:seeds]
+        needed = [labels_to_within(t, truth, epsilon) for t in out[method]]
         print(f"    {method:<12} labels to within {epsilon:g} pp: median "
-              f"{_labels(np.median(out[method]), max_labels)}  ({time.perf_counter() - start:.0f} s)",
+              f"{_labels(np.median(needed), max_labels)}  ({time.perf_counter() - start:.0f} s)",
               flush=True)
     return out
 
@@ -448,18 +457,63 @@ def summary(results: list[dict], labels: dict, args: argparse.Namespace) -> list
                                            for r in corrupted})) + ".",
              f"- MAE on the corrupted domains: ATC {mean_over(corrupted, 'atc_accuracy', 'mae'):.1f} pp, "
              f"DoC {mean_over(corrupted, 'doc_accuracy', 'mae'):.1f} pp. " + PUBLISHED_MAE]
-    if labels:
-        cap = args.max_labels
-        for dom, figs in labels.items():
-            if not {"CODA", "random"} <= set(figs):
-                continue
-            diff, se, share = paired(figs["CODA"], figs["random"], cap + 5)
-            lines.append(
-                f"- Labels to a pick within {args.epsilon:g} pp of the best on `{dom}` "
-                f"({len(figs['CODA'])} seeds): CODA median {_labels(np.median(figs['CODA']), cap)}, "
-                f"random {_labels(np.median(figs['random']), cap)}; random − CODA paired "
-                f"{diff:+.1f} ± {se:.1f} labels (mean ± SE; censored runs count as {cap + 5}); "
-                f"CODA needed fewer on {share:.0%} of seeds.")
+    for dom, lab in labels.items():
+        tr, truth, cap = lab["traces"], lab["truth"], args.max_labels
+        if not {"CODA", "random"} <= set(tr):
+            continue
+        need = {m: [labels_to_within(t, truth, args.epsilon) for t in tr[m]] for m in ("CODA", "random")}
+        diff, se, share = paired(need["CODA"], need["random"], cap + 5)
+        top = np.sort(truth)[::-1]
+        reg = {m: [regret_after(t, truth, 25) for t in tr[m]] for m in ("CODA", "random")}
+        rd = np.asarray(reg["random"]) - np.asarray(reg["CODA"])
+        lines.append(
+            f"- Labels to a pick within {args.epsilon:g} pp of the best on `{dom}`"
+            f"{' (the median domain)' if dom == args.median_domain else ''} (best "
+            f"{100 * top[0]:.1f}%, runner-up {100 * top[1]:.1f}%; {len(tr['CODA'])} seeds): CODA "
+            f"median {_labels(np.median(need['CODA']), cap)}, random "
+            f"{_labels(np.median(need['random']), cap)}; random − CODA paired {diff:+.1f} ± {se:.1f} "
+            f"labels (mean ± SE; censored runs count as {cap + 5}); CODA fewer on {share:.0%} of "
+            f"seeds. Regret after 25 labels: CODA {np.mean(reg['CODA']):.1f} pp, random "
+            f"{np.mean(reg['random']):.1f} pp (random − CODA {rd.mean():+.1f} ± "
+            f"{rd.std(ddof=1) / np.sqrt(len(rd)):.1f}).")
+    return lines
+
+
+EPSILONS = (0.5, 1.0, 2.0)
+REGRET_AT = (5, 10, 25, 50, 100)
+
+
+def label_tables(labels: dict, cap: int) -> list[str]:
+    """Markdown: labels to within ε of the best, and the pick's regret after n labels, per method
+    (median / mean over seeds), with random − CODA paired over seeds (mean ± SE)."""
+    lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
+                 "never settled within the budget)", "",
+             "| domain | ε (pp) | " + " | ".join(METHODS) + " | random − CODA (paired mean ± SE; "
+             f"censored = {cap + 5}) | CODA fewer |", "|---|---|" + "---|" * (len(METHODS) + 2)]
+    for dom, lab in labels.items():
+        tr, truth = lab["traces"], lab["truth"]
+        for eps in EPSILONS:
+            need = {m: [labels_to_within(t, truth, eps) for t in tr[m]] for m in tr}
+            cells = [_labels(np.median(need[m]), cap) if m in need else "—" for m in METHODS]
+            diff, se, share = (paired(need["CODA"], need["random"], cap + 5)
+                               if {"CODA", "random"} <= set(need) else (np.nan,) * 3)
+            lines.append(f"| {dom} | {eps:g} | " + " | ".join(cells)
+                         + f" | {fmt(diff, '+.1f')} ± {fmt(se, '.1f')} | {fmt(100 * share, '.0f')}% |")
+    ns = [n for n in REGRET_AT if n <= cap]
+    lines += ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
+              "| domain | method | " + " | ".join(f"n = {n}" for n in ns) + " |",
+              "|---|---|" + "---|" * len(ns)]
+    for dom, lab in labels.items():
+        tr, truth = lab["traces"], lab["truth"]
+        reg = {m: np.array([[regret_after(t, truth, n) for n in ns] for t in tr[m]]) for m in tr}
+        for m in METHODS:
+            if m in reg:
+                lines.append(f"| {dom} | {m} | " + " | ".join(f"{v:.1f}" for v in reg[m].mean(0)) + " |")
+        if {"CODA", "random"} <= set(reg):
+            d = reg["random"] - reg["CODA"]
+            se = d.std(axis=0, ddof=1) / np.sqrt(len(d))
+            lines.append(f"| {dom} | random − CODA (paired) | "
+                         + " | ".join(f"{a:+.1f} ± {b:.1f}" for a, b in zip(d.mean(0), se)) + " |")
     return lines
 
 
@@ -499,17 +553,7 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
             lines.append(f"| {label} | **{fmt(mean_over(corrupted, n, key), spec)}** | "
                          + " | ".join(fmt(v, spec) for v in vals) + " |")
     if labels:
-        cap = args.max_labels
-        lines += ["", f"## Labels to a pick within {args.epsilon:g} pp of the best "
-                      f"({args.seeds} seeds, median; censored at {cap}: '>{cap}')", "",
-                  "| domain | " + " | ".join(METHODS) + " | random − CODA (mean ± SE, paired) "
-                  "| CODA fewer |", "|---|" + "---|" * (len(METHODS) + 2)]
-        for dom, figs in labels.items():
-            diff, se, share = (paired(figs["CODA"], figs["random"], cap + 5)
-                               if {"CODA", "random"} <= set(figs) else (np.nan,) * 3)
-            lines.append(f"| {dom} | " + " | ".join(_labels(np.median(figs[m]), cap)
-                                                    if m in figs else "—" for m in METHODS)
-                         + f" | {diff:+.1f} ± {se:.1f} | {share:.0%} |")
+        lines += label_tables(labels, args.max_labels)
     return "\n".join(lines) + "\n"
 
 
@@ -538,8 +582,8 @@ def main() -> None:
     p.add_argument("--max-labels", type=int, default=150)
     p.add_argument("--epsilon", type=float, default=0.5, help="pp of the best that a pick may miss")
     p.add_argument("--label-domains", default="median",
-                   help="'median' (the corrupted domain of median mean accuracy), 'all', 'none' "
-                        "or names, comma-separated")
+                   help="domains of the label simulation: 'all', 'none' or names, comma-separated "
+                        "('median': the corrupted domain of median mean accuracy)")
     p.add_argument("--methods", default=",".join(METHODS), help="label methods, comma-separated")
     p.add_argument("--coda-candidates", type=int, default=100,
                    help="images CODA scores per step (a seeded subsample of the free ones)")
@@ -569,25 +613,25 @@ def main() -> None:
         print(f"{name:<20} mean top-1 {100 * r['mean_acc']:5.1f}%  best τ: {best} "
               f"{r['rows'][best]['tau']:+.2f}  embedding board τ {r['rows'][emb]['tau']:+.2f}",
               flush=True)
-    if args.label_domains == "median":
-        chosen = [median_domain(folder, domains)]
-    elif args.label_domains == "all":
+    args.median_domain = median_domain(folder, domains)
+    if args.label_domains == "all":
         chosen = list(domains)
     elif args.label_domains == "none":
         chosen = []
     else:
-        chosen = args.label_domains.split(",")
+        chosen = [args.median_domain if n == "median" else n for n in args.label_domains.split(",")]
     labels = {}
     for name in chosen:
         d = np.load(folder / f"{name}.npz")
         feats = dict(np.load(folder / f"{name}.features.npz"))
         print(f"labels on {name}:", flush=True)
         cache = folder / f"labels-{name}-m{args.max_labels}-c{args.coda_candidates}-g{args.coda_grid}-perm"
-        labels[name] = label_figures(d["probs"].astype(np.float64), d["labels"],
-                                     [feats[m] for m in d["model_ids"]], args.seeds,
-                                     args.max_labels, args.epsilon, cache,
-                                     {"max_candidates": args.coda_candidates, "grid": args.coda_grid},
-                                     args.methods.split(","))
+        traces = label_figures(d["probs"].astype(np.float64), d["labels"],
+                               [feats[m] for m in d["model_ids"]], args.seeds, args.max_labels,
+                               args.epsilon, cache,
+                               {"max_candidates": args.coda_candidates, "grid": args.coda_grid},
+                               args.methods.split(","))
+        labels[name] = {"truth": top1(d["probs"], d["labels"]), "traces": traces}
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git("rev-parse", "--short", "HEAD") + (" (dirty)" if git("status", "--porcelain")
                                                              else ""),
@@ -602,8 +646,9 @@ def main() -> None:
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    (folder / "results.json").write_text(json.dumps({"domains": results, "labels": labels},
-                                                    default=float))
+    (folder / "results.json").write_text(json.dumps(
+        {"domains": results, "labels": {k: {"truth": v["truth"].tolist(), "traces": v["traces"]}
+                                        for k, v in labels.items()}}, default=float))
 
 
 if __name__ == "__main__":
