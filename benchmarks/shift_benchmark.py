@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import time
@@ -530,12 +531,23 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
              f"default: `{results[0]['default']}`. Embedding leaderboard: "
              f"`{results[0]['embedding_default']}` (zoorank's default primary for clean features "
              "without an augmented view or seed ensembles); `emb:` rows are zoorank's embedding "
-             "metrics on the penultimate features.", "", *summary(results, labels, args), "",
+             "metrics on the penultimate features.", "",
+             f"The trained zoo: {len(meta['training']['trials'])} Ray Tune trials (one per "
+             f"architecture × width, {meta['training']['cpus_per_trial']} CPU each, one torch "
+             f"thread), {meta['training']['train_images']} training images, checkpoints at epochs "
+             f"{meta['training']['epochs']}: {meta['training']['wall_seconds']:.0f} s wall once "
+             "(cached since). This run's seconds count only what was not cached.", "",
+             *summary(results, labels, args), "",
              "## Truth: each model's top-1 per domain", "",
              "| domain | mean top-1 % | min | best |", "|---|---|---|---|"]
     for r in results:
         t = 100 * np.asarray(r["truth"])
         lines.append(f"| {r['name']} | {t.mean():.1f} | {t.min():.1f} | {t.max():.1f} |")
+    acc = 100 * np.array([r["truth"] for r in results])  # domains × models
+    lines += ["", "## The models: top-1 % clean and mean over the corrupted domains", "",
+              "| model | clean | corrupted (mean) |", "|---|---|---|"]
+    for i in np.argsort(-acc[0]):
+        lines.append(f"| {meta['model_ids'][i]} | {acc[0, i]:.1f} | {acc[1:, i].mean():.1f} |")
     for key, title, spec in (("tau", "Kendall τ against the truth", "+.2f"),
                              ("regret", "Regret of the board's leader (pp)", ".1f"),
                              ("mae", "MAE of the accuracy estimate (pp)", ".1f")):
@@ -596,7 +608,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.images, args.source, args.seeds, args.max_labels = 300, 500, 3, 60
-    start = time.perf_counter()
+    start, load = time.perf_counter(), os.getloadavg()[0]
     torch.set_num_threads(1)
     models, zoo_folder = zoo(args.cache, args.train, args.cpus_per_trial,
                              Path("/tmp/zoorank-shift-uva"))
@@ -636,8 +648,10 @@ def main() -> None:
             "commit": git("rev-parse", "--short", "HEAD") + (" (dirty)" if git("status", "--porcelain")
                                                              else ""),
             "zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder),
-            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
-                       f"{torch.get_num_threads()} torch thread(s)",
+            "model_ids": list(models),
+            "machine": f"{platform.node()}, {platform.machine()}, {os.cpu_count()} cores (load "
+                       f"average {load:.0f} at the start), {torch.get_num_threads()} torch thread",
+            "training": json.loads((zoo_folder / "zoo.json").read_text()),
             "argv": ["shift_benchmark.py", *__import__("sys").argv[1:]],
             "seconds": time.perf_counter() - start}
     if args.no_eval:
