@@ -25,8 +25,13 @@ metrics on the penultimate features (the default primary that a config of the de
 without an augmented view or seed ensembles would rank by: the embedding leaderboard), the MAE of
 each accuracy estimate, the regret of each board's leader, and labels until the pick stays within
 ``--epsilon`` pp of the best model for CODA, ModelPicker, uncertainty, random and today's
-``zoorank ask`` (query-by-committee on the features), over ``--seeds`` seeds with paired
-differences. Writes ``benchmarks/results/shift_benchmark.md``::
+``zoorank ask`` (query-by-committee on the features, rounds of 5, uniform prior), over
+``--seeds`` seeds with paired differences, and the pick's regret after n labels. The label
+simulation runs on ``--label-domains`` (default: the corrupted domain of median mean accuracy);
+each seed presents the models in its own order; CODA scores a seeded subsample of
+``--coda-candidates`` free images per step with a ``--coda-grid``-point P(best) integral (about
+half a second a step on two busy cores; traces cached per method, so runs can share the work).
+Writes ``benchmarks/results/shift_benchmark.md``::
 
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py           # full
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py --quick   # minutes
