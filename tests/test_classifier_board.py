@@ -74,9 +74,8 @@ def _write_entry(store: Store, fps, dataset: str, model_id: str, Z: np.ndarray,
 def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
     """The datasets, the shards, the manifest and the sample tables; (config dict, truth) where
     truth[model] = (target logits, target labels, source logits, source labels)."""
-    from zoorank.catalog import build_catalog
+    from zoorank.catalog import build_catalog, samples_path
     from zoorank.config.loading import parse_config
-    from zoorank.data import write_samples
 
     paths = {}
     images = {"digits_clean": _images(0.0), "digits_noisy": _images(60.0)}
@@ -99,7 +98,7 @@ def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
     heads = _heads()
     manifest, truth = [], {}
     for ds, (x, y) in images.items():
-        write_samples(store, ds, catalog.indexes[ds])
+        store.replace_table(samples_path(ds), catalog.samples_frame(ds))  # as EMBED writes it
         pixels = x.reshape(N, 64).astype(np.float64) / 255
         for name, (_, width) in CLASSIFIERS.items():
             logits = heads[name].decision_function(pixels[:, :width])
@@ -190,9 +189,6 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     from zoorank.score import run_score
 
     cfg, _ = write_classifier_store(str(tmp_path), encoder=True)
-    cfg["datasets"] = cfg["datasets"][1:]  # the noisy target only (the source stays a dataset)
-    cfg["datasets"].insert(0, {"name": "digits_clean", "source": "parquet",
-                               "path": f"{tmp_path}/digits_clean.parquet", "label_column": "label"})
     config = parse_config(cfg)
     run_score(config)
     board = run_rank(config, show=False).set_index("model_id")
@@ -200,8 +196,8 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     assert board.loc["encoder", "signal"] == "embedding"
     assert set(board.loc[list(CLASSIFIERS), "signal"]) == {"head"}
     emb = settings["primary_metric"]["digits_noisy"]
-    assert settings["mixed_signals"]["digits_noisy"] == {"head": "nuclear_norm_accuracy",
-                                                         "embedding": emb}
+    assert settings["mixed_signals"]["digits_noisy"] == {
+        "head": "nuclear_norm_accuracy", "embedding": emb, "head_models": list(CLASSIFIERS)}
     # within the classifiers the dataset's rank follows the estimate; the lone encoder is
     # the best (and worst) of its signal: place 1
     r = board["rank/digits_noisy"]
@@ -209,4 +205,83 @@ def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_p
     assert list(r.loc[list(CLASSIFIERS)].sort_values().index) == list(
         est.sort_values(ascending=False).index)
     assert r.loc["encoder"] == 1.0
+    # the merged order has intervals from the same fold bootstrap (both signals resampled)
+    assert settings["decision"]["top_set_rule"] == "mcs"
+    assert ((board["rank_low"] <= board["rank"]) & (board["rank"] <= board["rank_high"])).all()
+    # REPORT accepts the board (its rows' fingerprint covers the heads' accuracies too)
+    from zoorank.report import run_report
+
+    page = run_report(config)
+    assert "nuclear_norm_accuracy" in open(page).read()
     assert json.loads(json.dumps(settings["ordered_by"]))  # one readable name per dataset
+
+
+def _save_timm(path, seed: int) -> None:
+    """A resnet10t CIFAR-10 classifier checkpoint (seeded weights, non-trivial BN statistics)."""
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    net = timm.create_model("resnet10t", pretrained=False, num_classes=10).eval()
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+        net.fc.weight.mul_(1 + seed % 3)  # heads of different sharpness
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(path))
+
+
+@pytest.mark.timeout(600)
+def test_timm_classifiers_embedded_with_their_heads_are_ranked_by_estimated_accuracy(
+        tmp_path, ray_session, shared_data):
+    """EMBED → SCORE → RANK on real CIFAR-10 images with timm classifier checkpoints: the
+    estimates are computed from the logits EMBED kept, the oracle is the heads' accuracy."""
+    from zoorank.config.loading import parse_config
+    from zoorank.embed import run_embed
+    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.rank import run_rank
+    from zoorank.score import run_score
+
+    geometry = {"input_size": 32, "interpolation": "bilinear", "crop_pct": 1.0}
+    models = []
+    for seed in (1, 2, 3):
+        _save_timm(tmp_path / f"r10-{seed}.safetensors", seed)
+        models.append({"id": f"r10-{seed}", "source": "timm", "name": "resnet10t",
+                       "checkpoint": str(tmp_path / f"r10-{seed}.safetensors"), **geometry})
+    cifar = str(shared_data / "cifar10" / "test.parquet")
+    config = parse_config({
+        "store": str(tmp_path / "store"),
+        "datasets": [{"name": "target", "source": "parquet", "path": cifar, "limit": 48},
+                     {"name": "val", "source": "parquet", "path": cifar, "label_column": "label",
+                      "limit": 32}],
+        "source": "val", "models": models, "metrics": ["uniformity"],
+        "embed": {"batch_size": 16, "num_actors": 1, "device": "cpu"},
+        "score": {"resample_folds": 4},
+        "rank": {"bootstrap": 20, "resamples": 100},
+    })
+    run_embed(config)
+    run_score(config)
+    board = run_rank(config, show=False).set_index("model_id")
+    store = Store(config.store)
+    settings = read_leaderboard_settings(store)
+    manifest = store.read_manifest()
+    assert set(manifest["logit_dim"]) == {10}
+    metrics = store.read_metrics().set_index(["model_id", "dataset", "metric"])["value"]
+    labels = store.read_frame("datasets/val/samples")
+    for m in board.index:
+        emb = store.read_embeddings("target", "clean", m)
+        assert metrics[(m, "target", "nuclear_norm_accuracy")] == pytest.approx(
+            classifier.nuclear_norm_accuracy(emb.logits), rel=1e-9)
+        val = store.read_embeddings("val", "clean", m)
+        y = labels.set_index("sample_id").loc[val.sample_id, "label"].to_numpy(np.int64)
+        assert board.loc[m, "val/head_accuracy"] == pytest.approx(
+            float(np.mean(val.logits.argmax(1) == y)))
+        assert metrics[(m, "target", "atc_accuracy")] == pytest.approx(
+            classifier.atc_accuracy(emb.logits, val.logits, y), rel=1e-9)
+    assert settings["primary_metric"]["target"] == "nuclear_norm_accuracy"
+    assert (board["signal"] == "head").all()
+    est = board["target/nuclear_norm_accuracy"]
+    assert list(board["rank/target"].sort_values(kind="stable").index) == list(
+        est.sort_values(ascending=False, kind="stable").index)

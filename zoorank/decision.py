@@ -159,7 +159,7 @@ def merged_replicates(
         out.pop((ds, primary.get(ds, "")), None)
         if head not in replicates or emb not in replicates:
             continue
-        is_head = board[f"{ds}/{signals['head']}"].notna().to_numpy()
+        is_head = board["model_id"].isin(signals["head_models"]).to_numpy()
         point = np.where(is_head, replicates[head][0], replicates[emb][0])
         reps = np.where(is_head[None, :], replicates[head][1], replicates[emb][1])
         out[(ds, primary[ds])] = (-merged_signal_ranks(point, is_head)[0],

@@ -10,6 +10,12 @@ names with the same rows.
 Failures stay per model: a model that cannot be loaded, gives NaN/Inf or fails its forward is
 recorded with its reason and skipped for the rest of the slice; the others go on. A CUDA OOM runs
 the batch in halves.
+
+Heads: a model whose classifier head was found (:func:`zoorank.zoo.load_model`) gives its logits
+from the same forward as its features; on its first batch its label space for the dataset
+(:mod:`zoorank.zoo.label_space`) picks the K head outputs kept, in the dataset's class order, and
+the shards get a ``logits`` column (:mod:`zoorank.store.shards`). A label space that does not fit
+is the model's error, recorded as ``ConfigError: ...`` (EMBED raises it once the rest is saved).
 """
 
 from __future__ import annotations
@@ -100,7 +106,8 @@ class ChunkEmbedder:
     """
 
     def __init__(self, models: Sequence[Any], device: str = "cpu", precision: str = "fp32",
-                 num_threads: int = 1, batch_size: int = 64) -> None:
+                 num_threads: int = 1, batch_size: int = 64,
+                 label_spaces: dict[str, Any] | None = None) -> None:
         import torch
 
         from zoorank.zoo import load_model
@@ -117,6 +124,11 @@ class ChunkEmbedder:
         self.errors: dict[str, str] = {}
         #: model_id → parameters of the module that embeds (a prior: :mod:`zoorank.metrics.priors`)
         self.param_counts: dict[str, int] = {}
+        #: model_id → the dataset's label space for its head (None: no head is looked for)
+        self.label_spaces: dict[str, Any] = dict(label_spaces or {})
+        #: model_id → the head outputs kept, in class order (None: the head is not kept), set on
+        #: the model's first batch
+        self.head_columns: dict[str, Any] = {}
         for m in models:
             try:
                 net = load_model(m, device=device)
@@ -139,28 +151,36 @@ class ChunkEmbedder:
             x = x.contiguous(memory_format=torch.channels_last)
         return x
 
-    def _forward_batches(self, net: Any, x: Any) -> Any:
-        """``net`` over ``x`` in forwards of at most :attr:`batch_size` rows."""
+    def _forward_batches(self, net: Any, x: Any) -> tuple[Any, Any]:
+        """``net`` over ``x`` in forwards of at most :attr:`batch_size` rows: (features, logits or
+        None)."""
         b = self.batch_size
         if len(x) <= b:
             return self._forward(net, x)
-        return self.torch.cat([self._forward(net, x[i:i + b]) for i in range(0, len(x), b)])
+        return self._cat([self._forward(net, x[i:i + b]) for i in range(0, len(x), b)])
 
-    def _forward(self, net: Any, x: Any) -> Any:
+    def _cat(self, parts: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+        feats = self.torch.cat([p[0] for p in parts])
+        logits = None if parts[0][1] is None else self.torch.cat([p[1] for p in parts])
+        return feats, logits
+
+    def _forward(self, net: Any, x: Any) -> tuple[Any, Any]:
         """Forward with autocast where asked; a CUDA OOM runs the batch again in halves; running out
         of CPU memory is an error that says which batch size failed."""
         torch = self.torch
         try:
             if self.autocast_dtype is not None:
                 with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-                    return net(x).float()
-            return net(x).float()
+                    feats, logits = net.features_and_logits(x)
+            else:
+                feats, logits = net.features_and_logits(x)
+            return feats.float(), None if logits is None else logits.float()
         except torch.cuda.OutOfMemoryError:
             if len(x) <= 1:
                 raise
             torch.cuda.empty_cache()
             h = len(x) // 2
-            return torch.cat([self._forward(net, x[:h]), self._forward(net, x[h:])])
+            return self._cat([self._forward(net, x[:h]), self._forward(net, x[h:])])
         except (RuntimeError, MemoryError) as err:
             if not _is_cpu_oom(err):
                 raise
@@ -170,9 +190,30 @@ class ChunkEmbedder:
                 f"{self.batch_size}) or embed.models_per_actor, or give the workers more memory"
             ) from None
 
+    def _kept_logits(self, model_id: str, logits: Any) -> np.ndarray | None:
+        """The logits of the head outputs kept for the dataset's classes (float32 (B, K)), or None
+        when no head is kept. Raises ConfigError when the label space does not fit."""
+        if logits is None:
+            return None
+        if model_id not in self.head_columns:
+            from zoorank.zoo.label_space import LabelSpace, head_columns
+
+            space = self.label_spaces.get(model_id) or LabelSpace("?", None)
+            self.head_columns[model_id] = head_columns(space, int(logits.shape[1]), model_id)
+        columns = self.head_columns[model_id]
+        if columns is None:
+            return None
+        if int(logits.shape[1]) <= int(columns.max()):
+            raise ValueError(f"the head gave {logits.shape[1]} outputs, then fewer than before")
+        out = logits.cpu().numpy()[:, columns]
+        if not np.isfinite(out).all():
+            raise ValueError(f"logits contain {int((~np.isfinite(out)).sum())} NaN/Inf values")
+        return np.ascontiguousarray(out, dtype=np.float32)
+
     def embed(self, batch: dict[str, np.ndarray], wanted: dict[str, set[str]]
-              ) -> dict[tuple[str, str], tuple[np.ndarray, float]]:
-        """(view, model_id) → (float32 features of the batch's good rows of that view, seconds).
+              ) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray | None, float]]:
+        """(view, model_id) → (float32 features of the batch's good rows of that view, their kept
+        logits or None, seconds).
 
         Rows are those of ``batch`` with ``bad`` False and ``view`` == view, in batch order. A model
         that fails here is moved to :attr:`errors`.
@@ -184,7 +225,7 @@ class ChunkEmbedder:
         ok = ~batch["bad"]
         ok_views = views[ok]
         present = sorted(set(ok_views.tolist()))
-        out: dict[tuple[str, str], tuple[np.ndarray, float]] = {}
+        out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray | None, float]] = {}
         if not present:
             return out
         with torch.inference_mode():
@@ -203,9 +244,10 @@ class ChunkEmbedder:
                     cache[key] = self._normalized(part, self.norms[model_id])
                 t0 = time.perf_counter()
                 try:
-                    feats = self._forward_batches(self.models[model_id], cache[key])
+                    feats, logits = self._forward_batches(self.models[model_id], cache[key])
                     check_features(feats, model_id)
                     feats = feats.cpu().numpy()
+                    logits = self._kept_logits(model_id, logits)
                 except Exception as err:
                     self.errors[model_id] = _short(err)
                     del self.models[model_id]
@@ -214,7 +256,8 @@ class ChunkEmbedder:
                 sub = ok_views[sel]
                 for v in want:
                     mask = sub == v
-                    out[(v, model_id)] = (feats[mask], seconds * float(mask.mean()))
+                    out[(v, model_id)] = (feats[mask], None if logits is None else logits[mask],
+                                          seconds * float(mask.mean()))
         return out
 
 
@@ -230,17 +273,17 @@ class EntryWriter:
                  part_bytes: int = PART_BYTES) -> None:
         self.store, self.dataset, self.slice_index = store, dataset, slice_index
         self.part_bytes = part_bytes
-        self.buffers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = (
-            defaultdict(list))
+        self.buffers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                        np.ndarray | None]]] = defaultdict(list)
         self.sizes: dict[tuple[str, str], int] = defaultdict(int)
         self.parts: dict[tuple[str, str], int] = defaultdict(int)
         #: the immutable shard files written per (view, model), reported to the driver.
         self.files: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     def add(self, key: tuple[str, str], sample_id: np.ndarray, view_index: np.ndarray,
-            embedding: np.ndarray) -> None:
-        self.buffers[key].append((sample_id, view_index, embedding))
-        self.sizes[key] += embedding.nbytes
+            embedding: np.ndarray, logits: np.ndarray | None = None) -> None:
+        self.buffers[key].append((sample_id, view_index, embedding, logits))
+        self.sizes[key] += embedding.nbytes + (0 if logits is None else logits.nbytes)
         if self.sizes[key] >= self.part_bytes:
             self.flush(key)
 
@@ -256,12 +299,17 @@ class EntryWriter:
         sid = np.concatenate([c[0] for c in chunks])
         vi = np.concatenate([c[1] for c in chunks])
         emb = np.concatenate([c[2] for c in chunks])
+        with_logits = [c[3] is not None for c in chunks]
+        if any(with_logits) and not all(with_logits):
+            raise ValueError(f"entry {key}: some batches have logits, others not")
+        logits = np.concatenate([c[3] for c in chunks]) if all(with_logits) else None
         order = np.lexsort((vi, sid))
         name = f"{self.slice_index:04d}-{self.parts[key]:04d}"
         self.parts[key] += 1
         view, model_id = key
         self.files[key].append(self.store.write_shard(
-            self.dataset, view, model_id, name, sid[order], vi[order], emb[order]))
+            self.dataset, view, model_id, name, sid[order], vi[order], emb[order],
+            None if logits is None else logits[order]))
 
     def close(self) -> None:
         """Write what is buffered; on an object store the shards (a request each) in parallel."""
@@ -288,11 +336,13 @@ def embed_slice(
     allow_cpu_torch: bool = False,
     import_paths: Sequence[str] = (),
     batch_size: int = 64,
+    label_spaces: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Embed cache ``parts`` with every model of a chunk; write each entry's rows; report.
 
-    Returns ``{"records": [{view, model_id, rows, dim, seconds, error, shards, precision,
-    versions, param_count}],
+    ``label_spaces``: model_id → :class:`zoorank.zoo.label_space.LabelSpace` of the dataset for
+    the models whose head is looked for. Returns ``{"records": [{view, model_id, rows, dim,
+    logit_dim, seconds, error, shards, precision, versions, param_count}],
     "images", "load_seconds", "called", "done", "node_id"}`` (wall-clock times, comparable across
     workers; ``precision`` as resolved on this worker, ``versions`` :func:`library_versions`). Row
     counts are the task's own account; the driver verifies what is on disk before anything is
@@ -307,11 +357,12 @@ def embed_slice(
         time.sleep(float(os.environ[ENV_SLOW_SLICE]))
     store = Store(store_uri)
     embedder = ChunkEmbedder(models, torch_device(device, allow_cpu_torch), precision, num_threads,
-                             batch_size)
+                             batch_size, label_spaces)
     want = {k: set(v) for k, v in wanted.items()}
     writer = EntryWriter(store, dataset, slice_index)
     rows: dict[tuple[str, str], int] = defaultdict(int)
     dims: dict[tuple[str, str], int] = {}
+    logit_dims: dict[tuple[str, str], int] = {}
     seconds: dict[tuple[str, str], float] = defaultdict(float)
     images = 0
     called = time.time()  # after the models are loaded: the steady state starts here
@@ -325,11 +376,12 @@ def embed_slice(
             ok = ~batch["bad"]
             images += int(ok.sum())
             sid, vi, views = batch["sample_id"][ok], batch["view_index"][ok], batch["view"][ok]
-            for (v, model_id), (feats, secs) in out.items():
+            for (v, model_id), (feats, logits, secs) in out.items():
                 mask = views == v
-                writer.add((v, model_id), sid[mask], vi[mask], feats)
+                writer.add((v, model_id), sid[mask], vi[mask], feats, logits)
                 rows[(v, model_id)] += int(mask.sum())
                 dims[(v, model_id)] = int(feats.shape[1])
+                logit_dims[(v, model_id)] = 0 if logits is None else int(logits.shape[1])
                 seconds[(v, model_id)] += secs
             for model_id in embedder.errors:
                 for v in want.get(model_id, ()):
@@ -344,7 +396,8 @@ def embed_slice(
         for v in views:
             key = (v, model_id)
             records.append({"view": v, "model_id": model_id, "rows": rows.get(key, 0),
-                            "dim": dims.get(key, -1), "seconds": seconds.get(key, 0.0),
+                            "dim": dims.get(key, -1), "logit_dim": logit_dims.get(key, 0),
+                            "seconds": seconds.get(key, 0.0),
                             "error": embedder.errors.get(model_id, ""),
                             "shards": writer.files.get(key, []),
                             "precision": embedder.precision, "versions": versions,

@@ -89,8 +89,12 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
             "group", "flags", "aggregate"]
     if "joint_rank" in board:
         cols.append("joint_rank")
+    mixed = settings.get("mixed_signals") or {}
     for ds, metric in (settings.get("primary_metric") or {}).items():
+        cols += [f"{ds}/{mixed[ds]['head']}"] if ds in mixed else []
         cols += [f"{ds}/{metric}", f"rank/{ds}"]
+    if "signal" in board and (board["signal"].astype(str).str.contains("head")).any():
+        cols.insert(cols.index("model_id") + 1, "signal")
     if settings.get("in_domain"):
         cols.append(settings["in_domain"])
     if "missing" in board and (board["missing"].astype(str) != "").any():
@@ -112,7 +116,10 @@ def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     from rich.table import Table
 
     d = settings.get("decision") or {}
-    primary = list((settings.get("primary_metric") or {}).items())[:2]
+    mixed = settings.get("mixed_signals") or {}
+    # a board that mixes heads and encoders shows both signals' values (one is empty per row)
+    primary = [(ds, m) for ds, metric in list((settings.get("primary_metric") or {}).items())[:2]
+               for m in ([mixed[ds]["head"], metric] if ds in mixed else [metric])][:2]
     table = Table(title=f"zoorank leaderboard (top {min(top, len(board))} of {len(board)}), "
                         f"ordered by {settings.get('ordered_by')}",
                   box=None if plain else box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
@@ -122,7 +129,7 @@ def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     table.add_column("top", justify="center", no_wrap=True)
     table.add_column("model", justify="left", overflow="fold", ratio=3)
     for ds, metric in primary:
-        name = metric if len(primary) == 1 else f"{ds}/{metric}"
+        name = metric if len({d for d, _ in primary}) == 1 else f"{ds}/{metric}"
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("flags", justify="left", overflow="fold", ratio=2)
     for _, r in board.head(top).iterrows():

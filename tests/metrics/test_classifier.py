@@ -260,3 +260,18 @@ def test_registered_as_logits_metrics_outside_the_config_metrics():
     assert all(m.direction == 1 and not m.primary for m in names.values())
     assert not set(names) & set(registry.config_names())
     assert registry.is_label_free("nuclear_norm_accuracy")
+
+
+def test_cot_above_its_cell_budget_solves_a_seeded_subset(monkeypatch):
+    from zoorank.metrics import classifier as module
+
+    rng = np.random.default_rng(6)
+    tgt, y_s = rng.normal(size=(400, 5)) * 2, rng.integers(0, 5, 200)
+    exact = cot_accuracy(tgt, y_s)
+    monkeypatch.setattr(module, "COT_MAX_CELLS", 1000)  # 200 of the 400 images
+    sub = cot_accuracy(tgt, y_s, seed=1)
+    assert sub == cot_accuracy(tgt, y_s, seed=1)  # seeded
+    rows = np.sort(np.random.default_rng(1).choice(400, 200, replace=False))
+    monkeypatch.setattr(module, "COT_MAX_CELLS", 10**9)
+    assert sub == pytest.approx(cot_accuracy(tgt[rows], y_s), abs=1e-12)
+    assert abs(sub - exact) < 0.05

@@ -40,6 +40,7 @@ from zoorank import uris
 from zoorank.catalog.entries import (
     EMBED_VERSION,
     Entry,
+    class_names,
     dataset_selection,
     entry_fingerprint,
     plan_entries,
@@ -363,18 +364,6 @@ def build_catalog(config: RunConfig, models: Sequence[Any] | None = None) -> Cat
     indexes = with_given_labels(config, indexes, Store(config.store))
     return Catalog(config, list(models), indexes, expected_fingerprints(config, models, indexes),
                    digests)
-
-
-def class_names(spec: Any, index: SampleIndex) -> tuple[str, ...] | None:
-    """A dataset's class names: its own (``label_names``), else the config's ``classes``, else
-    for integer labels without names the integers ``"0" .. str(max)``; None without any."""
-    if index.label_names is not None:
-        return tuple(str(n) for n in index.label_names)
-    if spec.classes:
-        return tuple(spec.classes)
-    if index.label is not None and index.label.notna().any():
-        return tuple(str(i) for i in range(int(index.label.max()) + 1))
-    return None
 
 
 def with_given_labels(config: RunConfig, indexes: dict[str, SampleIndex], store: Store

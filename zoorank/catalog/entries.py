@@ -2,7 +2,10 @@
 
 Fingerprint of an entry: :data:`EMBED_VERSION`, the model's fingerprint, its preprocessing, the
 dataset's content digest and sample selection, the view recipe, the seed (augmented views), and the
-precision the forward runs in. ``EMBED_VERSION`` is bumped whenever the stage's maths or
+precision the forward runs in, and, for a model whose head is looked for (``head`` not false), its
+label space: the dataset's classes, the model's ``label_map`` for it and ``head`` (so turning heads
+on or off, or changing a map, re-embeds; a store embedded with heads off keeps its fingerprints).
+``EMBED_VERSION`` is bumped whenever the stage's maths or
 preprocessing change; a release that does not change them keeps a store valid.
 """
 
@@ -19,6 +22,7 @@ from zoorank.config.digests import fingerprint
 from zoorank.sources import SampleIndex
 from zoorank.views import view_subset
 from zoorank.zoo import ResolvedModel
+from zoorank.zoo.label_space import LabelSpace, heads_wanted
 
 #: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
 EMBED_VERSION = 3  # 3: upright, range-mapped, alpha-on-white, memory-bounded decoding
@@ -33,6 +37,8 @@ class Entry:
     model: ResolvedModel
     fingerprint: str
     samples: np.ndarray  # sample_ids the view covers
+    #: what the dataset asks of the model's head; None when no head is looked for (``head: false``)
+    label_space: LabelSpace | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -65,21 +71,47 @@ def dataset_selection(spec: DatasetSpec, index: SampleIndex) -> dict[str, Any]:
 
 def entry_fingerprint(
     model: ResolvedModel, selection: dict[str, Any], view: ViewSpec, seed: int,
-    precision: str = "fp32",
+    precision: str = "fp32", label_space: LabelSpace | None = None,
 ) -> str:
-    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision).
+    """fingerprint(EMBED_VERSION, model, preprocessing, dataset selection, view, seed, precision
+    [, label space]).
 
     The clean view draws nothing at random, so its fingerprint leaves the seed out (the seeded
-    ``limit`` subset is already in ``selection``).
+    ``limit`` subset is already in ``selection``). Without a label space (heads off) the parts are
+    those of stores written before heads were kept.
     """
-    return fingerprint(
+    parts: list[Any] = [
         {"embed_version": EMBED_VERSION, "precision": precision},
         model.fingerprint,
         {"geometry": vars(model.geometry), "normalization": vars(model.normalization)},
         selection,
         {"recipe": view.recipe_name, "samples": view.samples, "per_sample": view.per_sample},
         None if view.is_clean and view.samples is None else seed,
-    )
+    ]
+    if label_space is not None:
+        parts.append({"label_space": label_space.fingerprint_part()})
+    return fingerprint(*parts)
+
+
+def class_names(spec: Any, index: SampleIndex) -> tuple[str, ...] | None:
+    """A dataset's class names: its own (``label_names``), else the config's ``classes``, else
+    for integer labels without names the integers ``"0" .. str(max)``; None without any."""
+    if index.label_names is not None:
+        return tuple(str(n) for n in index.label_names)
+    if spec.classes:
+        return tuple(spec.classes)
+    if index.label is not None and index.label.notna().any():
+        return tuple(str(i) for i in range(int(index.label.max()) + 1))
+    return None
+
+
+def label_space(model: ResolvedModel, dataset: str, classes: tuple[str, ...] | None
+                ) -> LabelSpace | None:
+    """What ``dataset`` asks of ``model``'s head; None when no head is looked for."""
+    spec = model.spec
+    if not heads_wanted(spec):
+        return None
+    return LabelSpace.of(dataset, classes, spec.label_map.get(dataset), spec.head is True)
 
 
 def plan_entries(
@@ -91,13 +123,15 @@ def plan_entries(
     for spec in config.datasets:
         index = indexes[spec.name]
         selection = dataset_selection(spec, index)
+        classes = class_names(spec, index)
         for view in config.views:
             samples = view_subset(index.sample_id, view, config.seed)
             for m in models:
                 if not m.wants(spec.name):  # a model entry's ``datasets:`` leaves this one out
                     continue
-                fp = entry_fingerprint(m, selection, view, config.seed, precision)
-                entries.append(Entry(spec.name, view, m, fp, samples))
+                space = label_space(m, spec.name, classes)
+                fp = entry_fingerprint(m, selection, view, config.seed, precision, space)
+                entries.append(Entry(spec.name, view, m, fp, samples, space))
     return entries
 
 

@@ -116,6 +116,15 @@ class ModelSpec(Strict):
     #: leaderboard columns ``prior/<name>``, compared with the oracle and checked as confounds
     #: (:mod:`zoorank.metrics.priors`); not part of the model's fingerprint.
     prior: dict[PriorName, PriorValue] = Field(default_factory=dict)
+    #: the classifier head (:mod:`zoorank.zoo.label_space`): None (default) keeps a trained head
+    #: whose outputs line up with a dataset's classes (torchscript: none unless declared); true
+    #: keeps it and makes a head that does not line up a config error; false drops it (features
+    #: only, as before heads were kept). ``embed.heads: false`` turns every head off.
+    head: bool | None = None
+    #: per dataset name: how its classes map to the head's outputs, ``{class name or index: head
+    #: output index}`` (every class mapped), or ``imagenet`` (WordNet ids into ImageNet-1k's order).
+    label_map: dict[Name, dict[str | int, Annotated[int, Field(ge=0)]] | Literal["imagenet"]] = (
+        Field(default_factory=dict))
 
     @model_validator(mode="after")
     def _ids_for_single_files(self) -> ModelSpec:
@@ -184,6 +193,9 @@ class EmbedOptions(Strict):
     #: run GPU-scheduled tasks on CPU torch where a worker has no CUDA (tests with fake GPU
     #: resources; also ZOORANK_GPU_AS_CPU=1). Never on for real runs.
     allow_cpu_torch: bool = False
+    #: keep classifier heads: each model's logits beside its features, from the same forward
+    #: (models' ``head:``); false turns every head off.
+    heads: bool = True
 
 
 def _metric_option(name: str, **constraints: Any) -> Any:

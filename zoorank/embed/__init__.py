@@ -29,6 +29,12 @@ dataset's content digest and sample selection, the view recipe, the seed (augmen
 the precision the forward runs in. ``EMBED_VERSION`` is bumped whenever the stage's maths or
 preprocessing change; a release that does not change them keeps a store valid.
 
+Heads: a model whose classifier head is kept writes its logits beside its features (column
+``logits``, manifest ``logit_dim``; :mod:`zoorank.store.shards`). A head whose outputs do not line
+up with a dataset's classes where they must (:mod:`zoorank.zoo.label_space`) is a ConfigError naming
+the dataset and the model: before anything runs when its width shows without a forward
+(:func:`check_heads`), else its entries fail and the stage raises once everything else is saved.
+
 Devices: ``embed.device: auto`` is ``cuda`` when the cluster has GPUs or its autoscaler config can
 add some (:func:`zoorank.runtime.autoscaler_gpus`), else ``cpu``. With ``cuda`` and no GPU yet, the
 driver asks the autoscaler for GPU workers and waits up to ``embed.gpu_wait_seconds``.
@@ -61,6 +67,7 @@ from zoorank.embed.entry_rows import pending_row, verified_row
 from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
 from zoorank.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.embedplan import chunk_entries, slices_for
+from zoorank.errors import ConfigError
 from zoorank.store import MANIFEST, Store
 from zoorank.store.layout import VIEW_CACHE_DIR
 from zoorank.store.schema import MANIFEST_KEY
@@ -68,9 +75,12 @@ from zoorank.store.shards import parse_shards
 from zoorank.store.writers import Heartbeat
 from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
+from zoorank.zoo.label_space import check_label_space, head_columns
 
 log = logging.getLogger(__name__)
 
+#: how a worker records a model's ConfigError (a label space that does not fit its head).
+CONFIG_ERROR = "ConfigError: "
 #: threads reading shards back (footers, id columns): small reads whose latency dominates on an
 #: object store, so they go in parallel.
 VERIFY_THREADS = 16
@@ -146,6 +156,44 @@ def complete_entries(
     return {key for (key, _, _), ok in zip(candidates, flags) if ok}
 
 
+def check_heads(entries: Sequence[Entry]) -> None:
+    """Before anything runs: a ``label_map`` that cannot fit any head, and, for models that ask
+    for their head (``head: true``) or map it, a head that does not fit where its number of classes
+    is known without building the model (:func:`zoorank.zoo.inspect.head_classes`: reads its
+    checkpoint or config once). What only a forward tells is checked where the model runs."""
+    classes: dict[str, int | None] = {}
+    for e in entries:
+        space = e.label_space
+        if space is None:
+            continue
+        check_label_space(space, e.model.model_id)
+        if not space.required and space.mapping is None or e.model.unreadable:
+            continue
+        if e.model.model_id not in classes:
+            from zoorank.zoo.inspect import head_classes
+
+            try:
+                classes[e.model.model_id] = head_classes(e.model)[1]
+            except Exception as err:  # noqa: BLE001 - the worker reports it with the model
+                log.debug("head of %s not known before embedding: %s", e.model.model_id, err)
+                classes[e.model.model_id] = None
+        outputs = classes[e.model.model_id]
+        if outputs:
+            head_columns(space, outputs, e.model.model_id)
+
+
+def label_space_errors(rows: pd.DataFrame) -> None:
+    """Raise ConfigError (exit 2) naming each failed entry whose head's label space does not fit
+    its dataset (recorded by the worker as ``ConfigError: dataset ..., model ...: ...``); the
+    entries done meanwhile are already saved."""
+    if rows.empty or "error" not in rows:
+        return
+    errors = rows["error"].dropna().astype(str)
+    found = sorted({e.removeprefix(CONFIG_ERROR) for e in errors if e.startswith(CONFIG_ERROR)})
+    if found:
+        raise ConfigError("; ".join(found))
+
+
 # -- the driver ------------------------------------------------------------------------------------
 @dataclass
 class _Chunk:
@@ -179,6 +227,9 @@ def _embed_chunks(
     chunks: list[_Chunk] = []
     left: dict[tuple[str, Geometry], int] = {}
     plan = []  # (group, chunk index, entries, models, wanted, slices of the cache parts)
+    # the dataset's label space per model whose head is looked for (one dataset per group)
+    spaces = {gkey: {e.model.model_id: e.label_space for e in entries if e.label_space is not None}
+              for gkey, entries in groups.items()}
     for gkey, entries in groups.items():
         parts = caches[gkey][1]["parts"]
         chunked = chunk_entries(entries, config.embed)
@@ -205,6 +256,8 @@ def _embed_chunks(
                 wanted, si)
         kwargs = dict(device=res.device, precision=res.precision, num_threads=threads,
                       batch_size=config.embed.batch_size,
+                      label_spaces={m.model_id: spaces[gkey][m.model_id] for m in models
+                                    if m.model_id in spaces[gkey]},
                       allow_cpu_torch=res.allow_cpu_torch, import_paths=factory_paths(models))
         split = None
         if len(models) > 1:  # a dead worker: the chunk's models again, one per task
@@ -317,6 +370,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
+    check_heads(entries)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
@@ -388,6 +442,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 release_gpu_request()
         store.compact_table(MANIFEST)  # few files and a checkpointed log for every reader
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
+    label_space_errors(out)
     from zoorank.zoo import describe_preprocessing
 
     print_summary(out, skipped, enabled=show,

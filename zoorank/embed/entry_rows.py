@@ -17,7 +17,7 @@ def pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[st
     manifest says done with this fingerprint but those shards are unreadable or short."""
     row = {"dataset": entry.dataset, "view": entry.view.name, "model_id": entry.model.model_id,
            "fingerprint": entry.fingerprint, "status": "pending", "error": None, "rows": 0,
-           "dim": None, "seconds": 0.0, "bad_images": 0}
+           "dim": None, "seconds": 0.0, "bad_images": 0, "logit_dim": 0}
     if (previous is not None and previous.get("status") == "done"
             and previous.get("fingerprint") == entry.fingerprint):
         row.update(status="broken", shards=previous.get("shards"),
@@ -26,27 +26,34 @@ def pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[st
 
 
 def read_entry_rows(store: Store, key: tuple[str, str, str], shards: list[str]
-                     ) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(sample_id, view_index, dim) of the given shards of an entry (id columns only)."""
+                     ) -> tuple[np.ndarray, np.ndarray, int | None, int]:
+    """(sample_id, view_index, dim, logit_dim) of the given shards of an entry (id columns only;
+    ``logit_dim`` 0 without a ``logits`` column, -1 when the shards disagree on it)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     base = Store.embedding_dir(*key)
-    sids, vis, dim = [], [], None
+    sids, vis, dim, logit_dims = [], [], None, set()
     for name in shards:
         # one open file for the footer and the id columns: a path would be looked up (a request
         # on an object store) once for the table and once more for the schema
         with store.fs.open_input_file(store.path(f"{base}/{name}")) as f:
             shard = pq.ParquetFile(f)
             t = shard.read(columns=["sample_id", "view_index"])
-            typ = shard.schema_arrow.field("embedding").type
+            schema = shard.schema_arrow
+            typ = schema.field("embedding").type
+            logits = schema.field("logits").type if "logits" in schema.names else None
+        logit_dims.add(logits.list_size if logits is not None
+                       and pa.types.is_fixed_size_list(logits) else 0)
         sids.append(t.column("sample_id").to_numpy())
         vis.append(t.column("view_index").to_numpy())
         if pa.types.is_fixed_size_list(typ):
             dim = typ.list_size
     if not sids:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), None
-    return np.concatenate(sids).astype(np.int64), np.concatenate(vis).astype(np.int32), dim
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), None, 0
+    logit_dim = logit_dims.pop() if len(logit_dims) == 1 else -1
+    return (np.concatenate(sids).astype(np.int64), np.concatenate(vis).astype(np.int32), dim,
+            logit_dim)
 
 
 def verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad: set[int]
@@ -63,15 +70,17 @@ def verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad:
     shards = sorted({name for r in records for name in r.get("shards", ())})
     if error is None:
         try:
-            sid, vi, dim = read_entry_rows(store, entry.key, shards)
+            sid, vi, dim, logit_dim = read_entry_rows(store, entry.key, shards)
         except (OSError, ValueError) as err:  # ArrowInvalid (a corrupt shard) is a ValueError
             sid = vi = None
             error = f"cannot read its shards: {err}"
         if error is None:
             error = verify_rows(sid, vi, expected, entry.view.per_sample)
+            if error is None and logit_dim < 0:
+                error = "its shards disagree on the logits column (some lack it, or widths differ)"
             if error is None and dim is None and len(expected):
                 error = "no embeddings produced"
-            row.update(rows=int(len(sid)), dim=dim)
+            row.update(rows=int(len(sid)), dim=dim, logit_dim=logit_dim)
     # what the workers used, as they resolved it (readers use this, never their own GPU)
     row["precision"] = next((r.get("precision") for r in records if r.get("precision")), None)
     row["versions"] = next((r.get("versions") for r in records if r.get("versions")), None)

@@ -180,8 +180,9 @@ def nuclear_norm_accuracy(logits: Any) -> float:
 
 
 #: the most transport variables (target images × classes) COT solves exactly at once; a larger
-#: problem is solved on a seeded subset of this many cells' worth of target images.
-COT_MAX_CELLS = 2_000_000
+#: problem is solved on a seeded subset of this many cells' worth of target images. Measured
+#: (HiGHS interior point, one core): 10,000 × 10 cells in 7 s, 1,000 × 10 in 0.5 s.
+COT_MAX_CELLS = 100_000
 
 
 def transport_cost(cost: np.ndarray, target_weights: np.ndarray, class_weights: np.ndarray) -> float:
@@ -198,7 +199,7 @@ def transport_cost(cost: np.ndarray, target_weights: np.ndarray, class_weights: 
     cols = sparse.kron(np.ones((1, n)), sparse.eye(k))
     a_eq = sparse.vstack([rows, cols]).tocsr()
     b_eq = np.concatenate([target_weights, class_weights])
-    res = linprog(cost.ravel(), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    res = linprog(cost.ravel(), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs-ipm")
     if res.status != 0:  # pragma: no cover - a balanced transportation LP is always feasible
         raise ValueError(f"optimal transport failed: {res.message}")
     return float(res.fun)

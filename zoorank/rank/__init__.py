@@ -3,9 +3,13 @@
 Reads ``metrics`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
 writes (contract 2 plus the tables this stage adds):
 
-* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it).
+* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it); a classifier's
+  oracle is its head's own accuracy (``head_accuracy``, computed by SCORE from the logits and
+  moved here from the metric rows: :func:`split_head_oracle`).
 * ``leaderboard`` (table) / ``leaderboard.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
-  ``model_id, family, group, rank, aggregate, family_rank``, ``joint_rank`` (when the oracle gives
+  ``model_id, family, group, rank, aggregate, signal`` (``head``: ranked by its head's estimated
+  accuracy, ``rank.classifier_metric``; ``embedding``: by the primary metric), ``family_rank``,
+  ``joint_rank`` (when the oracle gives
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
   ranked metric), ``params`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
@@ -47,6 +51,7 @@ from zoorank.errors import NothingRankedError
 from zoorank.label_oracle import oracle_direction, run_oracle
 from zoorank.leaderboard import (
     FAILED_COLUMNS,
+    metrics_fingerprint,
     print_leaderboard,
     read_rank_outputs,
     write_if_changed,
@@ -185,6 +190,8 @@ def write_rank_outputs(
     from zoorank import budget
 
     model_ids = [m.model_id for m in models]
+    # the fingerprint REPORT checks is of every fresh row, the heads' accuracies included
+    rows_fingerprint = metrics_fingerprint(config, metrics)
     metrics, oracle = split_head_oracle(metrics, oracle)
     if not oracle.empty:
         oracle = oracle[oracle["model_id"].isin(model_ids)].reset_index(drop=True)
@@ -192,6 +199,7 @@ def write_rank_outputs(
     # ETran's and NCTI's min–max normalisation is over the zoo: their terms are combined here
     budget_cells = budget.zoo_relative_cells(budget_cells)
     board, settings = build_leaderboard(config, models, metrics, oracle)
+    settings["metrics_fingerprint"] = rows_fingerprint
     if manifest is None:
         manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
     board = with_priors(board, model_priors(models, manifest))

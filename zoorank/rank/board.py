@@ -120,8 +120,11 @@ def build_leaderboard(
         embedding = (values[column].notna().to_numpy() if name is not None and column in values
                      else np.zeros(len(model_ids), dtype=bool))
         head_column = f"{ds}/{head_metric}"
-        heads = (values[head_column].notna().to_numpy() if head_column in values
-                 else np.zeros(len(model_ids), dtype=bool))
+        # a model with a head is one SCORE estimated (a failed estimate is missing, not a
+        # reason to rank the model by its embedding instead)
+        estimated = set(metrics.loc[(metrics["dataset"] == ds) & (metrics["metric"] == head_metric),
+                                    "model_id"]) if not metrics.empty else set()
+        heads = np.array([m in estimated for m in model_ids], dtype=bool)
         if heads.any():
             # Contract 8: a model with a head is ranked by its estimated accuracy; on a board that
             # also holds encoders, each signal ranks its own models (metrics.ranks.merged_signal_ranks)
@@ -129,13 +132,17 @@ def build_leaderboard(
                 signal[m].add("head")
             if not (embedding & ~heads).any():
                 name, column = head_metric, head_column
-                rank_table[ds] = np.where(heads, ranks[f"{column}/rank"], np.nan)
+                rank_table[ds] = (np.where(heads & values[column].notna().to_numpy(),
+                                           ranks[f"{column}/rank"], np.nan)
+                                  if column in values else np.full(len(model_ids), np.nan))
             else:
-                oriented = np.where(heads, values[head_column].to_numpy(dtype=np.float64),
+                oriented = np.where(heads, values[head_column].to_numpy(dtype=np.float64)
+                                    if head_column in values else np.nan,
                                     registry.info(name).oriented(
                                         values[column].to_numpy(dtype=np.float64)))
                 rank_table[ds] = merged_signal_ranks(oriented, heads)[0]
-                mixed[ds] = {"head": head_metric, "embedding": name}
+                mixed[ds] = {"head": head_metric, "embedding": name,
+                             "head_models": [m for m, h in zip(model_ids, heads) if h]}
                 for m in np.asarray(model_ids)[embedding & ~heads]:
                     signal[m].add("embedding")
         elif name is None or column not in values or not values[column].notna().any():

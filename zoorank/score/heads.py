@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from zoorank import resample
 from zoorank.catalog.heads import HEAD_ORACLE, HeadPlan
 from zoorank.catalog.scoring import existing_fingerprints
 from zoorank.config import RunConfig
+from zoorank.errors import InputError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import select_samples
 from zoorank.metrics.uncertainty import fold_assignment
@@ -41,37 +41,15 @@ from zoorank.store import METRICS, Store
 from zoorank.store.schema import METRICS_KEY
 
 
-def logits_from_table(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(sample_ids, n × K float32 logits) of the first view of each sample, sorted by sample_id."""
-    if "logits" not in table.column_names:
-        raise ValueError("the shards have no 'logits' column (embedded without a head)")
-    ids = table.column("sample_id").to_numpy().astype(np.int64)
-    view = table.column("view_index").to_numpy().astype(np.int32)
-    col = table.column("logits").combine_chunks()
-    if isinstance(col.type, pa.ExtensionType):  # a Ray Data tensor column
-        col = col.storage
-    k = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
-    z = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, k)
-    first = view == (view.min() if len(view) else 0)
-    ids, z = ids[first], z[first]
-    order = np.argsort(ids, kind="stable")
-    return ids[order], z[order]
-
-
-def _logit_columns(table: pa.Table) -> pa.Table:
-    if "logits" not in table.column_names:
-        raise ValueError("the shards have no 'logits' column (embedded without a head)")
-    return table.select(["sample_id", "view_index", "logits"])
-
-
 def load_logits(store: Store, dataset: str, view: str, model_id: str,
                 shards: tuple[str, ...] | None, max_samples: int | None, seed: int
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """A model's clean logits on ``dataset`` from its shards, capped as the embedding metrics."""
-    names = list(shards) if shards is not None else store.shard_names(dataset, view, model_id)
-    base = store.embedding_dir(dataset, view, model_id)
-    table = pa.concat_tables([_logit_columns(store.read_parquet(f"{base}/{n}")) for n in names])
-    ids, z = logits_from_table(table)
+    """(sample_ids, n × K float32 logits) of a model's first view on ``dataset`` (only the id and
+    logits columns are read: :meth:`zoorank.store.Store.read_logits`), capped to ``max_samples``
+    exactly as the embedding metrics (:func:`zoorank.metrics.suite.select_samples`)."""
+    rows = store.read_logits(dataset, view, model_id, None if shards is None else list(shards))
+    first = rows.view_index == (rows.view_index.min() if len(rows.view_index) else 0)
+    ids, z = rows.sample_id[first], rows.logits[first]
     keep = select_samples(ids, max_samples, seed)
     return ids[keep], z[keep]
 
@@ -238,7 +216,7 @@ def score_heads(config: RunConfig, store: Store, plan: HeadPlan, metrics: pd.Dat
             continue
         try:
             rows, folds = _dataset_rows(config, store, plan, ds, clean)
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, InputError) as err:
             errors.append(f"{ds}/heads: {type(err).__name__}: {err}")
             continue
         if folds:

@@ -348,12 +348,15 @@ class Store:
         sample_id: np.ndarray,
         view_index: np.ndarray,
         embedding: np.ndarray,
+        logits: np.ndarray | None = None,
     ) -> str:
-        """Write one immutable shard under a unique name; returns its file name (not the path)."""
+        """Write one immutable shard under a unique name; returns its file name (not the path).
+
+        ``logits`` (rows, K): the kept head's logits of the same rows (:mod:`.shards`)."""
         stem = f"{part:06d}" if isinstance(part, int) else str(part)
         name = f"part-{stem}-{uuid.uuid4().hex[:12]}.parquet"
         rel = f"{self.embedding_dir(dataset, view, model_id)}/{name}"
-        self.write_parquet(rel, embedding_table(sample_id, view_index, embedding))
+        self.write_parquet(rel, embedding_table(sample_id, view_index, embedding, logits))
         return name
 
     def shard_names(self, dataset: str, view: str, model_id: str,
@@ -372,7 +375,8 @@ class Store:
 
     def read_embeddings(self, dataset: str, view: str, model_id: str,
                         shards: Sequence[str] | None = None) -> Embeddings:
-        """An entry's rows from exactly the shards the manifest references (or ``shards``)."""
+        """An entry's rows from exactly the shards the manifest references (or ``shards``);
+        ``.logits`` holds the kept head's logits (None when the entry has none)."""
         names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
         if not names:
             raise FileNotFoundError(
@@ -382,12 +386,36 @@ class Store:
         parts = [self.read_parquet(f"{base}/{n}") for n in names]
         return embeddings_from_table(pa.concat_tables(parts))
 
+    def read_logits(self, dataset: str, view: str, model_id: str,
+                    shards: Sequence[str] | None = None) -> Embeddings:
+        """An entry's kept-head logits without its embeddings (only the id and ``logits`` columns
+        are read): ``.logits`` float32 (rows, K) in the dataset's class order, ``.embedding``
+        empty (rows, 0). Raises ValueError when the entry has no logits (manifest ``logit_dim`` 0).
+        """
+        names = list(shards) if shards is not None else self.shard_names(dataset, view, model_id)
+        if not names:
+            raise FileNotFoundError(
+                f"no embeddings for dataset={dataset} view={view} model={model_id} in {self.name}"
+            )
+        base = self.embedding_dir(dataset, view, model_id)
+        parts = []
+        for n in names:
+            with self.fs.open_input_file(self.path(f"{base}/{n}")) as f:
+                shard = pq.ParquetFile(f)
+                if "logits" not in shard.schema_arrow.names:
+                    raise ValueError(f"dataset={dataset} view={view} model={model_id}: no logits "
+                                     "(no head kept for it)")
+                parts.append(shard.read(columns=["sample_id", "view_index", "logits"]))
+        return embeddings_from_table(pa.concat_tables(parts))
+
     # -- manifest and long tables ----------------------------------------------------------------
     def read_manifest(self) -> pd.DataFrame:
         df = self.read_frame(MANIFEST, MANIFEST_COLUMNS)
         for col in MANIFEST_COLUMNS:
             if col not in df:
                 df[col] = pd.NA
+        # rows written before heads were kept have no logits
+        df["logit_dim"] = df["logit_dim"].astype("Int64").fillna(0)
         return df[MANIFEST_COLUMNS]
 
     def update_manifest(self, rows: Iterable[dict]) -> None:

@@ -22,7 +22,7 @@ MANIFEST_COLUMNS = [
     "precision",  # as resolved where the forward ran (embed.precision: auto)
     "versions",  # JSON: torch, timm, transformers, Pillow, numpy of the worker
     "param_count",  # parameters of the built model (a prior; None in rows written before it)
-    "logit_dim",  # columns of the shards' logits (0 = no head; None in rows written before it)
+    "logit_dim",  # K of the shards' logits column; 0: no head kept (rows written before: 0)
 ]
 METRICS_KEY = ["model_id", "dataset", "metric"]
 METRICS_COLUMNS = [

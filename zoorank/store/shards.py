@@ -1,6 +1,14 @@
 """Embedding shards: the immutable Parquet files of an entry (contract-2 columns), read back as
 :class:`Embeddings`, and the shard list a manifest row references (``shards``, a JSON list of file
-names)."""
+names).
+
+Columns: ``sample_id`` int64, ``view_index`` int32, ``embedding`` fixed_size_list<float32>[dim]
+and, for a model whose classifier head is kept (:mod:`zoorank.zoo.label_space`), ``logits``
+fixed_size_list<float32>[K], from the same forward as the embedding: K columns in the dataset's
+class order (label index 0..K−1) after the label-space mapping (a softmax over them is the softmax
+restricted to the mapped head outputs); K is the head's number of outputs when the dataset has no
+class list. The manifest's ``logit_dim`` says K (0: no logits column).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,8 @@ class Embeddings:
     sample_id: np.ndarray  # int64 (rows,)
     view_index: np.ndarray  # int32 (rows,)
     embedding: np.ndarray  # float32 (rows, dim)
+    #: float32 (rows, K) logits of the kept head, aligned with the rows; None without a head
+    logits: np.ndarray | None = None
 
     def grouped(self) -> tuple[np.ndarray, np.ndarray]:
         """(sample_ids (n,), views (n, q, dim)) for augmented views; every sample must have q views."""
@@ -31,36 +41,51 @@ class Embeddings:
         return ids, self.embedding.reshape(len(ids), q, -1)
 
 
-def embedding_table(sample_id: np.ndarray, view_index: np.ndarray, embedding: np.ndarray) -> pa.Table:
-    """Arrow table with the contract-2 columns (embedding as fixed_size_list<float32>[dim])."""
-    emb = np.ascontiguousarray(embedding, dtype=np.float32)
-    if emb.ndim != 2:
-        raise ValueError(f"embedding must be 2-D (rows, dim), got {emb.shape}")
-    flat = pa.array(emb.reshape(-1), type=pa.float32())
-    column = pa.FixedSizeListArray.from_arrays(flat, emb.shape[1])
-    return pa.table(
-        {
-            "sample_id": pa.array(np.asarray(sample_id, dtype=np.int64)),
-            "view_index": pa.array(np.asarray(view_index, dtype=np.int32)),
-            "embedding": column,
-        }
-    )
+def _vectors(values: np.ndarray, what: str) -> pa.FixedSizeListArray:
+    arr = np.ascontiguousarray(values, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (rows, dim), got {arr.shape}")
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=pa.float32()),
+                                             arr.shape[1])
 
 
-def embeddings_from_table(table: pa.Table) -> Embeddings:
-    """An entry's rows from a shard table (or Ray Data's tensor column), sorted by (sample_id, view_index)."""
-    sample_id = table.column("sample_id").to_numpy().astype(np.int64)
-    view_index = table.column("view_index").to_numpy().astype(np.int32)
-    col = table.column("embedding").combine_chunks()
+def embedding_table(sample_id: np.ndarray, view_index: np.ndarray, embedding: np.ndarray,
+                    logits: np.ndarray | None = None) -> pa.Table:
+    """Arrow table with the contract-2 columns (embedding as fixed_size_list<float32>[dim]) and,
+    when given, ``logits`` (fixed_size_list<float32>[K], one row per embedding row)."""
+    columns = {
+        "sample_id": pa.array(np.asarray(sample_id, dtype=np.int64)),
+        "view_index": pa.array(np.asarray(view_index, dtype=np.int32)),
+        "embedding": _vectors(embedding, "embedding"),
+    }
+    if logits is not None:
+        if len(logits) != len(embedding):
+            raise ValueError(f"logits have {len(logits)} rows, embeddings {len(embedding)}")
+        columns["logits"] = _vectors(logits, "logits")
+    return pa.table(columns)
+
+
+def _matrix(table: pa.Table, name: str) -> np.ndarray:
+    col = table.column(name).combine_chunks()
     if isinstance(col.type, pa.ExtensionType):  # a Ray Data tensor column
         col = col.storage
     if len(col) == 0:
-        emb = np.zeros((0, 0), dtype=np.float32)
-    else:
-        dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
-        emb = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
+        return np.zeros((0, 0), dtype=np.float32)
+    dim = col.type.list_size if pa.types.is_fixed_size_list(col.type) else len(col[0])
+    return col.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
+
+
+def embeddings_from_table(table: pa.Table) -> Embeddings:
+    """An entry's rows from a shard table (or Ray Data's tensor column), sorted by (sample_id,
+    view_index); ``logits`` too when the table has them."""
+    sample_id = table.column("sample_id").to_numpy().astype(np.int64)
+    view_index = table.column("view_index").to_numpy().astype(np.int32)
+    emb = (_matrix(table, "embedding") if "embedding" in table.column_names
+           else np.zeros((table.num_rows, 0), np.float32))  # a read of the logits alone
+    logits = _matrix(table, "logits") if "logits" in table.column_names else None
     order = np.lexsort((view_index, sample_id))
-    return Embeddings(sample_id[order], view_index[order], emb[order])
+    return Embeddings(sample_id[order], view_index[order], emb[order],
+                      None if logits is None else logits[order])
 
 
 def referenced_shards(manifest: pd.DataFrame, dataset: str, view: str, model_id: str) -> list[str] | None:

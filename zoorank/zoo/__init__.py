@@ -8,8 +8,9 @@ Conventions
 -----------
 * **Input and output.** A loaded model maps a *normalized* float tensor ``(B, 3, H, W)`` (the clean
   view of :class:`Geometry` followed by :class:`Normalization`) to float32 features ``(B, dim)``.
-* **Sources.** ``timm``: ``timm.create_model(name, pretrained=pretrained, num_classes=0,
-  **model_kwargs)``, i.e. timm's pooled pre-logits features; ``pretrained: true`` loads the hub
+* **Sources.** ``timm``: ``timm.create_model(name, pretrained=pretrained, num_classes=...,
+  **model_kwargs)``, i.e. timm's pooled pre-logits features (``num_classes`` is 0 unless a head is
+  kept, see *Heads*); ``pretrained: true`` loads the hub
   weights through timm's own loader from the local Hugging Face cache (:mod:`zoorank.zoo.hub`), and
   its ``name`` may be a glob over the cached ``timm/*`` models. ``transformers``: ``name`` is a
   local model directory or a hub id in the local cache, optionally pinned as ``org/model@rev``
@@ -21,6 +22,20 @@ Conventions
   is ``checkpoint`` when given, else ``name``; ``torch.jit.load`` runs code from it, so it loads
   only with ``trust_checkpoint: true`` (a ConfigError naming the field otherwise). ``python``: ``name`` is
   ``"package.module:function"``, called with ``model_kwargs``; it returns an ``nn.Module``.
+* **Heads** (:mod:`zoorank.zoo.label_space` for the label spaces). With ``head`` not false
+  (and ``embed.heads`` true), ``FeatureExtractor.features_and_logits`` gives (features, logits) of
+  one forward. ``timm``: ``num_classes`` is ``model_kwargs``' own, else the rows of the
+  checkpoint's classifier weight (``pretrained_cfg["classifier"]``; a checkpoint without it is
+  headless), else the hub weights' head (``pretrained``), else 0 (a seeded random init has no
+  trained head); features ``forward_head(forward_features(x), pre_logits=True)``, logits
+  ``forward_head`` of the same trunk output. ``transformers``: a config whose ``architectures``
+  name a ``*ForImageClassification`` loads with ``AutoModelForImageClassification``; logits are
+  its output, features its base model's output in that forward (hooked), pooled as without a head.
+  ``python``: a module with ``forward_features`` and ``forward_head`` as timm (``pre_logits`` when
+  its ``forward_head`` takes it, else the trunk output pooled), or with an ``nn.Module`` attribute
+  ``head``: features the head's input, logits its output (hooked; ``forward`` may return
+  anything). ``torchscript``: only with ``head: true``, the module returns ``(features, logits)``.
+  ``head: false`` builds exactly the headless model of before (timm ``num_classes=0``).
 * **Outputs other than (B, dim)** (a python/torchscript model's output, or a ``layer:``'s) are
   pooled: the first tensor of a tuple/dict; 4-D maps ``(B, C, H, W)`` are global-average-pooled, 3-D
   token sequences ``(B, N, C)`` are averaged over tokens, anything else is flattened.
@@ -40,7 +55,8 @@ Conventions
   (``teacher.backbone.*``). A prefix of ``strip_prefixes`` is removed while every key carries it and
   the model's own keys do not. For timm, checkpoint keys under the architecture's classifier
   (``pretrained_cfg["classifier"]``, e.g. ``fc.*``, ``head.*``) that the headless model lacks are
-  dropped, so a checkpoint saved with its classifier loads into the ``num_classes=0`` backbone.
+  dropped, so a checkpoint saved with its classifier loads into the ``num_classes=0`` backbone
+  when heads are off.
   Missing ``num_batches_tracked`` buffers are ignored. With ``strict`` any other missing or
   unexpected key is an error listing them; a shape mismatch, or a checkpoint sharing no key with the
   model, is an error either way.
@@ -49,7 +65,8 @@ Conventions
   transformers, every file of the model directory; for torchscript, the scripted file), so a renamed
   or moved checkpoint keeps its fingerprint. The spec part leaves out what does not change the
   features: ``id``, ``group``, ``family``, ``datasets``, the checkpoint path and, for
-  transformers/torchscript, ``name`` (a path whose bytes are hashed). The code of a ``python``
+  transformers/torchscript, ``name`` (a path whose bytes are hashed), and ``head`` / ``label_map``
+  (in each embedding entry's fingerprint instead, with the dataset's label space). The code of a ``python``
   factory is not hashed: bump a ``model_kwargs`` entry when it changes.
 """
 

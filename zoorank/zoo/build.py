@@ -15,7 +15,16 @@ from torch import nn
 from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.zoo import specs
-from zoorank.zoo.checkpoints import CheckpointError, _load_state_into, _truncated
+from zoorank.zoo.checkpoints import (
+    CheckpointError,
+    _classifier_names,
+    _load_state_into,
+    _strip_prefixes,
+    _truncated,
+    classifier_rows,
+    read_checkpoint,
+)
+from zoorank.zoo.label_space import heads_wanted
 
 if TYPE_CHECKING:
     from zoorank.zoo.resolve import ResolvedModel
@@ -48,10 +57,18 @@ class _LayerReached(Exception):
     """Raised by the layer hook: the rest of the network need not run."""
 
 
+#: how a head is run (:class:`FeatureExtractor`'s ``head``): timm's ``forward_features`` +
+#: ``forward_head``; a transformers ``*ForImageClassification``; a python module's
+#: ``forward_features``/``forward_head`` or ``head`` attribute; a torchscript (features, logits).
+HEAD_KINDS = ("timm", "transformers", "forward_head", "head_attribute", "torchscript")
+
+
 class FeatureExtractor(nn.Module):
     """Wraps a backbone: normalized ``(B, 3, H, W)`` → float32 ``(B, dim)``.
 
-    With ``layer`` the output of that submodule is taken (forward hook; the forward stops there).
+    With ``layer`` the output of that submodule is taken (forward hook; the forward stops there
+    unless a head runs too). With ``head`` (one of :data:`HEAD_KINDS`), :meth:`features_and_logits`
+    gives the classifier's logits from the same forward (conventions in the package docstring).
     """
 
     def __init__(
@@ -62,20 +79,35 @@ class FeatureExtractor(nn.Module):
         pooling: str = "cls",
         layer: str | None = None,
         forward_kwargs: dict[str, Any] | None = None,
+        head: str | None = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.source = source
         self.pooling = pooling
         self.layer = layer
+        self.head = head
         self.forward_kwargs = dict(forward_kwargs or {})
         self._captured: list[Any] = []
+        self._head_io: list[Any] = []
         if layer is not None:
             model.get_submodule(layer).register_forward_hook(self._capture)
+        if head == "transformers":  # the base model's output, pooled as without a head
+            model.base_model.register_forward_hook(self._capture_head_io)
+        elif head == "head_attribute":
+            model.head.register_forward_hook(self._capture_head_io, with_kwargs=False)
+            model.head.register_forward_pre_hook(self._capture_head_input)
 
     def _capture(self, module: nn.Module, args: Any, output: Any) -> None:
         self._captured.append(output)
-        raise _LayerReached
+        if self.head is None:
+            raise _LayerReached
+
+    def _capture_head_input(self, module: nn.Module, args: Any) -> None:
+        self._head_io.append(args[0] if args else None)
+
+    def _capture_head_io(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._head_io.append(output)
 
     def _run(self, x: torch.Tensor) -> Any:
         if self.source == "transformers":
@@ -83,21 +115,57 @@ class FeatureExtractor(nn.Module):
         return self.model(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.layer is not None:
+        return self.features_and_logits(x)[0]
+
+    def features_and_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(float32 features ``(B, dim)``, float32 logits ``(B, outputs)`` or None) of one forward."""
+        self._captured.clear()
+        self._head_io.clear()
+        try:
+            feats, logits = self._forward_all(x)
+            if self.layer is not None:
+                if not self._captured:
+                    raise CheckpointError(f"layer {self.layer!r} did not run in the forward pass")
+                feats = pool_features(self._captured[0])
+        finally:
             self._captured.clear()
+            self._head_io.clear()
+        if logits is not None:
+            if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+                shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits)
+                raise CheckpointError(f"the head's logits must be (batch, classes), got {shape}")
+            logits = logits.float()
+        return feats, logits
+
+    def _forward_all(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        head, model = self.head, self.model
+        if head is None:
             try:
-                self._run(x)
+                out = self._run(x)
             except _LayerReached:
-                pass
-            if not self._captured:
-                raise CheckpointError(f"layer {self.layer!r} did not run in the forward pass")
-            out = self._captured[0]
-            self._captured.clear()
-            return pool_features(out)
-        out = self._run(x)
-        if self.source == "transformers":
-            return self._pool_transformers(out)
-        return pool_features(out)
+                return torch.empty(0), None
+            return (self._pool_transformers(out) if self.source == "transformers"
+                    else pool_features(out)), None
+        if head in ("timm", "forward_head"):
+            trunk = model.forward_features(x)
+            if head == "timm" or _takes_pre_logits(model):
+                feats = pool_features(model.forward_head(trunk, pre_logits=True))
+            else:
+                feats = pool_features(trunk)
+            return feats, model.forward_head(trunk)
+        if head == "transformers":
+            logits = self._run(x).logits
+            return self._pool_transformers(self._head_io[0]), logits
+        if head == "head_attribute":
+            self._run(x)
+            if len(self._head_io) < 2:
+                raise CheckpointError("the model's head did not run in its forward pass")
+            return pool_features(self._head_io[0]), self._head_io[1]
+        out = self._run(x)  # torchscript declared head: true → (features, logits)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise CheckpointError("head: true declares that the torchscript module returns "
+                                  f"(features, logits); it returned {type(out).__name__}")
+        return pool_features(out[0]), out[1]
 
     def _pool_transformers(self, out: Any) -> torch.Tensor:
         if self.pooling == "pooler":
@@ -111,6 +179,29 @@ class FeatureExtractor(nn.Module):
         if hidden.ndim == 4:
             return hidden.mean(dim=(2, 3)).float()
         return (hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1)).float()
+
+
+def _takes_pre_logits(model: nn.Module) -> bool:
+    import inspect
+
+    try:
+        return "pre_logits" in inspect.signature(model.forward_head).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def python_head(model: nn.Module) -> str | None:
+    """The head convention a python model follows: ``forward_head`` (it has ``forward_features``
+    and ``forward_head``, as timm models do, and ``num_classes`` is not 0), ``head_attribute`` (an
+    ``nn.Module`` attribute ``head`` other than ``nn.Identity``: its input is the features, its
+    output the logits), or None (a timm model built with ``num_classes=0`` has no head)."""
+    if callable(getattr(model, "forward_features", None)) and \
+            callable(getattr(model, "forward_head", None)):
+        return None if getattr(model, "num_classes", None) == 0 else "forward_head"
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Module) and not isinstance(head, nn.Identity):
+        return "head_attribute"
+    return None
 
 
 @contextlib.contextmanager
@@ -169,19 +260,53 @@ def transformers_class(directory: str, hub_cache: str | None = None) -> tuple[An
     return AutoModel, config
 
 
-def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """The bare network (weights of the directory / file, or seeded init) and forward kwargs."""
+def timm_classes(spec: ModelSpec, state: Mapping[str, torch.Tensor] | None) -> int:
+    """The ``num_classes`` a timm model is built with: ``model_kwargs``' own; with heads wanted,
+    the checkpoint's classifier rows (0 for a headless checkpoint) or, for ``pretrained``, the
+    hub weights' head (-1: timm's default); 0 for a seeded random init (no trained head)."""
+    if "num_classes" in spec.model_kwargs:
+        return int(spec.model_kwargs["num_classes"])
+    if not heads_wanted(spec):
+        return 0
+    if spec.pretrained:
+        return -1
+    if state is None:
+        return 0
+    meta = specs.timm_meta_model(spec.name, specs.kwargs_json(spec))
+    stripped = _strip_prefixes(dict(state), tuple(spec.strip_prefixes), set(meta.state_dict()))
+    return classifier_rows(stripped, _classifier_names(meta)) or 0
+
+
+def transformers_head(config: Any, spec: ModelSpec) -> bool:
+    """Whether a transformers model is loaded with its image-classification head."""
+    if not heads_wanted(spec) or getattr(config, "vision_config", None) is not None:
+        return False
+    return any(str(a).endswith("ForImageClassification")
+               for a in getattr(config, "architectures", None) or ())
+
+
+def _build(spec: ModelSpec, hub_cache: str | None = None,
+           state: Mapping[str, torch.Tensor] | None = None
+           ) -> tuple[nn.Module, dict[str, Any], str | None]:
+    """The bare network (weights of the directory / file, or seeded init), forward kwargs and
+    the head it runs (one of :data:`HEAD_KINDS`, or None)."""
     if spec.source == "timm":
         import timm
 
-        kwargs = {"num_classes": 0, **specs.hub_kwargs(spec.name, spec.pretrained, hub_cache),
-                  **spec.model_kwargs}
+        classes = timm_classes(spec, state)
+        kwargs = {**specs.hub_kwargs(spec.name, spec.pretrained, hub_cache), **spec.model_kwargs}
+        if classes >= 0:
+            kwargs["num_classes"] = classes
         # pretrained: timm's own loader, from the local cache (HF_HUB_OFFLINE in deployments)
-        return timm.create_model(spec.name, pretrained=spec.pretrained, **kwargs), {}
+        model = timm.create_model(spec.name, pretrained=spec.pretrained, **kwargs)
+        return model, {}, "timm" if getattr(model, "num_classes", 0) else None
     if spec.source == "transformers":
 
         with quiet_transformers():
             cls, config = transformers_class(spec.name, hub_cache)
+            head = transformers_head(config, spec)
+            if head:
+                from transformers import AutoModelForImageClassification as cls
             from zoorank.zoo.hub import transformers_revision
 
             name, revision = transformers_revision(spec.name)
@@ -195,18 +320,19 @@ def _build(spec: ModelSpec, hub_cache: str | None = None) -> tuple[nn.Module, di
 
             if "interpolate_pos_encoding" in inspect.signature(model.forward).parameters:
                 forward_kwargs["interpolate_pos_encoding"] = True
-        return model.float(), forward_kwargs
+        return model.float(), forward_kwargs, "transformers" if head else None
     if spec.source == "torchscript":
         file = specs.torchscript_file(spec)
         source = io.BytesIO(uris.read_bytes(file)) if uris.is_uri(file) else file
-        return torch.jit.load(source, map_location="cpu"), {}
+        return (torch.jit.load(source, map_location="cpu"), {},
+                "torchscript" if heads_wanted(spec) else None)
     factory = python_factory(spec.name)
     model = factory(**spec.model_kwargs)
     if not isinstance(model, nn.Module):
         raise CheckpointError(
             f"python model {spec.name!r} returned {type(model).__name__}, not an nn.Module"
         )
-    return model, {}
+    return model, {}, python_head(model) if heads_wanted(spec) else None
 
 
 def _check_layer(model: nn.Module, spec: ModelSpec) -> None:
@@ -226,12 +352,22 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
     """Build a resolved model with its checkpoint: eval mode, no grad, on ``device``.
 
     Returns a :class:`FeatureExtractor` mapping normalized ``(B, 3, H, W)`` to float32
-    ``(B, dim)``. Raises CheckpointError with the reason.
+    ``(B, dim)``; its :meth:`~FeatureExtractor.features_and_logits` adds the head's logits where
+    a head was found (``head`` attribute: its kind, None without). Raises CheckpointError with
+    the reason.
     """
     spec = resolved.spec
+    state = None
+    if spec.checkpoint and spec.source == "timm" and heads_wanted(spec):
+        try:  # read once: its classifier decides num_classes, then it is loaded
+            state = read_checkpoint(str(spec.checkpoint), trust=spec.trust_checkpoint,
+                                    state_dict_key=spec.state_dict_key,
+                                    state_dict_prefix=spec.state_dict_prefix)
+        except CheckpointError as err:
+            raise CheckpointError(f"model {resolved.model_id}: {err}") from None
     try:
         with _seeded(_INIT_SEED):
-            model, forward_kwargs = _build(spec, resolved.hub_cache)
+            model, forward_kwargs, head = _build(spec, resolved.hub_cache, state)
     except CheckpointError:
         raise
     except Exception as err:
@@ -241,7 +377,8 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
         ) from err
     if spec.checkpoint and spec.source != "torchscript":
         try:
-            _load_state_into(model, spec, drop_classifier=spec.source == "timm")
+            _load_state_into(model, spec, drop_classifier=spec.source == "timm" and head is None,
+                             state=state)
         except CheckpointError as err:
             raise CheckpointError(f"model {resolved.model_id}: {err}") from None
     if spec.layer is not None:
@@ -252,6 +389,7 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
         pooling=spec.pooling,
         layer=spec.layer,
         forward_kwargs=forward_kwargs,
+        head=head,
     )
     extractor.eval().requires_grad_(False)
     return extractor.to(device)

@@ -269,10 +269,26 @@ def _classifier_names(model: nn.Module) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
-def _load_state_into(model: nn.Module, spec: ModelSpec, *, drop_classifier: bool) -> None:
+def classifier_rows(state: Mapping[str, torch.Tensor], names: tuple[str, ...]) -> int | None:
+    """Rows (classes) of the first classifier ``names`` (timm's ``pretrained_cfg["classifier"]``)
+    whose ``.weight`` the state dict holds; None when it holds none."""
+    for name in names:
+        weight = state.get(f"{name}.weight")
+        if isinstance(weight, torch.Tensor) and weight.ndim >= 1:
+            return int(weight.shape[0])
+    return None
+
+
+def _load_state_into(model: nn.Module, spec: ModelSpec, *, drop_classifier: bool,
+                     state: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Load the checkpoint (or its already read ``state``) into ``model``; see the package
+    docstring for the rules."""
     path = str(spec.checkpoint)
-    state = read_checkpoint(path, trust=spec.trust_checkpoint, state_dict_key=spec.state_dict_key,
-                            state_dict_prefix=spec.state_dict_prefix)
+    if state is None:
+        state = read_checkpoint(path, trust=spec.trust_checkpoint,
+                                state_dict_key=spec.state_dict_key,
+                                state_dict_prefix=spec.state_dict_prefix)
+    state = dict(state)
     own = model.state_dict()
     state = _strip_prefixes(state, tuple(spec.strip_prefixes), set(own))
     if drop_classifier:

@@ -1,12 +1,16 @@
 """What is in a checkpoint, and what the zoo resolves to: ``zoorank inspect`` and ``zoorank zoo``.
 
 Both only read: no network is built for ``inspect``, and ``zoo`` builds each architecture on the
-meta device (no memory, no weights) to count its parameters.
+meta device (no memory, no weights) to count its parameters. Both say whether a classifier head
+was found and its number of classes: ``inspect`` from the tensor names (a 2-D ``fc``, ``head``,
+``head.fc``, ``classifier`` or ``last_linear`` weight, the last one), ``zoo`` as EMBED decides it
+(:func:`head_classes`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +46,18 @@ class CheckpointReport:
     prefixes: list[tuple[str, int]] = field(default_factory=list)
     presets: dict[str, str] = field(default_factory=dict)  # preset → the prefix it would use
     selected: tuple[str, int] | None = None  # (prefix, tensors) of a requested state_dict_prefix
+    classifier: tuple[str, int] | None = None  # (weight key, classes) of the head found, if any
+
+
+#: weight names of classifier heads (timm's ``pretrained_cfg["classifier"]`` of common families).
+_CLASSIFIER_WEIGHT = re.compile(r"(^|\.)(fc|head|head\.fc|classifier|last_linear)\.weight$")
+
+
+def find_classifier(tensors: list[tuple[str, tuple[int, ...], str]]) -> tuple[str, int] | None:
+    """(key, classes) of the last 2-D classifier weight among (name, shape, dtype) rows."""
+    found = [(k, shape[0]) for k, shape, _ in tensors
+             if len(shape) == 2 and _CLASSIFIER_WEIGHT.search(k)]
+    return found[-1] if found else None
 
 
 def _describe(value: Any) -> str:
@@ -101,6 +117,7 @@ def inspect_checkpoint(
     report.tensors = [(k, tuple(v.shape), str(v.dtype).removeprefix("torch."))
                       for k, v in state.items()]
     report.prefixes = _prefix_counts(list(state) if found else list(_flatten(obj)))
+    report.classifier = find_classifier(report.tensors)
     for preset in PREFIX_PRESETS:
         with contextlib.suppress(CheckpointError):
             report.presets[preset] = select_prefix(obj, preset, state_dict_key, path)[0]
@@ -135,12 +152,78 @@ def format_checkpoint_report(report: CheckpointReport, *, all_tensors: bool = Fa
     if report.selected:
         lines.append(f"state_dict_prefix selects {report.selected[1]} tensors under "
                      f"{report.selected[0]!r}")
+    lines.append("classifier head: " + (f"{report.classifier[0]} → {report.classifier[1]} classes"
+                                        if report.classifier else "none found"))
     shown = report.tensors if all_tensors else report.tensors[:_SHOWN_TENSORS]
     lines.append(f"tensors ({len(report.tensors)}):")
     lines += [f"  {name}  {list(shape)}  {dtype}" for name, shape, dtype in shown]
     if len(shown) < len(report.tensors):
         lines.append(f"  ... (+{len(report.tensors) - len(shown)} more; --all lists them)")
     return "\n".join(lines)
+
+
+def head_classes(resolved: Any) -> tuple[str, int | None]:
+    """(how the head is run or why there is none, its number of classes) as EMBED will find it.
+
+    Reads what it needs and builds nothing with weights: timm's classifier rows in the checkpoint
+    (or ``model_kwargs``, or the hub weights' config), a transformers config's ``num_labels``, a
+    python factory built on the meta device. A torchscript head (``head: true``) declares its
+    width only in its output: classes None.
+    """
+    from zoorank.zoo.build import python_head, timm_classes, transformers_class, transformers_head
+    from zoorank.zoo.checkpoints import read_checkpoint
+    from zoorank.zoo.label_space import heads_wanted
+
+    spec = resolved.spec
+    if not heads_wanted(spec):
+        return ("off (head: false)" if spec.head is False
+                else "none (torchscript: declare head: true for a (features, logits) output)"), 0
+    if spec.source == "timm":
+        state = None
+        if spec.checkpoint and "num_classes" not in spec.model_kwargs:
+            state = read_checkpoint(str(spec.checkpoint), trust=spec.trust_checkpoint,
+                                    state_dict_key=spec.state_dict_key,
+                                    state_dict_prefix=spec.state_dict_prefix)
+        classes = timm_classes(spec, state)
+        if classes < 0:  # pretrained: the hub weights' own head
+            from timm.models import get_pretrained_cfg
+
+            cfg = get_pretrained_cfg(spec.name.removeprefix("hf-hub:"))
+            classes = int(getattr(cfg, "num_classes", 0) or 0) if cfg is not None else None
+        if classes == 0:
+            return ("none (seeded random init: no trained head)" if not spec.checkpoint
+                    and not spec.pretrained else "none (no classifier weights)"), 0
+        return "timm forward_head", classes
+    if spec.source == "transformers":
+        _, config = transformers_class(spec.name, resolved.hub_cache)
+        if not transformers_head(config, spec):
+            return "none (not an *ForImageClassification model)", 0
+        return "transformers *ForImageClassification", int(config.num_labels)
+    if spec.source == "torchscript":
+        return "torchscript (features, logits) output, declared", None
+    from zoorank.zoo.memory import _meta_model
+    from zoorank.zoo.specs import kwargs_json
+
+    model = _meta_model("python", spec.name, kwargs_json(spec))
+    kind = python_head(model)
+    if kind is None:
+        return "none (no forward_head, no head attribute)", 0
+    head = getattr(model, "head", None)
+    classes = getattr(model, "num_classes", None) if kind == "forward_head" else \
+        getattr(head, "out_features", None)
+    return f"python {kind}", None if classes is None else int(classes)
+
+
+def _head_line(resolved: Any) -> str:
+    if getattr(resolved, "unreadable", None):
+        return "unknown (checkpoint unreadable)"
+    try:
+        kind, classes = head_classes(resolved)
+    except Exception as err:  # noqa: BLE001 - the listing goes on; EMBED reports the failure
+        return f"unknown ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    if not classes and classes is not None:
+        return kind
+    return f"{kind}, " + (f"{classes} classes" if classes else "classes known after a forward")
 
 
 def describe_zoo(models: list[Any]) -> str:
@@ -167,6 +250,7 @@ def describe_zoo(models: list[Any]) -> str:
             f"  fingerprint: {m.fingerprint}",
             f"  input: {describe_preprocessing(m)}",
             "  parameters: " + (f"{params:,}" if params is not None else "unknown"),
+            f"  head: {_head_line(m)}",
         ]
     return "\n".join(lines)
 

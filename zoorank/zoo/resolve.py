@@ -98,6 +98,7 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> lis
     own = digests is None
     digests = _digest_cache(config.store) if digests is None else digests
     names = [d.name for d in config.datasets]
+    heads = config.embed.heads
     resolved: list[tuple[str, ResolvedModel]] = []
     for index, entry in enumerate(config.models):
         if isinstance(entry, FromTuneSpec):
@@ -106,10 +107,10 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> lis
                 raise ConfigError(f"models[{index}]: from_tune {entry.from_tune!r} lists no models")
             for j, spec in enumerate(specs):
                 label = f"models[{index}] (from_tune {uris.redact(entry.from_tune)}) [{j}]"
-                resolved += [(label, r) for r in _expand(spec, label, digests, names)]
+                resolved += [(label, r) for r in _expand(spec, label, digests, names, heads)]
         else:
             label = f"models[{index}]" + (f" ({entry.id})" if entry.id else f" ({entry.name})")
-            resolved += [(label, r) for r in _expand(entry, label, digests, names)]
+            resolved += [(label, r) for r in _expand(entry, label, digests, names, heads)]
     seen: dict[str, str] = {}
     for label, model in resolved:
         if model.model_id in seen:
@@ -172,13 +173,20 @@ def _id_from_path(path: str, prefix: str) -> str:
 
 
 def _expand(
-    spec: ModelSpec, label: str, digests: DigestCache, datasets: list[str]
+    spec: ModelSpec, label: str, digests: DigestCache, datasets: list[str], heads: bool = True
 ) -> list[ResolvedModel]:
     unknown = sorted(set(spec.datasets or ()) - set(datasets))
     if unknown:
         raise ConfigError(
             f"{label}: datasets: unknown dataset(s) {unknown}; the config's datasets: {datasets}"
         )
+    unknown = sorted(set(spec.label_map) - set(datasets))
+    if unknown:
+        raise ConfigError(
+            f"{label}: label_map: unknown dataset(s) {unknown}; the config's datasets: {datasets}"
+        )
+    if not heads and spec.head is not False:  # embed.heads: false turns every head off
+        spec = spec.model_copy(update={"head": False})
     if spec.pretrained and spec.source == "timm" and any(c in spec.name for c in _GLOB_CHARS):
         names = hub.cached_timm_names(spec.name)
         if not names:
@@ -267,7 +275,8 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
             unreadable = _unreadable(spec, err)
     if unreadable is not None:
         digest = None
-    excluded = {"id", "group", "family", "checkpoint", "datasets", "prior"}
+    # the head and its label maps are in each entry's fingerprint (zoorank.catalog.entries)
+    excluded = {"id", "group", "family", "checkpoint", "datasets", "prior", "head", "label_map"}
     # fields added later are left out at their defaults, so earlier fingerprints stay valid
     excluded |= {f for f in ("pretrained", "state_dict_prefix") if not getattr(spec, f)}
     if spec.source in ("transformers", "torchscript"):
