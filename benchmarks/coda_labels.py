@@ -6,7 +6,8 @@ label a method picks a model: CODA its P(best) argmax (:func:`coda_p_best`), the
 right most often on the labels so far (ties: a seeded choice, the same for every method in a seed;
 ModelPicker's posterior with a uniform prior has the same argmax). The truth is each model's top-1
 accuracy on the pool. Printed per method (means over seeds, paired differences against random with
-their standard errors):
+their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
+(it separates CODA's acquisition from its P(best)):
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -22,6 +23,7 @@ images, their predictions computed once through zoorank's loading path and cache
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -29,7 +31,7 @@ import numpy as np
 
 from zoorank.metrics import model_selection as ms
 
-METHODS = ("coda", "random", "uncertainty", "model_picker")
+METHODS = ("coda", "coda_ask_count_pick", "random", "uncertainty", "model_picker")
 REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
 
 
@@ -38,13 +40,12 @@ def uva_predictions(n: int, cache: Path) -> tuple[np.ndarray, np.ndarray, list[s
     path = cache / f"uva_{n}.npz"
     if not path.exists():
         import torch
+        import yaml
         from uva_accuracy import README_TOP1, images_and_labels
         from validate_uva import config
 
         from zoorank.config.loading import load_config
         from zoorank.zoo import load_model, resolve_models
-
-        import yaml
 
         cache.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(2)
@@ -84,7 +85,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     picks = []
-    prior = ms.coda_prior(P) if method == "coda" else None
+    coda = method.startswith("coda")
+    prior = ms.coda_prior(P) if coda else None
     order = None
     if method == "random":
         order = rng.permutation(n)
@@ -101,12 +103,27 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
             break
         if order is not None:
             nxt = int(order[t])
-        elif method == "coda":
+        elif coda:
             nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior)[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
     return np.asarray(picks)
+
+
+def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
+    """Every method on one seed's pool: method → (regret curve in pp, seconds)."""
+    P_all, y_all, pool_size, budget, seed = args
+    rng = np.random.default_rng(1000 + seed)
+    pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
+    P, y = P_all[:, pool], y_all[pool]
+    acc = (P.argmax(axis=2) == y[None]).mean(axis=1) * 100
+    out = {}
+    for method in METHODS:
+        start = time.perf_counter()
+        regret = acc.max() - acc[run_method(method, P, y, budget, seed)]
+        out[method] = (regret, time.perf_counter() - start)
+    return out
 
 
 def labels_to_good(regret: np.ndarray, tol: float) -> int:
@@ -130,6 +147,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--tol", type=float, default=0.5, help="pp from the best")
     p.add_argument("--cache", default="/tmp/zoorank-coda-labels")
+    p.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes")
     args = p.parse_args()
     domains = ({Path(f).stem: load_npz(Path(f)) for f in args.npz} if args.npz
                else {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))})
@@ -140,18 +158,13 @@ def main() -> None:
         to_good = {m: [] for m in METHODS}
         curves = {m: [] for m in METHODS}
         seconds = {m: 0.0 for m in METHODS}
-        for seed in range(args.seeds):
-            rng = np.random.default_rng(1000 + seed)
-            pool = np.sort(rng.choice(P_all.shape[1], size=min(args.pool, P_all.shape[1]),
-                                      replace=False))
-            P, y = P_all[:, pool], y_all[pool]
-            acc = (P.argmax(axis=2) == y[None]).mean(axis=1) * 100
-            for method in METHODS:
-                start = time.perf_counter()
-                regret = acc.max() - acc[run_method(method, P, y, args.budget, seed)]
-                seconds[method] += time.perf_counter() - start
-                curves[method].append(regret)
-                to_good[method].append(labels_to_good(regret, args.tol))
+        tasks = [(P_all, y_all, args.pool, args.budget, seed) for seed in range(args.seeds)]
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
+            for result in workers.imap(one_seed, tasks):
+                for method, (regret, s) in result.items():
+                    seconds[method] += s
+                    curves[method].append(regret)
+                    to_good[method].append(labels_to_good(regret, args.tol))
         tg = {m: np.asarray(v, dtype=np.float64) for m, v in to_good.items()}
         cv = {m: np.asarray(v) for m, v in curves.items()}
         at = [t for t in REGRET_AT if t <= args.budget]
@@ -166,7 +179,7 @@ def main() -> None:
             area = cv[m].mean(axis=1)
             print(f"| {m} | {tg[m].mean():.1f} | {np.median(tg[m]):.0f} | {reached}/{args.seeds} | "
                   f"{paired(tg[m], tg['random'])} | {area.mean():.3f} | "
-                  f"{paired(area, cv['random'].mean(axis=1)).replace('±', '±')} | "
+                  f"{paired(area, cv['random'].mean(axis=1))} | "
                   + " | ".join(f"{cv[m][:, t].mean():.2f}" for t in at)
                   + f" | {seconds[m] / args.seeds:.1f} |", flush=True)
         for m in METHODS:

@@ -2,10 +2,11 @@
 forward, label spaces mapped to the dataset's classes, heads off, and mismatches as config errors.
 
 One module-scoped run embeds 48 real CIFAR-10 test images and 48 Tiny-ImageNet validation images
-with a seeded resnet10t classifier saved as safetensors (10 classes; once more with ``head:
-false``), a python classifier with a ``head`` attribute, a python factory returning a timm
-classifier, and a resnet10t with an ImageNet-1k head. References are the models' own forwards in
-this process (plain timm / torch), on inputs made by ``zoorank.data`` as in test_embed.py.
+(clean, and 8 of them in two augmented views) with a seeded resnet10t classifier saved as
+safetensors (10 classes; once more with ``head: false``), a python classifier with a ``head``
+attribute, a python factory returning a timm classifier, and a resnet10t with an ImageNet-1k
+head. References are the models' own forwards in this process (plain timm / torch), on inputs made
+by ``zoorank.data`` as in test_embed.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from zoorank.embed import run_embed
 from zoorank.errors import ConfigError
 from zoorank.images import decode_image
 from zoorank.store import Store
-from zoorank.views import clean_view
+from zoorank.views import clean_view, make_views
 from zoorank.zoo import resolve_models
 from zoorank.zoo.label_space import LabelSpace, head_columns
 
@@ -98,19 +99,27 @@ def embedded(ray_session, shared_data, checkpoints, tmp_path_factory):
              "datasets": ["cifar"], **GEOMETRY},
             {"id": "in1k", **timm_spec, "checkpoint": checkpoints["in1k"]},
         ],
+        "views": [{"name": "clean"}, {"name": "simclr", "samples": 8, "per_sample": 2}],
         "embed": {"batch_size": 16, "num_actors": 1, "device": "cpu"},
     })
     rows = run_embed(config)
     return config, rows
 
 
-def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray) -> torch.Tensor:
-    """Normalized clean inputs made in this process from the decoded images."""
+def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray,
+           view_index: np.ndarray | None = None) -> torch.Tensor:
+    """Normalized inputs made in this process from the decoded images: the clean view, or with
+    ``view_index`` the simclr views."""
     (spec,) = [d for d in config.datasets if d.name == dataset]
     (model,) = [m for m in resolve_models(config) if m.model_id == model_id]
     table = load_samples(spec, config.seed)
     pos = np.searchsorted(table.sample_id, sample_ids)
-    arrays = [clean_view(decode_image(table.images[p]), model.geometry) for p in pos]
+    if view_index is None:
+        arrays = [clean_view(decode_image(table.images[p]), model.geometry) for p in pos]
+    else:
+        arrays = [make_views(decode_image(table.images[p]), int(s), "simclr", model.geometry,
+                             int(v) + 1, config.seed)[int(v)]
+                  for p, s, v in zip(pos, sample_ids, view_index)]
     x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float() / 255
     mean = torch.tensor(model.normalization.mean).view(1, 3, 1, 1)
     std = torch.tensor(model.normalization.std).view(1, 3, 1, 1)
@@ -119,7 +128,8 @@ def inputs(config, dataset: str, model_id: str, sample_ids: np.ndarray) -> torch
 
 def _manifest_row(config, dataset: str, model_id: str) -> dict:
     m = Store(config.store).read_manifest()
-    (row,) = m[(m["dataset"] == dataset) & (m["model_id"] == model_id)].to_dict("records")
+    (row,) = m[(m["dataset"] == dataset) & (m["model_id"] == model_id)
+               & (m["view"] == "clean")].to_dict("records")
     return row
 
 
@@ -157,6 +167,23 @@ def test_logits_in_the_shards_equal_the_models_own_forward(embedded, checkpoints
         assert alone.embedding.shape == (LIMIT, 0)
         np.testing.assert_array_equal(alone.sample_id, emb.sample_id)
         np.testing.assert_array_equal(alone.logits, emb.logits)
+
+
+def test_augmented_views_get_logits_from_the_same_forward(embedded, checkpoints):
+    config, _ = embedded
+    emb = Store(config.store).read_embeddings("cifar", "simclr", "timm-cls")
+    assert emb.logits is not None and emb.logits.shape == (16, 10)
+    assert _manifest_row_view(config, "simclr", "timm-cls")["logit_dim"] == 10
+    net = _timm_reference(checkpoints["cls10"], 10)
+    with torch.inference_mode():
+        logits = net(inputs(config, "cifar", "timm-cls", emb.sample_id, emb.view_index)).numpy()
+    np.testing.assert_allclose(emb.logits, logits, rtol=1e-4, atol=1e-4)
+
+
+def _manifest_row_view(config, view: str, model_id: str) -> dict:
+    m = Store(config.store).read_manifest()
+    (row,) = m[(m["view"] == view) & (m["model_id"] == model_id)].to_dict("records")
+    return row
 
 
 def test_heads_off_write_no_logits_and_the_same_features(embedded):

@@ -195,3 +195,14 @@ def test_bad_predictions_name_the_problem():
         ms.check_predictions(-np.ones((1, 2, 2)))
     with pytest.raises(ValueError, match="labels must lie"):
         ms.dawid_skene(np.ones((1, 2, 2)), [0], [5])
+
+
+def test_change_probability_is_zero_when_the_batch_cannot_move_a_settled_leader():
+    P, y = _zoo([1.0, 0.6, 0.55], n=300, seed=7)
+    prior = ms.coda_prior(P)
+    votes = P.argmax(axis=2)
+    unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))[:5]
+    labelled = np.arange(100, 200)
+    # after 100 labels the always-right model leads; 5 labels can never undo a 30-label margin
+    assert ms.coda_change_probability(prior, labelled, y[labelled], unanimous) == 0.0
+    assert math.isnan(ms.coda_change_probability(prior, labelled, y[labelled], []))

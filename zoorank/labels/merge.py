@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.labels.heads import with_head_predictions
 from zoorank.labels.pool import load_pool
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.labels.table import check_labels, merge_labels, parse_file
@@ -44,7 +45,7 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
               round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
     """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
     rows = parse_file(path)
-    pool = load_pool(config, dataset)
+    pool = with_head_predictions(config, load_pool(config, dataset))
     before = evidence(pool, config.seed)
     index = pool.catalog.indexes[pool.dataset]
     new = check_labels(rows, pool.dataset, index.sample_id, pool.classes, known_labels(pool))
@@ -52,7 +53,8 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
     skipped = len(rows) - len(new)
     out(f"label: {added} new label(s) for {pool.dataset} from {Path(path).name}"
         + (f" ({skipped} already known, unchanged)" if skipped else ""))
-    after_pool = load_pool(config, pool.dataset) if added else pool
+    after_pool = (with_head_predictions(config, load_pool(config, pool.dataset)) if added
+                  else pool)
     after = evidence(after_pool, config.seed) if added else before
     rule = stopping_rule(after_pool, after, round_size=round_size, seed=config.seed,
                          previous=before if added else None, max_labels=max_labels)

@@ -31,6 +31,9 @@ class Pool:
     prior: np.ndarray  # label-free p(best) of the M models (sums to 1)
     free_top_set: list[str]  # the leaderboard's top set (label-free)
     catalog: Catalog
+    #: (M, n, K) the heads' class probabilities when every model has one (classifier zoos,
+    #: :func:`zoorank.labels.heads.with_head_predictions`), else None
+    predictions: np.ndarray | None = None
 
     def known(self) -> dict[int, str]:
         """sample_id → class name of every labelled pool sample."""

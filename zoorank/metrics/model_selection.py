@@ -39,7 +39,7 @@ pick's label assumed to be its most probable class ("kriging believer"), since t
 image at a time.
 
 Baselines: uniform random order; uncertainty sampling (the entropy of the consensus);
-ModelPicker (Karimi, Hassani, Nematzadeh, Krause... "Online Active Model Selection", AISTATS
+ModelPicker (Karimi et al., "Online Active Model Selection for Pre-trained Classifiers", AISTATS
 2021): a posterior over which model is best, ``w_m ∝ γ^{#correct_m}``, and the image whose label
 most reduces its expected entropy, the label's law being the posterior-weighted vote of the models.
 """
@@ -57,6 +57,7 @@ __all__ = [
     "CodaPrior",
     "DawidSkene",
     "check_predictions",
+    "coda_change_probability",
     "coda_eig",
     "coda_next",
     "coda_p_best",
@@ -74,7 +75,7 @@ __all__ = [
 ]
 
 #: grid points of the P(best) integral.
-GRID = 512
+GRID = 256
 #: candidate images scored per EIG evaluation (seeded subsample beyond it).
 MAX_CANDIDATES = 4096
 
@@ -388,6 +389,32 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
                                      prior.votes[:, [i]]).argmax())
         alpha[np.arange(len(alpha)), guess, prior.votes[:, i]] += 1.0
     return np.sort(np.asarray(picks, dtype=np.int64))
+
+
+def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulations: int = 32,
+                            seed: int = 0, grid: int = GRID) -> float:
+    """P(labelling ``batch`` changes CODA's most probable best model): each simulation draws the
+    batch's labels from their Dawid–Skene class posteriors (posterior-mean confusions given the
+    labels so far), adds them to the Dirichlet counts, and compares the argmax of P(best) with
+    today's. NaN for an empty batch. Cost ``simulations`` × O(M · (B + K + grid))."""
+    batch = np.asarray(batch, dtype=np.int64)
+    if not len(batch):
+        return float("nan")
+    alpha = coda_posterior(prior, labelled, labels)
+    leader = int(np.argmax(coda_p_best(alpha, prior.class_prior, grid)))
+    theta = alpha / alpha.sum(axis=2, keepdims=True)
+    post = _class_posterior(np.log(prior.class_prior), np.log(theta), prior.votes[:, batch])
+    rng = np.random.default_rng(seed)
+    m = len(alpha)
+    changed = 0
+    for _ in range(simulations):
+        drawn = (rng.random((len(batch), 1)) > np.cumsum(post, axis=1)).sum(axis=1)
+        drawn = np.minimum(drawn, post.shape[1] - 1)
+        after = alpha.copy()
+        for j in range(m):
+            np.add.at(after[j], (drawn, prior.votes[j, batch]), 1.0)
+        changed += int(np.argmax(coda_p_best(after, prior.class_prior, grid)) != leader)
+    return changed / simulations
 
 
 def uncertainty_scores(P) -> np.ndarray:
