@@ -473,8 +473,8 @@ def summary(results: list[dict], labels: dict, args: argparse.Namespace) -> list
         reg = {m: [regret_after(t, truth, 25) for t in tr[m]] for m in ("CODA", "random")}
         rd = np.asarray(reg["random"]) - np.asarray(reg["CODA"])
         lines.append(
-            f"- Labels to a pick within {args.epsilon:g} pp of the best on `{dom}`"
-            f"{' (the median domain)' if dom == args.median_domain else ''} (best "
+            f"- Labels to a pick within {args.epsilon:g} pp of the best on `{dom}` ("
+            f"{'the median domain; ' if dom == args.median_domain else ''}best "
             f"{100 * top[0]:.1f}%, runner-up {100 * top[1]:.1f}%; {len(tr['CODA'])} seeds): CODA "
             f"median {_labels(np.median(need['CODA']), cap)}, random "
             f"{_labels(np.median(need['random']), cap)}; random − CODA paired {diff:+.1f} ± {se:.1f} "
@@ -505,6 +505,9 @@ def label_tables(labels: dict, cap: int) -> list[str]:
                                if {"CODA", "random"} <= set(need) else (np.nan,) * 3)
             lines.append(f"| {dom} | {eps:g} | " + " | ".join(cells)
                          + f" | {fmt(diff, '+.1f')} ± {fmt(se, '.1f')} | {fmt(100 * share, '.0f')}% |")
+    lines += ["", "Uncertainty sampling asks in one fixed order (the consensus entropy); its seeds "
+              "differ only in ties and in the order the models are presented, so its figures are "
+              "nearly one run's."]
     ns = [n for n in REGRET_AT if n <= cap]
     lines += ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
               "| domain | method | " + " | ".join(f"n = {n}" for n in ns) + " |",
