@@ -165,7 +165,7 @@ def test_the_oracle_of_a_classifier_is_its_heads_accuracy(classifier_zoo):
 
 def test_a_classifier_zoo_is_ranked_by_estimated_accuracy_with_intervals(classifier_zoo):
     _, config, board, settings, truth = classifier_zoo
-    assert config.rank.classifier_metric == classifier.DEFAULT_CLASSIFIER_METRIC
+    assert config.classifier_metric == classifier.DEFAULT_CLASSIFIER_METRIC
     assert settings["primary_metric"] == {"digits_clean": "nuclear_norm_accuracy",
                                           "digits_noisy": "nuclear_norm_accuracy"}
     assert (board["signal"] == "head").all()

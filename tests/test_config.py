@@ -141,8 +141,10 @@ _SOURCE_BASE = {
 def test_source_names_a_labelled_dataset_of_the_run():
     config = parse_config({**_SOURCE_BASE, "source": "cifar_val",
                            "rank": {"classifier_metric": "atc_accuracy"}})
-    assert config.source == "cifar_val" and config.rank.classifier_metric == "atc_accuracy"
-    assert parse_config(_SOURCE_BASE).rank.classifier_metric == "nuclear_norm_accuracy"
+    assert config.source == "cifar_val" and config.classifier_metric == "atc_accuracy"
+    # unset: the shift benchmark's choices, COT with a source set, the nuclear norm without
+    assert parse_config(_SOURCE_BASE).classifier_metric == "nuclear_norm_accuracy"
+    assert parse_config({**_SOURCE_BASE, "source": "cifar_val"}).classifier_metric == "cot_accuracy"
 
 
 @pytest.mark.parametrize("patch, expected", [

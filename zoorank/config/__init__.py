@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from zoorank.metrics import registry
-from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC
+from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
 from zoorank.metrics.options import OPTIONS
 from zoorank.metrics.primary import default_primary
 
@@ -282,8 +282,9 @@ class RankOptions(Strict):
     #: ``metrics:``.
     primary_metric: str | None = None
     #: the label-free accuracy estimate (zoorank.metrics.classifier) that orders the models with
-    #: a classifier head; DoC, ATC and COT need ``source:``.
-    classifier_metric: str = DEFAULT_CLASSIFIER_METRIC
+    #: a classifier head; DoC, ATC and COT need ``source:``. Unset: COT with ``source:``, else the
+    #: nuclear norm (zoorank.metrics.classifier's defaults, chosen by the shift benchmark).
+    classifier_metric: str | None = None
     bootstrap: int = Field(default=1000, ge=0)
     top_k: int = Field(default=3, gt=0)
     #: rank intervals cover this share of the fold-bootstrap replicates, and the top set is the
@@ -356,7 +357,7 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _classifier_metric_known(self) -> RunConfig:
-        name = self.rank.classifier_metric
+        name = self.classifier_metric
         known = registry.classifier_metrics()
         if name not in known:
             raise ValueError(f"rank.classifier_metric: unknown estimate {name!r}; known: {list(known)}")
@@ -364,6 +365,14 @@ class RunConfig(Strict):
             raise ValueError(f"rank.classifier_metric: {name!r} needs a labelled source set; set "
                              "source: to a labelled dataset of the run")
         return self
+
+    @property
+    def classifier_metric(self) -> str:
+        """The estimate that orders the models with a head: ``rank.classifier_metric``, else COT
+        with a ``source:`` set and the nuclear norm without (the shift benchmark's choice)."""
+        if self.rank.classifier_metric is not None:
+            return self.rank.classifier_metric
+        return DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE if self.source else DEFAULT_CLASSIFIER_METRIC
 
     @property
     def primary_metric(self) -> str | None:

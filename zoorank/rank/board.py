@@ -110,7 +110,7 @@ def build_leaderboard(
     primary: dict[str, str] = {}
     primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}
-    head_metric = config.rank.classifier_metric
+    head_metric = config.classifier_metric
     signal: dict[str, set[str]] = {m: set() for m in model_ids}
     mixed: dict[str, dict[str, str]] = {}
     for ds in datasets:
