@@ -45,6 +45,7 @@ import pandas as pd
 from primary_evidence import candidates, zoo_inputs
 from scipy import stats
 
+from zoorank.metrics.agreement import top1_regret
 from zoorank.metrics.primary import (
     DEFAULT_COVERAGE,
     MIN_ZOOS,
@@ -83,8 +84,8 @@ def leader_regret(order: np.ndarray, accuracy: np.ndarray, blocked: np.ndarray) 
     ok = np.isfinite(order) & np.isfinite(accuracy) & ~blocked
     if not ok.any():
         return math.nan
-    leaders = ok & (order == np.max(order[ok]))
-    return float(100 * (np.nanmax(accuracy) - np.mean(accuracy[leaders])))
+    _, picked, _ = top1_regret(order[ok], accuracy[ok])  # the mean accuracy of tied leaders
+    return float(100 * (np.nanmax(accuracy) - picked))
 
 
 def zoo_rows(name: str, spec: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
