@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
             "`zoorank label` (issue 32, item 5)",
             f"{LABELS} labels per `zoorank label --no-rank`, then `zoorank ask --budget 40 --round "
             "1`; each command its own driver process, peak RSS exact from `wait4`.\n\n"
-            + harness.table(["models", "code", "command", "wall s", "driver peak RSS (MB)"], rows))
+            + harness.table(["models", "code", "command", "wall s", "driver peak RSS (MB)"], rows,
+                            "lllrr"))
 
 
 if __name__ == "__main__":

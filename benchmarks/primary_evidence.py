@@ -76,6 +76,10 @@ def zoo_inputs(run_yaml: Path) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, di
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
     folds = resample.fresh_resamples(store, metrics, config.score)
+    if folds.empty:  # the top sets need them; a store scored by other code has none fresh
+        raise SystemExit(f"{run_yaml}: no fresh fold values in {config.store} (needs "
+                         "score.resample_folds ≥ 2 and a store scored by this code): rerun "
+                         "`zoorank run` on it")
     flags = board["flags"].fillna("").astype(str).tolist()
     # one dataset per zoo here: a model is blocked when any of its flags is blocking
     blocked = np.array([bool({f.split(":")[-1] for f in fl.split(",") if f} & BLOCKING)
