@@ -14,8 +14,8 @@ own driver process:
 1. ``zoorank label CONFIG FILE --no-rank``: 40 labels (the true classes of 40 seeded samples);
 2. ``zoorank ask CONFIG --budget 40 --round 1``.
 
-Prints wall seconds and the driver's peak RSS (exact, from ``wait4``). Never asserts; not run in
-CI::
+Prints wall seconds and the driver's peak RSS (exact, from ``wait4``: ``harness.run_child``) and
+writes them to ``--markdown``. Never asserts; not run in CI::
 
     .venv/bin/python benchmarks/bench_ask_memory.py --models 1000 --baseline-src /tmp/zoorank-80dfd23
 """
@@ -25,55 +25,43 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import bench_scale
+import harness
 import numpy as np
 import pandas as pd
 import yaml
+from bench_scale import DATA, write_zoo
+from harness import MB, REPO, run_child
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO))
-from bench_scale import DATA, write_zoo  # noqa: E402
-
-import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, set before Ray starts)
+import zoorank.runtime  # noqa: F401  (loopback Ray environment, set before Ray starts)
 
 WORK = Path("/tmp/zoorank-bench-ask")
-MB = 1024**2
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
            "Bag", "Ankle boot"]
 LABELS = 40
 
 
 def config(store: str, checkpoints: str) -> dict:
-    return {
-        "store": store, "seed": 0,
-        "datasets": [{"name": "fashion", "source": "parquet", "path": str(DATA),
-                      "image_column": "image", "limit": 2000, "classes": CLASSES}],
-        "models": [{"source": "python", "name": "zoorank.tune.models:small_cnn",
-                    "model_kwargs": {"width": 8, "depth": 3}, "checkpoint": checkpoints,
-                    "input_size": 28, "mean": [0.5] * 3, "std": [0.25] * 3, "crop_pct": 1.0,
-                    "interpolation": "bilinear"}],
-        "views": [{"name": "clean"}],
-        "metrics": ["rankme"],  # one label-free metric: the leaderboard is what ask reads
-    }
+    """bench_scale's zoo without the dataset's labels (the class names instead), the clean view
+    and one label-free metric (RankMe): the leaderboard is what ask reads."""
+    cfg = bench_scale.config(store, checkpoints)
+    del cfg["datasets"][0]["label_column"], cfg["oracle"]
+    cfg["datasets"][0]["classes"] = CLASSES
+    return {**cfg, "views": [{"name": "clean"}], "metrics": ["rankme"]}
 
 
 def cli(args: list[str], env: dict, src: Path) -> dict:
     """One ``zoorank`` command run from ``src``: wall, the driver's peak RSS (``wait4``), output."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "zoorank", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env={**env, "PYTHONPATH": str(src)}, cwd=src)
-    out = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    if code not in (0, 3):
-        sys.exit(f"bench_ask_memory: zoorank {args[0]} ({src}) exited {code}:\n{out[-3000:]}")
-    return {"wall": wall, "rss": usage.ru_maxrss * 1024, "out": out}
+    child = run_child([sys.executable, "-m", "zoorank", *args], env={**env, "PYTHONPATH": str(src)},
+                      cwd=src, check=False)
+    if child.returncode not in (0, 3):
+        sys.exit(f"bench_ask_memory: zoorank {args[0]} ({src}) exited {child.returncode}:\n"
+                 f"{child.output[-3000:]}")
+    return {"wall": child.seconds, "rss": child.peak_rss, "out": child.output}
 
 
 def label_file(path: Path, cfg: Path, seed: int) -> Path:
@@ -121,12 +109,10 @@ def build_store(n: int, env: dict) -> Path:
 
 
 def synthetic_config(store: str, n: int) -> dict:
-    return {"store": store, "seed": 0,
-            "datasets": [{"name": "fashion", "source": "parquet", "path": str(DATA),
-                          "image_column": "image", "limit": 2000, "classes": CLASSES}],
+    """:func:`config` with ``n`` models that no code loads (their embeddings are written)."""
+    return {**config(store, ""),
             "models": [{"id": f"m{i:04d}", "source": "python", "name": "synthetic:unused"}
-                       for i in range(n)],
-            "views": [{"name": "clean"}], "metrics": ["rankme"]}
+                       for i in range(n)]}
 
 
 def build_synthetic_store(n: int, dim: int) -> Path:
@@ -191,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--synthetic-dim", type=int, default=None, metavar="D",
                         help="skip EMBED/SCORE/RANK: write D-dim embeddings and a leaderboard "
                              "directly (build_synthetic_store)")
+    harness.results_option(parser, "bench_ask_memory")
     args = parser.parse_args(argv)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
            "RAY_AUTH_MODE": "disabled", "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
@@ -198,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update({k: env[k] for k in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")})
     WORK.mkdir(parents=True, exist_ok=True)
     sources = ([("before", args.baseline_src)] if args.baseline_src else []) + [("after", REPO)]
+    rows = []
     for n in args.models:
         cfg = (build_synthetic_store(n, args.synthetic_dim) if args.synthetic_dim
                else build_store(n, env))
@@ -211,7 +199,17 @@ def main(argv: list[str] | None = None) -> None:
                         ["ask", str(cfg), "--budget", "40", "--round", "1"]):
                 r = cli(cmd, env, src)
                 print(f"{name:8} {cmd[0]:7} {r['wall']:8.1f} {r['rss'] / MB:13.0f} MB", flush=True)
+                rows.append([n, f"{name} ({src})", f"`zoorank {cmd[0]}`", f"{r['wall']:.1f}",
+                             f"{r['rss'] / MB:.0f}"])
             print("  " + "\n  ".join(r["out"].strip().splitlines()[:3]))
+    if rows:
+        harness.write_results(
+            args.markdown, "bench_ask_memory — the driver's peak memory of `zoorank ask` / "
+            "`zoorank label` (issue 32, item 5)",
+            f"{LABELS} labels per `zoorank label --no-rank`, then `zoorank ask --budget 40 --round "
+            "1`; each command its own driver process, peak RSS exact from `wait4`.\n\n"
+            + harness.table(["models", "code", "command", "wall s", "driver peak RSS (MB)"], rows,
+                            "lllrr"))
 
 
 if __name__ == "__main__":

@@ -51,13 +51,11 @@ Prints and writes ``--markdown`` (default ``benchmarks/results/calibration.md``)
 from __future__ import annotations
 
 import argparse
-import datetime
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import harness
 import numpy as np
 from scipy import stats
 
@@ -76,6 +74,7 @@ from zoorank.metrics.uncertainty import (
 TOL = 0.005
 #: the stopping rule's threshold (zoorank.labels.stopping.TARGET; imported lazily in main).
 BINS = np.linspace(0.0, 1.0, 11)
+TITLE = "Calibration of the top set, p(best) and the stopping rule (issue 30)"
 
 
 @dataclass(frozen=True)
@@ -292,7 +291,6 @@ def uva_correctness(n: int, cache: Path) -> np.ndarray | None:
     path = cache / f"uva_correct_{n}.npz"
     if path.exists():
         return np.load(path)["correct"]
-    sys.path.insert(0, str(Path(__file__).parent))
     try:
         import torch
         from uva_accuracy import README_TOP1, images_and_labels
@@ -327,8 +325,9 @@ def uva_correctness(n: int, cache: Path) -> np.ndarray | None:
 # the report
 
 
-def _fmt_rows(rows: list[tuple[str, int, float, float]]) -> list[str]:
-    return [f"| {b} | {n} | {p:.3f} | {o:.3f} |" for b, n, p, o in rows]
+def _reliability_table(rows: list[tuple[str, int, float, float]]) -> str:
+    return harness.table(["bin", "count", "mean p(best)", "mean outcome"],
+                         [(b, n, f"{p:.3f}", f"{o:.3f}") for b, n, p, o in rows], "llll")
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -374,10 +373,8 @@ def run(args: argparse.Namespace) -> list[str]:
                 rows_product = rows_l
         lab_rows.append((z.name, pool, eces))
         reliab += [f"#### {z.name}", "", "label-free p(best), leader:", "",
-                   "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
-                   *_fmt_rows(rows_lead), "", "p(best | labels), leader, all budgets:", "",
-                   "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
-                   *_fmt_rows(rows_product), ""]
+                   _reliability_table(rows_lead), "", "p(best | labels), leader, all budgets:", "",
+                   _reliability_table(rows_product), ""]
         pe, be = eces["product"], eces["baseline"]
         print(f"{z.name:<30} coverage {lf['coverage']:.3f} ± {se:.3f} (baseline "
               f"{lf['baseline']:.3f})  ECE label-free {ece_all:.3f}/{ece_lead:.3f}  ECE labels "
@@ -397,10 +394,11 @@ def run(args: argparse.Namespace) -> list[str]:
               "on all images); ± its Monte-Carlo error sqrt(c(1−c)/R). *Baseline*: the same "
               "replications without the small-sample correction (`fold_scale(..., "
               "small_sample=False)`, zoorank before issue 30).", "",
-              "| zoo | images | coverage | ± MC error | ≥ 0.95 − 2·MC? | baseline | ± MC error "
-              "| replications |", "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {n} | {i} | {c:.3f} | {s:.3f} | {'yes' if c >= 0.95 - 2 * s else 'NO'} | "
-              f"{c0:.3f} | {s0:.3f} | {r} |" for n, i, c, s, c0, s0, r in cov_rows]
+              harness.table(["zoo", "images", "coverage", "± MC error", "≥ 0.95 − 2·MC?",
+                             "baseline", "± MC error", "replications"],
+                            [(n, i, f"{c:.3f}", f"{s:.3f}", "yes" if c >= 0.95 - 2 * s else "NO",
+                              f"{c0:.3f}", f"{s0:.3f}", r) for n, i, c, s, c0, s0, r in cov_rows],
+                            "l" * 8)]
     lines += ["", "## p(best) calibration (expected calibration error, 10 equal-width bins)", "",
               "Outcome of a prediction: 1/k when the model is one of the k models within "
               f"{100 * TOL:g} pp of the best truth, else 0. *All models*: every (model, "
@@ -410,40 +408,38 @@ def run(args: argparse.Namespace) -> list[str]:
               "`labelled_p_best`; *baseline*: the Bayesian bootstrap it replaced.", "",
               "*Floor*: the ECE a perfectly calibrated p(best) shows on the same predictions by "
               "chance (outcomes drawn as Bernoulli(p), 200 draws): the binned estimator's bias at "
-              "this many pairs.", "",
-              "| zoo | label-free, all | label-free, leader | pool | labels product, all (floor) | "
-              "labels product, leader (floor) | reps | labels baseline, all | labels baseline, "
-              "leader | reps | " + " | ".join(f"product leader at {b}" for b in budgets) + " |",
-              "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(budgets)]
+              "this many pairs."]
+    ece_rows = []
     for (n, ea, el), (_, pool, eces) in zip(lf_rows, lab_rows, strict=True):
         pa, pl, pb, pr, (fa, fl) = eces["product"]
         ba, bl, _, br, _ = eces["baseline"]
-        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {pa:.3f} ({fa:.3f}) | {pl:.3f} "
-                     f"({fl:.3f}) | {pr} | {ba:.3f} | {bl:.3f} | {br} | "
-                     + " | ".join(f"{pb[b]:.3f}" for b in budgets) + " |")
+        ece_rows.append([n, f"{ea:.3f}", f"{el:.3f}", pool, f"{pa:.3f} ({fa:.3f})",
+                         f"{pl:.3f} ({fl:.3f})", pr, f"{ba:.3f}", f"{bl:.3f}", br,
+                         *(f"{pb[b]:.3f}" for b in budgets)])
     for kind, prs in pooled.items():
         if prs:
-            lines.append(f"| **all {kind} zoos pooled** | | | | {reliability(prs)[0]:.3f} "
-                         f"({ece_floor(prs):.3f}) | {reliability(prs, True)[0]:.3f} "
-                         f"({ece_floor(prs, True):.3f}) | {len(prs)} pairs | | | |"
-                         + " |" * len(budgets))
+            ece_rows.append([f"**all {kind} zoos pooled**", "", "", "",
+                             f"{reliability(prs)[0]:.3f} ({ece_floor(prs):.3f})",
+                             f"{reliability(prs, True)[0]:.3f} ({ece_floor(prs, True):.3f})",
+                             f"{len(prs)} pairs", "", "", "", *([""] * len(budgets))])
+    ece_header = ["zoo", "label-free, all", "label-free, leader", "pool",
+                  "labels product, all (floor)", "labels product, leader (floor)", "reps",
+                  "labels baseline, all", "labels baseline, leader", "reps",
+                  *(f"product leader at {b}" for b in budgets)]
+    lines += ["", harness.table(ece_header, ece_rows, "l" * len(ece_header))]
     lines += ["", "## The stopping rule", "",
               f"Labels revealed in random order, {args.round} per round, at most "
               f"{args.max_labels}; stop when the leader's p(best | labels) ≥ {TARGET} "
               "(`zoorank.labels.stopping.TARGET`). *Right*: the pick's full-data accuracy is "
-              f"within {100 * TOL:g} pp of the best.", "",
-              "| zoo | posterior | fired | right when fired | share right | mean regret "
-              "when fired (pp) |", "|---|---|---|---|---|---|"]
-    for n, method, f, r, ok, reg in stop_rows:
-        share = f"{ok / f:.2f}" if f else "—"
-        lines.append(f"| {n} | {method} | {f}/{r} | {ok}/{f} | {share} | "
-                     + (f"{reg:.2f}" if f else "—") + " |")
-    totals = {m: [sum(x[2] for x in stop_rows if x[1] == m), sum(x[4] for x in stop_rows
-                                                                  if x[1] == m)]
-              for m in ("product", "baseline")}
-    for m, (f, ok) in totals.items():
-        lines.append(f"| **all zoos** | {m} | {f} | {ok}/{f} | "
-                     + (f"{ok / f:.2f}" if f else "—") + " | |")
+              f"within {100 * TOL:g} pp of the best."]
+    rows = [[n, method, f"{f}/{r}", f"{ok}/{f}", f"{ok / f:.2f}" if f else "—",
+             f"{reg:.2f}" if f else "—"] for n, method, f, r, ok, reg in stop_rows]
+    for m in ("product", "baseline"):
+        f = sum(x[2] for x in stop_rows if x[1] == m)
+        ok = sum(x[4] for x in stop_rows if x[1] == m)
+        rows.append(["**all zoos**", m, f, f"{ok}/{f}", f"{ok / f:.2f}" if f else "—", ""])
+    lines += ["", harness.table(["zoo", "posterior", "fired", "right when fired", "share right",
+                                 "mean regret when fired (pp)"], rows, "l" * 6)]
     lines += ["", "## Reliability tables", "", *reliab]
     return lines
 
@@ -472,26 +468,20 @@ def main() -> None:
                    help="append this run's tables (with its own command line) to --markdown")
     p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-calibration"))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--markdown", type=Path, default=Path("benchmarks/results/calibration.md"))
+    harness.results_option(p, "calibration")
     args = p.parse_args()
     if args.quick:
         args.reps, args.label_reps, args.resamples, args.label_resamples = 60, 40, 500, 500
         args.baseline_reps = 20
     t0 = time.perf_counter()
     lines = run(args)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    head = ["# Calibration of the top set, p(best) and the stopping rule (issue 30)", "",
-            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; commit `{commit}`; "
-            f"`benchmarks/calibration.py {' '.join(sys.argv[1:])}`; "
-            f"{time.perf_counter() - t0:.0f} s on 2 shared CPU cores.", ""]
-    if args.markdown and args.append and args.markdown.exists():
-        text = args.markdown.read_text() + "\n## Appended run\n\n" + head[2] + "\n\n"
-        args.markdown.write_text(text + "\n".join(lines).replace("\n## ", "\n### ") + "\n")
+    body = "\n".join([f"{time.perf_counter() - t0:.0f} s.", "", *lines])
+    if args.append and args.markdown.exists():  # this run's tables one heading level down
+        appended = "#" + harness.header("Appended run") + "\n\n" + body.replace("\n## ", "\n### ")
+        args.markdown.write_text(f"{args.markdown.read_text()}\n{appended}\n")
         print(f"appended to {args.markdown}")
-    elif args.markdown:
-        args.markdown.write_text("\n".join(head + lines) + "\n")
-        print(f"wrote {args.markdown}")
+    else:
+        harness.write_results(args.markdown, TITLE, body)
 
 
 if __name__ == "__main__":

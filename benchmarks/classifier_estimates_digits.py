@@ -13,10 +13,9 @@ implementations on real heads, not the shift benchmark (that is ``benchmarks/shi
 
 from __future__ import annotations
 
-import datetime
-import subprocess
 import time
 
+import harness
 import numpy as np
 from scipy import stats
 from sklearn.datasets import load_digits
@@ -31,6 +30,7 @@ SOURCE_SIGMA = 0
 
 
 def main() -> None:
+    args = harness.options(__doc__, "classifier_estimates_digits")
     start = time.perf_counter()
     d = load_digits()
     X, y = d.data / 16, d.target
@@ -66,24 +66,20 @@ def main() -> None:
             table.setdefault(k, {})[s] = (float(stats.kendalltau(v, truth)[0]),
                                           float(100 * np.mean(np.abs(v - truth))))
         print(f"σ {s:>2}: true top-1 {truth.min():.3f}..{truth.max():.3f}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     shifted = [s for s in SIGMAS if s != SOURCE_SIGMA]
-    lines = [f"# classifier_estimates_digits — {datetime.date.today()}, commit {commit}", "",
-             "8 logistic-regression heads on real digits, N = 300 target images, Gaussian pixel "
-             "noise σ; source = σ 0 (DoC, ATC, COT calibrate on it). Cells: Kendall τ against "
-             "true top-1 / MAE (pp).", "",
-             "| estimator | " + " | ".join(f"σ {s}" for s in SIGMAS) + " | mean over shifted |",
-             "|---|" + "---|" * (len(SIGMAS) + 1)]
-    for k, row in table.items():
-        mean_tau = np.mean([row[s][0] for s in shifted])
-        mean_mae = np.mean([row[s][1] for s in shifted])
-        lines.append(f"| {k} | " + " | ".join(f"{row[s][0]:+.2f} / {row[s][1]:.1f}" for s in SIGMAS)
-                     + f" | {mean_tau:+.2f} / {mean_mae:.1f} |")
-    lines += ["", f"{time.perf_counter() - start:.1f} s."]
-    print("\n".join(lines))
-    with open("benchmarks/results/classifier_estimates_digits.md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    rows = [[k, *(f"{row[s][0]:+.2f} / {row[s][1]:.1f}" for s in SIGMAS),
+             f"{np.mean([row[s][0] for s in shifted]):+.2f} / "
+             f"{np.mean([row[s][1] for s in shifted]):.1f}"] for k, row in table.items()]
+    body = "\n".join([
+        "8 logistic-regression heads on real digits, N = 300 target images, Gaussian pixel "
+        "noise σ; source = σ 0 (DoC, ATC, COT calibrate on it). Cells: Kendall τ against "
+        "true top-1 / MAE (pp).", "",
+        harness.table(["estimator", *(f"σ {s}" for s in SIGMAS), "mean over shifted"], rows,
+                      "l" * (len(SIGMAS) + 2)),
+        "", f"{time.perf_counter() - start:.1f} s."])
+    print(body)
+    harness.write_results(args.markdown, "classifier_estimates_digits — label-free accuracy "
+                          "estimates of a digits zoo under pixel noise", body)
 
 
 if __name__ == "__main__":

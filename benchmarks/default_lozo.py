@@ -35,22 +35,18 @@ import argparse
 import datetime
 import json
 import math
-import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pandas as pd
+from primary_evidence import candidates, zoo_inputs
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from primary_evidence import _zoo_inputs, candidates  # noqa: E402
-
-from zoorank.metrics.primary import (  # noqa: E402
+from zoorank.metrics.agreement import top1_regret
+from zoorank.metrics.primary import (
     DEFAULT_COVERAGE,
     MIN_ZOOS,
     REGRET_TOLERANCE,
@@ -59,6 +55,7 @@ from zoorank.metrics.primary import (  # noqa: E402
 )
 
 ORACLE = "knn_accuracy"
+TITLE = "The default primary metric, chosen out of sample (issue 30, item 6)"
 
 #: the in-sample default order of issue 24 (``primary_evidence.md`` of 2026-11-26), for comparison.
 OLD_ORDER = ("nc", "alignment", "etran_energy", "rankme_aug", "uniformity", "clid",
@@ -87,13 +84,13 @@ def leader_regret(order: np.ndarray, accuracy: np.ndarray, blocked: np.ndarray) 
     ok = np.isfinite(order) & np.isfinite(accuracy) & ~blocked
     if not ok.any():
         return math.nan
-    leaders = ok & (order == np.max(order[ok]))
-    return float(100 * (np.nanmax(accuracy) - np.mean(accuracy[leaders])))
+    _, picked, _ = top1_regret(order[ok], accuracy[ok])  # the mean accuracy of tied leaders
+    return float(100 * (np.nanmax(accuracy) - picked))
 
 
 def zoo_rows(name: str, spec: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     path, _, family = spec.partition("@")
-    config, board, folds, blocked = _zoo_inputs(Path(path))
+    config, _, board, folds, blocked = zoo_inputs(Path(path))
     if family:
         keep = (board["family"].astype(str) == family).to_numpy()
         if not keep.any():
@@ -136,12 +133,12 @@ def _cell(r: pd.Series | None) -> str:
 
 
 def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, Any],
-             command: str, seconds: float, commit: str) -> str:
+             seconds: float) -> str:
+    """The results file's body (its header comes from the harness)."""
     zoos = [i["zoo"] for i in infos]
     held = lozo["held_out"].set_index("zoo")
-    lines = ["# The default primary metric, chosen out of sample (issue 30, item 6)", "",
-             f"{datetime.date.today()}, commit `{commit}`; `{command}`; {seconds:.0f} s (reads "
-             "the stores and recomputes the top sets from their stored fold values).", "",
+    lines = [f"{seconds:.0f} s (reads the stores and recomputes the top sets from their stored "
+             "fold values).", "",
              f"Oracle: kNN accuracy on the zoo's labelled test images. **Regret** (pp): the "
              f"labels' best accuracy minus that of the candidate's leader (its point-best "
              f"unflagged model; tied leaders count their mean). A candidate *fails* on a zoo "
@@ -164,18 +161,19 @@ def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, A
     lines += ["", "## Leave one zoo out", "",
               "Each row: the rule applied to the other zoos, its order's first three, its pick "
               "(the first of that order that ran on the held-out zoo) and the pick's regret and "
-              "τ on the held-out zoo.", "",
-              "| held-out zoo | order from the other zoos | pick | held-out regret (pp) | "
-              "held-out τ | fails | in-sample default of issue 24: pick, regret (pp) |",
-              "|---|---|---|---|---|---|---|"]
+              "τ on the held-out zoo.", ""]
     by = table.set_index(["zoo", "candidate"])
+    rows = []
     for info in infos:
         z, r = info["zoo"], held.loc[info["zoo"]]
         old = info["old_default"]
         old_regret = by.loc[(z, old), "regret"] if (z, old) in by.index else math.nan
-        lines.append(f"| {z} | {', '.join(f'`{c}`' for c in r['order'][:3])} … | `{r['pick']}` "
-                     f"| {r['regret']:.1f} | {r['tau']:+.2f} | {'yes' if r['failed'] else 'no'} "
-                     f"| `{old}`, {old_regret:.1f} |")
+        rows.append([z, f"{', '.join(f'`{c}`' for c in r['order'][:3])} …", f"`{r['pick']}`",
+                     f"{r['regret']:.1f}", f"{r['tau']:+.2f}", "yes" if r["failed"] else "no",
+                     f"`{old}`, {old_regret:.1f}"])
+    lines.append(harness.table(["held-out zoo", "order from the other zoos", "pick",
+                                "held-out regret (pp)", "held-out τ", "fails",
+                                "in-sample default of issue 24: pick, regret (pp)"], rows, "l" * 7))
     regrets = held["regret"].to_numpy(dtype=np.float64)
     lines += ["", f"Held-out regret of the rule: mean {np.nanmean(regrets):.1f} pp, worst "
               f"{np.nanmax(regrets):.1f} pp over {len(zoos)} zoos; failed out of sample: "
@@ -184,9 +182,8 @@ def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, A
               "Per cell: regret of the leader (pp) / τ against kNN — for a fixed candidate, its "
               "held-out figure on that zoo (nothing is fitted). Sorted by the rule over all zoos "
               "(failed out of sample last); the consensus orders, which no primary metric can "
-              "name, last.", "",
-              "| candidate | " + " | ".join(zoos) + " | zoos run | failures | mean τ (over zoos "
-              "run) | top set held the best |", "|---|" + "---|" * (len(zoos) + 4)]
+              "name, last.", ""]
+    rows = []
     shown = [*lozo["order"], *sorted(c for c in set(table["candidate"]) if c.startswith("consensus"))]
     for cand in shown:
         sub = table[table["candidate"] == cand].set_index("zoo")
@@ -195,10 +192,12 @@ def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, A
         fails = int((ran["regret"] > REGRET_TOLERANCE).sum())
         hits = int(ran["top_holds_best"].astype(bool).sum())
         name = f"`{cand}`" + (" (not selectable)" if cand.startswith("consensus") else "")
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(ran)} of {len(zoos)} | "
-                     f"{fails} | {ran['tau'].mean():+.2f} over {len(ran)} | {hits} of "
-                     f"{len(ran)} |")
-    lines += ["", f"Default order chosen: {', '.join(f'`{c}`' for c in lozo['order'])}.", ""]
+        rows.append([name, *cells, f"{len(ran)} of {len(zoos)}", fails,
+                     f"{ran['tau'].mean():+.2f} over {len(ran)}", f"{hits} of {len(ran)}"])
+    header = ["candidate", *zoos, "zoos run", "failures", "mean τ (over zoos run)",
+              "top set held the best"]
+    lines += [harness.table(header, rows, "l" * len(header)), "",
+              f"Default order chosen: {', '.join(f'`{c}`' for c in lozo['order'])}.", ""]
     return "\n".join(lines)
 
 
@@ -234,7 +233,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("zoos", nargs="+", help="NAME=RUN_YAML[@FAMILY] (a finished run's config or "
                                            "validate_ranking.py's validate_run.json)")
-    p.add_argument("--markdown", help="write the tables here too")
+    harness.results_option(p, "default_lozo")
     p.add_argument("--record", help="write the metric record (JSON) here")
     args = p.parse_args()
     start = time.perf_counter()
@@ -248,15 +247,13 @@ def main() -> None:
     # consensus orders are shown beside the metrics but cannot order a board (no primary metric
     # names them): the rule chooses among the metrics only
     lozo = leave_one_zoo_out(table[~table["candidate"].str.startswith("consensus")])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    command = shlex.join([".venv/bin/python", "benchmarks/default_lozo.py", *sys.argv[1:]])
-    text = markdown(table, infos, lozo, command, time.perf_counter() - start, commit)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+    command = harness.command_line()
+    body = markdown(table, infos, lozo, time.perf_counter() - start)
+    print(body)
+    harness.write_results(args.markdown, TITLE, body, command)
     if args.record:
-        Path(args.record).write_text(json.dumps(record(table, infos, lozo, command, commit),
+        Path(args.record).write_text(json.dumps(record(table, infos, lozo, command,
+                                                       harness.commit()),
                                                 indent=1, sort_keys=True) + "\n")
 
 

@@ -35,13 +35,13 @@ in-sample order of issue 24 (the default itself is now chosen out of sample by
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -49,10 +49,12 @@ from scipy import stats
 import zoorank.runtime  # noqa: F401  (quiet Ray environment; no Ray is started here)
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")
+TITLE = "Default primary metric: evidence across zoos (issues 17, 24 and 30)"
 
 
-def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
-    """(config, stored leaderboard, fresh fold rows, blocked models per dataset)."""
+def zoo_inputs(run_yaml: Path) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
+    """(config, store, stored leaderboard, fresh fold rows, blocked models per dataset) of the run
+    config ``run_yaml`` (or validate_ranking.py's ``validate_run.json``)."""
     from zoorank import resample
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import load_config
@@ -74,18 +76,15 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
     folds = resample.fresh_resamples(store, metrics, config.score)
+    if folds.empty:  # the top sets need them; a store scored by other code has none fresh
+        raise SystemExit(f"{run_yaml}: no fresh fold values in {config.store} (needs "
+                         "score.resample_folds ≥ 2 and a store scored by this code): rerun "
+                         "`zoorank run` on it")
     flags = board["flags"].fillna("").astype(str).tolist()
     # one dataset per zoo here: a model is blocked when any of its flags is blocking
     blocked = np.array([bool({f.split(":")[-1] for f in fl.split(",") if f} & BLOCKING)
                         for fl in flags])
-    return config, board, folds, {d.name: blocked for d in config.datasets}
-
-
-def read_leaderboard_settings_of(config: Any) -> dict[str, Any]:
-    from zoorank.leaderboard import read_leaderboard_settings
-    from zoorank.store import Store
-
-    return read_leaderboard_settings(Store(config.store))
+    return config, store, board, folds, {d.name: blocked for d in config.datasets}
 
 
 def _mean_rank(rank_rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -94,16 +93,6 @@ def _mean_rank(rank_rows: Sequence[np.ndarray]) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         counts = np.isfinite(r).sum(axis=0)
         return np.where(counts > 0, np.nansum(r, axis=0) / np.maximum(counts, 1), np.nan)
-
-
-def _avg_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks (1 = best, ties averaged) of each row of oriented (B, m) values; NaN stays NaN."""
-    v = np.atleast_2d(values)
-    out = np.full(v.shape, np.nan)
-    for b in range(v.shape[0]):
-        ok = np.isfinite(v[b])
-        out[b, ok] = stats.rankdata(-v[b, ok], method="average")
-    return out
 
 
 def _old_rule(point: np.ndarray, u: Any, confidence: float, blocked: np.ndarray) -> np.ndarray:
@@ -137,6 +126,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
     from zoorank.decision import consensus, metric_uncertainty
     from zoorank.decision import unflagged_uncertainty as rank_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
+    from zoorank.metrics.uncertainty import replicate_ranks
 
     _, replicates = metric_uncertainty(config, board, folds, blocked)
     out: dict[str, dict[str, Any]] = {}
@@ -154,9 +144,11 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
     for name, chosen in sets.items():
         if len(chosen) < 2:
             continue
-        point = -_mean_rank([_avg_ranks(replicates[(dataset, m)][0])[0] for m in chosen])
+        # ranks 1 = best, ties averaged, NaN stays NaN; replicate b's from every metric's b
+        point = -_mean_rank([replicate_ranks(replicates[(dataset, m)][0][None, :], "average")[0]
+                             for m in chosen])
         n_rep = replicates[(dataset, chosen[0])][1].shape[0]
-        rank_reps = [_avg_ranks(replicates[(dataset, m)][1]) for m in chosen]
+        rank_reps = [replicate_ranks(replicates[(dataset, m)][1], "average") for m in chosen]
         reps = np.vstack([-_mean_rank([r[b] for r in rank_reps]) for b in range(n_rep)])
         u = rank_uncertainty(point, reps, config.rank.confidence, blocked[dataset])
         out[name] = {"order": point, "top": u.in_top_set, "p_best": u.p_best, "members": chosen,
@@ -166,18 +158,17 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from zoorank.leaderboard import read_leaderboard_settings
     from zoorank.oracle_top_sets import oracle_top_sets
-    from zoorank.store import Store
 
-    config, board, folds, blocked = _zoo_inputs(run_yaml)
+    config, store, board, folds, blocked = zoo_inputs(run_yaml)
     ids = list(board["model_id"])
-    oracle_rows = Store(config.store).read_frame("oracle")
+    oracle_rows = store.read_frame("oracle")
     oracle_rows = oracle_rows[oracle_rows["model_id"].isin(ids)]
     rows: list[dict[str, Any]] = []
     info: dict[str, Any] = {"zoo": name, "models": len(ids), "run": str(run_yaml),
                             "consensus_members": {}, "default": config.primary_metric}
-    ordered_by = read_leaderboard_settings_of(config).get("ordered_by")
-    info["ordered_by"] = ordered_by
+    info["ordered_by"] = read_leaderboard_settings(store).get("ordered_by")
     for d in config.datasets:
         cands = candidates(config, board, folds, blocked, d.name)
         # the stored leaderboard as RANK wrote it: its order and top set (the product's answer)
@@ -300,13 +291,12 @@ def reading(frame: pd.DataFrame, infos: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: str,
-             seconds: float, commit: str, note: str = "") -> str:
+def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], seconds: float,
+             note: str = "") -> str:
+    """The results file's body (its header comes from the harness)."""
     frame = pd.DataFrame(rows)
-    lines = ["# Default primary metric: evidence across zoos (issues 17, 24 and 30)", "",
-             f"{datetime.date.today()}, commit `{commit}`; `{command}`; {seconds:.0f} s (reads the "
-             "stores, recomputes the top sets from the stored fold values; no embedding or "
-             "scoring).", "",
+    lines = [f"{seconds:.0f} s (reads the stores, recomputes the top sets from the stored fold "
+             "values; no embedding or scoring).", "",
              "The default primary metric is now chosen out of sample, by leave-one-zoo-out "
              "(`benchmarks/default_lozo.py`, `benchmarks/results/default_lozo.md`); this file "
              "keeps the top-set view of the same candidates.", "",
@@ -343,21 +333,21 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
                   "Per cell: τ / overlap with the oracle's top set (✓ n shared, or ✗) / top-set "
                   "size (the raw MCS's before the upward closure, the old rule's) of zoo size / "
                   "regret ± the oracle's noise (pp; regret: the oracle's best accuracy minus the "
-                  "best inside the top set).",
-                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed (of zoos run) |",
-                  "|---|" + "---|" * len(zoos) + "---|"]
+                  "best inside the top set).", ""]
         order = (sub.groupby("candidate")["passes"].sum().rename("p").to_frame()
                  .join(sub.groupby("candidate")["tau"].mean().rename("t"))
                  .sort_values(["p", "t"], ascending=False).index)
+        rows = []
         for cand in order:
             cells = []
             for z in zoos:
                 r = sub[(sub["candidate"] == cand) & (sub["zoo"] == z)]
                 cells.append(_cell(None if r.empty else next(r.itertuples())))
             mine = sub[sub["candidate"] == cand]
-            lines.append(f"| `{cand}` | " + " | ".join(cells)
-                         + f" | {int(mine['passes'].sum())} of {mine['zoo'].nunique()} |")
-        lines.append("")
+            rows.append([f"`{cand}`", *cells,
+                         f"{int(mine['passes'].sum())} of {mine['zoo'].nunique()}"])
+        lines += [harness.table(["candidate", *zoos, "zoos passed (of zoos run)"], rows,
+                                "l" * (len(zoos) + 2)), ""]
     if len(frame):
         pick = choose_default(frame)
         lines += ["## The README's rule applied (in sample; superseded by leave-one-zoo-out)", "",
@@ -366,11 +356,13 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
                   "noise), then *vague* answers (a top set wider than half the zoo), fewer first; "
                   "then mean τ against kNN (`choose_default`). Counts are over the cases run; "
                   "a zoo not run is not a pass.", "",
-                  "| order | candidate | zoos run | misses (of cases) | vague | mean τ vs kNN "
-                  "(zoos) |", "|---|---|---|---|---|---|"]
-        for i, (cand, r) in enumerate(pick["table"].iterrows(), 1):
-            lines.append(f"| {i} | `{cand}` | {int(r.zoos)} of {len(infos)} | {int(r.misses)} "
-                         f"of {int(r.cases)} | {int(r.vague)} | {r.tau:+.2f} ({int(r.tau_zoos)}) |")
+                  harness.table(["order", "candidate", "zoos run", "misses (of cases)", "vague",
+                                 "mean τ vs kNN (zoos)"],
+                                [[i, f"`{cand}`", f"{int(r.zoos)} of {len(infos)}",
+                                  f"{int(r.misses)} of {int(r.cases)}", int(r.vague),
+                                  f"{r.tau:+.2f} ({int(r.tau_zoos)})"]
+                                 for i, (cand, r) in enumerate(pick["table"].iterrows(), 1)],
+                                "l" * 6)]
         lines += ["", "## Reading (generated from the rows above)", "", *reading(frame, infos), ""]
     if note:
         lines += ["## How the stores were made (given on the command line)", "", note, ""]
@@ -381,8 +373,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("zoos", nargs="+", help="NAME=RUN_YAML (the run config of a finished run, or "
                                            "validate_ranking.py's validate_run.json)")
-    p.add_argument("--markdown", help="write the tables here too")
     p.add_argument("--note", default="", help="how the stores were made (printed verbatim)")
+    harness.results_option(p, "primary_evidence")
     args = p.parse_args()
     start = time.perf_counter()
     rows, infos = [], []
@@ -391,18 +383,9 @@ def main() -> None:
         r, info = zoo_rows(name, Path(path))
         rows += r
         infos.append(info)
-    import shlex
-    import subprocess
-    import sys
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    text = markdown(rows, infos, shlex.join([".venv/bin/python", *sys.argv]),
-                    time.perf_counter() - start, commit, args.note)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-
+    body = markdown(rows, infos, time.perf_counter() - start, args.note)
+    print(body)
+    harness.write_results(args.markdown, TITLE, body)
 
 if __name__ == "__main__":
     main()
