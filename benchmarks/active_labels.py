@@ -144,7 +144,9 @@ def zoo_figures(name: str, run_yaml: str, args: argparse.Namespace) -> dict:
            "runner_up_acc": float(acc[order[1]]),
            "tied": int((acc >= acc.max() - TIE_TOLERANCE - 1e-12).sum()),
            "within_1pp": int((acc >= acc.max() - 0.01 - 1e-12).sum()),
-           "free_top_set": pool.free_top_set, "grid": grid, "samplers": {}}
+           "free_top_set": pool.free_top_set, "grid": grid, "samplers": {},
+           "free_leader": pool.model_ids[int(np.argmax(pool.prior))],
+           "oracle": dict(zip(pool.model_ids, acc.tolist()))}
     for sampler in args.samplers:
         t0 = time.perf_counter()
         regret = np.full((args.seeds, len(grid)), np.nan)
@@ -184,6 +186,47 @@ def _shown(grid: list[int]) -> list[int]:
     return [i for i, g in enumerate(grid) if g <= 100 or g % 50 == 0 or i == len(grid) - 1]
 
 
+def few_label_gap(run_yaml: str, best: str, other: str, budgets=(60, 100, 200),
+                  draws: int = 20) -> dict[int, tuple[float, float]]:
+    """Mean (over ``draws`` uniformly random labelled sets of each budget) leave-one-out
+    few-label kNN accuracy gap, ``best`` − ``other`` on the labelled images (pp), and its
+    standard error: what p(best | labels) estimates, against the full-label gap it is judged
+    by."""
+    from zoorank.config.loading import load_config
+    from zoorank.labels.pool import load_pool
+    from zoorank.metrics.active import knn_predictions
+
+    pool = load_pool(load_config(run_yaml))
+    Zs = [pool.Zs[pool.model_ids.index(m)] for m in (best, other)]
+    rng = np.random.default_rng(0)
+    out = {}
+    for n in budgets:
+        gaps = []
+        for _ in range(draws):
+            lab = rng.choice(len(pool.codes), size=n, replace=False)
+            y = pool.codes[lab]
+            a, b = ((knn_predictions(Z, lab, y, len(pool.classes))[lab] == y).mean() for Z in Zs)
+            gaps.append(100 * (a - b))
+        out[n] = (float(np.mean(gaps)), float(np.std(gaps, ddof=1) / np.sqrt(draws)))
+    return out
+
+
+def few_label_lines(z: dict) -> list[str]:
+    """The few-label gaps of the oracle's best against the runner-up and the label-free leader."""
+    others = [z["runner_up"]] + [m for m in [z.get("free_leader")] if m and m not in
+                                 (z["best"], z["runner_up"])]
+    parts = []
+    for m in others:
+        g = few_label_gap(z["config"], z["best"], m)
+        full = 100 * (z["oracle"][z["best"]] - z["oracle"][m])
+        parts.append(f"minus `{m}`: " + ", ".join(f"n = {n}: {v:+.1f} ± {e:.1f}"
+                                                  for n, (v, e) in g.items())
+                     + f" (all labels: {full:+.1f})")
+    return ["Few-label gap (what p(best | labels) estimates, pp): the oracle's best's leave-one-"
+            "out kNN accuracy on n uniformly random labelled images (20 draws, ± standard error) "
+            + "; ".join(parts) + "."]
+
+
 def zoo_markdown(z: dict, args: argparse.Namespace) -> list[str]:
     from zoorank.labels.stopping import TARGET
 
@@ -199,6 +242,7 @@ def zoo_markdown(z: dict, args: argparse.Namespace) -> list[str]:
              f"({z['runner_up_acc']:.3f}, {gap:.1f} pp behind); {z['tied']} model(s) within the "
              f"0.5 pp tolerance of the best, {z['within_1pp']} within 1 pp. Label-free top set: "
              f"{', '.join(z['free_top_set']) or '—'}.", "",
+             *few_label_lines(z), "",
              f"Stops and overall regret ({args.seeds} seeds; *mean regret*: over the budgets "
              f"{grid[0]}–{grid[-1]}, ± its standard error over seeds):", "",
              "| sampler | stop fired | right when fired | wrong stops | labels at stop (median) | "
@@ -277,6 +321,8 @@ def pooled_markdown(zoos: list[dict], args: argparse.Namespace) -> list[str]:
 def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
     from zoorank.labels.stopping import TARGET
 
+    if args.merge:  # merged runs: the sum of the samplers' times
+        seconds = sum(f["seconds"] for z in zoos for f in z["samplers"].values())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
