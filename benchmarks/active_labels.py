@@ -6,13 +6,15 @@ leaderboard), the pool is the one ``zoorank ask`` holds (:func:`zoorank.labels.p
 the models that may be best, the leaderboard's label-free p(best) as prior). Each run reveals
 ``--round`` labels at a time, up to ``--max-labels``, as a sampler asks:
 
-* ``active``: ``zoorank ask``'s sampler for embedding zoos (:func:`zoorank.metrics.active.
-  next_batch`: k-means cold start, then query-by-committee weighted by p(best), spread by k-means);
+* ``active``: query-by-committee (``zoorank ask --sampler committee``, the default before issue
+  30; :func:`zoorank.metrics.active.next_batch`: k-means cold start, then the committee's
+  disagreement weighted by p(best), spread by k-means);
 * ``random``: uniformly random unlabelled images (:func:`zoorank.metrics.active.random_batch`);
 * ``balanced``: random images, as many of each class as possible per round (it peeks at the hidden
   labels to balance: a stronger baseline than a user can run);
 * ``uncertainty``: the images whose consensus few-label kNN vote has the largest entropy
-  (:func:`zoorank.metrics.active.uncertainty_batch`, k-means cold start as ``active``).
+  (:func:`zoorank.metrics.active.uncertainty_batch`, k-means cold start on the pool's first model;
+  ``zoorank ask``'s default since this benchmark, ``--sampler uncertainty``).
 
 After each round p(best | labels) is computed as ``zoorank label`` does
 (:func:`zoorank.metrics.active.label_evidence`, i.e. :func:`~zoorank.metrics.active.
@@ -339,10 +341,11 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
              "model's leave-one-out few-label kNN accuracy with every label revealed. *Within "
              "tolerance*: regret ≤ 0.5 pp. *Stop*: the stopping rule fires (leader's p(best | "
              f"labels) ≥ {TARGET}) within the budget; *right*: its pick is within tolerance. "
-             "Samplers: `active` = `zoorank ask`'s query-by-committee (`next_batch`); `random`; "
+             "Samplers: `active` = query-by-committee (`next_batch`, `zoorank ask --sampler "
+             "committee`); `random`; "
              "`balanced` = random with classes balanced (peeks at the hidden labels); "
              "`uncertainty` = largest entropy of the zoo's consensus kNN vote "
-             "(`uncertainty_batch`).", ""]
+             "(`uncertainty_batch`, `zoorank ask`'s default).", ""]
     for z in zoos:
         lines += zoo_markdown(z, args)
     if len(zoos) > 1:
