@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from labels_fixtures import embeddings, frame_of, reference_knn_accuracy, write_label_store
@@ -223,6 +224,35 @@ def test_given_labels_reach_the_oracle_and_only_it(labelled_store, tmp_path):
     assert c1.entries == c0.entries  # the label-free side is untouched
     label = c1.indexes["digits"].label
     assert label.iloc[:20].tolist() == truth[:20].tolist() and label.iloc[20:].isna().all()
+
+
+def test_ask_sampler_option_chooses_how_images_are_asked(labelled_store, tmp_path, capsys):
+    from zoorank.config.loading import load_config
+    from zoorank.labels.pool import load_pool
+    from zoorank.metrics.active import knn_votes
+
+    path, store, truth, _ = labelled_store
+    labelled = list(range(0, 300, 5))
+    _write_csv(tmp_path / "l.csv", [(s, truth[s], "") for s in labelled])
+    assert main(["label", str(path), str(tmp_path / "l.csv"), "--no-rank"]) == 0
+    assert main(["ask", str(path), "--budget", "8", "--sampler", "uncertainty"]) == 0
+    meta = json.loads((store / "asks" / "1" / "round.json").read_text())
+    assert meta["method"] == "uncertainty sampling"
+    # the asked images are the 8 free ones of largest consensus kNN vote entropy (a reference)
+    pool = load_pool(load_config(str(path)))
+    mean = sum(knn_votes(Z, pool.labelled, pool.codes, len(pool.classes)) for Z in pool.Zs)
+    p = np.clip(mean / len(pool.Zs), 1e-12, 1)
+    h = -(p * np.log(p)).sum(axis=1)
+    h[pool.labelled] = -np.inf
+    asked = np.searchsorted(pool.sample_id, _asked(store, 1))
+    assert h[asked].min() >= np.sort(h)[-8] - 1e-12
+    assert main(["ask", str(path), "--budget", "8", "--sampler", "random"]) == 0
+    assert json.loads((store / "asks" / "2" / "round.json").read_text())["method"] == "random"
+    assert not set(_asked(store, 2)) & (set(_asked(store, 1)) | set(labelled))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as err:  # argparse: a sampler that does not exist
+        main(["ask", str(path), "--budget", "8", "--sampler", "oracle"])
+    assert err.value.code == 2 and "--sampler" in capsys.readouterr().err
 
 
 def test_the_stopping_rule_is_plain_data_for_the_report(labelled_store, tmp_path):

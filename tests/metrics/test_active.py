@@ -10,11 +10,14 @@ from zoorank.metrics.active import (
     cold_start,
     committee_disagreement,
     knn_predictions,
+    knn_votes,
     label_evidence,
     labelled_p_best,
     next_batch,
     probability_mass_set,
+    random_batch,
     select_diverse,
+    uncertainty_batch,
 )
 
 
@@ -176,3 +179,52 @@ def test_next_batch_asks_where_the_committee_disagrees_and_never_an_excluded_row
     assert not excluded[picks].any() and len(picks) == 4
     disagree = ev.predictions[0] != ev.predictions[1]
     assert disagree[picks].all()  # every pick separates the two models
+
+
+def test_knn_votes_are_the_normalised_reference_vote_and_their_argmax_the_prediction():
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(30, 4))
+    labelled = np.arange(0, 30, 3)
+    labels = rng.integers(0, 3, size=len(labelled))
+    got = knn_votes(Z, labelled, labels, n_classes=3, k=3)
+    U = Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    for i in range(len(Z)):  # the reference: plain loops, as in the test above
+        cands = sorted(((float(U[i] @ U[j]), int(c)) for j, c in zip(labelled, labels) if j != i),
+                       key=lambda t: -t[0])
+        votes = np.zeros(3)
+        for s, c in cands[:3]:
+            votes[c] += max(s, 0.0) + 1e-6
+        np.testing.assert_allclose(got[i], votes / votes.sum(), rtol=1e-9)
+    assert (got.argmax(axis=1) == knn_predictions(Z, labelled, labels, 3, k=3)).all()
+
+
+def test_random_batch_draws_only_free_rows_without_repeats_and_is_seeded():
+    excluded = np.zeros(50, bool)
+    excluded[::2] = True
+    a = random_batch(excluded, 10, seed=3)
+    assert len(a) == 10 == len(set(a.tolist())) and not excluded[a].any()
+    assert (a == random_batch(excluded, 10, seed=3)).all()
+    assert (random_batch(excluded, 99, seed=0) == np.flatnonzero(~excluded)).all()  # all 25
+
+
+def test_uncertainty_batch_asks_the_rows_of_largest_consensus_vote_entropy():
+    from scipy.stats import entropy
+
+    X, blob = _blobs(2)
+    bad = X.copy()
+    bad[blob == 2] = bad[blob == 2][:, [2, 1, 0]]  # blob 2 lands on blob 0 in the second model
+    labelled = np.array([0, 1, 30, 31, 60, 61])
+    excluded = np.zeros(len(X), bool)
+    excluded[labelled] = True
+    picks = uncertainty_batch([X, bad], labelled, blob[labelled], 3, excluded, 5, seed=0)
+    consensus = (knn_votes(X, labelled, blob[labelled], 3)
+                 + knn_votes(bad, labelled, blob[labelled], 3)) / 2
+    h = entropy(consensus, axis=1)
+    h[excluded] = -np.inf
+    assert len(picks) == 5 and not excluded[picks].any()
+    assert np.sort(h[picks]).min() >= np.sort(h)[-5] - 1e-12  # the five largest entropies
+    # blobs 0 and 2 overlap in the second model (its votes there split), blob 1 is unanimous
+    assert set(blob[picks].tolist()) <= {0, 2}
+    # before two classes are labelled: the cold start, one image per well-separated cluster
+    cold = uncertainty_batch([X, bad], labelled[:1], blob[:1], 3, np.zeros(len(X), bool), 3)
+    assert sorted(blob[cold].tolist()) == [0, 1, 2]

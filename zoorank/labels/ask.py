@@ -12,8 +12,9 @@ The round goes to ``<store>/asks/<round>/``:
 
 An image is never asked twice: neither one already labelled (its own label, or one given back)
 nor one asked in another round, answered or not (an image someone skipped is likely hard to label;
-asking it again would stall the rounds). Choice: :func:`zoorank.metrics.active.next_batch`, or for
-a classifier zoo (every model's head kept) CODA on the heads' predictions
+asking it again would stall the rounds). Choice: ``--sampler`` (default
+:data:`zoorank.labels.stopping.DEFAULT_SAMPLER`; :func:`zoorank.labels.stopping.embedding_batch`),
+or for a classifier zoo (every model's head kept) CODA on the heads' predictions
 (:mod:`zoorank.labels.heads`).
 """
 
@@ -33,8 +34,14 @@ from zoorank.errors import InputError
 from zoorank.labels.heads import METHOD as CODA_METHOD
 from zoorank.labels.heads import coda_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
-from zoorank.labels.stopping import console_lines, evidence, stopping_rule
-from zoorank.metrics.active import next_batch
+from zoorank.labels.stopping import (
+    DEFAULT_SAMPLER,
+    SAMPLERS,
+    console_lines,
+    embedding_batch,
+    evidence,
+    stopping_rule,
+)
 from zoorank.store import Store
 from zoorank.store.layout import ASKS_DIR, ask_dir
 
@@ -145,10 +152,14 @@ def label_studio_config(classes: tuple[str, ...]) -> str:
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
-            dataset: str | None = None, max_labels: int | None = None, out=print) -> AskRound:
-    """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next)."""
+            dataset: str | None = None, max_labels: int | None = None,
+            sampler: str = DEFAULT_SAMPLER, out=print) -> AskRound:
+    """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next);
+    ``sampler``: how an embedding zoo's images are chosen (:data:`SAMPLERS`)."""
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
+    if sampler not in SAMPLERS:
+        raise InputError(f"--sampler: {sampler!r} is not one of {', '.join(SAMPLERS)}")
     store = Store(config.store)
     pool = with_head_predictions(config, load_pool(config, dataset))
     round_ = next_round(store) if round_ is None else int(round_)
@@ -163,8 +174,11 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
         picks = coda_batch(pool, excluded, budget, config.seed + round_)
         method = CODA_METHOD
     else:
-        picks = next_batch(pool.Zs, ev, excluded, budget, config.seed + round_)
-        method = "cold start (k-means)" if ev.predictions is None else "query-by-committee"
+        picks = embedding_batch(pool, ev, excluded, budget, config.seed + round_, sampler)
+        method = {"committee": "query-by-committee", "uncertainty": "uncertainty sampling",
+                  "random": "random"}[sampler]
+        if ev.predictions is None and sampler != "random":
+            method = f"cold start (k-means), then {method}"
     ids = [int(pool.sample_id[p]) for p in picks]
     if not ids:
         raise InputError(f"dataset {pool.dataset!r}: every sample is labelled or was asked "
@@ -191,7 +205,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
              ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml")}
     excluded[picks] = True
     rule = stopping_rule(pool, ev, round_size=budget, seed=config.seed, max_labels=max_labels,
-                         excluded=excluded)
+                         excluded=excluded, sampler=sampler)
     for line in console_lines(rule):
         out(line)
     if rule["stop"]:

@@ -37,6 +37,9 @@ __all__ = [
     "next_batch",
     "committee_disagreement",
     "knn_predictions",
+    "knn_votes",
+    "random_batch",
+    "uncertainty_batch",
     "labelled_p_best",
     "probability_mass_set",
     "select_diverse",
@@ -53,7 +56,8 @@ def _unit_rows(Z: np.ndarray) -> np.ndarray:
 
 def knn_predictions(Z, labelled: np.ndarray, labels: np.ndarray, n_classes: int,
                     k: int = FEW_LABEL_K) -> np.ndarray:
-    """Few-label kNN prediction (class index) of every row of ``Z``.
+    """Few-label kNN prediction (class index) of every row of ``Z``: the argmax of
+    :func:`knn_votes`.
 
     ``labelled``: row positions with a label; ``labels``: their class indices in ``0..n_classes-1``.
     A labelled row is predicted from the *other* labelled rows (leave-one-out), so its correctness
@@ -61,6 +65,11 @@ def knn_predictions(Z, labelled: np.ndarray, labels: np.ndarray, n_classes: int,
     a row orthogonal to its neighbours still votes); ties go to the lowest class index.
     Needs ≥ 2 labelled rows (ValueError). Cost O(n · L · d) for L labels.
     """
+    return _knn_vote_sums(Z, labelled, labels, n_classes, k).argmax(axis=1)
+
+
+def _knn_vote_sums(Z, labelled, labels, n_classes: int, k: int) -> np.ndarray:
+    """(n, n_classes) summed kNN vote weights of every row (see :func:`knn_predictions`)."""
     Z = _unit_rows(check_array(Z, "Z", min_rows=1))
     labelled = np.asarray(labelled, dtype=np.int64)
     labels = np.asarray(labels, dtype=np.int64)
@@ -78,7 +87,15 @@ def knn_predictions(Z, labelled: np.ndarray, labels: np.ndarray, n_classes: int,
     weights = np.clip(weights, 0.0, None) + 1e-6
     votes = np.zeros((len(Z), n_classes))
     np.add.at(votes, (np.repeat(np.arange(len(Z)), kk), labels[nearest].ravel()), weights.ravel())
-    return votes.argmax(axis=1)
+    return votes
+
+
+def knn_votes(Z, labelled: np.ndarray, labels: np.ndarray, n_classes: int,
+              k: int = FEW_LABEL_K) -> np.ndarray:
+    """(n, n_classes) share of the similarity-weighted kNN vote of every row of ``Z`` for each
+    class (rows sum to 1), the vote :func:`knn_predictions` takes the argmax of."""
+    votes = _knn_vote_sums(Z, labelled, labels, n_classes, k)
+    return votes / votes.sum(axis=1, keepdims=True)
 
 
 #: pseudo-samples of independent correctness in the covariance of :func:`labelled_p_best`: 2
@@ -369,6 +386,33 @@ def next_batch(Zs: Sequence[np.ndarray], evidence: LabelEvidence, excluded, k: i
     scores = committee_disagreement(evidence.predictions[members][:, free],
                                     _votes(evidence.p_best[members]))
     return np.sort(free[select_diverse(scores, Z, k, seed)])
+
+
+def random_batch(excluded, k: int, seed: int = 0) -> np.ndarray:
+    """``k`` pool rows drawn uniformly (seeded) from those not ``excluded`` (a mask); sorted."""
+    free = np.flatnonzero(~np.asarray(excluded, dtype=bool))
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(free, size=min(max(k, 0), len(free)), replace=False))
+
+
+def uncertainty_batch(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int, excluded,
+                      k: int, seed: int = 0) -> np.ndarray:
+    """Uncertainty sampling (Lewis & Gale 1994) over a zoo: the ``k`` free rows whose consensus
+    few-label kNN vote (the mean over the M models of :func:`knn_votes`) has the largest entropy
+    (ties: a seeded shuffle); sorted. Before labels of two classes exist: :func:`cold_start` on
+    the first model's embedding. Cost O(M · n · L · d)."""
+    excluded = np.asarray(excluded, dtype=bool)
+    free = np.flatnonzero(~excluded)
+    codes = np.asarray(codes, dtype=np.int64)
+    if k <= 0 or not len(free):
+        return np.zeros(0, dtype=np.int64)
+    if not _usable(codes):
+        return np.sort(free[cold_start(np.asarray(Zs[0])[free], k, seed)])
+    mean = sum(knn_votes(Z, labelled, codes, n_classes) for Z in Zs) / len(Zs)
+    p = np.clip(mean[free], 1e-12, 1.0)
+    scores = -(p * np.log(p)).sum(axis=1)
+    jitter = np.random.default_rng(seed).permutation(len(free))
+    return np.sort(free[np.lexsort((jitter, -scores))[:k]])
 
 
 def change_probability(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
