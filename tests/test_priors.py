@@ -77,7 +77,7 @@ def test_parameter_count_and_width_of_a_real_timm_model(tmp_path):
     rng = np.random.default_rng(0)
     batch = {"image": rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8),
              "view": np.array(["clean"] * 4), "bad": np.zeros(4, bool)}
-    ((_, (feats, _)),) = embedder.embed(batch, {"tiny": {"clean"}}).items()
+    ((_, (feats, _, _)),) = embedder.embed(batch, {"tiny": {"clean"}}).items()
     with torch.inference_mode():
         width = reference(torch.zeros(1, 3, 32, 32)).shape[1]
     assert feats.shape[1] == width == reference.num_features

@@ -74,8 +74,15 @@ def test_a_registered_metric_is_validated_scored_ranked_reported_and_a_tune_obje
     # RANK: the leaderboard follows the new metric, higher first (+1)
     run_rank(config, show=False)
     board = pd.read_csv(tmp_path / "leaderboard.csv")
+    from zoorank.metrics.health import BLOCKING
+
     ranked = board[board["model_id"].isin(list(models))]["model_id"].tolist()
-    expected = sorted(models, key=lambda m: -float(np.mean(np.abs(models[m].astype(np.float64)))))
+    # a model with a blocking health flag (the fixture's collapsed one) ranks below every other
+    flags = board.set_index("model_id")["flags"].fillna("").astype(str)
+    blocked = {m for m in models if set(flags[m].replace(",", " ").split()) & BLOCKING}
+    assert blocked == {"collapsed"}
+    expected = sorted(models, key=lambda m: (m in blocked,
+                                             -float(np.mean(np.abs(models[m].astype(np.float64))))))
     assert ranked == expected
 
     # REPORT: the metric appears in the page

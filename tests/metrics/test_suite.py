@@ -209,7 +209,7 @@ def test_the_registry_is_the_one_table_config_rank_and_tune_read():
     assert LABEL_FREE_METRICS == registry.CONFIG_NAMES
     for name, entry in registry.label_free().items():
         assert entry.direction in (-1, 1) and entry.inputs in ("clean", "augmented", "ensemble",
-                                                               "pool")
+                                                               "pool", "logits")
         assert ranking_vector(name, np.array([1.0]))[1] == (-1 if entry.target else
                                                             entry.direction)
         # a metric with a computation is what SCORE runs; the others are pool/ensemble scores
