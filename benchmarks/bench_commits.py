@@ -7,7 +7,7 @@
 2. The same per-model commits with the code of another checkout (``--baseline DIR``, e.g. a
    ``git archive`` of the commit before), in a subprocess: the old against the new cost of one
    model's commit.
-3. ``zoorank.retry.call`` around a call that succeeds, against the bare call: the policy's cost
+3. ``zoorank.run.retry.call`` around a call that succeeds, against the bare call: the policy's cost
    on the path where nothing fails.
 
 Prints, never asserts::
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
               f"({old[1] / new[1]:.2f}× faster); a 32-model commit: baseline "
               f"{1000 * old[32]:.0f} ms, now {1000 * new[32]:.0f} ms")
 
-    from zoorank import retry
+    from zoorank.run import retry
 
     n = 20000
     t0 = time.perf_counter()

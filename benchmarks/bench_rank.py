@@ -65,8 +65,8 @@ def kendall_tau_b_rows_quadratic(x: np.ndarray, y: np.ndarray, chunk: int = 256)
 
 def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
     """Long metric, oracle, fold and health rows of n synthetic models (SCORE's schema)."""
-    from zoorank.budget import budget_metric_name
-    from zoorank.resample import HEALTH_COLUMNS, RESAMPLES_COLUMNS
+    from zoorank.oracle.budget import budget_metric_name
+    from zoorank.oracle.resample import HEALTH_COLUMNS, RESAMPLES_COLUMNS
     from zoorank.store.schema import METRICS_COLUMNS
 
     rng = np.random.default_rng(seed)
@@ -109,18 +109,18 @@ def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 def child(n: int, bootstrap: int, baseline_replicates: int) -> dict:
     """One size in this (fresh) process: RANK's phases, then the τ baseline."""
-    from zoorank import budget
+    from zoorank.catalog.stage_inputs import rank_inputs
     from zoorank.config.loading import parse_config
-    from zoorank.decision import decide
+    from zoorank.decide.decision import decide
     from zoorank.metrics.agreement import (
         ResampledKendall,
         bootstrap_indices,
         draw_counts,
         kendall_tau_b_rows,
     )
+    from zoorank.oracle import budget
     from zoorank.rank.agreement_table import build_agreement
     from zoorank.rank.board import build_leaderboard
-    from zoorank.stage_inputs import rank_inputs
 
     config = parse_config({
         "store": "/nonexistent-bench-store", "seed": 0,

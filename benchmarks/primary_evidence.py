@@ -6,11 +6,11 @@ For every zoo (a run config whose store holds a finished ``zoorank run`` with th
 * Kendall τ-b of the candidate's order against each oracle (all ranked models; positive = agrees),
 * the candidate's **top set** (the rank-consistent Model Confidence Set over the fold bootstrap of
   the evaluation images, computed exactly as the RANK stage does:
-  :func:`zoorank.decision.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
+  :func:`zoorank.decide.decision.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
   blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
   the point-best model in ≥ 1 − c of the replicates"),
 * the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
-  accuracies on its test images, :func:`zoorank.oracle_top_sets.oracle_top_sets`; needs oracle rows of
+  accuracies on its test images, :func:`zoorank.decide.oracle_top_sets.oracle_top_sets`; needs oracle rows of
   ``ORACLE_VERSION`` ≥ 3), whether the two sets overlap, and the regret (the oracle's best accuracy
   minus the best inside the candidate's top set) against the oracle's noise (the half-width at the
   run's confidence of that paired accuracy difference over the replicates).
@@ -51,11 +51,11 @@ ORACLES = ("knn_accuracy", "linear_probe_accuracy")
 
 def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
     """(config, stored leaderboard, fresh fold rows, blocked models per dataset)."""
-    from zoorank import resample
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import load_config
-    from zoorank.leaderboard import read_leaderboard
+    from zoorank.decide.leaderboard import read_leaderboard
     from zoorank.metrics.health import BLOCKING
+    from zoorank.oracle import resample
     from zoorank.store import Store
 
     if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json
@@ -80,7 +80,7 @@ def _zoo_inputs(run_yaml: Path) -> tuple[Any, pd.DataFrame, pd.DataFrame, dict[s
 
 
 def read_leaderboard_settings_of(config: Any) -> dict[str, Any]:
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.store import Store
 
     return read_leaderboard_settings(Store(config.store))
@@ -132,7 +132,7 @@ def _raw_mcs(point: np.ndarray, reps: np.ndarray, confidence: float,
 def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
-    from zoorank.decision import consensus, metric_uncertainty
+    from zoorank.decide.decision import consensus, metric_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
     from zoorank.metrics.uncertainty import rank_uncertainty
 
@@ -164,7 +164,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from zoorank.oracle_top_sets import oracle_top_sets
+    from zoorank.decide.oracle_top_sets import oracle_top_sets
     from zoorank.store import Store
 
     config, board, folds, blocked = _zoo_inputs(run_yaml)

@@ -366,7 +366,7 @@ def ordered_metrics(names: list[str]) -> list[str]:
 def final_only_agreement(board: pd.DataFrame, finals: list[str], dataset: str, bootstrap: int,
                          seed: int, top_k: int) -> pd.DataFrame:
     """Agreement over the final checkpoints only (CLID re-z-scored within that pool)."""
-    from zoorank.leaderboard import ranking_vector
+    from zoorank.decide.leaderboard import ranking_vector
     from zoorank.metrics.agreement import agreement
     from zoorank.metrics.learnability import clid
 
@@ -565,8 +565,8 @@ def lp_check(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
     every fixed C, and with C chosen on three differently seeded held-out splits.
     """
     from zoorank.config import OracleSpec
-    from zoorank.label_oracle import _labelled_split
     from zoorank.metrics.oracle import DEFAULT_CS, linear_probe_accuracy
+    from zoorank.oracle.label_oracle import _labelled_split
     from zoorank.store import Store
 
     col = f"{ds}/linear_probe_accuracy"

@@ -98,7 +98,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def write_markdown(info: dict[str, Any], path: Path) -> str:
-    from zoorank.budget import crossover_lines, crossovers, split_agreement
+    from zoorank.oracle.budget import crossover_lines, crossovers, split_agreement
     from zoorank.store import Store
 
     store = Store(info["store"])

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "metrics":
-        from zoorank.inspect import main as metrics_main
+        from zoorank.score.embeddings_file import main as metrics_main
 
         return metrics_main(args)
     if args.command in ("zoo", "inspect"):
@@ -182,8 +182,8 @@ def _terminate_cleanly() -> None:
 
 
 def _error(message: str) -> None:
-    """One line on stderr, redacted (zoorank.redact): no secret leaves through the console."""
-    from zoorank.redact import redact
+    """One line on stderr, redacted (zoorank.store.redact): no secret leaves through the console."""
+    from zoorank.store.redact import redact
 
     print(redact(message), file=sys.stderr)
 
@@ -233,7 +233,7 @@ def _status(code: object) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from zoorank.redact import install_logging_filter, redact
+    from zoorank.store.redact import install_logging_filter, redact
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error(f"zoorank: interrupted (Ctrl-C); {_RESUMES}")
         return 130
-    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.runner mid-task
+    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.run.runner mid-task
         if err.code != 143:
             raise
         _error(f"zoorank: terminated (SIGTERM); {_RESUMES}")

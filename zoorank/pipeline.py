@@ -47,10 +47,10 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     NothingRankedError (exit 3) is raised, as ``zoorank run`` does.
 
     Skipped (the page is not re-rendered) when it was rendered from the same inputs and code
-    (:func:`zoorank.stage_inputs.report_inputs`); the leaderboard is printed anyway. Otherwise a
+    (:func:`zoorank.catalog.stage_inputs.report_inputs`); the leaderboard is printed anyway. Otherwise a
     line says why it renders again (the code or the inputs that changed)."""
-    from zoorank import stage_inputs
-    from zoorank.leaderboard import metrics_fingerprint, read_leaderboard
+    from zoorank.catalog import stage_inputs
+    from zoorank.decide.leaderboard import metrics_fingerprint, read_leaderboard
     from zoorank.rank import check_ranked
     from zoorank.report import run_report as _run
     from zoorank.store import Store
@@ -112,15 +112,15 @@ def _fresh_metrics(catalog: Catalog, metrics, manifest):
 def _report_unchanged(store) -> str:
     """What REPORT prints, for a page that is already current: the leaderboard, the label-budget
     verdicts and where the page is; returns the page's path or URI."""
-    from zoorank.budget import crossover_lines, crossovers
     from zoorank.console import output_console
-    from zoorank.leaderboard import AGREEMENT, print_leaderboard, read_rank_outputs
+    from zoorank.decide.leaderboard import AGREEMENT, print_leaderboard, read_rank_outputs
+    from zoorank.oracle.budget import crossover_lines, crossovers
     from zoorank.store.layout import REPORT_DIR
 
     board, settings, tables = read_rank_outputs(store)
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
-        from zoorank.uris import join, redact
+        from zoorank.store.uris import join, redact
 
         where = redact(join(store.uri, where))
     if board is not None and len(board):
@@ -259,8 +259,8 @@ def settled_config(config: RunConfig, seen: dict[str, tuple[int, int]], settle: 
     gives it from the glob, and the same fingerprint (path and id are not part of it). Entries
     without a glob are kept. Returns (config or None when no model is left, unsettled files).
     """
-    from zoorank import uris
     from zoorank.config import ModelSpec
+    from zoorank.store import uris
     from zoorank.zoo.resolve import _GLOB_CHARS, _glob_prefix, _id_from_path, _plain_path
 
     now = time.time() if now is None else now
@@ -302,7 +302,7 @@ def read_leaderboard(config: RunConfig):
     """The store's leaderboard frame sorted by rank (empty when there is none)."""
     import pandas as pd
 
-    from zoorank.leaderboard import read_leaderboard as read_board
+    from zoorank.decide.leaderboard import read_leaderboard as read_board
     from zoorank.store import Store
 
     board, _ = read_board(Store(config.store))
@@ -386,7 +386,7 @@ def watch(
                 break
     except KeyboardInterrupt:
         summary.stopped_by, summary.signum = "signal", summary.signum or signal.SIGINT
-    except SystemExit as exc:  # SIGTERM while a round's tasks ran (zoorank.runner)
+    except SystemExit as exc:  # SIGTERM while a round's tasks ran (zoorank.run.runner)
         if exc.code != 128 + signal.SIGTERM:
             raise
         summary.stopped_by, summary.signum = "signal", signal.SIGTERM

@@ -73,10 +73,10 @@ def next_round(store: Store) -> int:
 
 def thumbnails(pool: Pool, sample_ids: list[int]) -> dict[int, str]:
     """sample_id → a PNG data URI of the image (longest side :data:`THUMBNAIL`). Reads only
-    those images (:func:`zoorank.sample_reader.read_units`); one that cannot be decoded gets an
+    those images (:func:`zoorank.data.sample_reader.read_units`); one that cannot be decoded gets an
     empty string (the page says so)."""
-    from zoorank.images import decode_image
-    from zoorank.sample_reader import read_unit, read_units
+    from zoorank.data.images import decode_image
+    from zoorank.data.sample_reader import read_unit, read_units
 
     index = pool.catalog.indexes[pool.dataset]
     wanted = np.asarray(sorted(sample_ids), dtype=np.int64)

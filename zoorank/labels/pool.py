@@ -121,7 +121,7 @@ def load_pool(config: RunConfig, dataset: str | None = None, max_models: int | N
     may be best (:func:`may_be_best`; ``max_models``: see :func:`pool_limit`), their clean
     embeddings read one model at a time and kept in float32. ``catalog``: the command's own, when
     it has built one."""
-    from zoorank.leaderboard import read_leaderboard
+    from zoorank.decide.leaderboard import read_leaderboard
 
     catalog = build_catalog(config) if catalog is None else catalog
     store = Store(config.store)

@@ -3,7 +3,7 @@
 ``oracle`` holds the label oracle in the long format of ``metrics`` (model_id,
 dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``knn_accuracy``,
 ``linear_probe_accuracy``, ``recall_at_1``, ``r_auroc_nc`` / ``r_auroc_<baseline>``,
-``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl`` and the few-label cells of :mod:`zoorank.budget`. Rows are
+``sdl_eps<ε>``, ``esc_eps<ε>``, ``mdl`` and the few-label cells of :mod:`zoorank.oracle.budget`. Rows are
 keyed by the catalog's fingerprint (:meth:`zoorank.catalog.Catalog.oracle_fingerprints`: the
 model's fresh clean embeddings, the oracle settings, the labels, the group's fresh reliability
 table and :data:`ORACLE_VERSION`): a rerun skips models whose rows exist with the same
@@ -103,7 +103,7 @@ def oracle_suite(
     ``test_folds`` (fold index per test point, :func:`zoorank.metrics.uncertainty.fold_assignment`
     over the test ids; −1 left out): the kNN and linear-probe rows then carry their accuracy on each
     fold in ``params["fold_values"]`` (with ``params["n_folds"]``), the input of the oracle's own
-    top set (:func:`zoorank.oracle_top_sets.oracle_top_sets`). Rows without them (older runs) have no
+    top set (:func:`zoorank.decide.oracle_top_sets.oracle_top_sets`). Rows without them (older runs) have no
     oracle top set.
     """
     from zoorank.metrics import loss_data_costs as costs
@@ -203,7 +203,7 @@ def oracle_suite(
             v, p = _measure("mdl", lambda: costs.mdl(ns, losses), base)
             add("mdl", v, p, n_tr)
     if spec.transferability:
-        from zoorank.budget import transferability_rows
+        from zoorank.oracle.budget import transferability_rows
 
         rows += transferability_rows(train_Z, train_y, spec.transferability,
                                      spec.labels_per_class, spec.label_budget_seeds, seed)
@@ -348,7 +348,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
 
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                       address: str | None, existing: pd.DataFrame) -> list[dict[str, Any]]:
-    """Run the oracle tasks on :func:`zoorank.runner.run_tasks`; commit the rows per K models or
+    """Run the oracle tasks on :func:`zoorank.run.runner.run_tasks`; commit the rows per K models or
     T seconds (:mod:`zoorank.store.batching`); (model, dataset) failures with the reason (a task
     that raised, or whose worker died).
 
@@ -362,7 +362,7 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
 
     import ray
 
-    from zoorank.runner import Task, run_tasks
+    from zoorank.run.runner import Task, run_tasks
     from zoorank.runtime import ensure_ray
 
     ensure_ray(address)
