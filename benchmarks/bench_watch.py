@@ -24,7 +24,8 @@ from pathlib import Path
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config.loading import parse_config
-from zoorank.pipeline import run_all, watch
+from zoorank.pipeline import run_all
+from zoorank.watch import watch
 
 
 def _checkpoint(path: Path, seed: int) -> None:

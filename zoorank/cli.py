@@ -144,8 +144,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                            address=args.address)
         return 0
     if args.command == "run" and args.watch:
-        return pipeline.watch(config, address=args.address, interval=args.interval,
-                              until=args.until, settle=args.settle).exit_status
+        from zoorank.watch import watch
+
+        return watch(config, address=args.address, interval=args.interval,
+                     until=args.until, settle=args.settle).exit_status
     elif args.command == "run":
         pipeline.run_all(config, address=args.address)
     elif args.command == "gc":
