@@ -34,6 +34,7 @@ from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
 from zoorank.store import Store
+from zoorank.store.batching import superseding
 from zoorank.store.layout import ORACLE
 from zoorank.store.schema import METRICS_COLUMNS
 
@@ -349,14 +350,9 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                       address: str | None, existing: pd.DataFrame) -> list[dict[str, Any]]:
     """Run the oracle tasks on :func:`zoorank.run.runner.run_tasks`; commit the rows per K models or
-    T seconds (:mod:`zoorank.store.batching`); (model, dataset) failures with the reason (a task
-    that raised, or whose worker died).
-
-    Rows are upserted on (model_id, dataset, metric), so a commit reads only the files whose key
-    ranges overlap the batch (no clause over rows the batch does not match, which would read the
-    whole table). An earlier row of a (model, dataset) that the new rows do not replace (another
-    oracle spec's metric) has another fingerprint: readers skip it, and it is deleted by key and
-    fingerprint after the batch that replaced its (model, dataset).
+    T seconds, upserted on (model_id, dataset, metric), each batch superseding the older rows of
+    its (model, dataset) (:func:`zoorank.store.batching.superseding`); (model, dataset) failures
+    with the reason (a task that raised, or whose worker died).
     """
     import contextlib
 
@@ -378,17 +374,7 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
         return value
 
     key = ["model_id", "dataset", "metric"]
-
-    def write(frame: pd.DataFrame) -> None:
-        store.upsert_rows(ORACLE, frame, key=key)
-        if existing.empty:
-            return
-        fresh = frame[["model_id", "dataset", "fingerprint"]].drop_duplicates()
-        old = existing.merge(fresh[["model_id", "dataset"]], on=["model_id", "dataset"])
-        old = old.merge(fresh, on=["model_id", "dataset"], suffixes=("", "_new"))
-        stale = old[old["fingerprint"] != old["fingerprint_new"]]
-        if not stale.empty:
-            store.delete_rows(ORACLE, stale, ["model_id", "dataset", "fingerprint"])
+    write = superseding(store, ORACLE, key, existing, owner=["model_id", "dataset"])
 
     tasks = [Task((model_id, dataset, args[2], fp, note), tuple(by_ref(a) for a in args))
              for model_id, dataset, fp, (note, args) in work]
