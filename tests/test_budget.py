@@ -138,7 +138,7 @@ def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
 
 def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
     from zoorank.config import OracleSpec
-    from zoorank.oracle.label_oracle import oracle_suite
+    from zoorank.oracle.measures import oracle_suite
 
     images, labels = digits
     Z = images.reshape(len(images), -1) / 16.0

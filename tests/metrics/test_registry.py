@@ -158,7 +158,7 @@ def test_at_means_a_view_and_a_label_budget_is_spelled_with_a_colon():
 
 
 def test_oracle_and_few_label_directions_come_from_the_registry():
-    from zoorank.oracle.label_oracle import oracle_direction
+    from zoorank.oracle.measures import oracle_direction
 
     assert oracle_direction("knn_accuracy") == oracle_direction("r_auroc_nc") == 1
     assert oracle_direction("sdl_eps0.5") == oracle_direction("mdl") == -1

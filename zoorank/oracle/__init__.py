@@ -2,7 +2,9 @@
 samples table and the clean embeddings shards; writes the ``oracle`` table (labelled metrics per
 model and dataset) and the folds SCORE and RANK resample.
 
-- :mod:`~zoorank.oracle.label_oracle`: kNN / linear-probe / loss-data accuracy per model, as Ray tasks;
+- :mod:`~zoorank.oracle.label_oracle`: one Ray task per model and dataset, rows committed in batches;
+- :mod:`~zoorank.oracle.measures`: what a task measures (kNN / linear-probe accuracy, R@1, R-AUROC,
+  the loss-data costs), on arrays;
 - :mod:`~zoorank.oracle.budget`: the label-budget curve (how many labels settle the ranking);
 - :mod:`~zoorank.oracle.resample`: the seeded fold resampling of the label-free suite.
 """

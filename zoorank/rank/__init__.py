@@ -65,7 +65,8 @@ from zoorank.decide.leaderboard import (
     write_if_changed,
 )
 from zoorank.errors import NothingRankedError
-from zoorank.oracle.label_oracle import oracle_direction, run_oracle
+from zoorank.oracle.label_oracle import run_oracle
+from zoorank.oracle.measures import oracle_direction
 from zoorank.rank.agreement_table import build_agreement
 from zoorank.rank.board import build_leaderboard
 from zoorank.rank.failed import failed_models

@@ -15,7 +15,7 @@ from zoorank.config import RunConfig
 from zoorank.decide.board_priors import prior_columns
 from zoorank.decide.leaderboard import ranking_vector
 from zoorank.metrics.agreement import agreement
-from zoorank.oracle.label_oracle import oracle_direction
+from zoorank.oracle.measures import oracle_direction
 
 MIN_MODELS_FOR_AGREEMENT = 3
 
