@@ -8,6 +8,10 @@ Conventions:
   in a ``.npz`` array (the one dataset model, indexing: :mod:`zoorank.data.sources`; streaming reads:
   :mod:`zoorank.data.sample_reader`). ``limit`` keeps a seeded, sorted subset of those ids.
 - Decoding: :mod:`zoorank.data.images`; the clean view and augmentation recipes: :mod:`zoorank.data.views`.
+
+The data layer reads the datasets' sources (Parquet, image folders, ``.npz``, scikit-learn's
+digits; local or object storage) and writes only the ``samples`` tables and the sources'
+undecodable-image records; EMBED, SCORE's heads, the oracle, the probe API and Tune read through it.
 """
 
 from __future__ import annotations
