@@ -50,7 +50,7 @@ PARTS_KEY = "zoorank_inputs_parts"
 #: the report's record of what it was rendered from (beside ``index.html``).
 REPORT_INPUTS = f"{REPORT_DIR}/inputs.json"
 #: the installed package whose files :func:`code_identity` hashes.
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # zoorank/ (this module is zoorank/catalog/stage_inputs.py)
 
 
 def source_digest(root: str | Path) -> str:
