@@ -49,8 +49,8 @@ INPUTS_KEY = "zoorank_inputs"
 PARTS_KEY = "zoorank_inputs_parts"
 #: the report's record of what it was rendered from (beside ``index.html``).
 REPORT_INPUTS = f"{REPORT_DIR}/inputs.json"
-#: the installed package whose files :func:`code_identity` hashes.
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # zoorank/ (this module is zoorank/catalog/stage_inputs.py)
+#: the installed package whose files :func:`code_identity` hashes: zoorank/ (this module is in catalog/).
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def source_digest(root: str | Path) -> str:
