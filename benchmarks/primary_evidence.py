@@ -1,4 +1,4 @@
-"""Which default primary metric? Evidence across zoos (issues 17 and 24).
+"""Which default primary metric? Evidence across zoos (issues 17, 24 and 30).
 
 For every zoo (a run config whose store holds a finished ``zoorank run`` with the label oracle and
 ``score.resample_folds`` ≥ 2) and every candidate ordering, this prints
@@ -21,9 +21,11 @@ the same without the width-sensitive ones (``consensus_width_free``) — each wi
 the same replicates (replicate b's mean rank uses every metric's replicate b; the fold draws are
 shared, so the metrics stay paired). Nothing is fitted: the oracle is read only to score the
 candidates. A zoo *passes* for a candidate (issue 24's done-when) when its top set overlaps the
-oracle's own top set, or its regret lies within the oracle's noise, and it holds at most half the
-zoo; :func:`choose_default` turns the rows into the default order (the README's rule). Prints,
-never asserts::
+oracle's own top set (not counted where that set holds every model: issue 30), or its regret lies
+within the oracle's noise, and it holds at most half the zoo; a candidate without a value on a zoo
+is "not run" there, neither a pass nor a miss; :func:`choose_default` turns the rows into the
+in-sample order of issue 24 (the default itself is now chosen out of sample by
+``benchmarks/default_lozo.py``). Prints, never asserts::
 
     .venv/bin/python benchmarks/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
         digits=/tmp/zoorank-validate/digits/validate_run.json \\
@@ -133,8 +135,8 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
     from zoorank.decide.decision import consensus, metric_uncertainty
+    from zoorank.decide.decision import unflagged_uncertainty as rank_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
-    from zoorank.metrics.uncertainty import rank_uncertainty
 
     _, replicates = metric_uncertainty(config, board, folds, blocked)
     out: dict[str, dict[str, Any]] = {}
@@ -204,6 +206,10 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
                 info.setdefault("oracle_top", {})[oracle] = (cmp["size"], cmp["top_set"])
                 old = c.get("old_top")
                 half = len(top) <= len(ids) / 2
+                # an oracle top set of every model overlaps any answer: no evidence (issue 30)
+                everything = cmp["size"] >= len(ids)
+                regret_ok = math.isfinite(cmp["regret"]) and cmp["regret"] <= cmp["noise"] + 1e-12
+                within = (bool(cmp["overlap"]) and not everything) or regret_ok
                 rows.append({"zoo": name, "dataset": d.name, "oracle": oracle, "candidate": cand,
                              "tau": float(tau), "best": best, "best_in_top": best in top,
                              "top_size": len(top), "zoo_size": len(ids), "top": top,
@@ -211,8 +217,8 @@ def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str,
                              "raw_mcs_size": c.get("raw"),
                              "oracle_top_size": cmp["size"], "overlap": len(cmp["overlap"]),
                              "regret": cmp["regret"], "noise": cmp["noise"],
-                             "within": cmp["within_noise"], "half": half,
-                             "passes": cmp["within_noise"] and half})
+                             "oracle_top_all": everything, "within": within, "half": half,
+                             "passes": within and half})
     return rows, info
 
 
@@ -233,34 +239,90 @@ def choose_default(frame: pd.DataFrame) -> dict[str, list[str]]:
     sub = frame[frame["candidate"] != "leaderboard"]
     if sub.empty:
         return {"ensembles": [], "no_ensembles": []}
+    knn = sub[sub["oracle"] == "knn_accuracy"]
     table = pd.DataFrame({
         "misses": (~sub["within"].astype(bool)).groupby(sub["candidate"]).sum(),
         "vague": (~sub["half"].astype(bool)).groupby(sub["candidate"]).sum(),
-        "tau": sub[sub["oracle"] == "knn_accuracy"].groupby("candidate")["tau"].mean()})
-    table["tau"] = table["tau"].fillna(-np.inf)
-    order = table.sort_values(["misses", "vague", "tau"], ascending=[True, True, False])
+        "cases": sub.groupby("candidate").size(),
+        "zoos": sub.groupby("candidate")["zoo"].nunique(),
+        "tau": knn.groupby("candidate")["tau"].mean(),
+        "tau_zoos": knn.groupby("candidate")["tau"].count()})
+    order = table.assign(_tau=table["tau"].fillna(-np.inf)).sort_values(
+        ["misses", "vague", "_tau"], ascending=[True, True, False]).drop(columns="_tau")
     return {"ensembles": [c for c in order.index if c in ENSEMBLE_ONLY],
             "no_ensembles": [c for c in order.index if c not in ENSEMBLE_ONLY],
             "table": order}
 
 
+def _cell(r: Any) -> str:
+    if r is None:
+        return "not run"
+    old = "" if r.old_top_size is None or pd.isna(r.old_top_size) \
+        else f" ({int(r.raw_mcs_size)}, {int(r.old_top_size)})"
+    overlap = "✗" if not r.overlap else (f"✓ {r.overlap} (set of all: not counted)"
+                                         if r.oracle_top_all else f"✓ {r.overlap}")
+    return (f"{r.tau:+.2f} / {overlap} / {r.top_size}{old} of {r.zoo_size} / "
+            f"{100 * r.regret:.1f} ± {100 * r.noise:.1f}")
+
+
+def reading(frame: pd.DataFrame, infos: list[dict[str, Any]]) -> list[str]:
+    """Sentences generated from the rows, each naming the row and table it rests on and how
+    many zoos stand behind it (issue 30: no sentence claims more than its table)."""
+    zoos = [i["zoo"] for i in infos]
+    out = []
+    for oracle in ORACLES:
+        sub = frame[frame["oracle"] == oracle]
+        if sub.empty:
+            continue
+        lb = sub[sub["candidate"] == "leaderboard"]
+        if len(lb):
+            out.append(f"* Row `leaderboard`, table *Against {oracle}*: the stored leaderboard "
+                       f"passes {int(lb['passes'].sum())} of {len(lb)} zoos (top sets of "
+                       + ", ".join(f"{r.top_size} of {r.zoo_size}" for r in lb.itertuples())
+                       + ").")
+        trivial = sub[sub["oracle_top_all"].astype(bool)]["zoo"].unique().tolist()
+        if trivial:
+            out.append(f"* Table *Against {oracle}*: on {', '.join(trivial)} the oracle's own "
+                       f"top set holds every model, so an overlap there is not counted as a "
+                       f"pass ({len(trivial)} of {len(zoos)} zoos); only a regret within the "
+                       "oracle's noise passes.")
+    pick = choose_default(frame)
+    table = pick["table"]
+    for cand, r in table.head(3).iterrows():
+        missing = [z for z in zoos if frame[(frame["candidate"] == cand)
+                                            & (frame["zoo"] == z)].empty]
+        out.append(f"* Row `{cand}` of *The README's rule applied*: {int(r.misses)} misses and "
+                   f"{int(r.vague)} vague answers over the {int(r.cases)} (zoo, oracle) cases "
+                   f"of the {int(r.zoos)} of {len(zoos)} zoos it ran on; mean τ against kNN "
+                   f"{r.tau:+.2f} over {int(r.tau_zoos)} zoos"
+                   + (f"; not run on {', '.join(missing)}, which counts neither as a pass nor "
+                      "as a miss." if missing else "."))
+    return out
+
+
 def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: str,
-             seconds: float, commit: str) -> str:
+             seconds: float, commit: str, note: str = "") -> str:
     frame = pd.DataFrame(rows)
-    lines = ["# Default primary metric: evidence across zoos (issues 17 and 24)", "",
+    lines = ["# Default primary metric: evidence across zoos (issues 17, 24 and 30)", "",
              f"{datetime.date.today()}, commit `{commit}`; `{command}`; {seconds:.0f} s (reads the "
              "stores, recomputes the top sets from the stored fold values; no embedding or "
              "scoring).", "",
+             "The default primary metric is now chosen out of sample, by leave-one-zoo-out "
+             "(`benchmarks/default_lozo.py`, `benchmarks/results/default_lozo.md`); this file "
+             "keeps the top-set view of the same candidates.", "",
              "Top set: the rank-consistent Model Confidence Set (Hansen, Lunde & Nason 2011, T_max) "
-             "over the fold bootstrap at the run's confidence, as the RANK stage computes it; "
-             "*old*: the size the rule before issue 24 gave (at least as good as the point-best "
-             "model in ≥ 5% of the replicates). The oracle's own top set: the same fold bootstrap "
-             "and MCS over the oracle's accuracy on each fold of its test images. A zoo **passes** "
-             "for a candidate when its top set overlaps the oracle's top set (or the regret lies "
-             "within the oracle's noise) and holds at most half the zoo (issue 24's done-when). "
-             "`consensus` = mean rank over the label-free metrics of the report's Kendall's W; "
-             "`consensus_width_free` = the same without the width-sensitive metrics; "
-             "`leaderboard` = the stored leaderboard as RANK wrote it.", ""]
+             "over the fold bootstrap at the run's confidence, as the RANK stage computes it "
+             "(flagged models excluded); *old*: the size the rule before issue 24 gave (at least "
+             "as good as the point-best model in ≥ 5% of the replicates). The oracle's own top "
+             "set: the same fold bootstrap and MCS over the oracle's accuracy on each fold of its "
+             "test images. A zoo **passes** for a candidate when its top set overlaps the "
+             "oracle's top set — not counted where that set holds every model — or its regret "
+             "lies within the oracle's noise, and it holds at most half the zoo. *not run*: the "
+             "candidate has no value on the zoo (not computed by its config, or NC without seed "
+             "ensembles); it is neither a pass nor a miss. `consensus` = mean rank over the "
+             "label-free metrics of the report's Kendall's W; `consensus_width_free` = the same "
+             "without the width-sensitive metrics; `leaderboard` = the stored leaderboard as "
+             "RANK wrote it.", ""]
     for info in infos:
         members = "; ".join(f"{k}: {', '.join(v)}" for k, v in info["consensus_members"].items())
         otop = ", ".join(f"{o} → {n} of {info['models']} ({', '.join(f'`{m}`' for m in t[:4])}"
@@ -276,13 +338,13 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
         sub = frame[frame["oracle"] == oracle] if len(frame) else frame
         if sub.empty:
             continue
-        zoos = list(dict.fromkeys(sub["zoo"]))
+        zoos = [i["zoo"] for i in infos]
         lines += [f"## Against {oracle}", "",
                   "Per cell: τ / overlap with the oracle's top set (✓ n shared, or ✗) / top-set "
                   "size (the raw MCS's before the upward closure, the old rule's) of zoo size / "
                   "regret ± the oracle's noise (pp; regret: the oracle's best accuracy minus the "
                   "best inside the top set).",
-                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed |",
+                  "", "| candidate | " + " | ".join(zoos) + " | zoos passed (of zoos run) |",
                   "|---|" + "---|" * len(zoos) + "---|"]
         order = (sub.groupby("candidate")["passes"].sum().rename("p").to_frame()
                  .join(sub.groupby("candidate")["tau"].mean().rename("t"))
@@ -291,32 +353,27 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], command: s
             cells = []
             for z in zoos:
                 r = sub[(sub["candidate"] == cand) & (sub["zoo"] == z)]
-                if r.empty:
-                    cells.append("—")
-                    continue
-                r = r.iloc[0]
-                old = "" if r.old_top_size is None or pd.isna(r.old_top_size) \
-                    else f" ({int(r.raw_mcs_size)}, {int(r.old_top_size)})"
-                cells.append(f"{r.tau:+.2f} / {f'✓ {r.overlap}' if r.overlap else '✗'} / "
-                             f"{r.top_size}{old} of {r.zoo_size} / "
-                             f"{100 * r.regret:.1f} ± {100 * r.noise:.1f}")
-            passed = int(sub[sub["candidate"] == cand]["passes"].sum())
-            lines.append(f"| `{cand}` | " + " | ".join(cells) + f" | {passed} of {len(zoos)} |")
+                cells.append(_cell(None if r.empty else next(r.itertuples())))
+            mine = sub[sub["candidate"] == cand]
+            lines.append(f"| `{cand}` | " + " | ".join(cells)
+                         + f" | {int(mine['passes'].sum())} of {mine['zoo'].nunique()} |")
         lines.append("")
     if len(frame):
         pick = choose_default(frame)
-        lines += ["## The README's rule applied", "",
-                  "Over every (zoo, oracle) a candidate ranks: *misses* (its top set neither "
-                  "overlaps the oracle's own top set nor has a regret within the oracle's noise), "
-                  "then *vague* answers (a top set wider than half the zoo), fewer first; then mean "
-                  "τ against kNN (`choose_default`).", "",
-                  "| order | candidate | misses | vague | mean τ vs kNN |", "|---|---|---|---|---|"]
+        lines += ["## The README's rule applied (in sample; superseded by leave-one-zoo-out)", "",
+                  "Over every (zoo, oracle) case a candidate ran on: *misses* (its top set neither "
+                  "overlaps a non-trivial oracle top set nor has a regret within the oracle's "
+                  "noise), then *vague* answers (a top set wider than half the zoo), fewer first; "
+                  "then mean τ against kNN (`choose_default`). Counts are over the cases run; "
+                  "a zoo not run is not a pass.", "",
+                  "| order | candidate | zoos run | misses (of cases) | vague | mean τ vs kNN "
+                  "(zoos) |", "|---|---|---|---|---|---|"]
         for i, (cand, r) in enumerate(pick["table"].iterrows(), 1):
-            lines.append(f"| {i} | `{cand}` | {int(r.misses)} | {int(r.vague)} | {r.tau:+.2f} |")
-        lines += ["", f"Default order: {', '.join(f'`{c}`' for c in pick['ensembles'])} where "
-                  "seed ensembles rank the zoo, then "
-                  + ", ".join(f"`{c}`" for c in pick["no_ensembles"] if "consensus" not in c)
-                  + " (consensus orders are not selectable as the primary metric).", ""]
+            lines.append(f"| {i} | `{cand}` | {int(r.zoos)} of {len(infos)} | {int(r.misses)} "
+                         f"of {int(r.cases)} | {int(r.vague)} | {r.tau:+.2f} ({int(r.tau_zoos)}) |")
+        lines += ["", "## Reading (generated from the rows above)", "", *reading(frame, infos), ""]
+    if note:
+        lines += ["## How the stores were made (given on the command line)", "", note, ""]
     return "\n".join(lines)
 
 
@@ -325,6 +382,7 @@ def main() -> None:
     p.add_argument("zoos", nargs="+", help="NAME=RUN_YAML (the run config of a finished run, or "
                                            "validate_ranking.py's validate_run.json)")
     p.add_argument("--markdown", help="write the tables here too")
+    p.add_argument("--note", default="", help="how the stores were made (printed verbatim)")
     args = p.parse_args()
     start = time.perf_counter()
     rows, infos = [], []
@@ -340,7 +398,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=Path(__file__).parent).stdout.strip() or "unknown"
     text = markdown(rows, infos, shlex.join([".venv/bin/python", *sys.argv]),
-                    time.perf_counter() - start, commit)
+                    time.perf_counter() - start, commit, args.note)
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")

@@ -243,3 +243,15 @@ def test_an_unreadable_checkpoint_fails_its_rows_with_the_reason_and_gc_deletes_
     with pytest.raises(InputError, match="gc deletes nothing.*HTTP status 500"):
         run_gc(config, models=models)
     pd.testing.assert_frame_equal(store.read_manifest(), manifest)
+
+
+def test_a_samples_table_without_a_fingerprint_column_is_stale_not_an_error(tmp_path):
+    data = tmp_path / "digits.parquet"
+    _parquet_dataset(data)
+    config = _parquet_config(tmp_path / "store", data, "label")
+    store = Store(str(tmp_path / "store"))
+    catalog = build_catalog(config)
+    # an older zoorank's samples table: the sample list and labels, no fingerprint column
+    store.replace_table(samples_path("digits"), pd.DataFrame({"sample_id": np.arange(3, dtype=np.int64),
+                                                               "label": ["0", "1", "2"]}))
+    assert catalog.stale_samples(store) == ["digits"]

@@ -287,9 +287,53 @@ def test_decision_screen_states_what_the_top_set_guarantees(decided_report):
     root, config, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
     guarantee = settings["decision"]["top_set_guarantee"]
-    assert guarantee.startswith(f"The top set is a {config.rank.confidence:.0%} Model Confidence Set")
+    assert guarantee.startswith(
+        f"The top set is a Model Confidence Set of nominal level {config.rank.confidence:.0%}")
     rule = page[page.index("id='top-set-rule'"):]
     assert rule[:rule.index("</p>")].count(str(escape(guarantee))) == 1
+
+
+def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_called_nominal():
+    from zoorank.metrics.uncertainty import MEASURED_COVERAGE
+    from zoorank.report.decision_screen import top_set_claim
+
+    worst = min(c for c, _, _ in MEASURED_COVERAGE.values())
+    at_defaults = {"confidence": 0.95, "folds": 8, "fold_fraction": 0.5, "top_set_guarantee": "G."}
+    claim = top_set_claim(at_defaults)
+    assert claim["level"] == f"{worst:.0%}"
+    assert f"read it as a {worst:.0%} set" in claim["sentence"] and claim["sentence"].startswith("G.")
+    for other in ({"confidence": 0.9}, {"folds": 4}, {"fold_fraction": 1.0}):
+        claim = top_set_claim({**at_defaults, **other})
+        assert claim["level"].startswith("nominal ") and "not measured" in claim["sentence"]
+
+
+def test_headline_names_the_metric_and_its_record_comes_before_the_top_set(decided_report):
+    from markupsafe import escape
+
+    from zoorank.report.metric_record import load_record
+
+    root, _, _, settings = decided_report
+    page = (root / "report" / "index.html").read_text()
+    metric = settings["ordered_by"]
+    assert metric == "rankme"  # the fixture's config
+    head = re.search(r"<h2 id='headline'>(.*?)</h2>", page).group(1)
+    top = settings["decision"]["top_set"]
+    from rank_fixtures import FAMILIES  # the scored models (``broken`` failed: not on the board)
+
+    assert head == f"Top set by <code>{metric}</code>: {len(top)} of {len(FAMILIES)} models"
+    scope = re.search(r"<p id='headline-scope'>(.*?)</p>", page).group(1)
+    assert "under resampling of the evaluation images" in scope and "not about accuracy" in scope
+    # the record, computed here from the package's file: mean τ and zoo counts
+    record = load_record()
+    zoos = record["metrics"][metric]["zoos"]
+    taus = [z["tau"] for z in zoos.values()]
+    sentence = re.search(r"<p class='metric-record'>(.*?)</p>", page).group(1)
+    assert f"Kendall τ {sum(taus) / len(taus):+.2f} on average" in sentence
+    assert f"on the {len(zoos)} of {len(record['zoos'])} validation zoos" in sentence
+    # what no record covers (a shift) is said, and before the recommendation (the table)
+    shift = str(escape("none under a distribution shift"))
+    assert shift in page and page.index(shift) < page.index("id='top-set'")
+    assert page.index("class='metric-record'") < page.index("id='top-set'")
 
 
 @pytest.mark.timeout(180)
@@ -306,6 +350,14 @@ def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consen
         return box is not None and box["y"] < fold and page.locator(
             selector).first.is_visible()
 
+    # the headline names the metric and what the set is about, its record before the table
+    assert on_first_screen("#headline") and on_first_screen("#headline-scope")
+    assert page.locator("#headline").inner_text().startswith(
+        f"Top set by {settings['ordered_by']}: {len(decision['top_set'])} of ")
+    assert "not about accuracy" in page.locator("#headline-scope").inner_text()
+    assert on_first_screen(".metric-record") and on_first_screen(".record-warning")
+    assert (page.locator(".record-warning").last.bounding_box()["y"]
+            < page.locator("#top-set").bounding_box()["y"])
     # the top set: every model of it is listed, with its rank interval
     assert on_first_screen("#top-set")
     rows = page.locator("#top-set tbody tr")

@@ -39,31 +39,90 @@ def test_knn_predictions_need_two_labels():
         knn_predictions(np.eye(3), np.array([0]), np.array([1]), 2)
 
 
-def test_p_best_of_a_dominating_model_is_one_and_of_identical_models_is_split():
-    correct = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 0, 1]], dtype=float)
-    p = labelled_p_best(correct, resamples=500, seed=1, prior_samples=0)
-    # model 0 is right wherever another is, and strictly better somewhere: it wins every replicate
-    assert p[0] == pytest.approx(1.0) and p.sum() == pytest.approx(1.0)
-    twins = labelled_p_best(np.array([[1, 1], [0, 0], [1, 1]], dtype=float), 100, 0)
-    assert twins == pytest.approx([0.5, 0.5], abs=0.1)  # the prior's coins: symmetric, noisy
-    assert labelled_p_best(np.zeros((0, 4)), prior_samples=0) == pytest.approx([0.25] * 4)
+def test_p_best_with_every_pool_label_is_the_observed_best_with_ties_within_tolerance_shared():
+    # the whole pool labelled (population = L): no uncertainty left, the observed accuracies decide
+    correct = np.zeros((1000, 3))
+    correct[:900, 0] = 1  # 0.900
+    correct[:800, 1] = 1  # 0.800
+    correct[:897, 2] = 1  # 0.897: 0.3 pp behind model 0, within the 0.5 pp tolerance
+    assert labelled_p_best(correct, 200, 0, population=1000) == pytest.approx([0.5, 0.0, 0.5])
+    assert labelled_p_best(correct[:, :2], 200, 0, population=1000) == pytest.approx([1.0, 0.0])
+    assert labelled_p_best(np.zeros((0, 4))) == pytest.approx([0.25] * 4)
+    assert labelled_p_best(correct[:, :1]) == pytest.approx([1.0])
+    with pytest.raises(ValueError, match="population"):
+        labelled_p_best(correct, population=10)
 
 
-def test_the_prior_keeps_one_lucky_sample_in_ten_below_the_stopping_target():
+def test_exchangeable_models_get_equal_p_best_and_a_permutation_permutes_it():
+    rng = np.random.default_rng(0)
+    base = (rng.random((60, 1)) < 0.7).astype(float)
+    twins = np.hstack([base, base, base])  # identical columns: exchangeable
+    assert labelled_p_best(twins, 4000, 1) == pytest.approx([1 / 3] * 3, abs=0.03)
+    symmetric = np.array([[1, 0], [0, 1], [1, 1]], dtype=float)  # each right once alone
+    assert labelled_p_best(symmetric, 4000, 3) == pytest.approx([0.5, 0.5], abs=0.03)
+    c = (rng.random((80, 4)) < [0.6, 0.7, 0.75, 0.8]).astype(float)
+    perm = np.array([2, 0, 3, 1])
+    assert labelled_p_best(c[:, perm], 4000, 5) == pytest.approx(
+        labelled_p_best(c, 4000, 5)[perm], abs=0.03)
+
+
+def test_one_lucky_sample_in_ten_stays_below_the_stopping_target_and_a_hundred_do_not():
     correct = np.zeros((10, 2))
     correct[0, 1] = 1.0  # model 1 right on one sample, both wrong on the other nine
-    assert labelled_p_best(correct, 2000, 0, prior_samples=0)[1] == pytest.approx(1.0)
     assert labelled_p_best(correct, 2000, 0)[1] < 0.9
     many = np.vstack([correct] * 10)  # the same pattern on 100 labels: now it is evidence
     assert labelled_p_best(many, 2000, 0)[1] > 0.9
 
 
-def test_p_best_of_two_models_matches_the_dirichlet_closed_form():
-    # model A right on sample 0 only, B on sample 1 only: A wins iff w0 > w1, P = 1/2 under
-    # Dirichlet(1,1); with a third sample where both are right nothing changes.
-    p = labelled_p_best(np.array([[1, 0], [0, 1], [1, 1]], dtype=float), 20000, 3,
-                        prior_samples=0)
-    assert p == pytest.approx([0.5, 0.5], abs=0.02)
+def test_paired_differences_count_not_the_accuracies_alone():
+    # the same accuracies (0.90 and 0.88 on 500 labels): when the models disagree on only 10
+    # images (A right on all of them) the difference is sure; with independent errors it is not
+    paired = np.zeros((500, 2))
+    paired[:440] = 1
+    paired[440:450, 0] = 1
+    rng = np.random.default_rng(2)
+    a, b = np.zeros(500), np.zeros(500)
+    a[rng.permutation(500)[:450]] = 1
+    b[rng.permutation(500)[:440]] = 1
+    independent = np.column_stack([a, b])
+    assert paired.mean(axis=0) == pytest.approx(independent.mean(axis=0))
+    assert labelled_p_best(paired, 4000, 0)[0] > 0.9
+    assert labelled_p_best(independent, 4000, 0)[0] < 0.75
+
+
+def test_p_best_of_two_symmetric_models_matches_the_gaussian_mixture_closed_form():
+    # A right on 60 of 100 labels, B on 40 (A only 30, B only 10, both 30, neither 30): equal
+    # variances, so (1, −1) is an eigenvector of the sampling covariance S and for each prior
+    # spread σ of the grid the posterior of d = θ_A − θ_B is normal with mean σ²/(σ² + s)·0.2,
+    # variance 2σ²s/(σ² + s), s = S_AA − S_AB; the grid weight is N(0.2/√2; 0, σ² + s).
+    from scipy import stats
+
+    from zoorank.metrics.active import PRIOR_SAMPLES, SPREAD_GRID, TIE_TOLERANCE
+
+    rows = [[1, 0]] * 30 + [[0, 1]] * 10 + [[1, 1]] * 30 + [[0, 0]] * 30
+    c = np.array(rows, dtype=float)
+    n, k = 100, PRIOR_SAMPLES
+    var = 0.24 * n / (n - 1)  # ddof 1: p(1 − p) · n / (n − 1)
+    cov_ab = (0.30 - 0.6 * 0.4) * n / (n - 1)  # E[ab] − E[a]E[b], ddof 1
+    pbar = (100 + 1) / (200 + 2)
+    s_aa = ((n - 1) * var + k * pbar * (1 - pbar)) / (n - 1 + k) / n
+    s_ab = (n - 1) * cov_ab / (n - 1 + k) / n
+    s = s_aa - s_ab
+    y = 0.2 / np.sqrt(2)
+    sig2 = SPREAD_GRID ** 2
+    w = stats.norm.pdf(y, 0, np.sqrt(sig2 + s))
+    w = w / w.sum()
+    mean = sig2 / (sig2 + s) * 0.2
+    sd = np.sqrt(2 * sig2 * s / (sig2 + s))
+    t = TIE_TOLERANCE
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ahead = np.where(sd > 0, stats.norm.sf((t - mean) / np.where(sd > 0, sd, 1)), 0.0)
+        tied = np.where(sd > 0, stats.norm.cdf((t - mean) / np.where(sd > 0, sd, 1))
+                        - stats.norm.cdf((-t - mean) / np.where(sd > 0, sd, 1)), 1.0)
+    expected = float(np.sum(w * (ahead + 0.5 * tied)))
+    got = labelled_p_best(c, 20000, 0)
+    assert got[0] == pytest.approx(expected, abs=0.01)
+    assert got.sum() == pytest.approx(1.0)
 
 
 def test_probability_mass_set_is_the_fewest_models_holding_the_mass():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from zoorank.metrics.uncertainty import (
+    MEASURED_COVERAGE,
     TOP_SET_GUARANTEE,
     fold_assignment,
     fold_bootstrap,
@@ -12,6 +13,7 @@ from zoorank.metrics.uncertainty import (
     model_confidence_set,
     rank_uncertainty,
     replicate_ranks,
+    small_sample_factor,
     snap,
     split_p_best,
     top_set,
@@ -29,8 +31,26 @@ def test_fold_assignment_is_balanced_and_independent_of_row_order():
 
 
 def test_fold_scale_is_one_for_all_samples_in_many_folds_limit():
-    assert fold_scale(2, 0.5) == pytest.approx(1.0)
-    assert fold_scale(10, 1.0) == pytest.approx(np.sqrt(10 / 9))
+    assert fold_scale(2, 0.5, small_sample=False) == pytest.approx(1.0)
+    assert fold_scale(10, 1.0, small_sample=False) == pytest.approx(np.sqrt(10 / 9))
+
+
+def test_small_sample_factor_is_the_t_over_normal_quantile_ratio():
+    # printed tables: t_7(0.99) = 2.998, z(0.99) = 2.326; t_31(0.99) = 2.453
+    assert small_sample_factor(8) == pytest.approx(2.998 / 2.326, rel=1e-3)
+    assert small_sample_factor(32) == pytest.approx(2.453 / 2.326, rel=1e-3)
+    assert small_sample_factor(100_000) == pytest.approx(1.0, abs=1e-3)
+    assert fold_scale(8, 0.5) == pytest.approx(np.sqrt(0.5 * 8 / 7) * 2.998 / 2.326, rel=1e-3)
+    with pytest.raises(ValueError, match="n_folds"):
+        small_sample_factor(1)
+
+
+def test_measured_coverage_names_every_simulated_setting_with_its_error():
+    assert {"8 tied", "4 tied best", "2 tied best", "unique best (1 pp ahead)"} <= set(
+        MEASURED_COVERAGE)
+    for coverage, error, reps in MEASURED_COVERAGE.values():
+        assert 0 <= coverage <= 1 and error == pytest.approx(
+            np.sqrt(max(coverage * (1 - coverage), 1e-12) / reps), abs=5e-4)
 
 
 def test_fold_bootstrap_without_fold_spread_returns_the_point_value():

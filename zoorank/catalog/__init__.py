@@ -283,8 +283,8 @@ class Catalog:
                           else None)
             except Exception:  # an older table without the column: stale
                 stored = None
-            if stored is None or stored.empty or set(stored["fingerprint"]) != {
-                    self.labels_fingerprint(name)}:
+            if (stored is None or stored.empty or "fingerprint" not in stored.columns
+                    or set(stored["fingerprint"]) != {self.labels_fingerprint(name)}):
                 out.append(name)
         return out
 

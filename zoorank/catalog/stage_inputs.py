@@ -40,6 +40,7 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
+from zoorank.metrics.primary import PRIMARY_PREFERENCE
 from zoorank.store import Store, tables
 from zoorank.store.layout import LEADERBOARD, ORACLE, REPORT_DIR
 
@@ -167,6 +168,8 @@ def rank_inputs(
     failures = sorted(json.dumps(dict(f), sort_keys=True, default=str) for f in oracle_failures)
     return StageInputs("rank", {
         "code": code_identity(),
+        # the default order: a board ordered by default changes when it does
+        "default order": list(PRIMARY_PREFERENCE),
         "config": fingerprint(_config_part(config)),
         "models": fingerprint(model_part),
         "metrics": _all_columns(metrics),

@@ -36,9 +36,15 @@ from zoorank.decide.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_se
 from zoorank.metrics import registry
 from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
-from zoorank.metrics.primary import WIDTH_SENSITIVE
+from zoorank.metrics.primary import COLLAPSE_DEGENERATE, WIDTH_SENSITIVE
 from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU
-from zoorank.metrics.ranks import AGGREGATION_DIRECTIONS, aggregate_ranks, merged_signal_ranks
+from zoorank.metrics.ranks import (
+    AGGREGATION_DIRECTIONS,
+    aggregate_ranks,
+    flagged_last,
+    merged_signal_ranks,
+    rank_within,
+)
 from zoorank.metrics.uncertainty import (
     TOP_SET_GUARANTEE,
     RankUncertainty,
@@ -110,14 +116,38 @@ def _flags_text(flags: Mapping[str, list[str]]) -> str:
     return ",".join(f"{ds}:{f}" for ds, fs in flags.items() for f in fs)
 
 
+def degenerate_on_collapse(metric: str) -> bool:
+    """Whether ``metric`` (``<name>@<view>`` included) is at its best on a collapsed encoder
+    (:data:`zoorank.metrics.primary.COLLAPSE_DEGENERATE`)."""
+    return registry.split_view(metric)[0] in COLLAPSE_DEGENERATE
+
+
+def unflagged_uncertainty(point: np.ndarray, reps: np.ndarray, confidence: float,
+                          blocked: np.ndarray | None) -> RankUncertainty:
+    """:func:`~zoorank.metrics.uncertainty.rank_uncertainty` over the unblocked models only (issue
+    30: a flagged model is never ranked above an unflagged one, nor counted in p(best)): blocked
+    models get p(best) 0 (NaN when they have no value) and no interval. Cost: that of
+    ``rank_uncertainty``."""
+    if blocked is None or not np.any(blocked):
+        return rank_uncertainty(point, reps, confidence, blocked)
+    blocked = np.asarray(blocked, dtype=bool)
+    u = rank_uncertainty(np.where(blocked, np.nan, point),
+                         np.where(blocked[None, :], np.nan, reps), confidence, blocked)
+    p_best = np.where(blocked & np.isfinite(point), 0.0, u.p_best)
+    return RankUncertainty(u.rank_low, u.rank_high, p_best, u.share_vs_best, u.in_top_set)
+
+
 def metric_uncertainty(
     config: RunConfig, board: pd.DataFrame, folds: pd.DataFrame,
     blocked: Mapping[str, np.ndarray],
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]:
     """Per (dataset, resampled metric): the uncertainty rows and (oriented point, replicates).
 
-    Cost per metric: O(B · n log n) time (ranking each replicate) and O(B · n) memory for n
-    models and B = ``rank.resamples``; no array has two model axes."""
+    Blocked models (``blocked``: per dataset) rank after the unblocked ones and take no part in
+    the intervals, p(best) and top set (:func:`unflagged_uncertainty`); the replicates returned
+    are the metric's own, blocked models included. Cost per metric: O(B · n log n) time (ranking
+    each replicate) and O(B · n) memory for n models and B = ``rank.resamples``; no array has two
+    model axes."""
     o, r = config.score, config.rank
     ids = list(board["model_id"])
     rows: list[dict[str, Any]] = []
@@ -135,12 +165,18 @@ def metric_uncertainty(
             point = np.asarray(entry.oriented(raw), dtype=np.float64)
             reps = np.asarray(entry.oriented(
                 fold_bootstrap(raw, matrix, r.resamples, config.seed, scale)), dtype=np.float64)
-            u = rank_uncertainty(point, reps, r.confidence, blocked.get(ds))
+            block = blocked.get(ds)
+            u = unflagged_uncertainty(point, reps, r.confidence, block)
             replicates[(ds, metric)] = (point, reps)
             rank = replicate_ranks(point[None, :])[0]
+            low, high = u.rank_low, u.rank_high
+            if block is not None and np.any(block):
+                rank = flagged_last(rank, block, not degenerate_on_collapse(metric), "min")
+                # a blocked model's interval is its own place behind the unblocked models
+                low, high = np.where(block, rank, low), np.where(block, rank, high)
             for i, m in enumerate(ids):
                 rows.append({"model_id": m, "dataset": ds, "metric": metric, "rank": rank[i],
-                             "rank_low": u.rank_low[i], "rank_high": u.rank_high[i],
+                             "rank_low": low[i], "rank_high": high[i],
                              "p_best": u.p_best[i], "in_top_set": bool(u.in_top_set[i])})
     return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS), replicates
 
@@ -172,7 +208,8 @@ def aggregate_uncertainty(
     replicates: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], blocked: np.ndarray,
 ) -> RankUncertainty | None:
     """Uncertainty of the leaderboard's own order: each replicate's primary-metric ranks per
-    dataset aggregated as the leaderboard aggregates them; None without replicates.
+    dataset aggregated as the leaderboard aggregates them; None without replicates. Blocked
+    models take no part (:func:`unflagged_uncertainty`).
 
     Cost O(B · n log n · datasets) time, O(B · n · datasets) memory."""
     keys = [(ds, m) for ds, m in primary.items() if (ds, m) in replicates]
@@ -180,7 +217,7 @@ def aggregate_uncertainty(
         return None
     if len(keys) == 1:
         point, reps = replicates[keys[0]]
-        return rank_uncertainty(point, reps, config.rank.confidence, blocked)
+        return unflagged_uncertainty(point, reps, config.rank.confidence, blocked)
     method = config.rank.aggregation
     sign = AGGREGATION_DIRECTIONS[method]
     weights = {k: v for k, v in config.rank.dataset_weights.items() if k in primary}
@@ -188,7 +225,8 @@ def aggregate_uncertainty(
     n_rep = replicates[keys[0]][1].shape[0]
     out = np.full((n_rep, len(board)), np.nan)
     # every replicate of a dataset ranked at once (NaN: no value, no rank)
-    ranks = {ds: replicate_ranks(replicates[(ds, m)][1]) for ds, m in keys}
+    ranks = {ds: replicate_ranks(np.where(blocked[None, :], np.nan, replicates[(ds, m)][1]))
+             for ds, m in keys}
     for b in range(n_rep):
         frame = pd.DataFrame({ds: r[b] for ds, r in ranks.items()})
         has = frame.notna().any(axis=1).to_numpy()
@@ -196,7 +234,7 @@ def aggregate_uncertainty(
         if has.any():
             agg[has] = aggregate_ranks(frame[has], method, weights).to_numpy()
         out[b] = sign * agg
-    return rank_uncertainty(point, out, config.rank.confidence, blocked)
+    return unflagged_uncertainty(point, out, config.rank.confidence, blocked)
 
 
 def consensus(
@@ -299,6 +337,29 @@ def tied_with(board: pd.DataFrame) -> list[str]:
     return out
 
 
+def flagged_below(board: pd.DataFrame, flags: Mapping[str, Mapping[str, list[str]]],
+                  primary: Mapping[str, str]) -> pd.DataFrame:
+    """``board`` re-ranked and re-sorted so that every model with a blocking flag (on any dataset)
+    comes after every unblocked one (issue 30); when a metric degenerate on collapse
+    (:func:`degenerate_on_collapse`) orders a dataset, the blocked models share the last places
+    instead of keeping its order (:func:`zoorank.metrics.ranks.flagged_last`). Cost O(n log n)."""
+    if board.empty or "rank" not in board:
+        return board.copy()
+    blocked = np.array([any(set(f) & BLOCKING for f in flags[m].values())
+                        for m in board["model_id"]], dtype=bool)
+    if not blocked.any():
+        return board.copy()
+    order_flagged = not any(degenerate_on_collapse(m) for m in primary.values())
+    out = board.copy()
+    out["rank"] = flagged_last(out["rank"].to_numpy(dtype=np.float64), blocked, order_flagged)
+    if "family_rank" in out:  # the place within the family follows the new order
+        for fam, idx in out.groupby("family").groups.items():
+            if fam:
+                r = out.loc[idx, "rank"].to_numpy(dtype=np.float64)
+                out.loc[idx, "family_rank"] = np.where(np.isnan(r), np.nan, rank_within(r, -1))
+    return out.sort_values(["rank", "model_id"], kind="stable").reset_index(drop=True)
+
+
 def decide(
     config: RunConfig, board: pd.DataFrame, settings: dict[str, Any], metrics: pd.DataFrame,
     folds: pd.DataFrame, health: pd.DataFrame, oracle: pd.DataFrame | None = None,
@@ -308,19 +369,22 @@ def decide(
     Cost O(B · n log n) per resampled metric (n models, B resamples) plus the top set; memory
     O(B · n) per metric: nothing here pairs models."""
     datasets = [d.name for d in config.datasets]
-    board = board.copy()
-    ids = list(board["model_id"])
+    primary = settings.get("primary_metric") or {}
     flags = model_flags(board, metrics, health, datasets)
+    board = flagged_below(board, flags, primary)
+    ids = list(board["model_id"])
     blocked_ds = {ds: np.array([bool(set(flags[m][ds]) & BLOCKING) for m in ids])
                   for ds in datasets}
     blocked = np.any(np.vstack([blocked_ds[ds] for ds in datasets]), axis=0) if ids else \
         np.zeros(0, dtype=bool)
     per_metric, replicates = metric_uncertainty(config, board, folds, blocked_ds)
-    primary = settings.get("primary_metric") or {}
     agg = aggregate_uncertainty(config, board, primary,
                                 merged_replicates(replicates, primary, settings, board), blocked)
     if agg is not None:
-        board["rank_low"], board["rank_high"] = agg.rank_low, agg.rank_high
+        rank = board["rank"].to_numpy(dtype=np.float64)
+        # a blocked model's interval is its own place behind the unblocked models
+        board["rank_low"] = np.where(blocked, rank, agg.rank_low)
+        board["rank_high"] = np.where(blocked, rank, agg.rank_high)
         board["p_best"], board["in_top_set"] = agg.p_best, agg.in_top_set
         top_rule = "mcs"
     else:

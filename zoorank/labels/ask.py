@@ -12,7 +12,9 @@ The round goes to ``<store>/asks/<round>/``:
 
 An image is never asked twice: neither one already labelled (its own label, or one given back)
 nor one asked in another round, answered or not (an image someone skipped is likely hard to label;
-asking it again would stall the rounds). Choice: :func:`zoorank.metrics.active.next_batch`.
+asking it again would stall the rounds). Choice: :func:`zoorank.metrics.active.next_batch`, or for
+a classifier zoo (every model's head kept) CODA on the heads' predictions
+(:mod:`zoorank.labels.heads`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import numpy as np
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
+from zoorank.labels.heads import METHOD as CODA_METHOD
+from zoorank.labels.heads import coda_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.metrics.active import next_batch
@@ -146,7 +150,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
     store = Store(config.store)
-    pool = load_pool(config, dataset)
+    pool = with_head_predictions(config, load_pool(config, dataset))
     round_ = next_round(store) if round_ is None else int(round_)
     if round_ < 1:
         raise InputError(f"--round: {round_} (rounds count from 1)")
@@ -155,7 +159,12 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     excluded[pool.labelled] = True
     excluded |= np.isin(pool.sample_id, np.fromiter(before, dtype=np.int64, count=len(before)))
     ev = evidence(pool, config.seed)
-    picks = next_batch(pool.Zs, ev, excluded, budget, config.seed + round_)
+    if pool.predictions is not None:
+        picks = coda_batch(pool, excluded, budget, config.seed + round_)
+        method = CODA_METHOD
+    else:
+        picks = next_batch(pool.Zs, ev, excluded, budget, config.seed + round_)
+        method = "cold start (k-means)" if ev.predictions is None else "query-by-committee"
     ids = [int(pool.sample_id[p]) for p in picks]
     if not ids:
         raise InputError(f"dataset {pool.dataset!r}: every sample is labelled or was asked "
@@ -177,8 +186,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     store.write_json(f"{rel}/round.json", {"dataset": pool.dataset, "round": round_,
                                            "budget": budget, "asked": ids,
                                            "labels_before": int(ev.n_labels),
-                                           "method": "cold start (k-means)"
-                                           if ev.predictions is None else "query-by-committee"})
+                                           "method": method})
     paths = {name: store.uri_of(rel, name) for name in
              ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml")}
     excluded[picks] = True
@@ -188,8 +196,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
         out(line)
     if rule["stop"]:
         out("ask: the stopping rule says stop; this round is optional")
-    out(f"ask: round {round_}: {len(ids)} image(s) of {pool.dataset} to label "
-        f"({'cold start: k-means spread' if ev.predictions is None else 'query-by-committee'})")
+    out(f"ask: round {round_}: {len(ids)} image(s) of {pool.dataset} to label ({method})")
     for name, path in paths.items():
         out(f"  {name:<18} {path}")
     out(f"  then: zoorank label CONFIG {paths['to_label.csv']} (filled in, or the page's "

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.labels.heads import with_head_predictions
 from zoorank.labels.pool import load_pool, with_labels
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels
@@ -46,7 +47,7 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
               round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
     """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
     rows = parse_file(path)
-    pool = load_pool(config, dataset)
+    pool = with_head_predictions(config, load_pool(config, dataset))
     before = evidence(pool, config.seed)
     index = pool.catalog.indexes[pool.dataset]
     new = check_labels(rows, pool.dataset, index.sample_id, pool.classes, known_labels(pool))

@@ -62,6 +62,9 @@ class Pool:
     free_top_set: list[str]  # the leaderboard's top set (label-free)
     catalog: Catalog
     models_total: int = 0  # models with fresh clean embeddings, of which the pool holds M
+    #: (M, n, K) the heads' class probabilities when every model has one (classifier zoos,
+    #: :func:`zoorank.labels.heads.with_head_predictions`), else None
+    predictions: np.ndarray | None = None
 
     def known(self) -> dict[int, str]:
         """sample_id → class name of every labelled pool sample."""

@@ -2,6 +2,12 @@
 how the top set narrowed, the labels spent, and whether another round is likely to change the
 decision. Default stop: the leader's p(best) ≥ :data:`TARGET`, or the label budget spent.
 
+p(best) here is :func:`zoorank.metrics.active.labelled_p_best` (issue 30): a posterior of the
+models' paired accuracies on the pool in which models within 0.5 pp of the best share "best", so
+the rule fires only when that probability clears the target; ``benchmarks/calibration.py``
+measures how often it fires and how often its pick is then within 0.5 pp of the best
+(``benchmarks/results/calibration.md``).
+
 :func:`stopping_rule` returns plain data (``title``, ``sentences``, ``rows`` as a list of dicts,
 ``stop``) for the console and the HTML report alike.
 """
@@ -13,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from zoorank.labels.heads import coda_batch, coda_change, coda_evidence
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import (
     LabelEvidence,
@@ -29,7 +36,10 @@ TOP_MASS = 0.95
 
 
 def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
-    """:func:`zoorank.metrics.active.label_evidence` of the pool's labels."""
+    """:func:`zoorank.metrics.active.label_evidence` of the pool's labels; for a classifier zoo
+    (``pool.predictions``), :func:`zoorank.labels.heads.coda_evidence`."""
+    if pool.predictions is not None:
+        return coda_evidence(pool)
     return label_evidence(pool.Zs, pool.labelled, pool.codes, len(pool.classes), pool.prior,
                           seed=seed)
 
@@ -47,7 +57,17 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
     top = [ids[i] for i in probability_mass_set(ev.p_best, TOP_MASS)]
     spent = int(ev.n_labels)
     sentences = []
-    if ev.predictions is None:
+    heads = pool.predictions is not None
+    if heads and spent == 0:
+        sentences.append(f"No label yet on {pool.dataset}: CODA's consensus prior (the heads' "
+                         f"agreement with the zoo) makes {ids[leader]} the leader with p(best) = "
+                         f"{p_lead:.2f} (target {target:.2f}).")
+    elif heads:
+        sentences.append(f"Given {spent} label(s) on {pool.dataset}, {ids[leader]} is the best "
+                         f"model by CODA on the heads' predictions, p(best) = {p_lead:.2f} "
+                         f"(target {target:.2f}); its head's accuracy on the labelled images is "
+                         f"{ev.accuracy[leader]:.2f}.")
+    elif ev.predictions is None:
         sentences.append(f"{spent} label(s) on {pool.dataset}: too few (two classes needed) to "
                          f"weigh the models; the label-free p(best) stands: {ids[leader]} leads "
                          f"with {p_lead:.2f}.")
@@ -65,7 +85,7 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
                      + ", ".join(top[:8]) + (" ..." if len(top) > 8 else "") + ".")
     budget_left = None if max_labels is None else max(0, max_labels - spent)
     change = math.nan
-    if p_lead >= target and ev.predictions is not None:
+    if p_lead >= target and ev.predictions is not None and (spent or not heads):
         stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f} ≥ {target:.2f}."
     elif budget_left == 0:
         stop, verdict = True, f"Stop: the label budget ({max_labels}) is spent."
@@ -74,9 +94,13 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
         k = round_size if budget_left is None else min(round_size, budget_left)
         mask = np.zeros(len(pool.sample_id), bool) if excluded is None else excluded.copy()
         mask[pool.labelled] = True
-        batch = next_batch(pool.Zs, ev, mask, k, seed)
-        change = change_probability(pool.Zs, pool.labelled, pool.codes, len(pool.classes), ev,
-                                    batch, seed=seed)
+        if heads:
+            batch = coda_batch(pool, mask, k, seed)
+            change = coda_change(pool, batch, seed)
+        else:
+            batch = next_batch(pool.Zs, ev, mask, k, seed)
+            change = change_probability(pool.Zs, pool.labelled, pool.codes, len(pool.classes),
+                                        ev, batch, seed=seed)
         if math.isnan(change):
             verdict = (f"Go on: label a first round ({k} images) before the models can be "
                        "weighed.")
@@ -94,16 +118,18 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
     return {"title": f"Labels on {pool.dataset}: when to stop", "sentences": sentences,
             "rows": rows, "stop": stop, "leader": ids[leader], "p_best": p_lead,
             "labels_spent": spent, "top_set": top, "change_probability": change,
-            "target": target, "max_labels": max_labels}
+            "target": target, "max_labels": max_labels,
+            "signal": "heads (CODA)" if heads else "embeddings (kNN committee)"}
 
 
 def console_lines(rule: dict[str, Any]) -> list[str]:
     """The stopping rule as console lines (the title, its sentences, the top rows)."""
     lines = [rule["title"], *(f"  {s}" for s in rule["sentences"])]
+    acc_name = "head acc" if rule.get("signal", "").startswith("heads") else "kNN acc"
     for r in rule["rows"]:
         acc = "—" if r["few_label_accuracy"] is None else f"{r['few_label_accuracy']:.2f}"
         lines.append(f"    {r['model_id']:<24} p(best | labels) {r['p_best_given_labels']:.2f}  "
-                     f"label-free {r['p_best_label_free']:.2f}  kNN acc {acc}")
+                     f"label-free {r['p_best_label_free']:.2f}  {acc_name} {acc}")
     return lines
 
 
@@ -112,6 +138,7 @@ def summary(config, dataset: str | None = None, round_size: int = 40,
     """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
     for the report: None when no label was given back (``<store>/labels/`` absent or empty for
     it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round."""
+    from zoorank.labels.heads import with_head_predictions
     from zoorank.labels.pool import load_pool, pick_dataset
     from zoorank.labels.table import read_labels
     from zoorank.store import Store
@@ -119,6 +146,6 @@ def summary(config, dataset: str | None = None, round_size: int = 40,
     name = pick_dataset(config, dataset)
     if read_labels(Store(config.store), name).empty:
         return None
-    pool = load_pool(config, name)
+    pool = with_head_predictions(config, load_pool(config, name))
     return stopping_rule(pool, evidence(pool, config.seed), round_size=round_size,
                          seed=config.seed, max_labels=max_labels)

@@ -25,10 +25,10 @@ __all__ = ["model_confidence_set", "top_set", "TOP_SET_GUARANTEE"]
 #: what the top set guarantees, in one sentence (the report and the rank settings show it);
 #: ``{confidence}`` is filled with the run's confidence.
 TOP_SET_GUARANTEE = (
-    "The top set is a {confidence:.0%} Model Confidence Set (Hansen, Lunde & Nason 2011) over "
-    "resamples of the evaluation images, closed upward in the leaderboard's order: with "
-    "probability at least {confidence:.0%} (asymptotically) it contains the model(s) whose "
-    "expected score is best, and every unflagged model ranked above a member is in it.")
+    "The top set is a Model Confidence Set of nominal level {confidence:.0%} (Hansen, Lunde & "
+    "Nason 2011) over resamples of the evaluation images, closed upward in the leaderboard's "
+    "order: it aims to contain the model(s) whose expected score is best, and every unflagged "
+    "model ranked above a member is in it.")
 
 
 def _point_and_replicates(point: Any, replicates: Any, name: str, level: float

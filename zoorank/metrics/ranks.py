@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import stats
 
 __all__ = ["AGGREGATION_DIRECTIONS", "rank_within", "aggregate_ranks", "joint_rank",
-           "merged_signal_ranks"]
+           "merged_signal_ranks", "flagged_last"]
 
 Aggregation = Literal["rank_product", "mean_rank", "borda"]
 
@@ -70,6 +70,45 @@ def rank_within(values: Any, direction: int = 1) -> np.ndarray:
         ranks[finite] = stats.rankdata(-direction * v[finite], method="average")
     ranks[~finite] = (n_finite + 1 + len(v)) / 2.0
     return ranks
+
+
+def flagged_last(rank: Any, flagged: Any, order_flagged: bool = True,
+                 method: str = "average") -> np.ndarray:
+    """Ranks (1 = best) with every flagged model after every unflagged one (issue 30).
+
+    Parameters
+    ----------
+    rank : array-like (n,)
+        Ranks of one order, lower = better; NaN = unranked (stays NaN).
+    flagged : array-like (n,) bool
+        Models with a blocking health flag (:data:`zoorank.metrics.health.BLOCKING`).
+    order_flagged : bool
+        True: the flagged models keep their relative order behind the unflagged ones. False (a
+        metric degenerate on collapse orders the board: a constant map has perfect alignment):
+        they share the average of the last places, the metric orders none of them.
+    method : how ties are ranked (:func:`scipy.stats.rankdata`): ``"average"`` (the leaderboard's
+        convention) or ``"min"`` (the per-metric uncertainty table's).
+
+    Returns
+    -------
+    ndarray (n,) float64
+        The k ranked unflagged models take ranks 1..k in their order; the f ranked flagged ones
+        take k+1..k+f. Without flagged models the ranks are those of ``rank`` re-ranked by
+        ``method``. Cost O(n log n).
+    """
+    r = model_vector(rank, "rank")
+    f = np.asarray(flagged, dtype=bool)
+    if f.shape != r.shape:
+        raise ValueError(f"flagged must have the shape of rank {r.shape}, got {f.shape}")
+    out = np.full_like(r, np.nan)
+    ok, bad = np.isfinite(r) & ~f, np.isfinite(r) & f
+    if ok.any():
+        out[ok] = stats.rankdata(r[ok], method=method)
+    n_ok, n_bad = int(ok.sum()), int(bad.sum())
+    if n_bad:
+        out[bad] = n_ok + (stats.rankdata(r[bad], method=method) if order_flagged
+                           else (n_bad + 1) / 2.0)
+    return out
 
 
 def aggregate_ranks(

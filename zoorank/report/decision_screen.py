@@ -1,17 +1,23 @@
-"""The report's first screen, the decision: the top set with rank intervals (a forest plot), health
-flags as badges, the consensus sentence, the warnings (embedding widths, library versions) and what
-the labels say. The inputs are the leaderboard and its settings (:mod:`zoorank.decide.decision`); the
-output is a :class:`~zoorank.report.page.Section` for ``decision.html.j2``.
+"""The report's first screen, the decision: a headline that names the primary metric and says the
+top set is about that metric's best (not accuracy), the metric's measured record against labels
+on the validation zoos and where it is weak or missing (:mod:`zoorank.report.metric_record`),
+then the top set with rank intervals (a forest plot), health flags as badges, the consensus
+sentence, the warnings (embedding widths, library versions) and what the labels say. The inputs
+are the leaderboard and its settings (:mod:`zoorank.decide.decision`); the output is a
+:class:`~zoorank.report.page.Section` for ``decision.html.j2``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from zoorank.metrics.uncertainty import MEASURED_COVERAGE, MEASURED_SETTINGS, measured_coverage
+from zoorank.report.metric_record import summarise
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
 from zoorank.store.redact import redact
@@ -134,12 +140,48 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     return out
 
 
+def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
+    """The confidence the report claims for the top set: ``{"level": ..., "sentence": ...}``.
+
+    The one place the report takes the level from (Contract 8: a level printed is a level
+    measured). At the settings ``benchmarks/calibration.py`` measured
+    (:data:`~zoorank.metrics.uncertainty.MEASURED_SETTINGS`) the level is the lowest coverage it
+    measured there (:func:`~zoorank.metrics.uncertainty.measured_coverage`, the worst simulated
+    zoo); at any other settings the nominal level is printed as nominal, with that said."""
+    nominal = float(decision.get("confidence", 0.95))
+    guarantee = str(decision.get("top_set_guarantee") or "")
+    at = {k: decision.get(k) for k in MEASURED_SETTINGS}
+    measured_here = all(v is not None and math.isclose(float(v), MEASURED_SETTINGS[k])
+                        for k, v in at.items())
+    if not measured_here:
+        return {"level": f"nominal {nominal:.0%}",
+                "sentence": (f"{guarantee} Its coverage was not measured at these settings "
+                             "(benchmarks/calibration.py measures the defaults: confidence 0.95, "
+                             "8 folds of half the images), so the level is nominal.").strip()}
+    level = measured_coverage()
+    worst = min(MEASURED_COVERAGE, key=lambda k: MEASURED_COVERAGE[k][0])
+    return {"level": f"{level:.0%}",
+            "sentence": (f"{guarantee} Measured on simulated zoos with known truth "
+                         f"(benchmarks/calibration.py), the set held every truly best model in "
+                         f"{level:.0%} of simulations in the hardest setting ({worst}); read it as "
+                         f"a {level:.0%} set, not {nominal:.0%}.").strip()}
+
+
+def metric_records(primary: Mapping[str, str], ordered_by: str | None) -> list[dict[str, Any]]:
+    """The record (:func:`zoorank.report.metric_record.summarise`) of each metric that orders the
+    board, once per metric."""
+    metrics = list(dict.fromkeys(primary.values())) or ([ordered_by] if ordered_by else [])
+    return [summarise(m) for m in metrics]
+
+
 def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame,
                      version_warning: str | None = None) -> Section:
     """The report's first screen: the top set with its rank intervals (a forest plot), flags as
     badges, the consensus sentence, the warnings (embedding widths; ``version_warning``: the
     libraries whose versions differ between the store's entries, redacted) and what the labels
-    say. Template ``decision.html.j2``."""
+    say. The headline names the metric that orders the board and says the set is about its best
+    under resampling of the images; the metric's record and its warnings come before the table.
+    Template ``decision.html.j2``."""
     d = settings.get("decision") or {}
     ranked = board[board["rank"].notna()] if "rank" in board else board.iloc[0:0]
     warning = redact(version_warning) if version_warning else ""
@@ -151,10 +193,16 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
     value_cols = [f"{ds}/{m}" for ds, m in primary.items() if f"{ds}/{m}" in board]
     flagged = ranked[ranked["flags"].astype(str) != ""] if "flags" in ranked else ranked.iloc[0:0]
     held = flagged[~flagged["in_top_set"].astype(bool)]
+    claim = top_set_claim(d)
+    records = metric_records(primary, settings.get("ordered_by"))
     context = {
         "ranked": True,
         "total": len(board),
-        "confidence": f"{float(d.get('confidence', 0.95)):.0%}",
+        "confidence": claim["level"],
+        # what the headline's set is about, and what that metric's best has been worth: shown
+        # before the recommendation (issue 30)
+        "records": records,
+        "record_warnings": list(dict.fromkeys(w for r in records for w in r["warnings"])),
         "ordered_by": str(settings.get("ordered_by")),
         "primary": primary,
         "resamples": d.get("resamples", ""),
@@ -178,7 +226,7 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
         "version_warning": warning,
         # the top set's guarantee (MCS), the oracle's own top set against it, and the priors
         # (size, width, published figures) that explain a metric's order
-        "guarantee": str(d.get("top_set_guarantee") or ""),
+        "guarantee": claim["sentence"],
         "oracle_comparison": str(d.get("oracle_comparison") or ""),
         "confounds": [str(c["sentence"]) for c in d.get("confounds") or []][:5],
         "has_ties": bool("tied_with" in top and (top["tied_with"].astype(str) != "").any()),

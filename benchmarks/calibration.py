@@ -1,0 +1,498 @@
+"""Calibration harness: zoos whose truth is known, run through zoorank's own uncertainty code (issue 30).
+
+What it measures, per zoo:
+
+* **Top-set coverage**: the share of replications whose 95% top set (the product's path: the
+  scoring subset :func:`zoorank.metrics.suite.select_samples`, :func:`~zoorank.metrics.uncertainty.
+  fold_assignment` → :func:`~zoorank.metrics.uncertainty.fold_means` → :func:`~zoorank.metrics.
+  uncertainty.fold_bootstrap` scaled by :func:`~zoorank.metrics.uncertainty.fold_scale` →
+  :func:`~zoorank.metrics.uncertainty.rank_uncertainty`, at the config defaults: 8 folds of half
+  the images, 1000 replicates) holds every truly-best model, with its Monte-Carlo error
+  ``sqrt(c (1 − c) / R)`` for R replications.
+* **p(best) reliability**: a binned reliability table and the expected calibration error (ECE,
+  ten equal-width bins, weighted by count) of the label-free p(best) (the same replicates) and of
+  p(best | labels) (:func:`zoorank.metrics.active.labelled_p_best` on the correctness of a random
+  labelled subset). A prediction is scored against its *outcome*: the models within the tie
+  tolerance (:data:`TOL`, 0.5 pp) of the truly best share 1 equally, every other model gets 0;
+  this is the event p(best) splits ties by. Two ECEs: over every (model, replication) pair, and
+  over the leader only (its p(best) against its outcome: the stricter figure, not diluted by the
+  many models at p ≈ 0).
+* **The stopping rule** (:data:`zoorank.labels.stopping.TARGET`: stop when the leader's
+  p(best | labels) ≥ 0.9, else at the label budget): labels are revealed in random order,
+  ``--round`` at a time, up to ``--max-labels``; *fires* = the rule stopped before the budget;
+  *right* = the pick's full-data value is within :data:`TOL` (0.5 pp) of the best full-data value.
+
+Baselines, on the same replications: the top set without the small-sample correction
+(``fold_scale(..., small_sample=False)``) and p(best | labels) by the Bayesian bootstrap zoorank
+used before issue 30 (:func:`bootstrap_p_best`, on the first ``--baseline-reps``). Each ECE comes
+with its *floor*, the ECE a perfectly calibrated p(best) would show on the same predictions by
+chance (:func:`ece_floor`).
+
+The zoos:
+
+* **simulated**: per-image correctness of 8 models with known accuracies (a shared per-image
+  difficulty correlates their errors: correct ⇔ ρ·u_i + √(1−ρ²)·e_im < Φ⁻¹(acc_m), so the
+  marginal accuracy is exactly acc_m): 1, 2, 4 and 8 tied best, a clear winner, a graded zoo.
+  Truth for the top set: the accuracies (the expected value over images); truth for the labels:
+  each model's accuracy on the simulated pool the labels are drawn from.
+* **real, resampled**: per-image correctness measured once (cached under ``--cache``), the truth
+  is each model's accuracy on all of them; each replication draws the evaluation subset as the
+  score stage does (``select_samples(ids, --images, seed)``) for the top set, and a uniformly
+  random labelled subset for the labels. ``uva``: the four UvA CIFAR-10 classifiers
+  (``benchmarks/uva_models.py``, argmax of their own heads, ``benchmarks/uva_accuracy.py``'s
+  loading) on the first ``--uva-images`` CIFAR-10 test images.
+
+Prints and writes ``--markdown`` (default ``benchmarks/results/calibration.md``), never asserts::
+
+    PYTHONPATH=. .venv/bin/python benchmarks/calibration.py            # the default set
+    PYTHONPATH=. .venv/bin/python benchmarks/calibration.py --quick    # a minute, smaller
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from zoorank.metrics.active import labelled_p_best
+from zoorank.metrics.suite import select_samples
+from zoorank.metrics.uncertainty import (
+    fold_assignment,
+    fold_bootstrap,
+    fold_means,
+    fold_scale,
+    rank_uncertainty,
+)
+
+#: tie tolerance (accuracy, 0.5 pp): models within it of the best share "best"; a stop is right
+#: when its pick is within it.
+TOL = 0.005
+#: the stopping rule's threshold (zoorank.labels.stopping.TARGET; imported lazily in main).
+BINS = np.linspace(0.0, 1.0, 11)
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """A zoo: ``name``, ``kind`` (simulated or real) and how to draw its per-image correctness."""
+
+    name: str
+    kind: str
+    accuracies: np.ndarray | None = None  # simulated: the known accuracies
+    rho: float = 0.7  # simulated: loading of the shared difficulty
+    correct: np.ndarray | None = None  # real: (N, M) measured correctness
+
+    @property
+    def size(self) -> int:
+        """Number of models."""
+        return len(self.accuracies) if self.correct is None else self.correct.shape[1]
+
+
+def simulated_zoos() -> list[Zoo]:
+    """The simulated settings (8 models, accuracies around 0.80; gaps ≥ 1 pp, so the tolerance
+    of 0.5 pp separates the tied best from the rest)."""
+    rest = np.array([0.79, 0.785, 0.78, 0.775, 0.77, 0.765, 0.76])
+    return [
+        Zoo("unique best (1 pp ahead)", "simulated", np.r_[0.80, rest]),
+        Zoo("2 tied best", "simulated", np.r_[0.80, 0.80, rest[1:] - 0.005]),
+        Zoo("4 tied best", "simulated", np.r_[[0.80] * 4, rest[3:] - 0.005]),
+        Zoo("8 tied", "simulated", np.full(8, 0.80)),
+        Zoo("clear winner (5 pp ahead)", "simulated", np.r_[0.85, rest]),
+        Zoo("graded (1 pp steps)", "simulated", 0.80 - 0.01 * np.arange(8)),
+    ]
+
+
+def simulate(z: Zoo, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, M) 0/1 correctness of a simulated zoo (module docstring); the caller shuffles the
+    models."""
+    u = rng.standard_normal((n, 1))
+    e = rng.standard_normal((n, len(z.accuracies)))
+    latent = z.rho * u + np.sqrt(1 - z.rho ** 2) * e
+    return (latent < stats.norm.ppf(z.accuracies)[None, :]).astype(np.float64)
+
+
+def outcome_share(truth: np.ndarray, tol: float = TOL) -> np.ndarray:
+    """(M,) outcome of "model m is best": 1/k for the k models within ``tol`` of the max, else 0."""
+    best = truth >= truth.max() - tol - 1e-12
+    return best / best.sum()
+
+
+def wilson_free(p: float, r: int) -> float:
+    """Monte-Carlo standard error of a share ``p`` over ``r`` replications."""
+    return float(np.sqrt(max(p * (1 - p), 1e-12) / max(r, 1)))
+
+
+# --------------------------------------------------------------------------------------------
+# label-free: top-set coverage and p(best)
+
+
+def label_free_once(values: np.ndarray, seed: int, folds: int, fraction: float, resamples: int,
+                    confidence: float, images: int | None, small_sample: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(in_top_set, p_best) of one replication by the product's path (module docstring);
+    ``small_sample=False``: the fold bootstrap without its small-sample correction (the baseline
+    this issue replaced)."""
+    ids = np.arange(values.shape[0], dtype=np.int64)
+    keep = select_samples(ids, images, seed)
+    v, ids = values[keep], ids[keep]
+    point = v.mean(axis=0)
+    assign = fold_assignment(ids, folds, fraction, seed)
+    matrix = np.stack([fold_means(v[:, m], assign, folds) for m in range(v.shape[1])])
+    reps = fold_bootstrap(point, matrix, resamples, seed, fold_scale(folds, fraction, small_sample))
+    u = rank_uncertainty(point, reps, confidence)
+    return u.in_top_set, u.p_best
+
+
+def label_free(z: Zoo, reps: int, images: int, folds: int, fraction: float, resamples: int,
+               confidence: float, seed: int) -> dict:
+    """Coverage of the truly best and (p_best, outcome) pairs over ``reps`` replications, and the
+    coverage of the uncorrected baseline on the same replications."""
+    rng = np.random.default_rng(seed)
+    covered, base, pairs = 0, 0, []
+    for r in range(reps):
+        cols = rng.permutation(z.size)  # model order carries no information
+        if z.kind == "simulated":
+            values, truth, subset = simulate(z, images, rng)[:, cols], z.accuracies[cols], None
+        else:
+            values, truth, subset = z.correct[:, cols], z.correct.mean(axis=0)[cols], images
+        best = truth == truth.max()
+        top, p = label_free_once(values, seed * 100003 + r, folds, fraction, resamples,
+                                 confidence, subset)
+        covered += int(top[best].all())
+        pairs.append((p, outcome_share(truth)))
+        top0, _ = label_free_once(values, seed * 100003 + r, folds, fraction, resamples,
+                                  confidence, subset, small_sample=False)
+        base += int(top0[best].all())
+    return {"coverage": covered / reps, "baseline": base / reps, "reps": reps, "pairs": pairs}
+
+
+# --------------------------------------------------------------------------------------------
+# labels: p(best | labels) and the stopping rule
+
+
+def bootstrap_p_best(correct: np.ndarray, resamples: int, seed: int, prior_samples: int = 2
+                     ) -> np.ndarray:
+    """The baseline: p(best | labels) as zoorank computed it before issue 30 (a Bayesian bootstrap
+    of the labelled rows plus two fair-coin pseudo-samples per model, exact ties split), copied
+    here so the harness measures both on the same draws."""
+    n, m = correct.shape
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(n + prior_samples), size=resamples)
+    acc = w[:, :n] @ correct
+    coins = rng.integers(0, 2, size=(resamples, prior_samples, m))
+    acc += np.einsum("bp,bpm->bm", w[:, n:], coins)
+    best = np.isclose(acc, acc.max(axis=1, keepdims=True), rtol=0, atol=1e-12)
+    return (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
+
+
+def pool_and_truth(z: Zoo, pool: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(pool correctness (N, M), truth = each model's accuracy on the pool)."""
+    c = simulate(z, pool, rng) if z.kind == "simulated" else z.correct
+    c = c[:, rng.permutation(z.size)]  # model order carries no information
+    return c, c.mean(axis=0)
+
+
+def labelled(z: Zoo, reps: int, pool: int, budgets: list[int], round_size: int,
+             max_labels: int, target: float, seed: int, resamples: int, baseline_reps: int
+             ) -> dict:
+    """(p_best, outcome) pairs at each budget and the stopping rule's runs, for the product's
+    :func:`labelled_p_best` and, on the first ``baseline_reps`` replications, the baseline."""
+    rng = np.random.default_rng(seed + 7)
+    methods = {"product": lambda c, r, n: labelled_p_best(c, resamples, seed=r, population=n),
+               "baseline": lambda c, r, n: bootstrap_p_best(c, resamples, r)}
+    out = {k: {"pairs": {b: [] for b in budgets}, "fires": 0, "right": 0, "regrets": [],
+               "reps": 0} for k in methods}
+    for r in range(reps):
+        c, truth = pool_and_truth(z, pool, rng)
+        n_pool = c.shape[0]
+        order = rng.permutation(n_pool)
+        share = outcome_share(truth)
+        for name, fn in methods.items():
+            if name == "baseline" and r >= baseline_reps:
+                continue
+            o = out[name]
+            o["reps"] += 1
+            for b in budgets:
+                o["pairs"][b].append((fn(c[order[:b]], r, n_pool), share))
+            for n in range(round_size, min(max_labels, n_pool) + 1, round_size):
+                p = fn(c[order[:n]], r, n_pool)
+                lead = int(np.argmax(p))
+                if p[lead] >= target:
+                    o["fires"] += 1
+                    o["right"] += int(truth[lead] >= truth.max() - TOL - 1e-12)
+                    o["regrets"].append(100 * (truth.max() - truth[lead]))
+                    break
+    for o in out.values():
+        o["regret"] = float(np.mean(o["regrets"])) if o["regrets"] else float("nan")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# reliability
+
+
+def _leader_or_all(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    ps, os_ = [], []
+    for p, o in pairs:
+        if leader_only:
+            i = int(np.argmax(p))
+            ps.append(p[i])
+            os_.append(o[i])
+        else:
+            ps.extend(p)
+            os_.extend(o)
+    return np.asarray(ps, dtype=np.float64), np.asarray(os_, dtype=np.float64)
+
+
+def _ece(ps: np.ndarray, os_: np.ndarray) -> tuple[float, list[tuple[str, int, float, float]]]:
+    which = np.clip(np.digitize(ps, BINS[1:-1]), 0, len(BINS) - 2)
+    rows, ece = [], 0.0
+    for k in range(len(BINS) - 1):
+        sel = which == k
+        if sel.any():
+            ece += sel.mean() * abs(ps[sel].mean() - os_[sel].mean())
+            rows.append((f"{BINS[k]:.1f}–{BINS[k + 1]:.1f}", int(sel.sum()), float(ps[sel].mean()),
+                         float(os_[sel].mean())))
+    return float(ece), rows
+
+
+def reliability(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = False
+                ) -> tuple[float, list[tuple[str, int, float, float]]]:
+    """(ECE, rows (bin, count, mean p, mean outcome)) of (p, outcome) pairs, ten bins."""
+    return _ece(*_leader_or_all(pairs, leader_only))
+
+
+def ece_floor(pairs: list[tuple[np.ndarray, np.ndarray]], leader_only: bool = False,
+              draws: int = 200, seed: int = 0) -> float:
+    """The ECE a perfectly calibrated p(best) would show on these predictions by chance: the mean
+    ECE of ``draws`` outcome sets drawn as Bernoulli(p) (the binned estimator's Monte-Carlo bias
+    at this many pairs; a measured ECE near it is noise, not miscalibration)."""
+    ps, _ = _leader_or_all(pairs, leader_only)
+    if not len(ps):
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    return float(np.mean([_ece(ps, (rng.random(len(ps)) < ps).astype(np.float64))[0]
+                          for _ in range(draws)]))
+
+
+# --------------------------------------------------------------------------------------------
+# real zoos
+
+
+def uva_correctness(n: int, cache: Path) -> np.ndarray | None:
+    """(n, 4) correctness of the UvA classifiers on the first ``n`` CIFAR-10 test images, cached;
+    None when the checkpoints or the data are missing."""
+    path = cache / f"uva_correct_{n}.npz"
+    if path.exists():
+        return np.load(path)["correct"]
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import torch
+        from uva_accuracy import README_TOP1, images_and_labels
+        from validate_uva import config
+
+        from zoorank.config.loading import load_config
+        from zoorank.zoo import load_model, resolve_models
+    except (ImportError, FileNotFoundError) as exc:
+        print(f"uva: not run ({exc})")
+        return None
+    import yaml
+
+    cache.mkdir(parents=True, exist_ok=True)
+    x, labels = images_and_labels(n)
+    cfg = cache / "uva.yaml"
+    cfg.write_text(yaml.safe_dump(config(cache, n, 1), sort_keys=False))
+    models = {m.model_id: m for m in resolve_models(load_config(cfg))}
+    cols = []
+    for model_id in README_TOP1:
+        extractor = load_model(models[model_id])
+        head = extractor.model.output_net[-1]
+        with torch.inference_mode():
+            logits = torch.cat([head(extractor(b)) for b in x.split(500)])
+        cols.append(logits.argmax(1).numpy() == labels)
+        print(f"uva: {model_id} accuracy {cols[-1].mean():.4f} on {n} images", flush=True)
+    correct = np.stack(cols, axis=1).astype(np.float64)
+    np.savez(path, correct=correct, models=np.array(list(README_TOP1)))
+    return correct
+
+
+# --------------------------------------------------------------------------------------------
+# the report
+
+
+def _fmt_rows(rows: list[tuple[str, int, float, float]]) -> list[str]:
+    return [f"| {b} | {n} | {p:.3f} | {o:.3f} |" for b, n, p, o in rows]
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    from zoorank.labels.stopping import TARGET
+
+    zoos = [] if args.no_simulated else simulated_zoos()
+    real = []
+    if not args.no_uva:
+        c = uva_correctness(args.uva_images, args.cache)
+        if c is not None:
+            real.append(Zoo("uva classifiers (4, resampled)", "real", correct=c))
+    lines: list[str] = []
+    cov_rows, lf_rows, lab_rows, stop_rows = [], [], [], []
+    reliab: list[str] = []
+    pooled: dict[str, list] = {"simulated": [], "real": []}
+    budgets = [b for b in args.budgets if b <= args.pool]
+    for z in zoos + real:
+        t0 = time.perf_counter()
+        images = args.images if z.kind == "simulated" else min(args.images, len(z.correct) // 2)
+        lf = label_free(z, args.reps, images, args.folds, args.fraction, args.resamples,
+                        args.confidence, args.seed)
+        se, se0 = wilson_free(lf["coverage"], lf["reps"]), wilson_free(lf["baseline"], lf["reps"])
+        cov_rows.append((z.name, images, lf["coverage"], se, lf["baseline"], se0, lf["reps"]))
+        ece_all, _ = reliability(lf["pairs"])
+        ece_lead, rows_lead = reliability(lf["pairs"], leader_only=True)
+        lf_rows.append((z.name, ece_all, ece_lead))
+        pool = args.pool if z.kind == "simulated" else len(z.correct)
+        labs = labelled(z, args.label_reps, pool, budgets, args.round, args.max_labels, TARGET,
+                        args.seed, args.label_resamples, args.baseline_reps)
+        eces = {}
+        for name, lab in labs.items():
+            all_pairs = [pr for b in budgets for pr in lab["pairs"][b]]
+            e_all, _ = reliability(all_pairs)
+            e_lead, rows_l = reliability(all_pairs, leader_only=True)
+            per_budget = {b: reliability(lab["pairs"][b], leader_only=True)[0] for b in budgets}
+            floors = (ece_floor(all_pairs), ece_floor(all_pairs, leader_only=True))
+            eces[name] = (e_all, e_lead, per_budget, lab["reps"], floors)
+            if name == "product":
+                pooled[z.kind] += all_pairs
+            stop_rows.append((z.name, name, lab["fires"], lab["reps"], lab["right"],
+                              lab["regret"]))
+            if name == "product":
+                rows_product = rows_l
+        lab_rows.append((z.name, pool, eces))
+        reliab += [f"#### {z.name}", "", "label-free p(best), leader:", "",
+                   "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
+                   *_fmt_rows(rows_lead), "", "p(best | labels), leader, all budgets:", "",
+                   "| bin | count | mean p(best) | mean outcome |", "|---|---|---|---|",
+                   *_fmt_rows(rows_product), ""]
+        pe, be = eces["product"], eces["baseline"]
+        print(f"{z.name:<30} coverage {lf['coverage']:.3f} ± {se:.3f} (baseline "
+              f"{lf['baseline']:.3f})  ECE label-free {ece_all:.3f}/{ece_lead:.3f}  ECE labels "
+              f"{pe[0]:.3f}/{pe[1]:.3f} (baseline {be[0]:.3f}/{be[1]:.3f})  stop fired "
+              f"{labs['product']['fires']}/{labs['product']['reps']} right "
+              f"{labs['product']['right']} (baseline {labs['baseline']['fires']}/"
+              f"{labs['baseline']['reps']} right {labs['baseline']['right']})  "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+    lines += ["Real zoos: " + (", ".join(z.name for z in real) or "none") + ". Not run: the "
+              "demo and digits zoos and the CIFAR-10 validation zoo (their per-image values need "
+              "a store made by `zoorank demo` / `zoorank run`, which this run did not have); "
+              "the UvA autoencoders (no per-image accuracy without a probe).", ""]
+    lines += ["## Top-set coverage at the defaults", "",
+              f"{args.folds} folds of {args.fraction:g} of the images, {args.resamples} "
+              f"replicates, confidence {args.confidence:g}; coverage = share of replications whose "
+              "top set holds every truly-best model (real zoos: the model with the best accuracy "
+              "on all images); ± its Monte-Carlo error sqrt(c(1−c)/R). *Baseline*: the same "
+              "replications without the small-sample correction (`fold_scale(..., "
+              "small_sample=False)`, zoorank before issue 30).", "",
+              "| zoo | images | coverage | ± MC error | ≥ 0.95 − 2·MC? | baseline | ± MC error "
+              "| replications |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {n} | {i} | {c:.3f} | {s:.3f} | {'yes' if c >= 0.95 - 2 * s else 'NO'} | "
+              f"{c0:.3f} | {s0:.3f} | {r} |" for n, i, c, s, c0, s0, r in cov_rows]
+    lines += ["", "## p(best) calibration (expected calibration error, 10 equal-width bins)", "",
+              "Outcome of a prediction: 1/k when the model is one of the k models within "
+              f"{100 * TOL:g} pp of the best truth, else 0. *All models*: every (model, "
+              "replication) pair; *leader*: the most probable model's p(best) only. Label-free: "
+              f"the product's replicates at the defaults, {args.reps} replications. Labels: "
+              f"budgets {budgets} labels drawn at random from the pool; *product*: "
+              "`labelled_p_best`; *baseline*: the Bayesian bootstrap it replaced.", "",
+              "*Floor*: the ECE a perfectly calibrated p(best) shows on the same predictions by "
+              "chance (outcomes drawn as Bernoulli(p), 200 draws): the binned estimator's bias at "
+              "this many pairs.", "",
+              "| zoo | label-free, all | label-free, leader | pool | labels product, all (floor) | "
+              "labels product, leader (floor) | reps | labels baseline, all | labels baseline, "
+              "leader | reps | " + " | ".join(f"product leader at {b}" for b in budgets) + " |",
+              "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(budgets)]
+    for (n, ea, el), (_, pool, eces) in zip(lf_rows, lab_rows, strict=True):
+        pa, pl, pb, pr, (fa, fl) = eces["product"]
+        ba, bl, _, br, _ = eces["baseline"]
+        lines.append(f"| {n} | {ea:.3f} | {el:.3f} | {pool} | {pa:.3f} ({fa:.3f}) | {pl:.3f} "
+                     f"({fl:.3f}) | {pr} | {ba:.3f} | {bl:.3f} | {br} | "
+                     + " | ".join(f"{pb[b]:.3f}" for b in budgets) + " |")
+    for kind, prs in pooled.items():
+        if prs:
+            lines.append(f"| **all {kind} zoos pooled** | | | | {reliability(prs)[0]:.3f} "
+                         f"({ece_floor(prs):.3f}) | {reliability(prs, True)[0]:.3f} "
+                         f"({ece_floor(prs, True):.3f}) | {len(prs)} pairs | | | |"
+                         + " |" * len(budgets))
+    lines += ["", "## The stopping rule", "",
+              f"Labels revealed in random order, {args.round} per round, at most "
+              f"{args.max_labels}; stop when the leader's p(best | labels) ≥ {TARGET} "
+              "(`zoorank.labels.stopping.TARGET`). *Right*: the pick's full-data accuracy is "
+              f"within {100 * TOL:g} pp of the best.", "",
+              "| zoo | posterior | fired | right when fired | share right | mean regret "
+              "when fired (pp) |", "|---|---|---|---|---|---|"]
+    for n, method, f, r, ok, reg in stop_rows:
+        share = f"{ok / f:.2f}" if f else "—"
+        lines.append(f"| {n} | {method} | {f}/{r} | {ok}/{f} | {share} | "
+                     + (f"{reg:.2f}" if f else "—") + " |")
+    totals = {m: [sum(x[2] for x in stop_rows if x[1] == m), sum(x[4] for x in stop_rows
+                                                                  if x[1] == m)]
+              for m in ("product", "baseline")}
+    for m, (f, ok) in totals.items():
+        lines.append(f"| **all zoos** | {m} | {f} | {ok}/{f} | "
+                     + (f"{ok / f:.2f}" if f else "—") + " | |")
+    lines += ["", "## Reliability tables", "", *reliab]
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes: about a minute")
+    p.add_argument("--reps", type=int, default=300, help="label-free replications per zoo")
+    p.add_argument("--images", type=int, default=2000, help="evaluation images per replication")
+    p.add_argument("--folds", type=int, default=8)
+    p.add_argument("--fraction", type=float, default=0.5)
+    p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--label-reps", type=int, default=200, help="labelled replications per zoo")
+    p.add_argument("--label-resamples", type=int, default=1000)
+    p.add_argument("--baseline-reps", type=int, default=100,
+                   help="labelled replications that also run the baseline p(best | labels)")
+    p.add_argument("--pool", type=int, default=2000, help="simulated pool the labels come from")
+    p.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 500])
+    p.add_argument("--round", type=int, default=20)
+    p.add_argument("--max-labels", type=int, default=500)
+    p.add_argument("--uva-images", type=int, default=2000)
+    p.add_argument("--no-uva", action="store_true")
+    p.add_argument("--no-simulated", action="store_true")
+    p.add_argument("--append", action="store_true",
+                   help="append this run's tables (with its own command line) to --markdown")
+    p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-calibration"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--markdown", type=Path, default=Path("benchmarks/results/calibration.md"))
+    args = p.parse_args()
+    if args.quick:
+        args.reps, args.label_reps, args.resamples, args.label_resamples = 60, 40, 500, 500
+        args.baseline_reps = 20
+    t0 = time.perf_counter()
+    lines = run(args)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    head = ["# Calibration of the top set, p(best) and the stopping rule (issue 30)", "",
+            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; commit `{commit}`; "
+            f"`benchmarks/calibration.py {' '.join(sys.argv[1:])}`; "
+            f"{time.perf_counter() - t0:.0f} s on 2 shared CPU cores.", ""]
+    if args.markdown and args.append and args.markdown.exists():
+        text = args.markdown.read_text() + "\n## Appended run\n\n" + head[2] + "\n\n"
+        args.markdown.write_text(text + "\n".join(lines).replace("\n## ", "\n### ") + "\n")
+        print(f"appended to {args.markdown}")
+    elif args.markdown:
+        args.markdown.write_text("\n".join(head + lines) + "\n")
+        print(f"wrote {args.markdown}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Labels to a near-best pick: CODA against random, uncertainty and ModelPicker (issue 31, item 4).
+
+On prediction matrices (models × images × classes, with the true labels), each seed draws a pool
+of ``--pool`` images, and every method asks for labels one at a time up to ``--budget``. After each
+label a method picks a model: CODA its P(best) argmax (:func:`coda_p_best`), the others the model
+right most often on the labels so far (ties: a seeded choice, the same for every method in a seed;
+ModelPicker's posterior with a uniform prior has the same argmax). The truth is each model's top-1
+accuracy on the pool. Printed per method (means over seeds, paired differences against random with
+their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
+(it separates CODA's acquisition from its P(best)):
+
+* *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
+  within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
+* *regret* (pp) at a few label counts, and its mean over the whole curve.
+
+Inputs: ``--npz FILE ...`` (arrays ``probs`` or ``logits`` (M, N, K), ``labels`` (N,), optional
+``model_ids``), or by default the four UvA CIFAR-10 classifiers on the first ``--images`` test
+images, their predictions computed once through zoorank's loading path and cached::
+
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_labels.py --seeds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zoorank.metrics import model_selection as ms
+
+METHODS = ("coda", "coda_ask_count_pick", "random", "uncertainty", "model_picker")
+REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
+
+
+def uva_predictions(n: int, cache: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Softmax (4, n, 10) of the UvA classifiers on the first ``n`` CIFAR-10 test images."""
+    path = cache / f"uva_{n}.npz"
+    if not path.exists():
+        import torch
+        import yaml
+        from uva_accuracy import README_TOP1, images_and_labels
+        from validate_uva import config
+
+        from zoorank.config.loading import load_config
+        from zoorank.zoo import load_model, resolve_models
+
+        cache.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(2)
+        x, labels = images_and_labels(n)
+        cfg = cache / "uva.yaml"
+        cfg.write_text(yaml.safe_dump(config(cache, n, 1), sort_keys=False))
+        models = {m.model_id: m for m in resolve_models(load_config(cfg))}
+        ids, probs = [], []
+        for model_id in README_TOP1:
+            extractor = load_model(models[model_id])
+            head = extractor.model.output_net[-1]
+            with torch.inference_mode():
+                logits = torch.cat([head(extractor(b)) for b in x.split(500)])
+            probs.append(torch.softmax(logits.double(), dim=1).numpy())
+            ids.append(model_id)
+        np.savez(path, probs=np.stack(probs), labels=labels, model_ids=np.array(ids))
+    data = np.load(path)
+    return data["probs"], data["labels"], [str(s) for s in data["model_ids"]]
+
+
+def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    data = np.load(path)
+    if "probs" in data:
+        probs = data["probs"]
+    else:
+        z = data["logits"].astype(np.float64)
+        z = np.exp(z - z.max(axis=2, keepdims=True))
+        probs = z / z.sum(axis=2, keepdims=True)
+    ids = ([str(s) for s in data["model_ids"]] if "model_ids" in data
+           else [f"m{i}" for i in range(len(probs))])
+    return probs, data["labels"].astype(np.int64), ids
+
+
+def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int) -> np.ndarray:
+    """The pick (model index) after 0..budget labels."""
+    n = P.shape[1]
+    rng = np.random.default_rng(seed)
+    labelled: list[int] = []
+    picks = []
+    coda = method.startswith("coda")
+    prior = ms.coda_prior(P) if coda else None
+    order = None
+    if method == "random":
+        order = rng.permutation(n)
+    elif method == "uncertainty":
+        order = np.lexsort((rng.permutation(n), -ms.uncertainty_scores(P)))
+    for t in range(budget + 1):
+        at = np.asarray(labelled, dtype=np.int64)
+        if method == "coda":
+            alpha = ms.coda_posterior(prior, at, y[at])
+            picks.append(int(np.argmax(ms.coda_p_best(alpha, prior.class_prior))))
+        else:
+            picks.append(ms.empirical_best(P, at, y[at], seed=seed))
+        if t == budget:
+            break
+        if order is not None:
+            nxt = int(order[t])
+        elif coda:
+            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior)[0])
+        else:
+            nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
+        labelled.append(nxt)
+    return np.asarray(picks)
+
+
+def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
+    """Every method on one seed's pool: method → (regret curve in pp, seconds)."""
+    P_all, y_all, pool_size, budget, seed = args
+    rng = np.random.default_rng(1000 + seed)
+    pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
+    P, y = P_all[:, pool], y_all[pool]
+    acc = (P.argmax(axis=2) == y[None]).mean(axis=1) * 100
+    out = {}
+    for method in METHODS:
+        start = time.perf_counter()
+        regret = acc.max() - acc[run_method(method, P, y, budget, seed)]
+        out[method] = (regret, time.perf_counter() - start)
+    return out
+
+
+def labels_to_good(regret: np.ndarray, tol: float) -> int:
+    """Fewest labels after which every later pick's regret is ≤ ``tol`` (len when none)."""
+    bad = np.flatnonzero(regret > tol + 1e-12)
+    return 0 if not len(bad) else int(bad[-1]) + 1
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> str:
+    d = a - b
+    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+    return f"{d.mean():+.1f} ± {se:.1f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--npz", nargs="*", default=[])
+    p.add_argument("--images", type=int, default=2000)
+    p.add_argument("--pool", type=int, default=1000)
+    p.add_argument("--budget", type=int, default=200)
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--tol", type=float, default=0.5, help="pp from the best")
+    p.add_argument("--cache", default="/tmp/zoorank-coda-labels")
+    p.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes")
+    args = p.parse_args()
+    domains = ({Path(f).stem: load_npz(Path(f)) for f in args.npz} if args.npz
+               else {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))})
+    for name, (P_all, y_all, ids) in domains.items():
+        acc_all = (P_all.argmax(axis=2) == y_all[None]).mean(axis=1) * 100
+        print(f"## {name}: {P_all.shape[0]} models, {P_all.shape[1]} images, {P_all.shape[2]} "
+              f"classes; top-1 % " + ", ".join(f"{i} {a:.2f}" for i, a in zip(ids, acc_all)))
+        to_good = {m: [] for m in METHODS}
+        curves = {m: [] for m in METHODS}
+        seconds = {m: 0.0 for m in METHODS}
+        tasks = [(P_all, y_all, args.pool, args.budget, seed) for seed in range(args.seeds)]
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
+            for result in workers.imap(one_seed, tasks):
+                for method, (regret, s) in result.items():
+                    seconds[method] += s
+                    curves[method].append(regret)
+                    to_good[method].append(labels_to_good(regret, args.tol))
+        tg = {m: np.asarray(v, dtype=np.float64) for m, v in to_good.items()}
+        cv = {m: np.asarray(v) for m, v in curves.items()}
+        at = [t for t in REGRET_AT if t <= args.budget]
+        print(f"\n{args.seeds} seeds, pools of {args.pool} images, budget {args.budget}; "
+              f"'> budget' counts as {args.budget + 1}\n")
+        print("| method | labels to ≤ " f"{args.tol} pp: mean | median | reached | Δ vs random "
+              "(paired, ± SE) | mean regret pp over 0..budget | Δ vs random | "
+              + " | ".join(f"regret @{t}" for t in at) + " | s/seed |")
+        print("|" + "---|" * (8 + len(at)))
+        for m in METHODS:
+            reached = int((tg[m] <= args.budget).sum())
+            area = cv[m].mean(axis=1)
+            print(f"| {m} | {tg[m].mean():.1f} | {np.median(tg[m]):.0f} | {reached}/{args.seeds} | "
+                  f"{paired(tg[m], tg['random'])} | {area.mean():.3f} | "
+                  f"{paired(area, cv['random'].mean(axis=1))} | "
+                  + " | ".join(f"{cv[m][:, t].mean():.2f}" for t in at)
+                  + f" | {seconds[m] / args.seeds:.1f} |", flush=True)
+        for m in METHODS:
+            if m != "random":
+                d = tg[m] - tg["random"]
+                se = d.std(ddof=1) / np.sqrt(len(d))
+                print(f"labels-to-{args.tol}pp  {name}  {m} {tg[m].mean():.1f}  random "
+                      f"{tg['random'].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
+                      f"ratio {tg[m].mean() / max(tg['random'].mean(), 1e-9):.2f}×")
+
+
+if __name__ == "__main__":
+    main()

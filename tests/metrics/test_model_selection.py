@@ -1,0 +1,208 @@
+"""CODA, ModelPicker and the uncertainty baseline on prediction tensors: hand-computed cases,
+closed forms and second implementations written here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from zoorank.metrics import model_selection as ms
+
+
+def _zoo(accuracies, n: int = 400, k: int = 5, seed: int = 0):
+    """Predictions (M, n, k) of models right with the given probabilities (wrong: a uniform
+    other class), their top-1 carrying 0.8 of the mass; and the true labels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    P = np.full((len(accuracies), n, k), 0.2 / (k - 1))
+    for m, a in enumerate(accuracies):
+        wrong = (y + rng.integers(1, k, n)) % k
+        pred = np.where(rng.random(n) < a, y, wrong)
+        P[m, np.arange(n), pred] = 0.8
+    return P, y
+
+
+def test_p_best_concentrates_on_the_model_that_is_always_right():
+    P, y = _zoo([1.0, 0.75, 0.7, 0.7], seed=1)
+    prior = ms.coda_prior(P)
+    labelled: list[int] = []
+    for step in range(15):
+        i = int(ms.coda_next(P, labelled, y[labelled], k=1, seed=step, prior=prior)[0])
+        labelled.append(i)
+    p = ms.coda_p_best(ms.coda_posterior(prior, labelled, y[labelled]), prior.class_prior)
+    assert p.argmax() == 0 and p[0] > 0.95
+    assert abs(p.sum() - 1) < 1e-12
+
+
+def test_exchangeable_identical_models_get_equal_p_best():
+    P, y = _zoo([0.8], seed=2)
+    P3 = np.repeat(P, 3, axis=0)
+    prior = ms.coda_prior(P3)
+    for labelled in ([], [0, 5, 9, 30]):
+        p = ms.coda_p_best(ms.coda_posterior(prior, labelled, y[labelled]), prior.class_prior)
+        np.testing.assert_allclose(p, np.full(3, 1 / 3), atol=1e-12)
+    post = ms.model_picker_posterior(P3.argmax(axis=2), [0, 5], y[[0, 5]])
+    np.testing.assert_allclose(post, np.full(3, 1 / 3), atol=1e-12)
+
+
+def _reference_dawid_skene(votes, labelled, labels, k, iterations, smoothing):
+    """Dawid-Skene EM written image by image with Python loops (the second implementation)."""
+    m, n = len(votes), len(votes[0])
+    q = [[sum(1.0 for j in range(m) if votes[j][i] == c) / m for c in range(k)] for i in range(n)]
+    for i, c in zip(labelled, labels):
+        q[i] = [1.0 if d == c else 0.0 for d in range(k)]
+
+    def m_step(q):
+        theta = []
+        for j in range(m):
+            rows = []
+            for c in range(k):
+                row = [smoothing + sum(q[i][c] for i in range(n) if votes[j][i] == d)
+                       for d in range(k)]
+                rows.append([v / sum(row) for v in row])
+            theta.append(rows)
+        pi = [smoothing + sum(q[i][c] for i in range(n)) for c in range(k)]
+        return theta, [v / sum(pi) for v in pi]
+
+    for _ in range(iterations):
+        theta, pi = m_step(q)
+        new = []
+        for i in range(n):
+            w = [pi[c] * math.prod(theta[j][c][votes[j][i]] for j in range(m)) for c in range(k)]
+            new.append([v / sum(w) for v in w])
+        for i, c in zip(labelled, labels):
+            new[i] = [1.0 if d == c else 0.0 for d in range(k)]
+        q = new
+    theta, pi = m_step(q)
+    return np.array(q), np.array(pi), np.array(theta)
+
+
+def test_dawid_skene_em_matches_a_loop_implementation():
+    votes = [[0, 0, 1, 1, 2, 0, 1], [0, 1, 1, 1, 2, 2, 0], [1, 0, 1, 2, 2, 0, 0]]
+    P = np.eye(3)[np.array(votes)]  # one-hot: the consensus is the vote share
+    for iterations, labelled, labels in ((0, [], []), (1, [], []), (4, [1, 3], [0, 2])):
+        fit = ms.dawid_skene(P, labelled, labels, iterations=iterations, smoothing=0.1)
+        q, pi, theta = _reference_dawid_skene(votes, labelled, labels, 3, iterations, 0.1)
+        np.testing.assert_allclose(fit.class_posterior, q, atol=1e-12)
+        np.testing.assert_allclose(fit.class_prior, pi, atol=1e-12)
+        np.testing.assert_allclose(fit.confusion, theta, atol=1e-12)
+
+
+def test_dawid_skene_hand_case_without_iterations():
+    # two models, two images; consensus of image 0 = (1, 0), of image 1 = (0.5, 0.5)
+    P = np.eye(2)[np.array([[0, 0], [0, 1]])]
+    fit = ms.dawid_skene(P, smoothing=0.0)
+    # model 0 predicts 0 on both: row 0 gets 1 + 0.5 on column 0; row 1 gets 0.5 on column 0
+    np.testing.assert_allclose(fit.confusion[0], [[1.0, 0.0], [1.0, 0.0]])
+    # model 1: image 0 → 0 (row 0 += 1 at col 0), image 1 → 1 (rows += 0.5 at col 1)
+    np.testing.assert_allclose(fit.confusion[1], [[1 / 1.5, 0.5 / 1.5], [0.0, 1.0]])
+    np.testing.assert_allclose(fit.class_prior, [0.75, 0.25])
+
+
+def test_eig_is_zero_on_an_image_every_model_agrees_on():
+    P, y = _zoo([0.9, 0.8, 0.7], n=200, seed=3)
+    votes = P.argmax(axis=2)
+    prior = ms.coda_prior(P)
+    unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))
+    split = np.flatnonzero(~(votes == votes[:1]).all(axis=0))
+    assert len(unanimous) and len(split)
+    gain = ms.coda_eig(prior.alpha, prior.class_prior, votes, np.arange(200))
+    assert (gain[unanimous] == 0).all()
+    assert (gain[split] > 0).all()
+    mp = ms.model_picker_eig(votes, np.array([0.5, 0.3, 0.2]), np.arange(200), 5)
+    assert np.abs(mp[unanimous]).max() < 1e-15 and (mp[split] > 0).all()
+
+
+def test_eig_equals_a_brute_force_over_hypothetical_labels():
+    P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, k=4, seed=4)
+    prior = ms.coda_prior(P)
+    alpha = ms.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
+    cand = np.arange(5, 60)
+    gain = ms.coda_eig(alpha, prior.class_prior, prior.votes, cand, grid=4096)
+    h_now = ms.entropy(ms.coda_p_best(alpha, prior.class_prior, grid=4096))
+    theta = alpha / alpha.sum(axis=2, keepdims=True)
+    for i, g in zip(cand, gain):
+        v = prior.votes[:, i]
+        if (v == v[0]).all():
+            assert g == 0
+            continue
+        post = prior.class_prior * np.prod(theta[np.arange(4), :, v], axis=0)
+        post /= post.sum()
+        expected = 0.0
+        for c in range(4):
+            after = alpha.copy()
+            after[np.arange(4), c, v] += 1
+            expected += post[c] * ms.entropy(ms.coda_p_best(after, prior.class_prior, grid=4096))
+        assert g == pytest.approx(max(h_now - expected, 0.0), abs=2e-4)
+
+
+def test_p_best_of_two_betas_matches_the_closed_form():
+    # X ~ Beta(a, 1), Y ~ Beta(b, 1): P(X > Y) = ∫ a x^(a-1) x^b dx = a / (a + b)
+    p = ms.p_best_from_beta(np.array([3.0, 5.0]), np.array([1.0, 1.0]), grid=4096)
+    np.testing.assert_allclose(p, [3 / 8, 5 / 8], atol=1e-4)
+
+
+def test_coda_p_best_matches_monte_carlo_over_the_dirichlet_posteriors():
+    P, y = _zoo([0.85, 0.8, 0.75], n=300, seed=5)
+    prior = ms.coda_prior(P)
+    alpha = ms.coda_posterior(prior, np.arange(40), y[:40])
+    p = ms.coda_p_best(alpha, prior.class_prior)
+    rng = np.random.default_rng(0)
+    draws = 20000
+    acc = np.zeros((draws, 3))
+    for m in range(3):
+        for c in range(alpha.shape[1]):
+            row = rng.dirichlet(alpha[m, c], size=draws)
+            acc[:, m] += prior.class_prior[c] * row[:, c]
+    mc = np.bincount(acc.argmax(axis=1), minlength=3) / draws
+    np.testing.assert_allclose(p, mc, atol=0.03)
+
+
+def test_model_picker_posterior_and_eig_match_their_closed_forms():
+    votes = np.array([[0, 1, 1], [1, 1, 0]])
+    post = ms.model_picker_posterior(votes, [1, 2], [1, 1], gamma=3.0)
+    # model 0 right twice, model 1 once: weights 9 : 3
+    np.testing.assert_allclose(post, [0.75, 0.25])
+    eig = ms.model_picker_eig(votes, np.array([0.5, 0.5]), [0], n_classes=2, gamma=3.0)
+    h = stats.entropy([0.75, 0.25])
+    assert eig[0] == pytest.approx(math.log(2) - h, abs=1e-12)
+
+
+def test_coda_next_never_asks_a_labelled_or_excluded_image():
+    P, y = _zoo([0.9, 0.7, 0.6], n=150, seed=6)
+    excluded = np.zeros(150, bool)
+    excluded[::2] = True
+    picks = ms.coda_next(P, [1, 3], y[[1, 3]], excluded=excluded, k=10, seed=0)
+    assert len(picks) == len(set(picks.tolist())) == 10
+    assert not excluded[picks].any() and not np.isin(picks, [1, 3]).any()
+    # the greedy batch spreads over vote patterns instead of repeating the best one
+    votes = P.argmax(axis=2)[:, picks].T
+    assert len({tuple(v) for v in votes}) > 1
+
+
+def test_uncertainty_scores_are_the_consensus_entropy():
+    P = np.array([[[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]])  # image 1: (0.5, 0.5)
+    np.testing.assert_allclose(ms.uncertainty_scores(P), [0.0, math.log(2)])
+
+
+def test_bad_predictions_name_the_problem():
+    with pytest.raises(ValueError, match="P must be 3-D"):
+        ms.check_predictions(np.ones((3, 4)))
+    with pytest.raises(ValueError, match="negative"):
+        ms.check_predictions(-np.ones((1, 2, 2)))
+    with pytest.raises(ValueError, match="labels must lie"):
+        ms.dawid_skene(np.ones((1, 2, 2)), [0], [5])
+
+
+def test_change_probability_is_zero_when_the_batch_cannot_move_a_settled_leader():
+    P, y = _zoo([1.0, 0.6, 0.55], n=300, seed=7)
+    prior = ms.coda_prior(P)
+    votes = P.argmax(axis=2)
+    unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))[:5]
+    labelled = np.arange(100, 200)
+    # after 100 labels the always-right model leads; 5 labels can never undo a 30-label margin
+    assert ms.coda_change_probability(prior, labelled, y[labelled], unanimous) == 0.0
+    assert math.isnan(ms.coda_change_probability(prior, labelled, y[labelled], []))

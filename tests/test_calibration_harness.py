@@ -1,0 +1,68 @@
+"""benchmarks/calibration.py pinned on cases with closed-form answers: a clear winner is always in
+the top set and always the right stop, exchangeable models share p(best) equally, and the
+reliability and outcome arithmetic on hand-computed cases."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import calibration as cal  # noqa: E402
+
+
+def test_outcome_shares_best_among_the_models_within_the_tolerance():
+    assert cal.outcome_share(np.array([0.80, 0.797, 0.79])).tolist() == [0.5, 0.5, 0.0]
+    assert cal.outcome_share(np.array([0.7, 0.9, 0.8])).tolist() == [0.0, 1.0, 0.0]
+
+
+def test_reliability_hand_computed():
+    pairs = [(np.array([0.85, 0.15]), np.array([1.0, 0.0])),
+             (np.array([0.95, 0.05]), np.array([0.0, 1.0])),
+             (np.array([0.35, 0.65]), np.array([0.0, 1.0]))]
+    # leader: (0.85, 1), (0.95, 0) in bin 0.8–0.9 / 0.9–1.0, (0.65, 1) in 0.6–0.7
+    ece, rows = cal.reliability(pairs, leader_only=True)
+    assert ece == pytest.approx((0.15 + 0.95 + 0.35) / 3)
+    assert [r[1] for r in rows] == [1, 1, 1]
+    # all six: bins 0.0–0.1 (0.05 → 1), 0.1–0.2 (0.15 → 0), 0.3–0.4 (0.35 → 0), 0.6–0.7,
+    # 0.8–0.9, 0.9–1.0
+    ece_all, rows_all = cal.reliability(pairs)
+    assert ece_all == pytest.approx((0.95 + 0.15 + 0.35 + 0.35 + 0.15 + 0.95) / 6)
+    assert len(rows_all) == 6
+
+
+def test_a_clear_winner_is_always_in_the_top_set_and_always_the_right_stop():
+    winner = cal.Zoo("winner", "simulated", np.array([0.95, 0.70, 0.70, 0.70]))
+    lf = cal.label_free(winner, reps=8, images=1000, folds=8, fraction=0.5, resamples=300,
+                        confidence=0.95, seed=0)
+    assert lf["coverage"] == 1.0 and lf["baseline"] == 1.0
+    assert all(p[np.argmax(o)] > 0.99 for p, o in lf["pairs"])
+    lab = cal.labelled(winner, reps=5, pool=1000, budgets=[200], round_size=50, max_labels=300,
+                       target=0.9, seed=0, resamples=300, baseline_reps=0)
+    assert lab["product"]["fires"] == 5 and lab["product"]["right"] == 5
+    assert lab["product"]["regret"] == 0.0
+
+
+def test_exchangeable_tied_models_share_p_best_equally_within_mc_error():
+    tied = cal.Zoo("tied", "simulated", np.full(4, 0.8))
+    lf = cal.label_free(tied, reps=30, images=1000, folds=8, fraction=0.5, resamples=300,
+                        confidence=0.95, seed=1)
+    lab = cal.labelled(tied, reps=30, pool=1000, budgets=[100], round_size=100, max_labels=100,
+                       target=0.9, seed=1, resamples=300, baseline_reps=0)
+    for ps in ([p for p, _ in lf["pairs"]], [p for p, _ in lab["product"]["pairs"][100]]):
+        ps = np.array(ps)
+        assert ps.sum(axis=1) == pytest.approx(np.ones(len(ps)))
+        error = ps.std(axis=0, ddof=1) / np.sqrt(len(ps))
+        assert np.all(np.abs(ps.mean(axis=0) - 0.25) <= 4 * error + 1e-9)
+
+
+def test_the_baseline_bootstrap_sums_to_one_and_lets_one_lucky_label_win():
+    correct = np.zeros((10, 2))
+    correct[0, 1] = 1.0
+    p = cal.bootstrap_p_best(correct, 2000, 0, prior_samples=0)
+    assert p == pytest.approx([0.0, 1.0])  # the overconfidence the product's posterior removed
+    assert cal.bootstrap_p_best(correct, 500, 0).sum() == pytest.approx(1.0)

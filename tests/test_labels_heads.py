@@ -1,0 +1,143 @@
+"""``zoorank ask`` / ``zoorank label`` on a classifier zoo (issue 31, item 4): with every model's
+head kept (manifest ``logit_dim`` = K, ``logits`` in the clean shards), the round is CODA's choice
+on the heads' predictions and p(best | labels) is CODA's P(best).
+
+The store is written without Ray, as ``labels_fixtures`` does: the first 300 scikit-learn digits
+as PNGs (no label column; class names in the config), and three real classifiers — logistic
+regressions trained on the other 1497 digits, on the pixels plus seeded Gaussian noise of σ 0, 6
+and 12 — whose embeddings are their inputs and whose logits are their decision functions. The
+truth (each head's accuracy on the 300) is computed here and never written where zoorank reads.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from labels_fixtures import CLASSES, _png
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+
+from zoorank.cli import main
+from zoorank.metrics import model_selection as ms
+from zoorank.store import Store
+
+N = 300
+SIGMAS = {"clf-s0": 0.0, "clf-s6": 6.0, "clf-s12": 12.0}
+
+
+def _classifiers() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """(inputs, logits) of each classifier on the first N digits, and their labels."""
+    from threadpoolctl import threadpool_limits
+
+    d = load_digits()
+    X, y = d.data.astype(np.float64) / 16, d.target.astype(np.int64)
+    inputs, logits = {}, {}
+    for i, (model_id, sigma) in enumerate(SIGMAS.items()):
+        Xn = X + sigma / 16 * np.random.default_rng(10 + i).normal(size=X.shape)
+        with threadpool_limits(1):  # a 1497 × 64 fit: threads only contend
+            clf = LogisticRegression(max_iter=500).fit(Xn[N:], y[N:])
+        inputs[model_id], logits[model_id] = Xn[:N], clf.decision_function(Xn[:N])
+    return inputs, logits, y[:N]
+
+
+def _write_store(tmp_path, headless: tuple[str, ...] = ()):
+    """The store (``headless`` models written without logits); (config path, store, truth,
+    logits)."""
+    from zoorank.catalog import build_catalog
+    from zoorank.config.loading import parse_config
+
+    d = load_digits()
+    data = str(tmp_path / "digits.parquet")
+    pq.write_table(pa.table({"image": pa.array([_png(im) for im in d.images[:N]],
+                                               type=pa.binary())}), data)
+    cfg = {"store": str(tmp_path / "store"), "seed": 0,
+           "datasets": [{"name": "digits", "source": "parquet", "path": data,
+                         "image_column": "image", "limit": N, "classes": CLASSES}],
+           "models": [{"id": m, "source": "python", "name": "fixtures:unused"} for m in SIGMAS],
+           "metrics": ["rankme"], "oracle": {"knn": True, "linear_probe": False}}
+    catalog = build_catalog(parse_config(cfg, "<heads fixture>"))
+    store = Store(cfg["store"])
+    ids = np.arange(N, dtype=np.int64)
+    inputs, logits, truth = _classifiers()
+    manifest = []
+    for model_id in SIGMAS:
+        store.write_shard("digits", "clean", model_id, 0, ids, np.zeros(N, np.int32),
+                          inputs[model_id].astype(np.float32),
+                          logits=None if model_id in headless
+                          else logits[model_id].astype(np.float32))
+        manifest.append({"dataset": "digits", "view": "clean", "model_id": model_id,
+                         "fingerprint": catalog.entries[("digits", "clean", model_id)][0],
+                         "status": "done", "error": None, "rows": N, "dim": 64,
+                         "seconds": 0.1, "bad_images": 0,
+                         "logit_dim": 0 if model_id in headless else len(CLASSES)})
+    store.update_manifest(manifest)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, tmp_path / "store", truth, logits
+
+
+@pytest.fixture
+def classifier_store(tmp_path):
+    return _write_store(tmp_path)
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_path, capsys):
+    path, store, truth, logits = classifier_store
+    P = np.stack([_softmax(logits[m].astype(np.float32).astype(np.float64)) for m in SIGMAS])
+    accuracy = (P.argmax(axis=2) == truth[None]).mean(axis=1)
+    assert accuracy[0] > accuracy[1] > accuracy[2]  # graded by construction
+
+    assert main(["ask", str(path), "--budget", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "CODA" in out and "No label yet on digits" in out
+    with open(store / "asks" / "1" / "to_label.csv") as f:
+        asked = [int(r["sample_id"]) for r in csv.DictReader(f)]
+    meta = json.loads((store / "asks" / "1" / "round.json").read_text())
+    assert meta["method"].startswith("CODA")
+    # the same choice computed here from the logits (config seed 0 + round 1)
+    assert asked == ms.coda_next(P, k=12, seed=1).tolist()
+    votes = P.argmax(axis=2)[:, asked]
+    assert not (votes == votes[:1]).all(axis=0).any()  # every asked image splits the heads
+
+    answers = tmp_path / "answers.csv"
+    with open(answers, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["sample_id", "label", "source"])
+        w.writerows([(s, CLASSES[truth[s]], "") for s in asked])
+    assert main(["label", str(path), str(answers), "--no-rank"]) == 0
+    out = capsys.readouterr().out
+    at = np.asarray(asked)
+    prior = ms.coda_prior(P)
+    expected = ms.coda_p_best(ms.coda_posterior(prior, at, truth[at]), prior.class_prior)
+    leader = int(np.argmax(expected))
+    assert leader == 0  # the noiseless head, the most accurate
+    match = re.search(r"Given 12 label\(s\) on digits, (\S+) is the best model by CODA on the "
+                      r"heads' predictions, p\(best\) = ([0-9.]+)", out)
+    assert match and match.group(1) == "clf-s0"
+    assert float(match.group(2)) == pytest.approx(expected[leader], abs=0.005)
+    acc_line = re.search(r"clf-s0 +p\(best \| labels\) ([0-9.]+) .* head acc ([0-9.]+)", out)
+    head_acc = (votes[0] == truth[at]).mean()
+    assert acc_line and float(acc_line.group(2)) == pytest.approx(head_acc, abs=0.005)
+
+
+def test_a_zoo_with_a_headless_model_keeps_the_knn_committee(tmp_path, capsys):
+    from zoorank.config.loading import load_config
+    from zoorank.labels.heads import head_predictions
+    from zoorank.labels.pool import load_pool
+
+    path, _, _, _ = _write_store(tmp_path, headless=("clf-s12",))
+    assert head_predictions(load_config(str(path)), load_pool(load_config(str(path)))) is None
+    assert main(["ask", str(path), "--budget", "5"]) == 0
+    assert "cold start" in capsys.readouterr().out

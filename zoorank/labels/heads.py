@@ -1,0 +1,95 @@
+"""Classifier zoos in ``zoorank ask`` / ``zoorank label``: the models' own predictions on every pool
+image, read from the logits their kept heads wrote beside the embeddings (manifest ``logit_dim``
+> 0, a ``logits`` column in the clean-view shards, K columns in the dataset's class order).
+
+When every model of the pool has them, the labels' maths is CODA's
+(:mod:`zoorank.metrics.model_selection`): ``zoorank ask`` asks the images of largest expected
+information gain on P(best), and p(best | labels) is CODA's P(best). A zoo where some model has no
+head (or a head of another width) keeps the embedding kNN committee of
+:mod:`zoorank.metrics.active`: one signal for the whole pool.
+
+Reading is O(M · n · (d + K)) (the shards hold both columns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from zoorank.config import RunConfig
+from zoorank.labels.pool import Pool
+from zoorank.metrics.active import LabelEvidence
+from zoorank.metrics.model_selection import (
+    CodaPrior,
+    coda_change_probability,
+    coda_next,
+    coda_p_best,
+    coda_posterior,
+    coda_prior,
+)
+from zoorank.store import Store
+
+#: what ``round.json`` and the console call the method.
+METHOD = "CODA (expected information gain on P(best), the heads' predictions)"
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, dtype=np.float64)
+    z = np.exp(z - z.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def head_predictions(config: RunConfig, pool: Pool) -> np.ndarray | None:
+    """(M, n, K) softmax of every pool model's stored logits on the pool's samples (rows aligned
+    with ``pool.sample_id``), or None unless every model has K = ``len(pool.classes)`` logits."""
+    store = Store(config.store)
+    clean = config.clean_view.name
+    manifest = store.read_manifest()
+    k = len(pool.classes)
+    rows = manifest[(manifest["dataset"] == pool.dataset) & (manifest["view"] == clean)]
+    dims = rows.set_index("model_id")["logit_dim"].reindex(pool.model_ids)
+    if dims.isna().any() or not (dims.astype(int) == k).all():
+        return None
+    out = np.empty((len(pool.model_ids), len(pool.sample_id), k))
+    for j, m in enumerate(pool.model_ids):
+        emb = store.read_embeddings(pool.dataset, clean, m)
+        if emb.logits is None:
+            return None
+        keep = emb.view_index == 0
+        pos = pd.Series(np.arange(int(keep.sum())), index=emb.sample_id[keep])
+        out[j] = _softmax(emb.logits[keep][pos.loc[pool.sample_id].to_numpy()])
+    return out
+
+
+def with_head_predictions(config: RunConfig, pool: Pool) -> Pool:
+    """``pool`` with ``predictions`` set when it is a classifier zoo (:func:`head_predictions`)."""
+    return dataclasses.replace(pool, predictions=head_predictions(config, pool))
+
+
+def _prior(pool: Pool) -> CodaPrior:
+    return coda_prior(pool.predictions)
+
+
+def coda_evidence(pool: Pool) -> LabelEvidence:
+    """:class:`LabelEvidence` of a classifier zoo: CODA's P(best) given the pool's labels (its
+    consensus prior before any label), the heads' top-1 ``accuracy`` on the labelled images (NaN
+    without labels) and their top-1 ``predictions`` (M × n)."""
+    prior = _prior(pool)
+    alpha = coda_posterior(prior, pool.labelled, pool.codes)
+    votes = prior.votes
+    accuracy = ((votes[:, pool.labelled] == pool.codes[None, :]).mean(axis=1) if len(pool.codes)
+                else np.full(len(votes), np.nan))
+    return LabelEvidence(coda_p_best(alpha, prior.class_prior), accuracy, len(pool.codes), votes)
+
+
+def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.model_selection.coda_next`)."""
+    return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
+                     seed=seed)
+
+
+def coda_change(pool: Pool, batch: np.ndarray, seed: int) -> float:
+    """P(labelling ``batch`` changes CODA's leader) (:func:`coda_change_probability`)."""
+    return coda_change_probability(_prior(pool), pool.labelled, pool.codes, batch, seed=seed)

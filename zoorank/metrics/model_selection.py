@@ -1,0 +1,483 @@
+"""Active model selection on the models' own predictions: which image to label next, and which
+classifier is best given the labels so far.
+
+Pure functions on arrays (no I/O, no Ray). Conventions:
+
+* ``P``: (M, N, K) class probabilities of M models on N images (rows sum to 1); a model's
+  prediction of an image is its top-1 class (ties: the lowest index), and its accuracy on the pool
+  is the share of the N images whose top-1 is the true class;
+* ``labelled``: image positions whose label is known; ``labels``: their classes in ``0..K-1``;
+* P(best) sums to 1 over the M models.
+
+CODA (Kay, Van Horn, Maji, Sheldon, Beery: "Consensus-Driven Active Model Selection", ICCV 2025,
+arXiv 2507.23771), as read here from the paper's description:
+
+1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities.
+2. **Dawid–Skene.** Each model m has a confusion matrix ``θ_m[c, c']`` = P(model predicts c' |
+   true class c). Its prior is a Dirichlet per row, ``θ_m[c, ·] ~ Dir(β + α · M̂_m[c, ·])``, where
+   ``M̂_m`` is the model's row-normalised confusion against the consensus (soft counts
+   ``Σ_i q_i(c) [ŷ_m(i) = c']`` with ``q`` the consensus): the paper's
+   ``(β + α M̂) / T`` with the temperature folded into ``α`` and ``β`` (:func:`coda_prior`).
+   ``dawid_skene`` can run classic EM iterations from the consensus start (the paper's prior is
+   zero iterations, the default).
+3. **Labels.** A label ``y`` of image i adds one count to row ``y`` of every model's Dirichlet, in
+   the column the model predicted (conjugate update; :func:`coda_posterior`).
+4. **P(best).** A model's accuracy is ``Σ_c π_c θ_m[c, c]`` with ``π`` the Dawid–Skene class
+   prior; each diagonal entry is Beta-distributed (the Dirichlet's marginal) and the accuracy's
+   density is taken as the Beta with the same mean and variance (a moment match: the paper's
+   integral needs one density per model and the text at hand does not fix its form). Then
+   ``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` on a grid (:func:`coda_p_best`).
+5. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest | y_i = c)``, with ``π̂(c | i)``
+   the Dawid–Skene class posterior of image i under the posterior-mean confusions
+   (:func:`coda_eig`). The image with the largest EIG is asked next.
+
+Additions of ours, stated: an image on which every model predicts the same class gets EIG 0 (its
+label adds one count to the same cell of every model; what it says about which model is best is a
+second-order shift of the Beta means, and leaving these images out makes the common case — most
+images are unanimous — free); a batch of k (``zoorank ask`` asks rounds) is chosen greedily, each
+pick's label assumed to be its most probable class ("kriging believer"), since the paper asks one
+image at a time.
+
+Baselines: uniform random order; uncertainty sampling (the entropy of the consensus);
+ModelPicker (Karimi et al., "Online Active Model Selection for Pre-trained Classifiers", AISTATS
+2021): a posterior over which model is best, ``w_m ∝ γ^{#correct_m}``, and the image whose label
+most reduces its expected entropy, the label's law being the posterior-weighted vote of the models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+from zoorank.metrics._checks import check_array
+
+__all__ = [
+    "CodaPrior",
+    "DawidSkene",
+    "check_predictions",
+    "coda_change_probability",
+    "coda_eig",
+    "coda_next",
+    "coda_p_best",
+    "coda_posterior",
+    "coda_prior",
+    "consensus",
+    "dawid_skene",
+    "empirical_best",
+    "entropy",
+    "model_picker_eig",
+    "model_picker_next",
+    "model_picker_posterior",
+    "p_best_from_beta",
+    "uncertainty_scores",
+]
+
+#: grid points of the P(best) integral.
+GRID = 256
+#: candidate images scored per EIG evaluation (seeded subsample beyond it).
+MAX_CANDIDATES = 4096
+
+
+def check_predictions(P, name: str = "P") -> np.ndarray:
+    """``P`` as float64 (M, N, K) with rows on the simplex (renormalised; ValueError naming
+    ``name`` when negative, not finite or a row sums to 0)."""
+    arr = check_array(P, name, ndim=3, min_rows=1, min_cols=2)
+    if (arr < 0).any():
+        raise ValueError(f"{name} holds negative probabilities")
+    sums = arr.sum(axis=2, keepdims=True)
+    if (sums <= 0).any():
+        raise ValueError(f"{name} has a row of zeros (no class probability)")
+    return arr / sums
+
+
+def _check_labels(labelled, labels, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    at = np.asarray(labelled, dtype=np.int64).reshape(-1)
+    y = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if len(at) != len(y):
+        raise ValueError(f"labelled ({len(at)}) and labels ({len(y)}) differ in length")
+    if len(at) and (at.min() < 0 or at.max() >= n):
+        raise ValueError(f"labelled positions must lie in 0..{n - 1}")
+    if len(y) and (y.min() < 0 or y.max() >= k):
+        raise ValueError(f"labels must lie in 0..{k - 1}")
+    if len(np.unique(at)) != len(at):
+        raise ValueError("labelled holds an image twice")
+    return at, y
+
+
+def entropy(p, axis: int = -1) -> np.ndarray:
+    """Shannon entropy (nats) along ``axis``; ``0 log 0 = 0``."""
+    return special.entr(np.asarray(p, dtype=np.float64)).sum(axis=axis)
+
+
+def consensus(P) -> np.ndarray:
+    """The zoo's consensus of every image: the mean of the models' probabilities (N, K)."""
+    return check_predictions(P).mean(axis=0)
+
+
+def _votes(P: np.ndarray) -> np.ndarray:
+    return P.argmax(axis=2)  # (M, N) top-1 class
+
+
+@dataclass(frozen=True)
+class DawidSkene:
+    """A Dawid–Skene fit: ``class_posterior`` (N, K) of every image, ``class_prior`` π (K,),
+    ``confusion`` (M, K, K) rows ``θ_m[c, ·]`` = P(prediction | true class c), rows sum to 1."""
+
+    class_posterior: np.ndarray
+    class_prior: np.ndarray
+    confusion: np.ndarray
+
+
+def _confusion_counts(q: np.ndarray, votes: np.ndarray) -> np.ndarray:
+    """Soft counts ``C[m, c, c'] = Σ_i q[i, c] [votes[m, i] = c']``: O(M · N · K)."""
+    m, k = votes.shape[0], q.shape[1]
+    counts = np.zeros((m, k, k))
+    for j in range(m):
+        cols = np.zeros((k, k))
+        np.add.at(cols, votes[j], q)  # cols[c', c] += q[i, c]
+        counts[j] = cols.T
+    return counts
+
+
+def _class_posterior(log_prior: np.ndarray, log_theta: np.ndarray, votes: np.ndarray) -> np.ndarray:
+    """``q[i, c] ∝ π_c Π_m θ_m[c, votes[m, i]]`` (N, K): O(M · N · K)."""
+    logq = np.tile(log_prior, (votes.shape[1], 1))
+    for j in range(votes.shape[0]):
+        logq += log_theta[j][:, votes[j]].T
+    logq -= logq.max(axis=1, keepdims=True)
+    q = np.exp(logq)
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def dawid_skene(P, labelled=(), labels=(), iterations: int = 0,
+                smoothing: float = 0.01) -> DawidSkene:
+    """Dawid–Skene (1979) on the models' top-1 votes, started from the zoo's consensus.
+
+    Start: ``q`` = :func:`consensus`, labelled rows set to their label. Each iteration is one EM
+    round: M-step ``θ_m[c, c'] ∝ Σ_i q[i, c] [ŷ_m(i) = c'] + smoothing``, ``π_c ∝ Σ_i q[i, c] +
+    smoothing``; E-step ``q[i, c] ∝ π_c Π_m θ_m[c, ŷ_m(i)]``, labelled rows kept at their label.
+    A last M-step makes ``confusion`` and ``class_prior`` those of the returned ``q``. With
+    ``iterations=0`` the confusions are the models' agreement with the consensus (CODA's prior).
+    Cost O(M · N · K) per iteration.
+    """
+    P = check_predictions(P)
+    m, n, k = P.shape
+    at, y = _check_labels(labelled, labels, n, k)
+    if iterations < 0 or smoothing < 0:
+        raise ValueError("iterations and smoothing must be ≥ 0")
+    votes = _votes(P)
+    q = P.mean(axis=0)
+    q[at] = np.eye(k)[y]
+
+    def m_step(q):
+        counts = _confusion_counts(q, votes) + smoothing
+        theta = counts / counts.sum(axis=2, keepdims=True)
+        prior = q.sum(axis=0) + smoothing
+        return theta, prior / prior.sum()
+
+    for _ in range(iterations):
+        theta, prior = m_step(q)
+        q = _class_posterior(np.log(prior), np.log(theta), votes)
+        q[at] = np.eye(k)[y]
+    theta, prior = m_step(q)
+    return DawidSkene(q, prior, theta)
+
+
+@dataclass(frozen=True)
+class CodaPrior:
+    """CODA's prior: Dirichlet parameters ``alpha`` (M, K, K) of every model's confusion rows,
+    the class prior ``class_prior`` (K,) and the models' top-1 ``votes`` (M, N)."""
+
+    alpha: np.ndarray
+    class_prior: np.ndarray
+    votes: np.ndarray
+
+
+def coda_prior(P, strength: float = 2.0, base: float = 0.5, iterations: int = 0) -> CodaPrior:
+    """CODA's consensus-initialised prior: ``alpha[m, c, ·] = base / K + strength · M̂_m[c, ·]``.
+
+    ``M̂_m``: model m's confusion rows from :func:`dawid_skene` on the unlabelled pool
+    (``iterations=0``: agreement with the consensus). ``strength``: the prior's weight in
+    pseudo-labels per class (the paper's α/T); ``base``: the flat part (β/T) in pseudo-labels
+    per row, spread evenly over the K columns, so that no cell is impossible. Labels are not
+    used here (they enter once, in :func:`coda_posterior`). Cost O(M · N · K).
+    """
+    if strength < 0 or base <= 0:
+        raise ValueError(f"strength must be ≥ 0 and base > 0, got {strength}, {base}")
+    P = check_predictions(P)
+    fit = dawid_skene(P, iterations=iterations)
+    return CodaPrior(base / P.shape[2] + strength * fit.confusion, fit.class_prior, _votes(P))
+
+
+def coda_posterior(prior: CodaPrior, labelled=(), labels=()) -> np.ndarray:
+    """Dirichlet parameters (M, K, K) given the labels: each label ``y`` of image i adds 1 to
+    ``alpha[m, y, ŷ_m(i)]`` for every model m. Cost O(M · L)."""
+    m, k, _ = prior.alpha.shape
+    at, y = _check_labels(labelled, labels, prior.votes.shape[1], k)
+    alpha = prior.alpha.copy()
+    for j in range(m):
+        np.add.at(alpha[j], (y, prior.votes[j, at]), 1.0)
+    return alpha
+
+
+def _accuracy_beta(diag: np.ndarray, total: np.ndarray, pi: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Moment-matched Beta (a, b) of ``Σ_c π_c X_c``, ``X_c ~ Beta(diag_c, total_c − diag_c)``
+    independent; the class axis is the last one."""
+    mean_c = diag / total
+    var_c = mean_c * (1 - mean_c) / (total + 1)
+    mean = (pi * mean_c).sum(axis=-1)
+    var = (pi ** 2 * var_c).sum(axis=-1)
+    var = np.maximum(var, 1e-12)
+    nu = np.maximum(mean * (1 - mean) / var - 1, 1e-6)
+    return np.clip(mean * nu, 1e-9, None), np.clip((1 - mean) * nu, 1e-9, None)
+
+
+def _span(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Grid edges covering every Beta(a, b)'s mass: means ± 12 standard deviations, in [0, 1]."""
+    mean = a / (a + b)
+    sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+    lo = float(np.clip((mean - 12 * sd).min(), 0.0, 1.0))
+    hi = float(np.clip((mean + 12 * sd).max(), 0.0, 1.0))
+    if hi - lo < 1e-9:
+        lo, hi = max(0.0, lo - 1e-6), min(1.0, hi + 1e-6)
+    return np.array([lo, hi])
+
+
+def _beta_cdf(span: np.ndarray, a: np.ndarray, b: np.ndarray, grid: int) -> np.ndarray:
+    """CDFs (..., grid + 1) of Beta(a, b) at ``grid + 1`` edges over ``span``; the end edges are
+    set to 0 and 1 (all mass inside the span)."""
+    edges = np.linspace(span[0], span[1], grid + 1)
+    cdf = stats.beta.cdf(edges, a[..., None], b[..., None])
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    return cdf
+
+
+def _p_best_cdf(cdf: np.ndarray) -> np.ndarray:
+    """P(best) (..., M) from CDFs (..., M, G + 1) on shared edges: per cell, the mass ``ΔF_m``
+    times ``Π_{l≠m} F_l`` at the cell's midpoint, summed and renormalised."""
+    mass = np.diff(cdf, axis=-1)
+    log_mid = np.log(np.clip(0.5 * (cdf[..., 1:] + cdf[..., :-1]), 1e-300, None))
+    others = log_mid.sum(axis=-2, keepdims=True) - log_mid
+    out = (mass * np.exp(others)).sum(axis=-1)
+    total = out.sum(axis=-1, keepdims=True)
+    return out / np.where(total > 0, total, 1.0)
+
+
+def p_best_from_beta(a, b, grid: int = GRID) -> np.ndarray:
+    """``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` for independent Beta(a_m, b_m) accuracies.
+
+    ``a``, ``b``: (..., M). The integral runs on ``grid`` cells spanning every density's mass
+    (means ± 12 standard deviations, within [0, 1]), by the midpoint rule on CDF increments,
+    renormalised. Identical (a, b) get equal shares exactly. Cost O(... · M · grid).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return _p_best_cdf(_beta_cdf(_span(a, b), a, b, grid))
+
+
+def coda_p_best(alpha, class_prior, grid: int = GRID) -> np.ndarray:
+    """CODA's P(best) (M,) from Dirichlet parameters ``alpha`` (M, K, K) and the class prior
+    (module docstring, step 4). Cost O(M · K + M · grid)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    diag = np.diagonal(alpha, axis1=1, axis2=2)
+    a, b = _accuracy_beta(diag, alpha.sum(axis=2), np.asarray(class_prior, dtype=np.float64))
+    return p_best_from_beta(a, b, grid)
+
+
+def _candidates(free: np.ndarray, limit: int, seed: int) -> np.ndarray:
+    if len(free) <= limit:
+        return free
+    return np.sort(np.random.default_rng(seed).choice(free, size=limit, replace=False))
+
+
+def coda_eig(alpha, class_prior, votes, candidates, grid: int = GRID) -> np.ndarray:
+    """CODA's expected information gain on P(best) of labelling each of ``candidates`` (image
+    positions), given Dirichlet parameters ``alpha`` (M, K, K) and the models' ``votes`` (M, N).
+
+    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest | y_i = c)`` with ``π̂(c | i) ∝ π_c Π_m
+    θ̄_m[c, ŷ_m(i)]`` (θ̄: posterior-mean confusions). A label c changes row c of every
+    model's Dirichlet only, each model either right or wrong on it, so the images are grouped by
+    their vote pattern and every (pattern, class) evaluates P(best) once. Unanimous images get 0
+    (module docstring). Cost O(M · N · K) for π̂ + O(U · K · M · grid) for U distinct
+    patterns of disagreement.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    pi = np.asarray(class_prior, dtype=np.float64)
+    votes = np.asarray(votes, dtype=np.int64)
+    cand = np.asarray(candidates, dtype=np.int64)
+    m, k, _ = alpha.shape
+    out = np.zeros(len(cand))
+    cv = votes[:, cand]  # (M, C)
+    split = (cv != cv[:1]).any(axis=0)
+    if not split.any():
+        return out
+    patterns, inverse = np.unique(cv[:, split].T, axis=0, return_inverse=True)  # (U, M)
+    inverse = inverse.reshape(-1)
+    theta = alpha / alpha.sum(axis=2, keepdims=True)
+    post = _class_posterior(np.log(pi), np.log(theta), patterns.T)  # (U, K)
+    diag = np.diagonal(alpha, axis1=1, axis2=2)  # (M, K)
+    total = alpha.sum(axis=2)
+    a0, b0 = _accuracy_beta(diag, total, pi)
+    # a label c adds one count to row c of every model: on the diagonal when the model is right
+    d = np.broadcast_to(diag, (k, 2, m, k)).copy()  # (class c, right/wrong, M, rows)
+    t = np.broadcast_to(total, (k, 2, m, k)).copy()
+    rows = np.arange(k)
+    d[rows, 0, :, rows] += 1.0
+    t[rows, :, :, rows] += 1.0
+    a, b = _accuracy_beta(d, t, pi)  # (K, 2, M)
+    span = _span(np.concatenate([a.ravel(), a0]), np.concatenate([b.ravel(), b0]))
+    h_now = entropy(_p_best_cdf(_beta_cdf(span, a0, b0, grid)))  # on the same grid as after
+    cdf = _beta_cdf(span, a, b, grid)  # (K, 2, M, G + 1)
+    wrong = (patterns[:, None, :] != rows[None, :, None]).astype(np.int64)  # (U, K, M)
+    # P(best | y = c) depends on (c, who is wrong) only: evaluate each distinct one once
+    keys = np.concatenate([np.broadcast_to(rows[None, :, None], (len(patterns), k, 1)), wrong],
+                          axis=2).reshape(-1, m + 1)
+    combos, where = np.unique(keys, axis=0, return_inverse=True)
+    h_combo = np.empty(len(combos))
+    step = max(1, 4_000_000 // (m * (grid + 1)))
+    for s in range(0, len(combos), step):
+        part = combos[s:s + step]
+        sel = cdf[part[:, :1], part[:, 1:], np.arange(m)[None, :]]  # (chunk, M, G + 1)
+        h_combo[s:s + step] = entropy(_p_best_cdf(sel))
+    h_after = h_combo[where.reshape(-1)].reshape(len(patterns), k)
+    gain = np.clip(h_now - (post * h_after).sum(axis=1), 0.0, None)
+    out[np.flatnonzero(split)] = gain[inverse]
+    return out
+
+
+def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
+              prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
+              grid: int = GRID) -> np.ndarray:
+    """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
+
+    One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
+    assumed to be its most probable class for the next pick. Candidates: every free image, or a
+    seeded subsample of ``max_candidates``. When no free image splits the models (every EIG is
+    0), the rest are the free images of highest consensus entropy. ``prior``: a
+    :func:`coda_prior` to reuse (default: built here). Cost k × :func:`coda_eig`.
+    """
+    P = check_predictions(P)
+    _, n, kk = P.shape
+    at, y = _check_labels(labelled, labels, n, kk)
+    prior = coda_prior(P) if prior is None else prior
+    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
+    if mask.shape != (n,):
+        raise ValueError(f"excluded must be a mask over the {n} images")
+    mask[at] = True
+    alpha = coda_posterior(prior, at, y)
+    rng = np.random.default_rng(seed)
+    picks: list[int] = []
+    for step in range(int(k)):
+        free = np.flatnonzero(~mask)
+        if not len(free):
+            break
+        cand = _candidates(free, max_candidates, seed + step)
+        gain = coda_eig(alpha, prior.class_prior, prior.votes, cand, grid)
+        if gain.max() <= 0:
+            scores = entropy(P[:, cand].mean(axis=0))
+        else:
+            scores = gain
+        order = np.lexsort((rng.permutation(len(cand)), -scores))
+        i = int(cand[order[0]])
+        picks.append(i)
+        mask[i] = True
+        theta = alpha / alpha.sum(axis=2, keepdims=True)
+        guess = int(_class_posterior(np.log(prior.class_prior), np.log(theta),
+                                     prior.votes[:, [i]]).argmax())
+        alpha[np.arange(len(alpha)), guess, prior.votes[:, i]] += 1.0
+    return np.sort(np.asarray(picks, dtype=np.int64))
+
+
+def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulations: int = 32,
+                            seed: int = 0, grid: int = GRID) -> float:
+    """P(labelling ``batch`` changes CODA's most probable best model): each simulation draws the
+    batch's labels from their Dawid–Skene class posteriors (posterior-mean confusions given the
+    labels so far), adds them to the Dirichlet counts, and compares the argmax of P(best) with
+    today's. NaN for an empty batch. Cost ``simulations`` × O(M · (B + K + grid))."""
+    batch = np.asarray(batch, dtype=np.int64)
+    if not len(batch):
+        return float("nan")
+    alpha = coda_posterior(prior, labelled, labels)
+    leader = int(np.argmax(coda_p_best(alpha, prior.class_prior, grid)))
+    theta = alpha / alpha.sum(axis=2, keepdims=True)
+    post = _class_posterior(np.log(prior.class_prior), np.log(theta), prior.votes[:, batch])
+    rng = np.random.default_rng(seed)
+    m = len(alpha)
+    changed = 0
+    for _ in range(simulations):
+        drawn = (rng.random((len(batch), 1)) > np.cumsum(post, axis=1)).sum(axis=1)
+        drawn = np.minimum(drawn, post.shape[1] - 1)
+        after = alpha.copy()
+        for j in range(m):
+            np.add.at(after[j], (drawn, prior.votes[j, batch]), 1.0)
+        changed += int(np.argmax(coda_p_best(after, prior.class_prior, grid)) != leader)
+    return changed / simulations
+
+
+def uncertainty_scores(P) -> np.ndarray:
+    """Uncertainty sampling's score of every image: the entropy (nats) of the consensus (N,)."""
+    return entropy(consensus(P))
+
+
+def empirical_best(P, labelled, labels, seed: int = 0) -> int:
+    """The model with the most correct top-1 predictions on the labelled images (ties: a seeded
+    uniform choice; no label: a seeded uniform choice among all): the pick of the baselines that
+    keep no posterior (random, uncertainty)."""
+    P = check_predictions(P)
+    at, y = _check_labels(labelled, labels, P.shape[1], P.shape[2])
+    correct = (_votes(P)[:, at] == y[None, :]).sum(axis=1)
+    best = np.flatnonzero(correct == correct.max())
+    return int(np.random.default_rng(seed).choice(best))
+
+
+def model_picker_posterior(votes, labelled, labels, gamma: float = 2.0,
+                           prior=None) -> np.ndarray:
+    """ModelPicker's posterior over which model is best: ``w_m ∝ prior_m γ^{#correct_m}``
+    (Karimi et al. 2021; a model's weight grows by γ > 1 with each label it gets right). ``votes``:
+    (M, N) top-1 classes. Cost O(M · L)."""
+    votes = np.asarray(votes, dtype=np.int64)
+    if gamma <= 1:
+        raise ValueError(f"gamma must be > 1, got {gamma}")
+    m = votes.shape[0]
+    at, y = _check_labels(labelled, labels, votes.shape[1], np.iinfo(np.int64).max)
+    prior = np.full(m, 1.0 / m) if prior is None else np.asarray(prior, dtype=np.float64)
+    logw = np.log(prior) + np.log(gamma) * (votes[:, at] == y[None, :]).sum(axis=1)
+    w = np.exp(logw - logw.max())
+    return w / w.sum()
+
+
+def model_picker_eig(votes, posterior, candidates, n_classes: int, gamma: float = 2.0
+                     ) -> np.ndarray:
+    """ModelPicker's expected reduction in the entropy of its posterior from labelling each
+    candidate image: the label's law is ``P(y = c) = Σ_m w_m [ŷ_m(i) = c]``; a label c multiplies
+    the weight of the models predicting c by γ. 0 when every model agrees. Cost O(M · C · K)."""
+    votes = np.asarray(votes, dtype=np.int64)[:, np.asarray(candidates, dtype=np.int64)]
+    w = np.asarray(posterior, dtype=np.float64)
+    onehot = votes[:, :, None] == np.arange(n_classes)[None, None, :]  # (M, C, K)
+    p_label = np.einsum("m,mck->ck", w, onehot)  # (C, K)
+    new = w[:, None, None] * np.where(onehot, gamma, 1.0)
+    new /= new.sum(axis=0, keepdims=True)
+    h_after = entropy(new, axis=0)  # (C, K)
+    return np.clip(entropy(w) - (p_label * h_after).sum(axis=1), 0.0, None)
+
+
+def model_picker_next(P, labelled=(), labels=(), gamma: float = 2.0, seed: int = 0,
+                      excluded=None, max_candidates: int = MAX_CANDIDATES) -> int:
+    """The image ModelPicker asks next (largest :func:`model_picker_eig`; ties: seeded shuffle);
+    -1 when none is free. Cost O(M · N · K)."""
+    P = check_predictions(P)
+    _, n, k = P.shape
+    at, y = _check_labels(labelled, labels, n, k)
+    votes = _votes(P)
+    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
+    mask[at] = True
+    free = np.flatnonzero(~mask)
+    if not len(free):
+        return -1
+    cand = _candidates(free, max_candidates, seed)
+    gain = model_picker_eig(votes, model_picker_posterior(votes, at, y, gamma), cand, k, gamma)
+    order = np.lexsort((np.random.default_rng(seed).permutation(len(cand)), -gain))
+    return int(cand[order[0]])
