@@ -14,7 +14,7 @@ An image is never asked twice: neither one already labelled (its own label, or o
 nor one asked in another round, answered or not (an image someone skipped is likely hard to label;
 asking it again would stall the rounds). Choice: :func:`zoorank.metrics.active.next_batch`, or for
 a classifier zoo (every model's head kept) CODA on the heads' predictions
-(:mod:`zoorank.labels.heads`).
+(:mod:`zoorank.labels.head_predictions`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import numpy as np
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.labels.heads import METHOD as CODA_METHOD
-from zoorank.labels.heads import coda_batch, with_head_predictions
+from zoorank.labels.head_predictions import METHOD as CODA_METHOD
+from zoorank.labels.head_predictions import coda_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.metrics.active import next_batch

@@ -63,7 +63,7 @@ class Pool:
     catalog: Catalog
     models_total: int = 0  # models with fresh clean embeddings, of which the pool holds M
     #: (M, n, K) the heads' class probabilities when every model has one (classifier zoos,
-    #: :func:`zoorank.labels.heads.with_head_predictions`), else None
+    #: :func:`zoorank.labels.head_predictions.with_head_predictions`), else None
     predictions: np.ndarray | None = None
 
     def known(self) -> dict[int, str]:
