@@ -2,7 +2,7 @@
 
 Each case runs in a fresh child process (``multiprocessing`` spawn) that imports zoorank, records
 its resident memory, then does what an EMBED decode task does with one sample — decode it and make
-its clean view and two SimCLR views (``zoorank.views.decode_views``) — and reports its peak RSS
+its clean view and two SimCLR views (``zoorank.data.views.decode_views``) — and reports its peak RSS
 (``harness.peak_rss``: ``ru_maxrss``) and the growth over the peak after imports. The "before"
 column runs the decode of zoorank ≤ issue 16 on the same bytes (``Image.open → load →
 convert("RGB")``, then resize the whole image so its shorter side is ``floor(size / crop_pct)`` and
@@ -53,7 +53,7 @@ def _naive(data: bytes, size: int, crop_pct: float):
 def _child(data: bytes, mode: str, size: int, crop_pct: float, limit: int, out) -> None:
     import numpy as np
 
-    from zoorank.views import ViewGeometry, ViewPlan, decode_views
+    from zoorank.data.views import ViewGeometry, ViewPlan, decode_views
 
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     base = peak_rss()

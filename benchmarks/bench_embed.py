@@ -46,8 +46,8 @@ from torch import nn  # noqa: E402
 
 from zoorank.config.loading import parse_config  # noqa: E402
 from zoorank.data import load_samples
-from zoorank.images import decode_image
-from zoorank.views import clean_view
+from zoorank.data.images import decode_image
+from zoorank.data.views import clean_view
 from zoorank.zoo import load_model, resolve_models  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -43,8 +43,8 @@ BUDGET_SEEDS = 2
 
 def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
     """Long metric, oracle, fold and health rows of n synthetic models (SCORE's schema)."""
-    from zoorank.budget import budget_metric_name
-    from zoorank.resample import HEALTH_COLUMNS, RESAMPLES_COLUMNS
+    from zoorank.oracle.budget import budget_metric_name
+    from zoorank.oracle.resample import HEALTH_COLUMNS, RESAMPLES_COLUMNS
     from zoorank.store.schema import METRICS_COLUMNS
 
     rng = np.random.default_rng(seed)
@@ -88,9 +88,9 @@ def tables(n: int, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 def child(n: int, bootstrap: int) -> dict:
     """One size in this (fresh) process: RANK's stage function on a fresh store, then the skip."""
+    from zoorank.catalog.stage_inputs import rank_inputs
     from zoorank.config.loading import parse_config
     from zoorank.rank import write_rank_outputs
-    from zoorank.stage_inputs import rank_inputs
     from zoorank.store import Store
 
     t = tables(n)

@@ -26,7 +26,8 @@ from harness import ratio, table, timed
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config.loading import parse_config
-from zoorank.pipeline import run_all, watch
+from zoorank.pipeline import run_all
+from zoorank.watch import watch
 
 
 def _checkpoint(path: Path, seed: int) -> None:

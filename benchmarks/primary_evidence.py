@@ -6,11 +6,11 @@ For every zoo (a run config whose store holds a finished ``zoorank run`` with th
 * Kendall τ-b of the candidate's order against each oracle (all ranked models; positive = agrees),
 * the candidate's **top set** (the rank-consistent Model Confidence Set over the fold bootstrap of
   the evaluation images, computed exactly as the RANK stage does:
-  :func:`zoorank.decision.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
+  :func:`zoorank.decide.decision.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
   blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
   the point-best model in ≥ 1 − c of the replicates"),
 * the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
-  accuracies on its test images, :func:`zoorank.oracle_top_sets.oracle_top_sets`; needs oracle rows of
+  accuracies on its test images, :func:`zoorank.decide.oracle_top_sets.oracle_top_sets`; needs oracle rows of
   ``ORACLE_VERSION`` ≥ 3), whether the two sets overlap, and the regret (the oracle's best accuracy
   minus the best inside the candidate's top set) against the oracle's noise (the half-width at the
   run's confidence of that paired accuracy difference over the replicates).
@@ -55,11 +55,11 @@ TITLE = "Default primary metric: evidence across zoos (issues 17, 24 and 30)"
 def zoo_inputs(run_yaml: Path) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
     """(config, store, stored leaderboard, fresh fold rows, blocked models per dataset) of the run
     config ``run_yaml`` (or validate_ranking.py's ``validate_run.json``)."""
-    from zoorank import resample
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import load_config
-    from zoorank.leaderboard import read_leaderboard
+    from zoorank.decide.leaderboard import read_leaderboard
     from zoorank.metrics.health import BLOCKING
+    from zoorank.oracle import resample
     from zoorank.store import Store
 
     if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json
@@ -123,8 +123,8 @@ def _raw_mcs(point: np.ndarray, reps: np.ndarray, confidence: float,
 def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
-    from zoorank.decision import consensus, metric_uncertainty
-    from zoorank.decision import unflagged_uncertainty as rank_uncertainty
+    from zoorank.decide.decision import consensus, metric_uncertainty
+    from zoorank.decide.decision import unflagged_uncertainty as rank_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
     from zoorank.metrics.uncertainty import replicate_ranks
 
@@ -158,8 +158,8 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
 
 
 def zoo_rows(name: str, run_yaml: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from zoorank.leaderboard import read_leaderboard_settings
-    from zoorank.oracle_top_sets import oracle_top_sets
+    from zoorank.decide.leaderboard import read_leaderboard_settings
+    from zoorank.decide.oracle_top_sets import oracle_top_sets
 
     config, store, board, folds, blocked = zoo_inputs(run_yaml)
     ids = list(board["model_id"])

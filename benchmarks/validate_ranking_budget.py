@@ -72,7 +72,7 @@ def _spread(store) -> str:
 
 
 def write_markdown(info: dict[str, Any], path: Path) -> Path:
-    from zoorank.budget import crossover_lines, crossovers, split_agreement
+    from zoorank.oracle.budget import crossover_lines, crossovers, split_agreement
     from zoorank.store import Store
 
     store = Store(info["store"])

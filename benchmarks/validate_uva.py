@@ -68,7 +68,7 @@ def summary(store: Path) -> str:
     board = s.read_frame("leaderboard")
     agree = s.read_frame("agreement")
     unc = s.read_frame("uncertainty")
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
 
     settings = read_leaderboard_settings(s)
     d = settings["decision"]

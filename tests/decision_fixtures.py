@@ -1,5 +1,5 @@
 """Fold rows and health rows for a store written by ``rank_fixtures.write_store`` (no Ray): what
-SCORE would write, computed with the same functions (``zoorank.resample``,
+SCORE would write, computed with the same functions (``zoorank.oracle.resample``,
 ``zoorank.metrics.health``) and fingerprints."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from zoorank.store import Store
 
 
 def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
-    from zoorank import resample
     from zoorank.catalog import build_catalog
     from zoorank.metrics.health import embedding_health
+    from zoorank.oracle import resample
 
     catalog = build_catalog(config)
     manifest = catalog.fresh_manifest(store.read_manifest())

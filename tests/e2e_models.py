@@ -5,7 +5,7 @@ One small CNN architecture in four states, plus a pixel baseline, each saved as 
 
 * ``random``: the CNN at a seeded random initialisation;
 * ``trained``: the same CNN after a few epochs of supervised cross-entropy on digits, seen through
-  the exact clean view the EMBED stage makes (``zoorank.views.clean_view``, ImageNet normalisation);
+  the exact clean view the EMBED stage makes (``zoorank.data.views.clean_view``, ImageNet normalisation);
 * ``collapsed``: the same CNN whose last layer has zero weights and a constant bias, so every image
   maps to one vector;
 * ``pixels``: a seeded random Gaussian projection of the normalised pixels;
@@ -68,8 +68,8 @@ def digits_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     """All 1797 digits as the EMBED stage's clean view (16 px, bilinear, no crop), normalised."""
     from sklearn.datasets import load_digits
 
-    from zoorank.images import decode_image
-    from zoorank.views import clean_view
+    from zoorank.data.images import decode_image
+    from zoorank.data.views import clean_view
     from zoorank.zoo import Geometry
 
     d = load_digits()

@@ -1,4 +1,4 @@
-"""The label-budget curve (zoorank.budget): subsets, cells, τ rows and crossovers, without Ray."""
+"""The label-budget curve (zoorank.oracle.budget): subsets, cells, τ rows and crossovers, without Ray."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from zoorank import budget
 from zoorank.metrics import logme
+from zoorank.oracle import budget
 
 
 def test_stratified_subset_takes_k_per_class_seeded_and_nested():
@@ -138,7 +138,7 @@ def test_oracle_config_needs_a_reference_oracle_for_the_budget_curve():
 
 def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
     from zoorank.config import OracleSpec
-    from zoorank.label_oracle import oracle_suite
+    from zoorank.oracle.measures import oracle_suite
 
     images, labels = digits
     Z = images.reshape(len(images), -1) / 16.0

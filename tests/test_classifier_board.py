@@ -114,7 +114,7 @@ def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
 @pytest.fixture(scope="module")
 def classifier_zoo(tmp_path_factory, ray_session):
     from zoorank.config.loading import parse_config
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import run_rank
     from zoorank.score import run_score
 
@@ -184,7 +184,7 @@ def test_a_classifier_zoo_is_ranked_by_estimated_accuracy_with_intervals(classif
 
 def test_a_mixed_zoo_keeps_one_board_and_says_which_signal_ranked_each_row(tmp_path, ray_session):
     from zoorank.config.loading import parse_config
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import run_rank
     from zoorank.score import run_score
 
@@ -239,8 +239,8 @@ def test_timm_classifiers_embedded_with_their_heads_are_ranked_by_estimated_accu
     """EMBED → SCORE → RANK on real CIFAR-10 images with timm classifier checkpoints: the
     estimates are computed from the logits EMBED kept, the oracle is the heads' accuracy."""
     from zoorank.config.loading import parse_config
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.embed import run_embed
-    from zoorank.leaderboard import read_leaderboard_settings
     from zoorank.rank import run_rank
     from zoorank.score import run_score
 

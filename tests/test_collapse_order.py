@@ -80,7 +80,7 @@ def _zoo(tmp_path, primary: str):
 
 
 def _decided(tmp_path, primary: str) -> pd.DataFrame:
-    from zoorank.decision import decide
+    from zoorank.decide.decision import decide
     from zoorank.rank.board import build_leaderboard
     from zoorank.zoo import resolve_models
 

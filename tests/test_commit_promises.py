@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from zoorank.runner import Task, run_tasks
+from zoorank.run.runner import Task, run_tasks
 from zoorank.store import Store, tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ import os, sys, time
 from pathlib import Path
 import ray
 from deltalake.table import TableOptimizer
-from zoorank.runner import Task, run_tasks
+from zoorank.run.runner import Task, run_tasks
 from zoorank.store import Store, tables
 
 where, address, mode = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from zoorank import budget
 from zoorank.console import PLAIN_WIDTH
+from zoorank.oracle import budget
 
 BOX = set("─│┌┐└┘├┤┬┴┼━┃┏┓┗┛╭╮╰╯═║╔╗╚╝")
 
@@ -160,7 +160,7 @@ def _large_embed_rows(models: int = 1000) -> tuple[pd.DataFrame, set, dict]:
 
 
 def test_embed_summary_of_a_thousand_models_stays_within_its_line_budget(capsys):
-    from zoorank.embed_progress import MAX_REASONS_SHOWN, print_summary
+    from zoorank.console.embed_progress import MAX_REASONS_SHOWN, print_summary
 
     rows, skipped, recipes = _large_embed_rows()
     print_summary(rows, skipped, enabled=True, preprocessing=recipes, where="/s/manifest")
@@ -185,7 +185,7 @@ def test_embed_summary_of_a_thousand_models_stays_within_its_line_budget(capsys)
 
 
 def test_a_small_zoo_keeps_its_embed_table_and_names_each_failed_model(capsys):
-    from zoorank.embed_progress import print_summary
+    from zoorank.console.embed_progress import print_summary
 
     rows, skipped, recipes = _large_embed_rows(models=4)
     rows.loc[rows["model_id"] == "sweep-0003", ["status", "error"]] = [
@@ -200,7 +200,7 @@ def test_a_small_zoo_keeps_its_embed_table_and_names_each_failed_model(capsys):
 
 
 def test_leaderboard_print_of_a_thousand_models_is_the_top_rows_and_where_the_rest_is(capsys):
-    from zoorank.leaderboard import print_leaderboard
+    from zoorank.decide.leaderboard import print_leaderboard
 
     n = 1000
     board = pd.DataFrame({"rank": np.arange(1, n + 1, dtype=float), "model_id":

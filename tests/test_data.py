@@ -18,10 +18,8 @@ from PIL import Image
 
 from zoorank.config import DatasetSpec, ViewSpec
 from zoorank.data import load_samples, read_samples, write_samples
-from zoorank.errors import ConfigError, InputError
-from zoorank.images import BadImageError, decode_image
-from zoorank.store import Store
-from zoorank.views import (
+from zoorank.data.images import BadImageError, decode_image
+from zoorank.data.views import (
     VIEW_RECIPES,
     _adjust_hue,
     augment,
@@ -31,6 +29,8 @@ from zoorank.views import (
     view_rng,
     view_subset,
 )
+from zoorank.errors import ConfigError, InputError
+from zoorank.store import Store
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ def test_samples_round_trip_through_the_store(shared_data, tmp_path):
 
 
 def test_decode_views_makes_every_planned_view_and_flags_bad_images(shared_data):
-    from zoorank.views import ViewGeometry, ViewPlan, decode_views
+    from zoorank.data.views import ViewGeometry, ViewPlan, decode_views
 
     files = photos(shared_data, 3)
     g = ViewGeometry(24, "bicubic", 0.9)

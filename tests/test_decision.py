@@ -1,4 +1,4 @@
-"""The decision columns of the leaderboard (zoorank.decision) on a real SCORE + RANK run: rank
+"""The decision columns of the leaderboard (zoorank.decide.decision) on a real SCORE + RANK run: rank
 intervals, top set, health flags, consensus and the width warning."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def decided(tmp_path_factory, ray_session):
     from rank_fixtures import DATASET, config_dict, entry_fingerprints, write_store
 
     from zoorank.config.loading import parse_config
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import run_rank
     from zoorank.score import run_score
     from zoorank.store import Store
@@ -141,7 +141,7 @@ def two_datasets(tmp_path_factory):
     from rank_fixtures import config_dict, write_store
 
     from zoorank.config.loading import parse_config
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import write_rank_outputs
     from zoorank.store import Store
     from zoorank.zoo import resolve_models
@@ -224,7 +224,7 @@ def test_oracle_top_set_of_a_known_case():
     from rank_fixtures import config_dict
 
     from zoorank.config.loading import parse_config
-    from zoorank.oracle_top_sets import oracle_top_sets
+    from zoorank.decide.oracle_top_sets import oracle_top_sets
 
     config = parse_config(config_dict("/tmp/unused-store"))
     folds = {"a": [0.90, 0.92, 0.88, 0.91, 0.89, 0.90, 0.93, 0.87],

@@ -1,4 +1,4 @@
-"""The embedding work of a chunk (zoorank.embedder): bounded forwards, precision decided where the
+"""The embedding work of a chunk (zoorank.embed.embedder): bounded forwards, precision decided where the
 forward runs, a clear error when CPU memory runs out, library versions per entry."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from zoorank.catalog import planned_precision
 from zoorank.config import EmbedOptions
 from zoorank.config.loading import parse_config
-from zoorank.embed_progress import mixed_versions
-from zoorank.embedder import ChunkEmbedder, library_versions, resolve_precision
+from zoorank.console.embed_progress import mixed_versions
+from zoorank.embed.embedder import ChunkEmbedder, library_versions, resolve_precision
 from zoorank.zoo import resolve_models
 
 GEOMETRY = {"input_size": 8, "interpolation": "bilinear", "crop_pct": 1.0}

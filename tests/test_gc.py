@@ -142,7 +142,7 @@ def test_a_run_leaves_the_view_cache_directory_another_live_run_needs(tmp_path):
     """Two runs on one store each decode their own cache under ``cache/views/<dataset>``; the
     first to finish deletes only its own while the other is registered, and the last one deletes
     the dataset's directory (on an object store a directory delete takes everything under it)."""
-    from zoorank import viewcache
+    from zoorank.embed import viewcache
     from zoorank.store.writers import Heartbeat
 
     store = Store(tmp_path / "store")

@@ -27,11 +27,11 @@ from zoorank.catalog import build_catalog
 from zoorank.config import RunConfig
 from zoorank.config.loading import parse_config
 from zoorank.data import load_samples
+from zoorank.data.images import decode_image
+from zoorank.data.views import clean_view, make_views
 from zoorank.embed import run_embed
 from zoorank.errors import ConfigError
-from zoorank.images import decode_image
 from zoorank.store import Store
-from zoorank.views import clean_view, make_views
 from zoorank.zoo import resolve_models
 from zoorank.zoo.label_space import LabelSpace, head_columns
 

@@ -29,14 +29,14 @@ from hostile_corpus import (
 )
 from PIL import Image
 
-from zoorank import sample_reader
 from zoorank.config import DatasetSpec
+from zoorank.data import sample_reader
+from zoorank.data.images import MAX_DECODE_PIXELS, BadImageError, decode_image
+from zoorank.data.sample_reader import UNREADABLE, UnreadableError, read_unit, read_units
+from zoorank.data.sources import index_samples
+from zoorank.data.views import ViewGeometry, ViewPlan, clean_view, decode_views
+from zoorank.embed.viewcache import check_decoded
 from zoorank.errors import InputError
-from zoorank.images import MAX_DECODE_PIXELS, BadImageError, decode_image
-from zoorank.sample_reader import UNREADABLE, UnreadableError, read_unit, read_units
-from zoorank.sources import index_samples
-from zoorank.viewcache import check_decoded
-from zoorank.views import ViewGeometry, ViewPlan, clean_view, decode_views
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -188,7 +188,7 @@ def test_npy_images_load_and_string_or_fractional_numpy_labels_are_handled(tmp_p
 
 def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp_path,
                                                                              monkeypatch):
-    from zoorank import retry
+    from zoorank.run import retry
 
     monkeypatch.setattr(retry, "READS", retry.Policy(attempts=4, first_wait_s=0.001,
                                                      max_wait_s=0.01))
@@ -261,7 +261,7 @@ def hostile_run(tmp_path_factory, corpus):
     whole corpus as an image folder and a Parquet with null images and string labels (hostile
     inputs), plus datasets ``flaky`` and ``broken`` whose reads of one file fail twice (retried)
     and always (transient read faults)."""
-    from zoorank.sample_reader import ENV_FAIL_READS
+    from zoorank.data.sample_reader import ENV_FAIL_READS
 
     tmp_path = tmp_path_factory.mktemp("hostile-run")
     cases = list(corpus.values())
@@ -369,10 +369,9 @@ def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(hos
 
 
 def test_undecodable_samples_are_part_of_the_datasets_identity(tmp_path):
-    from zoorank import uris
     from zoorank.catalog import dataset_selection
-    from zoorank.sources import known_undecodable, record_undecodable
-    from zoorank.store import Store
+    from zoorank.data.sources import known_undecodable, record_undecodable
+    from zoorank.store import Store, uris
 
     cases = image_cases(big=False)
     folder = write_folder(tmp_path / "imgs", cases)
@@ -400,7 +399,7 @@ def test_undecodable_ids_recorded_at_once_by_two_writers_all_land(tmp_path):
     read-merge-rewrite of one file keeps only the last writer's view)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from zoorank.sources import known_undecodable, record_undecodable
+    from zoorank.data.sources import known_undecodable, record_undecodable
     from zoorank.store import Store
 
     store = Store(str(tmp_path / "store"))
@@ -415,7 +414,7 @@ def test_undecodable_ids_recorded_at_once_by_two_writers_all_land(tmp_path):
 
 
 def test_an_old_stores_undecodable_json_moves_into_the_table(tmp_path):
-    from zoorank.sources import known_undecodable, record_undecodable
+    from zoorank.data.sources import known_undecodable, record_undecodable
     from zoorank.store import Store
     from zoorank.store.layout import undecodable_file
 

@@ -134,7 +134,7 @@ def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_
 
 def test_a_zoo_with_a_headless_model_keeps_the_knn_committee(tmp_path, capsys):
     from zoorank.config.loading import load_config
-    from zoorank.labels.heads import head_predictions
+    from zoorank.labels.head_predictions import head_predictions
     from zoorank.labels.pool import load_pool
 
     path, _, _, _ = _write_store(tmp_path, headless=("clf-s12",))

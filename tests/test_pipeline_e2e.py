@@ -133,7 +133,7 @@ def test_nc_lies_in_the_unit_interval_and_is_one_for_rotated_copies(run):
 
 
 def test_agreement_numbers_equal_scipy_on_the_same_vectors(run):
-    from zoorank.leaderboard import ranking_vector
+    from zoorank.decide.leaderboard import ranking_vector
 
     board = run["board"]
     agree = DeltaTable(str(run["store"] / "agreement")).to_pandas()

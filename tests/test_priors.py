@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from zoorank.board_priors import confound_warnings
 from zoorank.config.loading import parse_config
+from zoorank.decide.board_priors import confound_warnings
 from zoorank.errors import ConfigError
 from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU, confounds, prior_tau
 
@@ -61,8 +61,8 @@ def test_parameter_count_and_width_of_a_real_timm_model(tmp_path):
     import timm
     import torch
 
-    from zoorank.embedder import ChunkEmbedder
-    from zoorank.rank.priors import model_priors
+    from zoorank.embed.embedder import ChunkEmbedder
+    from zoorank.rank.prior_columns import model_priors
     from zoorank.store import Store
     from zoorank.zoo import resolve_models
 
@@ -95,7 +95,7 @@ def test_parameter_count_and_width_of_a_real_timm_model(tmp_path):
 def test_a_manifest_row_written_before_param_counts_has_none(tmp_path):
     from types import SimpleNamespace
 
-    from zoorank.rank.priors import model_priors
+    from zoorank.rank.prior_columns import model_priors
     from zoorank.store import Store
 
     store = Store(str(tmp_path))
@@ -181,7 +181,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     from rank_fixtures import DATASET, config_dict, write_store
 
     from zoorank.catalog import build_catalog
-    from zoorank.leaderboard import read_leaderboard
+    from zoorank.decide.leaderboard import read_leaderboard
     from zoorank.rank import write_rank_outputs
     from zoorank.store import Store
 
@@ -268,7 +268,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     assert ("rankme", "param_count", 1.0) in expected
 
     # what the report shows, as plain data
-    from zoorank.board_priors import prior_summary
+    from zoorank.decide.board_priors import prior_summary
 
     summary = prior_summary(board, settings, agree)
     assert [r["model_id"] for r in summary["rows"]] == list(board["model_id"])
@@ -279,7 +279,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
 
 
 def test_the_console_prints_the_first_three_confound_warnings():
-    from zoorank.leaderboard import decision_lines
+    from zoorank.decide.leaderboard import decision_lines
 
     confounds = [{"sentence": f"Confound: m{i} follows the parameter count."} for i in range(5)]
     lines = decision_lines(pd.DataFrame({"model_id": ["a"]}),

@@ -16,11 +16,11 @@ import torch
 from zoorank.config import ScoreOptions
 from zoorank.config.loading import parse_config
 from zoorank.data import load_samples
-from zoorank.images import decode_image
+from zoorank.data.images import decode_image
+from zoorank.data.views import clean_view, make_views
 from zoorank.metrics.suite import label_free_suite
 from zoorank.probe import DEFAULT_METRICS, build_probe_set, embed_images, evaluate
 from zoorank.tune.models import small_cnn
-from zoorank.views import clean_view, make_views
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DIGITS = {"name": "digits", "source": "sklearn_digits", "limit": 300}

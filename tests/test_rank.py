@@ -381,8 +381,8 @@ def test_a_rerun_of_rank_is_a_no_op(ranked_store, capsys):
 def test_a_changed_metric_row_or_rank_setting_recomputes_rank(ranked_store, capsys):
     """The leaderboard's commit records the fingerprint of RANK's inputs: a metric value changed
     in the store, or another rank setting, moves the leaderboard; restoring both skips again."""
+    from zoorank.catalog.stage_inputs import INPUTS_KEY, leaderboard_commit
     from zoorank.rank import run_rank
-    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
     from zoorank.store import Store
 
     root, config, _, board = ranked_store
@@ -476,9 +476,9 @@ def test_rank_combines_zoo_relative_few_label_terms_before_their_budget_agreemen
     zoo-relative cell per model in RANK, whose τ against the kNN oracle is the budget row."""
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.budget import split_oracle, zoo_relative_cells
     from zoorank.config.loading import parse_config
     from zoorank.metrics.discriminant import etran_combine, ncti_combine
+    from zoorank.oracle.budget import split_oracle, zoo_relative_cells
     from zoorank.rank import run_rank
 
     write_store(str(tmp_path))

@@ -1,4 +1,4 @@
-"""The redaction rules of ``zoorank.redact``, one per kind of secret, and where they apply."""
+"""The redaction rules of ``zoorank.store.redact``, one per kind of secret, and where they apply."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from zoorank import redact as R
 from zoorank.errors import InputError
 from zoorank.store import Store
-from zoorank.uris import redact as uris_redact
-from zoorank.uris import resolve
+from zoorank.store import redact as R
+from zoorank.store.uris import redact as uris_redact
+from zoorank.store.uris import resolve
 
 SECRET = "wJal/rXUtn+FEMI/K7MDENG=bPx=="
 

@@ -253,7 +253,7 @@ def decided_report(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
     from rank_fixtures import config_dict, write_store
 
-    from zoorank.leaderboard import read_leaderboard_settings
+    from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import write_rank_outputs
     from zoorank.report import run_report
     from zoorank.zoo import resolve_models

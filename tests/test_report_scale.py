@@ -35,7 +35,7 @@ def big_report(tmp_path_factory):
     from rank_fixtures import config_dict, stamp_fingerprints
 
     from zoorank.catalog import build_catalog
-    from zoorank.leaderboard import metrics_fingerprint
+    from zoorank.decide.leaderboard import metrics_fingerprint
     from zoorank.report import run_report
     from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, ORACLE
 

@@ -1,4 +1,4 @@
-"""Resampled metric rows (rank uncertainty) and health rows written by SCORE (zoorank.resample)."""
+"""Resampled metric rows (rank uncertainty) and health rows written by SCORE (zoorank.oracle.resample)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 import scipy.stats
 from test_score import scored  # noqa: F401  (the module's scored store fixture)
 
-from zoorank import resample
 from zoorank.catalog import build_catalog
 from zoorank.metrics.health import health_flags
 from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.uncertainty import fold_assignment
+from zoorank.oracle import resample
 from zoorank.score import run_score
 
 pytestmark = pytest.mark.timeout(600)

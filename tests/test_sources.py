@@ -1,4 +1,4 @@
-"""zoorank.sources: stable sample ids from footers and listings, content digests, streaming reads.
+"""zoorank.data.sources: stable sample ids from footers and listings, content digests, streaming reads.
 
 Real CIFAR-10 JPEG rows and imagenet_sample photos; the same files on a loopback S3 (moto). The
 reference for every payload is pyarrow's own row (or the file's bytes) at the sample's index.
@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from zoorank.config import DatasetSpec
-from zoorank.sample_reader import read_encoded, read_unit, read_units
-from zoorank.sources import index_samples
-from zoorank.uris import DigestCache
+from zoorank.data.sample_reader import read_encoded, read_unit, read_units
+from zoorank.data.sources import index_samples
+from zoorank.store.uris import DigestCache
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""What RANK and REPORT were computed from (zoorank.stage_inputs): the fingerprints that skip them."""
+"""What RANK and REPORT were computed from (zoorank.catalog.stage_inputs): the fingerprints that skip them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from zoorank.catalog.stage_inputs import REPORT_INPUTS, frame_digest
 from zoorank.config.loading import parse_config
-from zoorank.stage_inputs import REPORT_INPUTS, frame_digest
 from zoorank.store import Store
 from zoorank.store.schema import METRICS_COLUMNS
 
@@ -109,11 +109,11 @@ def _fingerprints_of_80dfd23(config, store: Store) -> tuple[str, str]:
     """(RANK's, REPORT's) input fingerprint as zoorank 80dfd23 computed them for this store: the
     hand-bumped ``RANK_VERSION = 1`` / ``REPORT_VERSION = 1``, the columns it hashed, no code
     digest, no labels. (Its formula, copied here: the store of an older zoorank.)"""
-    from zoorank import resample
     from zoorank.catalog import build_catalog
+    from zoorank.catalog.stage_inputs import INPUTS_KEY, leaderboard_commit
     from zoorank.config.digests import fingerprint
-    from zoorank.leaderboard import metrics_fingerprint
-    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
+    from zoorank.decide.leaderboard import metrics_fingerprint
+    from zoorank.oracle import resample
     from zoorank.store.layout import ORACLE
 
     catalog = build_catalog(config)
@@ -151,10 +151,11 @@ def test_a_store_ranked_by_an_older_zoorank_reruns_rank_and_report_once_and_says
     the fingerprints that version computed (hand-bumped versions, no code). The new code reruns
     RANK and REPORT once, saying the code changed; a second run skips both. Then an upgrade of a
     store the new code wrote (another package digest): once more, naming both digests."""
-    from zoorank import pipeline, stage_inputs
+    from zoorank import pipeline
+    from zoorank.catalog import stage_inputs
+    from zoorank.catalog.stage_inputs import INPUTS_KEY, leaderboard_commit
     from zoorank.rank import write_rank_outputs
     from zoorank.report import run_report
-    from zoorank.stage_inputs import INPUTS_KEY, leaderboard_commit
     from zoorank.store.layout import LEADERBOARD
     from zoorank.zoo import resolve_models
 
@@ -224,7 +225,7 @@ def test_a_comment_added_to_a_module_rank_runs_changes_the_code_and_rank_fingerp
     it and RANK's fingerprint; compiled files (``__pycache__``) do not."""
     import shutil
 
-    from zoorank import stage_inputs
+    from zoorank.catalog import stage_inputs
 
     copy = tmp_path / "zoorank"
     shutil.copytree(stage_inputs.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))

@@ -249,7 +249,7 @@ def test_s3_commits_are_conditional_puts_that_never_overwrite_a_commit(s3_server
 
 
 def test_a_plain_s3_uri_reaches_the_endpoint_of_the_environment(s3_server, s3_env):
-    from zoorank.uris import delta_location
+    from zoorank.store.uris import delta_location
 
     store = Store(s3_server.bucket("envstore") + "/run")
     store.update_manifest([{"dataset": "d", "view": "clean", "model_id": "m", "fingerprint": "f",

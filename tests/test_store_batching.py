@@ -135,3 +135,20 @@ def test_a_batched_writer_compacts_a_table_that_passes_f_files(tmp_path, monkeyp
             out.add(model_rows(f"m{i}"))
             assert tables.file_count(store.table("metrics")) <= 5
     assert len(store.read_metrics()) == 24
+
+
+def test_a_superseding_batch_deletes_only_the_older_rows_of_its_own_owners(tmp_path):
+    from zoorank.store.batching import superseding
+
+    store = Store(tmp_path / "s")
+    old = [{"model_id": m, "dataset": "d", "metric": f"x{j}", "value": 1.0, "fingerprint": "old"}
+           for m in ("a", "b") for j in range(3)]
+    store.upsert_rows("metrics", pd.DataFrame(old), key=list(METRICS_KEY))
+    existing = store.read_metrics()
+    write = superseding(store, "metrics", METRICS_KEY, existing, owner=["model_id", "dataset"])
+    # model a is recomputed under a new spec that has metric x0 only: its x1, x2 rows are stale
+    with store.batched("metrics", METRICS_KEY, write=write) as out:
+        out.add([{"model_id": "a", "dataset": "d", "metric": "x0", "value": 2.0, "fingerprint": "new"}])
+    got = store.read_metrics().sort_values(["model_id", "metric"])
+    expected = [("a", "x0", "new", 2.0)] + [("b", f"x{j}", "old", 1.0) for j in range(3)]
+    assert list(zip(got["model_id"], got["metric"], got["fingerprint"], got["value"])) == expected

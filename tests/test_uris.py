@@ -1,4 +1,4 @@
-"""zoorank.uris.glob_files on URIs: the same files as the standard library's glob on disk."""
+"""zoorank.store.uris.glob_files on URIs: the same files as the standard library's glob on disk."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from zoorank.uris import glob_files
+from zoorank.store.uris import glob_files
 
 FILES = ["runs/a/last.pt", "runs/a/deep/er/last.pt", "runs/b/last.pt", "runs/last.pt",
          "runs/.hidden/last.pt", "runs/c/last.ptx", "run1.pt", "run2.pt", "runx.pt", "x/y.pt"]
@@ -47,7 +47,7 @@ def test_a_checkpoint_glob_on_s3_is_resolved_from_its_listing_with_no_request_pe
     from s3_faults import FaultyProxy
 
     from zoorank.config.loading import parse_config
-    from zoorank.uris import DigestCache, glob_stats, stat
+    from zoorank.store.uris import DigestCache, glob_stats, stat
     from zoorank.zoo.resolve import resolve_models
 
     s3_server.bucket("listed-ckpts")

@@ -1,4 +1,4 @@
-"""``zoorank run --watch``: ranking a sweep while its checkpoints arrive (zoorank.pipeline.watch)."""
+"""``zoorank run --watch``: ranking a sweep while its checkpoints arrive (zoorank.watch)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
-from zoorank.pipeline import _manifest_state, parse_until, read_leaderboard, settled_config
+from zoorank.watch import _manifest_state, parse_until, read_leaderboard, settled_config
 from zoorank.zoo import resolve_models
 
 

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "metrics":
-        from zoorank.inspect import main as metrics_main
+        from zoorank.score.embeddings_file import main as metrics_main
 
         return metrics_main(args)
     if args.command in ("zoo", "inspect"):
@@ -147,8 +147,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                            address=args.address)
         return 0
     if args.command == "run" and args.watch:
-        return pipeline.watch(config, address=args.address, interval=args.interval,
-                              until=args.until, settle=args.settle).exit_status
+        from zoorank.watch import watch
+
+        return watch(config, address=args.address, interval=args.interval,
+                     until=args.until, settle=args.settle).exit_status
     elif args.command == "run":
         pipeline.run_all(config, address=args.address)
     elif args.command == "gc":
@@ -185,8 +187,8 @@ def _terminate_cleanly() -> None:
 
 
 def _error(message: str) -> None:
-    """One line on stderr, redacted (zoorank.redact): no secret leaves through the console."""
-    from zoorank.redact import redact
+    """One line on stderr, redacted (zoorank.store.redact): no secret leaves through the console."""
+    from zoorank.store.redact import redact
 
     print(redact(message), file=sys.stderr)
 
@@ -236,7 +238,7 @@ def _status(code: object) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from zoorank.redact import install_logging_filter, redact
+    from zoorank.store.redact import install_logging_filter, redact
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -264,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error(f"zoorank: interrupted (Ctrl-C); {_RESUMES}")
         return 130
-    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.runner mid-task
+    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.run.runner mid-task
         if err.code != 143:
             raise
         _error(f"zoorank: terminated (SIGTERM); {_RESUMES}")

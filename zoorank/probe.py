@@ -13,8 +13,8 @@ Conventions
 -----------
 * **The probe set is what EMBED makes.** :func:`build_probe_set` reads the dataset spec with
   :func:`zoorank.data.load_samples` (``limit`` and ``seed`` as a run config reads them), makes the
-  clean view of every sample with :func:`zoorank.views.clean_view` and ``per_sample`` augmented views
-  of the seeded subset :func:`zoorank.views.view_subset` with :func:`zoorank.views.make_views` (one
+  clean view of every sample with :func:`zoorank.data.views.clean_view` and ``per_sample`` augmented views
+  of the seeded subset :func:`zoorank.data.views.view_subset` with :func:`zoorank.data.views.make_views` (one
   RNG per (seed, sample_id, view_index)). ``clean_samples`` caps the clean rows with the score
   stage's own subset (:func:`zoorank.metrics.suite.select_samples`, ``score.max_samples``). So the
   run config of :meth:`ProbeSet.run_config` embeds exactly these images, and ``zoorank run`` on an
@@ -55,12 +55,12 @@ import numpy as np
 
 from zoorank.config import DatasetSpec, ScoreOptions, ViewSpec
 from zoorank.data import load_samples
+from zoorank.data.images import decode_image
+from zoorank.data.views import clean_view, make_views, view_subset
 from zoorank.errors import ConfigError, InputError
-from zoorank.images import decode_image
 from zoorank.metrics import registry
 from zoorank.metrics.collapse import collapse_flags
 from zoorank.metrics.suite import label_free_suite, select_samples
-from zoorank.views import clean_view, make_views, view_subset
 from zoorank.zoo import IMAGENET_MEAN, IMAGENET_STD, Geometry, pool_features
 
 __all__ = ["ProbeResult", "ProbeSet", "build_probe_set", "evaluate", "DEFAULT_METRICS"]
@@ -163,7 +163,7 @@ def build_probe_set(
         view = ViewSpec(name=recipe, samples=samples, per_sample=per_sample)
     except Exception as err:
         raise ConfigError(f"probe views: {err}") from None
-    from zoorank.views import get_recipe
+    from zoorank.data.views import get_recipe
 
     get_recipe(recipe)
     table = load_samples(dataset, seed)

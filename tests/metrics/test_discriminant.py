@@ -164,7 +164,7 @@ def test_sfda_saturation_is_detected_with_few_samples_and_wide_features():
 
 
 def test_sfda_budget_cells_record_the_saturation():
-    from zoorank import budget
+    from zoorank.oracle import budget
 
     rng = np.random.default_rng(2)
     Z, y = 5.0 * rng.normal(size=(200, 128)), np.repeat(np.arange(4), 50)

@@ -147,7 +147,7 @@ def test_collapse_guard_is_the_same_in_score_and_tune():
 
 
 def test_at_means_a_view_and_a_label_budget_is_spelled_with_a_colon():
-    from zoorank.budget import budget_metric_name, split_oracle
+    from zoorank.oracle.budget import budget_metric_name, split_oracle
 
     assert registry.split_view("lidar@heavy") == ("lidar", "heavy")
     assert registry.info("lidar@heavy").name == "lidar"
@@ -165,7 +165,7 @@ def test_at_means_a_view_and_a_label_budget_is_spelled_with_a_colon():
 
 
 def test_oracle_and_few_label_directions_come_from_the_registry():
-    from zoorank.label_oracle import oracle_direction
+    from zoorank.oracle.measures import oracle_direction
 
     assert oracle_direction("knn_accuracy") == oracle_direction("r_auroc_nc") == 1
     assert oracle_direction("sdl_eps0.5") == oracle_direction("mdl") == -1
@@ -185,9 +185,9 @@ def test_pool_and_ensemble_metrics_are_read_from_the_registry():
 def test_one_label_split_rule_for_rank_tune_and_zoorank_metrics():
     from sklearn.model_selection import train_test_split
 
-    from zoorank.inspect import oracle_scores
-    from zoorank.label_oracle import oracle_split as rank_split
     from zoorank.metrics.oracle import knn_accuracy, oracle_split
+    from zoorank.oracle.label_oracle import oracle_split as rank_split
+    from zoorank.score.embeddings_file import oracle_scores
 
     assert rank_split is oracle_split
     y = np.repeat(np.arange(4), 10)

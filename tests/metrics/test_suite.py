@@ -202,7 +202,7 @@ def test_any_exception_of_one_metric_is_recorded_and_the_others_go_on(embedding,
 
 def test_the_registry_is_the_one_table_config_rank_and_tune_read():
     from zoorank.config.loading import parse_config
-    from zoorank.leaderboard import ranking_vector
+    from zoorank.decide.leaderboard import ranking_vector
     from zoorank.metrics import registry
     from zoorank.tune.objective import FLOOR
 

@@ -10,7 +10,8 @@ import torch
 
 from zoorank.config import DatasetSpec
 from zoorank.data import load_samples
-from zoorank.images import decode_image
+from zoorank.data.images import decode_image
+from zoorank.data.views import clean_view, make_views
 from zoorank.metrics import registry
 from zoorank.metrics.geometry import twonn_id
 from zoorank.metrics.learnability import cluster_learnability
@@ -19,7 +20,6 @@ from zoorank.metrics.rankme_family import rankme
 from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe, score_features
 from zoorank.tune.trainers import SSLTrainer, decode_images
-from zoorank.views import clean_view, make_views
 from zoorank.zoo import Geometry
 
 GEOMETRY = Geometry(8, "bilinear", 1.0)

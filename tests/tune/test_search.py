@@ -19,9 +19,9 @@ from scipy import stats
 
 from zoorank.store import Store
 from zoorank.tune.config import TrialParams, parse_tune_config
-from zoorank.tune.oracle import oracle_summary
 from zoorank.tune.search import prepare_search, run_search
 from zoorank.tune.trial import make_trainer
+from zoorank.tune.trial_oracle import oracle_summary
 from zoorank.zoo import read_zoo_file
 
 EPOCHS = 2

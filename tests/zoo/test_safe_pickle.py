@@ -32,7 +32,7 @@ from zoorank.zoo.checkpoints import load_checkpoint_object
 from zoorank.zoo.safe_pickle import interpreter, restricted_pickle_module
 from zoorank.zoo.safe_pickle.allowlist import Placeholder, allowed_globals
 from zoorank.zoo.safe_pickle.checked_calls import SafeCall
-from zoorank.zoo.safe_pickle.errors import Refused, UnsafeGlobal
+from zoorank.zoo.safe_pickle.refusals import Refused, UnsafeGlobal
 
 P = pickle
 FIRED: list[str] = []

@@ -13,10 +13,10 @@ pool row (CLID)             (model_id, dataset, metric)         :func:`scoring.p
 reliability table           (dataset, group)                    the group's fingerprint
 sample and label table      dataset                             :meth:`Catalog.labels_fingerprint`
 oracle / few-label rows     (model_id, dataset)                 :meth:`Catalog.oracle_fingerprints`
-RANK's outputs              the leaderboard commit              :mod:`zoorank.stage_inputs` (of the
+RANK's outputs              the leaderboard commit              :mod:`zoorank.catalog.stage_inputs` (of the
                                                                 fresh rows above, the labels, the
                                                                 settings and the code)
-REPORT's page               ``report/inputs.json``              :mod:`zoorank.stage_inputs` (idem)
+REPORT's page               ``report/inputs.json``              :mod:`zoorank.catalog.stage_inputs` (idem)
 ==========================  ==================================  ====================================
 
 Rows derived from embeddings (metrics, ensembles, pools, reliability, oracle) are expected only
@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank import uris
 from zoorank.catalog.entries import (
     EMBED_VERSION,
     Entry,
@@ -48,7 +47,7 @@ from zoorank.catalog.entries import (
     plan_entries,
     planned_precision,
 )
-from zoorank.catalog.heads import HeadPlan, plan_heads
+from zoorank.catalog.head_entries import HeadPlan, plan_heads
 from zoorank.catalog.scoring import (
     CLID_TERMS,
     METRICS_KEY,
@@ -74,9 +73,9 @@ from zoorank.catalog.scoring import (
 )
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
+from zoorank.data.sources import SampleIndex, index_samples
 from zoorank.metrics import registry
-from zoorank.sources import SampleIndex, index_samples
-from zoorank.store import Store, layout
+from zoorank.store import Store, layout, uris
 
 __all__ = [
     "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",

@@ -19,8 +19,8 @@ import numpy as np
 
 from zoorank.config import DatasetSpec, EmbedOptions, RunConfig, ViewSpec
 from zoorank.config.digests import fingerprint
-from zoorank.sources import SampleIndex
-from zoorank.views import view_subset
+from zoorank.data.sources import SampleIndex
+from zoorank.data.views import view_subset
 from zoorank.zoo import ResolvedModel
 from zoorank.zoo.label_space import LabelSpace, heads_wanted
 
@@ -139,7 +139,7 @@ def planned_precision(options: EmbedOptions, device: str | None = None) -> str:
     """The precision in an entry's fingerprint: the configured one, with ``auto`` on CPU as fp32.
 
     ``auto`` on a GPU (or on a device not yet known) stays ``auto``: the worker that runs the
-    forward resolves it (:func:`zoorank.embedder.resolve_precision`: bf16 where its GPU supports
+    forward resolves it (:func:`zoorank.embed.embedder.resolve_precision`: bf16 where its GPU supports
     it, else fp16) and the manifest records what it used. So the fingerprint never depends on the
     driver's GPU (a cluster's head has none), and readers use the recorded precision.
     """

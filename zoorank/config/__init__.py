@@ -251,7 +251,7 @@ class OracleSpec(Strict):
     loss_data_steps: int | None = Field(default=None, gt=0)
     #: share of labelled samples used as the oracle's test split (stratified, seeded).
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
-    #: few-label transferability scores and their label-budget curve (zoorank.budget): each score
+    #: few-label transferability scores and their label-budget curve (zoorank.oracle.budget): each score
     #: on seeded subsets of the train split with k labels per class, ranked against kNN / probe.
     #: (the registry's few-label scores: logme, h_score, nleep, gbc)
     transferability: list[str] = []

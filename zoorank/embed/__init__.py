@@ -4,11 +4,11 @@ all chunks at once, across the cluster.
 Per group::
 
     Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
-              (compact uint8 Parquet in the store, zoorank.viewcache)
-    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.runner (as many at
+              (compact uint8 Parquet in the store, zoorank.embed.viewcache)
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.run.runner (as many at
                once as there are GPUs or CPU workers); each loads its chunk once, streams the
                cache, runs every model on every batch ("one read, many models") and writes each
-               entry as a few large part files (zoorank.embedder). A task whose worker dies (OOM
+               entry as a few large part files (zoorank.embed.embedder). A task whose worker dies (OOM
                kill, segfault, lost node) is split: its models run again one per task, so only the
                culprit is recorded ``failed`` (``crashed: worker died ...``); the run goes on.
 
@@ -59,21 +59,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank import viewcache
 from zoorank.catalog import Catalog, Entry, build_catalog, planned_precision, samples_path
 from zoorank.config import RunConfig
+from zoorank.console.embed_progress import Display, print_summary, quiet_ray_data
+from zoorank.data.views import check_views
+from zoorank.embed import viewcache
 from zoorank.embed.decode_groups import Caches, Groups, decode_groups, with_undecodable
 from zoorank.embed.entry_rows import pending_row, verified_row
+from zoorank.embed.plan import chunk_entries, slices_for
 from zoorank.embed.resources import Resources, cluster_resources, wait_for_gpus
-from zoorank.embed_progress import Display, print_summary, quiet_ray_data
-from zoorank.embedplan import chunk_entries, slices_for
 from zoorank.errors import ConfigError
 from zoorank.store import MANIFEST, Store
 from zoorank.store.layout import VIEW_CACHE_DIR
 from zoorank.store.schema import MANIFEST_KEY
 from zoorank.store.shards import parse_shards
 from zoorank.store.writers import Heartbeat
-from zoorank.views import check_views
 from zoorank.zoo import Geometry, ResolvedModel
 from zoorank.zoo.label_space import check_label_space, head_columns
 
@@ -211,7 +211,7 @@ def _embed_chunks(
     store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
     display: Display, writer_id: str, on_wait=None,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Run every chunk's slice tasks on :func:`zoorank.runner.run_tasks`; yield (manifest rows,
+    """Run every chunk's slice tasks on :func:`zoorank.run.runner.run_tasks`; yield (manifest rows,
     stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
     with its last chunk. ``on_wait``: the runner's, while it waits for results.
 
@@ -221,8 +221,8 @@ def _embed_chunks(
     """
     import contextlib
 
-    from zoorank.embedder import embed_slice
-    from zoorank.runner import Task, crash_reason, run_tasks
+    from zoorank.embed.embedder import embed_slice
+    from zoorank.run.runner import Task, crash_reason, run_tasks
 
     chunks: list[_Chunk] = []
     left: dict[tuple[str, Geometry], int] = {}

@@ -1,5 +1,5 @@
 """EMBED's decode groups: every (dataset, geometry) group of the entries to compute is decoded once
-into the view cache (:mod:`zoorank.viewcache`), keyed by its content, geometry, views and seed."""
+into the view cache (:mod:`zoorank.embed.viewcache`), keyed by its content, geometry, views and seed."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from zoorank import viewcache
 from zoorank.catalog import EMBED_VERSION, Entry, plan_entries
 from zoorank.config import RunConfig, ViewSpec
 from zoorank.config.digests import fingerprint
+from zoorank.data.sample_reader import UnreadableError
+from zoorank.data.sources import SampleIndex
+from zoorank.data.views import ViewGeometry, ViewPlan
+from zoorank.embed import viewcache
 from zoorank.embed.entry_rows import pending_row
 from zoorank.errors import InputError
-from zoorank.sample_reader import UnreadableError
-from zoorank.sources import SampleIndex
 from zoorank.store import Store
-from zoorank.views import ViewGeometry, ViewPlan
 from zoorank.zoo import Geometry, ResolvedModel
 
 log = logging.getLogger("zoorank.embed")
@@ -94,7 +94,7 @@ def with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel
     not known when they were planned (the set is part of each entry's dataset selection)."""
     import dataclasses
 
-    from zoorank.sources import known_undecodable
+    from zoorank.data.sources import known_undecodable
 
     changed = False
     for spec in config.datasets:

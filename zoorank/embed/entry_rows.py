@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from zoorank.catalog import Entry
-from zoorank.embedplan import verify_rows
+from zoorank.embed.plan import verify_rows
 from zoorank.store import Store
 
 

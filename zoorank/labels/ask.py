@@ -15,7 +15,7 @@ nor one asked in another round, answered or not (an image someone skipped is lik
 asking it again would stall the rounds). Choice: ``--sampler`` (default
 :data:`zoorank.labels.stopping.DEFAULT_SAMPLER`; :func:`zoorank.labels.stopping.embedding_batch`),
 or for a classifier zoo (every model's head kept) CODA on the heads' predictions
-(:mod:`zoorank.labels.heads`).
+(:mod:`zoorank.labels.head_predictions`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import numpy as np
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.labels.heads import METHOD as CODA_METHOD
-from zoorank.labels.heads import coda_batch, with_head_predictions
+from zoorank.labels.head_predictions import METHOD as CODA_METHOD
+from zoorank.labels.head_predictions import coda_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
 from zoorank.labels.stopping import (
     DEFAULT_SAMPLER,
@@ -84,10 +84,10 @@ def next_round(store: Store) -> int:
 
 def thumbnails(pool: Pool, sample_ids: list[int]) -> dict[int, str]:
     """sample_id → a PNG data URI of the image (longest side :data:`THUMBNAIL`). Reads only
-    those images (:func:`zoorank.sample_reader.read_units`); one that cannot be decoded gets an
+    those images (:func:`zoorank.data.sample_reader.read_units`); one that cannot be decoded gets an
     empty string (the page says so)."""
-    from zoorank.images import decode_image
-    from zoorank.sample_reader import read_unit, read_units
+    from zoorank.data.images import decode_image
+    from zoorank.data.sample_reader import read_unit, read_units
 
     index = pool.catalog.indexes[pool.dataset]
     wanted = np.asarray(sorted(sample_ids), dtype=np.int64)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from zoorank.config import RunConfig
-from zoorank.labels.heads import with_head_predictions
+from zoorank.labels.head_predictions import with_head_predictions
 from zoorank.labels.pool import load_pool, with_labels
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels

@@ -63,7 +63,7 @@ class Pool:
     catalog: Catalog
     models_total: int = 0  # models with fresh clean embeddings, of which the pool holds M
     #: (M, n, K) the heads' class probabilities when every model has one (classifier zoos,
-    #: :func:`zoorank.labels.heads.with_head_predictions`), else None
+    #: :func:`zoorank.labels.head_predictions.with_head_predictions`), else None
     predictions: np.ndarray | None = None
 
     def known(self) -> dict[int, str]:
@@ -124,7 +124,7 @@ def load_pool(config: RunConfig, dataset: str | None = None, max_models: int | N
     may be best (:func:`may_be_best`; ``max_models``: see :func:`pool_limit`), their clean
     embeddings read one model at a time and kept in float32. ``catalog``: the command's own, when
     it has built one."""
-    from zoorank.leaderboard import read_leaderboard
+    from zoorank.decide.leaderboard import read_leaderboard
 
     catalog = build_catalog(config) if catalog is None else catalog
     store = Store(config.store)

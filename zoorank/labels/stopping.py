@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from zoorank.errors import InputError
-from zoorank.labels.heads import coda_batch, coda_change, coda_evidence
+from zoorank.labels.head_predictions import coda_batch, coda_change, coda_evidence
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import (
     LabelEvidence,
@@ -51,7 +51,7 @@ TOP_MASS = 0.95
 
 def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
     """:func:`zoorank.metrics.active.label_evidence` of the pool's labels; for a classifier zoo
-    (``pool.predictions``), :func:`zoorank.labels.heads.coda_evidence`."""
+    (``pool.predictions``), :func:`zoorank.labels.head_predictions.coda_evidence`."""
     if pool.predictions is not None:
         return coda_evidence(pool)
     return label_evidence(pool.Zs, pool.labelled, pool.codes, len(pool.classes), pool.prior,
@@ -167,7 +167,7 @@ def summary(config, dataset: str | None = None, round_size: int = 40,
     """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
     for the report: None when no label was given back (``<store>/labels/`` absent or empty for
     it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round."""
-    from zoorank.labels.heads import with_head_predictions
+    from zoorank.labels.head_predictions import with_head_predictions
     from zoorank.labels.pool import load_pool, pick_dataset
     from zoorank.labels.table import read_labels
     from zoorank.store import Store

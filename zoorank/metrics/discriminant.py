@@ -17,7 +17,7 @@ ETran and NCTI normalise each term by its minimum and maximum **over the zoo**; 
 cannot do that. Their functions here return the raw per-model terms (a NumPy array, in the order of
 the registration's ``terms``), the budget cells store one row per term, and RANK combines them over
 the models of a dataset with :func:`etran_combine` / :func:`ncti_combine`
-(``zoorank.budget.zoo_relative_cells``). Higher is better for every score here.
+(``zoorank.oracle.budget.zoo_relative_cells``). Higher is better for every score here.
 
 All maths in float64; inputs pass the few-label input check ``_checks.check_labelled``.
 """

@@ -18,7 +18,7 @@ lists under ``metrics:`` (``collapse`` asks for ``numerical_rank`` and ``duplica
 ``clid`` asks for ``clid`` and ``clid_family`` and needs the per-model terms in ``requires``).
 One separator, one meaning: ``@`` names a **view** — augmented-view metrics of every augmented view
 after the first are stored as ``<name>@<view>`` (``lidar@heavy``; :func:`split_view`). Few-label
-scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; ``zoorank.budget``).
+scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; ``zoorank.oracle.budget``).
 
 Settings. ``settings(options, seed)`` returns the keyword arguments the metric's function is called
 with — written once, recorded in every row's ``params`` and part of its fingerprint; ``notes`` are
@@ -64,7 +64,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: separator of a view in a stored metric name (``lidar@heavy``); the only meaning of ``@``.
 VIEW_SEPARATOR = "@"
-#: separator of a label budget in a stored few-label score name (``logme:k5s0``; zoorank.budget).
+#: separator of a label budget in a stored few-label score name (``logme:k5s0``; zoorank.oracle.budget).
 BUDGET_SEPARATOR = ":"
 
 
@@ -109,7 +109,7 @@ class MetricInfo:
     #: the registered function itself (for every kind of input; ``compute``/``combine`` are the
     #: per-model and pool views of it)
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
-    #: a few-label transferability score ``fn(Z, y)`` of the label-budget curve (zoorank.budget)
+    #: a few-label transferability score ``fn(Z, y)`` of the label-budget curve (zoorank.oracle.budget)
     few_label: bool = False
     description: str = ""
     #: label metrics stored with a suffix (``sdl_eps0.5``, ``r_auroc_nc``): match ``<name>*`` too.

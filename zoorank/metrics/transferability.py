@@ -2,7 +2,7 @@
 
 Each function scores how well frozen features ``Z`` (n × d) fit a handful of labels ``y`` without
 training a probe; **higher is better for all four**. They need labels, so they are not label-free
-metrics: the label-budget curve (:mod:`zoorank.budget`) measures how many labels per class each
+metrics: the label-budget curve (:mod:`zoorank.oracle.budget`) measures how many labels per class each
 needs before it ranks a zoo better than the best label-free metric.
 
 * **LogME** (You et al. 2021, "LogME: Practical Assessment of Pre-trained Models for Transfer

@@ -3,7 +3,7 @@
 Reads ``metrics`` (SCORE), the manifest, the sample lists and per-sample reliabilities, and
 writes (contract 2 plus the tables this stage adds):
 
-* ``oracle`` — the label oracle (:mod:`zoorank.label_oracle`, which runs it); a classifier's
+* ``oracle`` — the label oracle (:mod:`zoorank.oracle.label_oracle`, which runs it); a classifier's
   oracle is its head's own accuracy (``head_accuracy``, computed by SCORE from the logits and
   moved here from the metric rows: :func:`split_head_oracle`).
 * ``leaderboard`` (table) / ``leaderboard.csv`` / ``.md`` — one row per model, sorted by ``rank``. Columns:
@@ -13,13 +13,13 @@ writes (contract 2 plus the tables this stage adds):
   an in-domain accuracy), ``rank/<dataset>`` (rank of the primary metric on that dataset),
   ``<dataset>/<metric>`` (every label-free and oracle value) and ``<dataset>/<metric>/rank`` (every
   ranked metric), ``param_count`` and ``width`` (recorded by EMBED) and ``prior/<name>`` (the zoo
-  entries' ``prior:`` values; :mod:`~zoorank.rank.priors`). The metadata key ``zoorank`` of its
+  entries' ``prior:`` values; :mod:`~zoorank.rank.prior_columns`). The metadata key ``zoorank`` of its
   commit holds the settings as JSON (aggregation, primary metric per dataset, in-domain accuracy).
 * ``agreement`` — every label-free metric (and the leaderboard rank) against every oracle
   metric, per dataset and per family ('all' or a family with ≥ 3 models); column ``kind``:
   ``metric``, or ``prior`` for the rows of the priors (param_count, width, ``prior/<name>``).
 * with ``oracle.transferability``: few-label cells ``<score>:k<k>s<seed>`` in ``oracle``
-  and the label-budget rows of :mod:`zoorank.budget` in ``agreement`` (columns
+  and the label-budget rows of :mod:`zoorank.oracle.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
 * ``failed`` — model_id, dataset, view, stage, error for models that failed or are missing.
 
@@ -28,7 +28,7 @@ Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) ar
 module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
 :mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
 Only rows that are fresh for the config are read (:mod:`zoorank.catalog`). The fingerprint of
-everything RANK reads and of the code that computes it (:func:`zoorank.stage_inputs.rank_inputs`)
+everything RANK reads and of the code that computes it (:func:`zoorank.catalog.stage_inputs.rank_inputs`)
 rides on the leaderboard's commit (``zoorank_inputs``); a run whose inputs have that fingerprint
 computes nothing, any other says why it recomputes (the code or the inputs that changed).
 Cost: O(B · n log n) per agreement row and per resampled metric (n models, B resamples), memory
@@ -44,25 +44,8 @@ from typing import Any
 import pandas as pd
 
 from zoorank.catalog import Catalog, build_catalog
-from zoorank.catalog.heads import HEAD_ORACLE
-from zoorank.config import RunConfig
-from zoorank.console import output_console
-from zoorank.decision import UNCERTAINTY
-from zoorank.errors import NothingRankedError
-from zoorank.label_oracle import oracle_direction, run_oracle
-from zoorank.leaderboard import (
-    FAILED_COLUMNS,
-    metrics_fingerprint,
-    print_leaderboard,
-    read_rank_outputs,
-    write_if_changed,
-)
-from zoorank.rank.agreement_table import build_agreement
-from zoorank.rank.board import build_leaderboard
-from zoorank.rank.failed import failed_models
-from zoorank.rank.markdown import leaderboard_markdown
-from zoorank.rank.priors import model_priors, with_priors
-from zoorank.stage_inputs import (
+from zoorank.catalog.head_entries import HEAD_ORACLE
+from zoorank.catalog.stage_inputs import (
     INPUTS_KEY,
     StageInputs,
     dataset_labels,
@@ -71,12 +54,30 @@ from zoorank.stage_inputs import (
     rank_inputs,
     recorded_parts,
 )
+from zoorank.config import RunConfig
+from zoorank.console import output_console
+from zoorank.decide.decision import UNCERTAINTY
+from zoorank.decide.leaderboard import (
+    FAILED_COLUMNS,
+    metrics_fingerprint,
+    print_leaderboard,
+    read_rank_outputs,
+    write_if_changed,
+)
+from zoorank.errors import NothingRankedError
+from zoorank.oracle.label_oracle import run_oracle
+from zoorank.oracle.measures import oracle_direction
+from zoorank.rank.agreement_table import build_agreement
+from zoorank.rank.board import build_leaderboard
+from zoorank.rank.failed import failed_models
+from zoorank.rank.markdown import leaderboard_markdown
+from zoorank.rank.prior_columns import model_priors, with_priors
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, LEADERBOARD_CSV, LEADERBOARD_MD
 
 
 def _budget_directions() -> dict[str, int]:
-    from zoorank.budget import REFERENCE_ORACLES
+    from zoorank.oracle.budget import REFERENCE_ORACLES
 
     return {o: oracle_direction(o) for o in REFERENCE_ORACLES}
 
@@ -86,12 +87,12 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
-    inputs (:func:`zoorank.stage_inputs.rank_inputs`: the code, the fresh metric, oracle, fold
+    inputs (:func:`zoorank.catalog.stage_inputs.rank_inputs`: the code, the fresh metric, oracle, fold
     and health rows, the manifest, the labels, the settings); otherwise a line says why it
     recomputes (the code or the inputs that changed since the leaderboard's commit).
     ``show`` prints the leaderboard's top rows (``zoorank run`` leaves that to the REPORT stage).
     """
-    from zoorank import resample
+    from zoorank.oracle import resample
 
     store = Store(config.store)
     catalog = build_catalog(config) if catalog is None else catalog
@@ -131,7 +132,7 @@ def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | 
     output_console().print(f"rank: inputs unchanged since {LEADERBOARD} version {version}: "
                            "skipped (nothing recomputed)", markup=False, highlight=False)
     if show and len(board):
-        from zoorank import budget
+        from zoorank.oracle import budget
 
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
@@ -159,10 +160,10 @@ def _decide(config: RunConfig, store: Store, board: pd.DataFrame, settings: dict
             metrics: pd.DataFrame, manifest: pd.DataFrame, folds: pd.DataFrame | None = None,
             health: pd.DataFrame | None = None, oracle: pd.DataFrame | None = None,
             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decision`) from
+    """Rank intervals, top set, flags, consensus and width warning (:mod:`zoorank.decide.decision`) from
     the fresh fold and health rows (read here unless given)."""
-    from zoorank import resample
-    from zoorank.decision import decide
+    from zoorank.decide.decision import decide
+    from zoorank.oracle import resample
 
     if folds is None:
         folds = resample.fresh_resamples(store, metrics, config.score)
@@ -204,9 +205,9 @@ def write_rank_outputs(
 
     Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
     when their bytes change), prints the top rows and returns the leaderboard. ``inputs``
-    (:func:`zoorank.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
+    (:func:`zoorank.catalog.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
     """
-    from zoorank import budget
+    from zoorank.oracle import budget
 
     model_ids = [m.model_id for m in models]
     # the fingerprint REPORT checks is of every fresh row, the heads' accuracies included

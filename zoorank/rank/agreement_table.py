@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from zoorank.board_priors import prior_columns
 from zoorank.config import RunConfig
-from zoorank.label_oracle import oracle_direction
-from zoorank.leaderboard import ranking_vector
+from zoorank.decide.board_priors import prior_columns
+from zoorank.decide.leaderboard import ranking_vector
 from zoorank.metrics.agreement import agreement
+from zoorank.oracle.measures import oracle_direction
 
 MIN_MODELS_FOR_AGREEMENT = 3
 

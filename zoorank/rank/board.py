@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.decide.leaderboard import metrics_fingerprint, ranking_vector
 from zoorank.errors import ConfigError
-from zoorank.leaderboard import metrics_fingerprint, ranking_vector
 from zoorank.metrics import registry
 from zoorank.metrics.primary import default_for_coverage, default_order
 from zoorank.metrics.ranks import (

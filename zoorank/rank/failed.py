@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from zoorank.config import RunConfig
-from zoorank.leaderboard import FAILED_COLUMNS
+from zoorank.decide.leaderboard import FAILED_COLUMNS
 
 
 def failed_models(config: RunConfig, manifest: pd.DataFrame, model_ids: Sequence[str],

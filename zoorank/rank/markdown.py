@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from zoorank.leaderboard import decision_lines, leaderboard_headline
+from zoorank.decide.leaderboard import decision_lines, leaderboard_headline
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ writes through :class:`~zoorank.store.Store` (so an object store works too):
 * ``nc-<dataset>.png``, ``reliability-<dataset>-<group>.png``: NC and its baselines per ensemble;
 * ``budget-<dataset>-<oracle>.png``: the label-budget curve (``oracle.transferability``): τ of each
   few-label score vs labels per class, label-free metrics as horizontal lines, with one crossover
-  line per score (:mod:`zoorank.budget`);
+  line per score (:mod:`zoorank.oracle.budget`);
 * the failed models with their reasons, and the settings.
 
 Every section is plain data (:class:`~zoorank.report.page.Section`) drawn by jinja2 templates with
@@ -35,9 +35,8 @@ import pandas as pd
 
 from zoorank.catalog import Catalog, build_catalog, reliability_path
 from zoorank.config import RunConfig
-from zoorank.embed_progress import mixed_versions
-from zoorank.errors import InputError
-from zoorank.leaderboard import (
+from zoorank.console.embed_progress import mixed_versions
+from zoorank.decide.leaderboard import (
     AGREEMENT,
     FAILED,
     FAILED_COLUMNS,
@@ -50,6 +49,7 @@ from zoorank.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
 from zoorank.report.page import Image, Plot, Section, Table, page_images, render_page, walk
@@ -166,13 +166,13 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     write_if_changed(store, f"{REPORT_DIR}/index.html", page.encode(), redacted=True)
     where = store.path(REPORT_DIR, "index.html")
     if not store.is_local:  # the URI a user can open (scheme kept, credentials removed)
-        from zoorank.uris import join, redact
+        from zoorank.store.uris import join, redact
 
         where = redact(join(store.uri, where))
     if len(board):
         print_leaderboard(board, settings, where=store.name)
-    from zoorank.budget import crossover_lines, crossovers
     from zoorank.console import output_console
+    from zoorank.oracle.budget import crossover_lines, crossovers
 
     console = output_console()
     for line in crossover_lines(crossovers(agree_all)):
@@ -258,8 +258,8 @@ def _reliability_section(store: Store, datasets: Sequence[str],
 def _priors_section(board: pd.DataFrame, settings: dict, agree: pd.DataFrame) -> Section | None:
     """Per model its parameter count, width and ``prior:`` values; each prior's agreement with
     the oracle beside the best label-free metric; the confound warnings
-    (:func:`zoorank.board_priors.prior_summary`). None when the board has no prior column."""
-    from zoorank.board_priors import prior_summary
+    (:func:`zoorank.decide.board_priors.prior_summary`). None when the board has no prior column."""
+    from zoorank.decide.board_priors import prior_summary
 
     summary = prior_summary(board, settings, agree)
     if not summary["rows"]:

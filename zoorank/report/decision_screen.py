@@ -3,7 +3,7 @@ top set is about that metric's best (not accuracy), the metric's measured record
 on the validation zoos and where it is weak or missing (:mod:`zoorank.report.metric_record`),
 then the top set with rank intervals (a forest plot), health flags as badges, the consensus
 sentence, the warnings (embedding widths, library versions) and what the labels say. The inputs
-are the leaderboard and its settings (:mod:`zoorank.decision`); the output is a
+are the leaderboard and its settings (:mod:`zoorank.decide.decision`); the output is a
 :class:`~zoorank.report.page.Section` for ``decision.html.j2``.
 """
 
@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from zoorank.metrics.uncertainty import MEASURED_COVERAGE, MEASURED_SETTINGS, measured_coverage
-from zoorank.redact import redact
 from zoorank.report.metric_record import summarise
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
+from zoorank.store.redact import redact
 
 #: models drawn in the forest plot of rank intervals (the top set first).
 MAX_FOREST_MODELS = 30
@@ -92,7 +92,7 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     """Sentences (the inline markup of :func:`~zoorank.report.page.inline`): which label-free
     metric tracked the labels best, how the leaderboard's order did, and how many labels per
     class would change the picture (label-budget crossover)."""
-    from zoorank.budget import crossovers, split_agreement
+    from zoorank.oracle.budget import crossovers, split_agreement
 
     if agree.empty:
         return []

@@ -178,13 +178,13 @@ _PLOTLY_SLOT = "/*zoorank:plotly.js*/"
 
 
 def render_page(title: str, sections: Sequence[Section]) -> str:
-    """The whole page, redacted (:func:`zoorank.redact.redact`: no secret in a model id, error or
+    """The whole page, redacted (:func:`zoorank.store.redact.redact`: no secret in a model id, error or
     path is written): inline CSS, plotly.js once when any section has a plot, the table script
     once when any table is paged.
 
     plotly.js goes in after the redaction: it is the library's own constant text, and the
     redactor would mask parts of its code that look like ``;key=value``."""
-    from zoorank.redact import redact
+    from zoorank.store.redact import redact
 
     every = list(walk(sections))
     ids = [s.id for s in every] + [p.id for s in every for p in s.plots]

@@ -60,7 +60,7 @@ def agreement_section(agree: pd.DataFrame) -> Section:
 
 def budget_section(agree: pd.DataFrame) -> Section | None:
     """The report's label-budget section; None without budget rows."""
-    from zoorank.budget import crossover_lines, crossovers, split_agreement
+    from zoorank.oracle.budget import crossover_lines, crossovers, split_agreement
 
     label_free, curve = split_agreement(agree)
     if curve.empty:

@@ -4,7 +4,7 @@ labelled datasets (the classifier oracle, which RANK moves to the oracle).
 
 Orchestration on the driver: a head's logits are n × K floats (K classes, not the embedding
 width), so one dataset's zoo is read and scored in one process, in O(models · n · K) memory.
-Which rows are due and their fingerprints: :mod:`zoorank.catalog.heads`; the maths:
+Which rows are due and their fingerprints: :mod:`zoorank.catalog.head_entries`; the maths:
 :mod:`zoorank.metrics.classifier`. A dataset is recomputed whole when any of its head rows is
 missing or stale (the zoo estimates read every model). An estimate that raises is a NaN row with
 the reason, as every SCORE row.
@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank import resample
-from zoorank.catalog.heads import HEAD_ORACLE, HeadPlan
+from zoorank.catalog.head_entries import HEAD_ORACLE, HeadPlan
 from zoorank.catalog.scoring import existing_fingerprints
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import select_samples
 from zoorank.metrics.uncertainty import fold_assignment
+from zoorank.oracle import resample
 from zoorank.score.worker import metric_row
 from zoorank.store import METRICS, Store
 from zoorank.store.schema import METRICS_KEY
@@ -116,7 +116,7 @@ class _Rows:
             params["error"] = error
         v = math.nan if value is None else float(value)
         if name == HEAD_ORACLE:
-            if fold_values:  # the oracle's folds ride on its row (zoorank.oracle_top_sets)
+            if fold_values:  # the oracle's folds ride on its row (zoorank.decide.oracle_top_sets)
                 params["fold_values"] = fold_values
         elif fold_values and math.isfinite(v):
             self.folds.extend(resample.fold_rows(mid, self.dataset, name, fold_values,

@@ -1,5 +1,5 @@
-"""Resampled SCORE rows (rank uncertainty, :mod:`zoorank.resample`) and embedding health: per model
-on Ray through :func:`zoorank.runner.run_tasks`, NC and CLID folds on the driver."""
+"""Resampled SCORE rows (rank uncertainty, :mod:`zoorank.oracle.resample`) and embedding health: per model
+on Ray through :func:`zoorank.run.runner.run_tasks`, NC and CLID folds on the driver."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from zoorank.catalog import (
 from zoorank.config import RunConfig, ScoreOptions
 from zoorank.metrics import registry
 from zoorank.metrics.suite import metric_inputs
-from zoorank.runner import Task, run_tasks
+from zoorank.run.runner import Task, run_tasks
 from zoorank.score.worker import limit_threads, load_augmented, load_clean, pool_size
 from zoorank.store import Store
 
@@ -49,8 +49,8 @@ class ResampleTask:
 def resample_model(store_uri: str, options: dict, seed: int, threads: int,
                    task: ResampleTask) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(fold rows, health row or None) of one (dataset, model): reads its embeddings."""
-    from zoorank import resample
     from zoorank.metrics.health import embedding_health
+    from zoorank.oracle import resample
 
     limit_threads(threads)
     store, o = Store(store_uri), ScoreOptions.model_validate(options)
@@ -81,9 +81,9 @@ def _names(shards: tuple[str, ...] | None) -> list[str] | None:
 def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], plan: ScorePlan,
                     manifest: pd.DataFrame, address: str | None = None) -> list[str]:
     """Fold rows of every ranked metric (per model on Ray; NC and CLID pools on the driver) and
-    the health rows, for the rows that are not up to date (:mod:`zoorank.resample`); returns the
+    the health rows, for the rows that are not up to date (:mod:`zoorank.oracle.resample`); returns the
     errors (a failed task leaves its rows missing, so a rerun tries it again)."""
-    from zoorank import resample
+    from zoorank.oracle import resample
 
     o = config.score
     if not resample.enabled(o):

@@ -3,7 +3,7 @@
 Every stage reads and writes through :class:`Store`, which wraps one ``pyarrow.fs`` filesystem, so a
 store can be a local directory or an object-store URI (``s3://bucket/prefix``, ``gs://...``).
 Where each artifact lives is :mod:`zoorank.store.layout`; URIs are parsed and redacted by
-:mod:`zoorank.uris`.
+:mod:`zoorank.store.uris`.
 
 Tables (manifest, metrics, oracle, agreement, failed, leaderboard, samples, digests) are Delta Lake
 tables (:mod:`zoorank.store.tables`): every write is one atomic commit with conflict detection, so
@@ -42,8 +42,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from zoorank import uris
-from zoorank.store import layout, tables
+from zoorank.store import layout, tables, uris
 from zoorank.store.batching import BatchedRows
 from zoorank.store.layout import MANIFEST, METRICS
 from zoorank.store.schema import (
@@ -156,10 +155,10 @@ class Store:
     def write_bytes(self, relpath: str, data: bytes, redacted: bool = False) -> None:
         """Write a whole file atomically (temp name + rename locally; one PUT on object stores).
 
-        Text files and Parquet files are redacted first (zoorank.redact: no secret is written),
+        Text files and Parquet files are redacted first (zoorank.store.redact: no secret is written),
         unless the caller did (``redacted``: e.g. a report page whose inlined plotly.js the
         redactor would mangle)."""
-        from zoorank.redact import redact_file
+        from zoorank.store.redact import redact_file
 
         data = data if redacted else redact_file(relpath, data)
         final = self.path(relpath)

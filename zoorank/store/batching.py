@@ -11,7 +11,7 @@ rows of finished tasks and commits them together:
   1,000-model table gets ~32 files before compaction instead of 1,000;
 - :data:`BATCH_SECONDS` (T = 10 s): a finished task's rows wait at most this long. The batch's age
   is checked when a result is added and, while the stage waits for the next result, by the task
-  runner (:func:`zoorank.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
+  runner (:func:`zoorank.run.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
   and waits no longer than the batch has left), so a finished model's rows are committed within T
   (plus one commit) even while the next task is still running.
 
@@ -108,3 +108,28 @@ class BatchedRows:
 
     def __exit__(self, *exc: object) -> None:
         self.flush()
+
+
+def superseding(store: Any, name: str, key: Sequence[str], existing: pd.DataFrame,
+                owner: Sequence[str], fingerprint: str = "fingerprint") -> Callable[[pd.DataFrame], None]:
+    """A ``write`` for :class:`BatchedRows` whose batch supersedes older rows of the same owners.
+
+    Each batch is upserted on ``key``, so a commit reads only the files whose key ranges overlap
+    the batch. A row of ``existing`` (the table as read before the stage ran) of an ``owner`` group
+    the batch wrote (e.g. a (model_id, dataset)) that the batch did not replace (another spec's
+    metric) carries another ``fingerprint``: readers already skip it, and it is deleted, by owner
+    and fingerprint, in a second commit right after the batch's.
+    """
+    owner = list(owner)
+
+    def write(frame: pd.DataFrame) -> None:
+        store.upsert_rows(name, frame, key=list(key))
+        if existing.empty:
+            return
+        fresh = frame[[*owner, fingerprint]].drop_duplicates()
+        old = existing.merge(fresh, on=owner, suffixes=("", "_new"))
+        stale = old[old[fingerprint] != old[f"{fingerprint}_new"]]
+        if not stale.empty:
+            store.delete_rows(name, stale, [*owner, fingerprint])
+
+    return write

@@ -222,7 +222,7 @@ class TuneConfig(TrialParams):
     oracle_dataset: DatasetSpec | None = None
     backbone: BackboneSpec = Field(default_factory=BackboneSpec)
     epochs: int = Field(default=10, gt=0)
-    #: training augmentation recipe (``zoorank.views.VIEW_RECIPES``).
+    #: training augmentation recipe (``zoorank.data.views.VIEW_RECIPES``).
     recipe: str = "simclr"
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
     objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)

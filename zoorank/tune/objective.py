@@ -2,7 +2,7 @@
 
 The probe set is drawn once per search (``build_probe_set``) and shared by every trial: ``n``
 clean samples and ``q`` augmented views of each, chosen and made exactly as the embed stage
-chooses and makes an augmented view's samples (``zoorank.views.view_subset``'s seeded subset,
+chooses and makes an augmented view's samples (``zoorank.data.views.view_subset``'s seeded subset,
 ``clean_view``, ``make_views``). So a run config with ``seed: <probe_seed>``, the same dataset and
 a view ``{recipe: <probe recipe>, samples: n, per_sample: q}`` embeds exactly the probe set, and
 ``zoorank run`` on the exported checkpoint recomputes the score the trial reported.
@@ -35,10 +35,10 @@ import numpy as np
 from zoorank.metrics import DegenerateInputWarning, registry
 
 if TYPE_CHECKING:
-    from zoorank.sources import SampleIndex
+    from zoorank.data.sources import SampleIndex
+    from zoorank.data.views import GeometryLike
     from zoorank.tune.config import ObjectiveSpec
     from zoorank.tune.trainers import SSLTrainer
-    from zoorank.views import GeometryLike
 
 __all__ = ["ProbeSet", "build_probe_set", "evaluate_probe", "score_features"]
 
@@ -77,8 +77,8 @@ def build_probe_set(
 ) -> ProbeSet:
     """Draw the probe set: a seeded subset of ``n`` samples, their clean view and ``q`` views."""
     from zoorank.config import ViewSpec
-    from zoorank.images import decode_image
-    from zoorank.views import clean_view, make_views, view_subset
+    from zoorank.data.images import decode_image
+    from zoorank.data.views import clean_view, make_views, view_subset
 
     if n > len(table):
         raise ValueError(f"probe set of {n} samples asked from a dataset of {len(table)}")

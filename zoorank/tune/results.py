@@ -1,5 +1,5 @@
 """What a finished search leaves: the results frame, the zoo file, the summary (the label oracle's
-columns are :mod:`zoorank.tune.oracle`'s).
+columns are :mod:`zoorank.tune.trial_oracle`'s).
 
 ``tune_results.parquet`` has one row per trial:
 
@@ -29,8 +29,8 @@ from zoorank.config import ModelSpec
 from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
 from zoorank.tune.config import TrialParams, TuneConfig
-from zoorank.tune.oracle import ORACLE_COLUMNS, oracle_summary
 from zoorank.tune.trainers import BACKBONE_FILE
+from zoorank.tune.trial_oracle import ORACLE_COLUMNS, oracle_summary
 
 if TYPE_CHECKING:
     from zoorank.store import Store

@@ -31,7 +31,8 @@ import pandas as pd
 from ray.tune import Callback
 
 from zoorank.errors import ConfigError
-from zoorank.redact import redact
+from zoorank.store.redact import redact
+from zoorank.store.uris import without_credentials
 from zoorank.tune import results as R
 from zoorank.tune.config import (
     TuneConfig,
@@ -41,10 +42,9 @@ from zoorank.tune.config import (
     param_space,
 )
 from zoorank.tune.objective import build_probe_set
-from zoorank.tune.oracle import add_oracle
 from zoorank.tune.setup import SearchSetup
 from zoorank.tune.trial import train_trial
-from zoorank.uris import without_credentials
+from zoorank.tune.trial_oracle import add_oracle
 
 # Tune warns whenever checkpoints force frequent experiment snapshots; with one checkpoint per
 # report of short trials that is the normal case here.
@@ -70,10 +70,10 @@ def prepare_search(config: TuneConfig, address: str | None = None) -> SearchSetu
     ConfigError before Ray starts.
     """
     from zoorank.data import load_samples
+    from zoorank.data.views import get_recipe
     from zoorank.runtime import cluster_gpus, ensure_ray
     from zoorank.tune.models import build_backbone
     from zoorank.tune.trainers import decode_images
-    from zoorank.views import get_recipe
     from zoorank.zoo import Geometry
 
     for field, recipe in (("recipe", config.recipe), ("probe.recipe", config.probe.recipe)):

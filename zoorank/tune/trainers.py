@@ -3,7 +3,7 @@
 Conventions:
 
 * The data are decoded once to uint8 HWC arrays (``decode_images``); every optimiser step draws its
-  two views per image with the project's recipes (``zoorank.views.augment``) from an RNG seeded by
+  two views per image with the project's recipes (``zoorank.data.views.augment``) from an RNG seeded by
   (seed, step), and every epoch's order from an RNG seeded by (seed, epoch). Weights are initialised
   after ``torch.manual_seed(seed)``. A trainer is therefore a deterministic function of its
   parameters and step count, and resuming from a checkpoint continues the exact same run.
@@ -45,7 +45,7 @@ STATE_FILE = "trainer_state.pt"
 
 def decode_images(sources: Sequence[Any]) -> list[np.ndarray]:
     """Encoded sources of a ``SampleIndex``'s ``images`` → RGB uint8 HWC arrays (native sizes)."""
-    from zoorank.images import decode_image
+    from zoorank.data.images import decode_image
 
     return [np.asarray(decode_image(s), dtype=np.uint8) for s in sources]
 
@@ -110,7 +110,7 @@ class SSLTrainer:
         device: str = "cpu",
         precision: str = "auto",
     ):
-        from zoorank.views import get_recipe
+        from zoorank.data.views import get_recipe
 
         self.params = params
         self.images = images

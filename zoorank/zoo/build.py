@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from zoorank import uris
 from zoorank.config import ModelSpec
+from zoorank.store import uris
 from zoorank.zoo import specs
 from zoorank.zoo.checkpoints import (
     CheckpointError,

@@ -17,12 +17,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import InputError
-from zoorank.redact import redact
+from zoorank.store import uris
+from zoorank.store.redact import redact
 from zoorank.zoo.safe_pickle import restricted_pickle_module
-from zoorank.zoo.safe_pickle.errors import Refused, UnsafeGlobal
+from zoorank.zoo.safe_pickle.refusals import Refused, UnsafeGlobal
 
 #: state-dict containers looked for, in order, when the top level is not a tensor dict.
 AUTO_STATE_DICT_KEYS = ("state_dict", "model", "module")
@@ -47,7 +47,7 @@ PREFIX_PRESETS: dict[str, tuple[str, ...]] = {
 class CheckpointError(InputError):
     """A model cannot be built or its checkpoint cannot be loaded; the message says why.
 
-    The message is redacted (zoorank.redact): it names checkpoint URIs, and it flows into the
+    The message is redacted (zoorank.store.redact): it names checkpoint URIs, and it flows into the
     manifest, ``failed`` rows, the leaderboard and the report."""
 
     def __init__(self, message: object = "") -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from zoorank import uris
+from zoorank.store import uris
 from zoorank.zoo.checkpoints import (
     AUTO_STATE_DICT_KEYS,
     PREFIX_PRESETS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from zoorank import uris
+from zoorank.store import uris
 from zoorank.zoo import specs
 from zoorank.zoo.build import python_factory, quiet_transformers, transformers_class
 from zoorank.zoo.checkpoints import CheckpointError

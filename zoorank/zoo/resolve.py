@@ -2,7 +2,7 @@
 
 No network is built and no weights are read into memory here. Checkpoints may be local paths or
 any ``pyarrow.fs`` URI (``s3://``, ``gs://``); their content digests come from a
-:class:`zoorank.uris.DigestCache` kept in the store, so a file is read in full once per
+:class:`zoorank.store.uris.DigestCache` kept in the store, so a file is read in full once per
 (URI, size, modification time), not once per stage.
 
 Which checkpoint problems stop the run and which fail one entry:
@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from zoorank import uris
 from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash
 from zoorank.config.digests import fingerprint
 from zoorank.errors import ConfigError
-from zoorank.uris import DigestCache
+from zoorank.store import uris
+from zoorank.store.uris import DigestCache
 from zoorank.zoo import hub
 from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preprocessing
 from zoorank.zoo.specs import torchscript_file

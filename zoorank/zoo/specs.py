@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.errors import ConfigError
+from zoorank.store import uris
 from zoorank.zoo.hub import hub_cache_dir
 
 if TYPE_CHECKING:

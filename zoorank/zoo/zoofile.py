@@ -24,11 +24,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from zoorank import uris
 from zoorank.config import ModelSpec
 from zoorank.config.loading import validation_message
 from zoorank.errors import ConfigError
-from zoorank.uris import is_uri as _is_uri
+from zoorank.store import uris
+from zoorank.store.uris import is_uri as _is_uri
 
 ZOO_FILE_NAME = "zoo.yaml"
 

@@ -60,7 +60,7 @@ are read by torch either way), negligible beside embedding the model.
 Modules: :mod:`~zoorank.zoo.safe_pickle.interpreter` (the opcode interpreter),
 :mod:`~zoorank.zoo.safe_pickle.allowlist` (which globals resolve to what),
 :mod:`~zoorank.zoo.safe_pickle.checked_calls` (argument checks and the allocation budget),
-:mod:`~zoorank.zoo.safe_pickle.errors`. This module makes the ``pickle_module`` torch loads with.
+:mod:`~zoorank.zoo.safe_pickle.refusals`. This module makes the ``pickle_module`` torch loads with.
 """
 
 from __future__ import annotations

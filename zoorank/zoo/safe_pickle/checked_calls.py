@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from zoorank.zoo.safe_pickle.errors import Refused
+from zoorank.zoo.safe_pickle.refusals import Refused
 
 _TEXT_ENCODINGS = frozenset({"latin1", "latin-1", "utf-8", "utf8", "ascii"})
 

@@ -22,7 +22,7 @@ from zoorank.zoo.safe_pickle.allowlist import (
     user_safe_globals,
 )
 from zoorank.zoo.safe_pickle.checked_calls import CHECKS, SafeCall
-from zoorank.zoo.safe_pickle.errors import MalformedPickle, Refused, UnsafeGlobal
+from zoorank.zoo.safe_pickle.refusals import MalformedPickle, Refused, UnsafeGlobal
 
 #: the most bytes a checkpoint's pickle stream may hold, and the most its checked calls may
 #: allocate (tensor data of zip checkpoints lives outside the pickle and is not counted).

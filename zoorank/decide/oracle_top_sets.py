@@ -1,6 +1,6 @@
 """The label oracle's own top set per dataset and oracle metric, and its comparison with the
 label-free top set: ``oracle_top_sets`` and the ``in_oracle_top_set`` column of the decision
-(:mod:`zoorank.decision`). Part of the RANK stage.
+(:mod:`zoorank.decide.decision`). Part of the RANK stage.
 
 Conventions are those of the label-free top set (:mod:`zoorank.metrics.uncertainty`): the same fold
 bootstrap with the same seed, the same rank-consistent Model Confidence Set at the run's confidence.

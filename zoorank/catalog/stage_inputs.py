@@ -50,8 +50,8 @@ INPUTS_KEY = "zoorank_inputs"
 PARTS_KEY = "zoorank_inputs_parts"
 #: the report's record of what it was rendered from (beside ``index.html``).
 REPORT_INPUTS = f"{REPORT_DIR}/inputs.json"
-#: the installed package whose files :func:`code_identity` hashes.
-PACKAGE_ROOT = Path(__file__).resolve().parent
+#: the installed package whose files :func:`code_identity` hashes: zoorank/ (this module is in catalog/).
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def source_digest(root: str | Path) -> str:
@@ -210,7 +210,7 @@ def report_inputs(config: RunConfig, store: Store, manifest: pd.DataFrame,
                   labels: Mapping[str, str]) -> StageInputs | None:
     """What REPORT renders: the leaderboard commit (and the tables it names), the oracle
     table's version, the fresh reliability tables and manifest, the fresh metric rows
-    (``metrics``: :func:`zoorank.leaderboard.metrics_fingerprint`, so a leaderboard gone stale is
+    (``metrics``: :func:`zoorank.decide.leaderboard.metrics_fingerprint`, so a leaderboard gone stale is
     never taken as current), each dataset's labels (``labels``: :func:`dataset_labels`), the
     config (the store's name is on the page) and the code; None without a leaderboard."""
     version, info = leaderboard_commit(store)

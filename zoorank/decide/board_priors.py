@@ -1,7 +1,7 @@
 """The priors on a leaderboard (columns ``param_count``, ``width``, ``prior/<name>``): which columns
 carry values, the confound warnings of the ``decision`` settings and what the report shows of the
 priors. Orchestration over :mod:`zoorank.metrics.priors`, whose conventions hold (every prior is
-higher-is-better; the confound rule); the columns are joined by :mod:`zoorank.rank.priors`.
+higher-is-better; the confound rule); the columns are joined by :mod:`zoorank.rank.prior_columns`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.leaderboard import ranking_vector
+from zoorank.decide.leaderboard import ranking_vector
 from zoorank.metrics import registry
 from zoorank.metrics.priors import CONFOUND_TAU, PARAMS, WIDTH, confounds, is_prior_column
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
+from zoorank.data.sources import to_uint8_images
 from zoorank.errors import InputError
-from zoorank.sources import to_uint8_images
 
 
 class BadImageError(InputError):

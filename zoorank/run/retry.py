@@ -1,7 +1,7 @@
 """The one retry policy of zoorank, on ``tenacity``, keyed on exception types.
 
 Below zoorank the libraries already try again where they can: pyarrow's S3 filesystem per request
-(:func:`zoorank.uris.s3_retry_settings`), delta-rs per object-store request (never the conditional
+(:func:`zoorank.store.uris.s3_retry_settings`), delta-rs per object-store request (never the conditional
 PUT of a commit). What is left to zoorank is what those layers hand up:
 
 - **a lost commit race** (:class:`deltalake.exceptions.CommitFailedError`): another writer

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
+from zoorank.data.images import decode_image
+from zoorank.data.sample_reader import UNREADABLE
+from zoorank.data.sources import select_subset
 from zoorank.errors import ConfigError, InputError
-from zoorank.images import decode_image
-from zoorank.sample_reader import UNREADABLE
-from zoorank.sources import select_subset
 
 if TYPE_CHECKING:
     from zoorank.config import ViewSpec
@@ -266,7 +266,7 @@ def decode_views(
     Returns rows (sample_id, view, view_index, image uint8 HWC, bad, error). A sample that cannot
     be decoded gives one row per view it belongs to, flagged ``bad`` with the message in ``error``
     and a black image, so the embedding actors can count it. A sample whose bytes could not be read
-    (``name`` starting with :data:`zoorank.sample_reader.UNREADABLE`) is flagged the same way with that
+    (``name`` starting with :data:`zoorank.data.sample_reader.UNREADABLE`) is flagged the same way with that
     ``error``, so the view cache can tell it from an undecodable image.
     """
     size = geometry.input_size

@@ -4,6 +4,9 @@ On a terminal, rich's Console at the terminal's width. Off a terminal (a pipe, a
 ``ray job logs``) rich would assume 80 columns and cut tables, so the console is plain: no colour,
 :data:`PLAIN_WIDTH` columns, and tables are drawn without box borders (``plain(console)``), which
 can wrap but never be cut.
+
+What the terminal shows, nothing the store holds: this module, and
+:mod:`zoorank.console.embed_progress` (EMBED's live progress and summary, which REPORT reads too).
 """
 
 from __future__ import annotations

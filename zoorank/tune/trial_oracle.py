@@ -28,8 +28,8 @@ ORACLE_TRIALS_PER_TASK = 8
 def _load_backbone(factory: str, model_kwargs: dict[str, Any], checkpoint: str):
     from safetensors.torch import load as load_safetensors
 
+    from zoorank.store.uris import resolve
     from zoorank.tune.models import build_backbone
-    from zoorank.uris import resolve
 
     model = build_backbone(factory, model_kwargs)
     fs, path = resolve(checkpoint)
@@ -101,9 +101,9 @@ def oracle_data(
     The split is stratified and seeded (``oracle.test_fraction``, ``probe_seed``).
     """
     from zoorank.data import load_samples
-    from zoorank.images import decode_image
+    from zoorank.data.images import decode_image
+    from zoorank.data.views import clean_view
     from zoorank.metrics.oracle import oracle_split
-    from zoorank.views import clean_view
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)
@@ -125,7 +125,7 @@ def oracle_data(
 
 def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> pd.DataFrame:
     """Score every trial's final backbone with labels (Ray tasks of a few trials each, on
-    :func:`zoorank.runner.run_tasks`).
+    :func:`zoorank.run.runner.run_tasks`).
 
     A task that raises, or whose worker dies, leaves its trials' oracle columns NaN with the
     reason in ``oracle_error``; a dead worker's trials are first retried one per task, so one bad
@@ -134,7 +134,7 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
 
     import ray
 
-    from zoorank.runner import Task, run_tasks
+    from zoorank.run.runner import Task, run_tasks
     from zoorank.runtime import cluster_gpus
 
     images, labels, train, test = oracle_data(config, setup)

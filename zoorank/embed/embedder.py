@@ -2,7 +2,7 @@
 shared uint8 views, and write each (view, model) entry as a few large ``part-*.parquet`` files.
 
 :func:`embed_slice` is the body of a Ray task (one GPU, or CPU threads): it streams the parts of the
-decoded-view cache (:mod:`zoorank.viewcache`) it is given, one ahead, and buffers each entry's rows
+decoded-view cache (:mod:`zoorank.embed.viewcache`) it is given, one ahead, and buffers each entry's rows
 until :data:`PART_BYTES` or the end, so an entry gets one file per slice (more only past
 ``PART_BYTES``). File names are ``part-<slice>-<k>.parquet``: a retried task rewrites the same
 names with the same rows.
@@ -350,7 +350,7 @@ def embed_slice(
     """
     import sys
 
-    from zoorank import viewcache
+    from zoorank.embed import viewcache
 
     sys.path.extend(p for p in import_paths if p not in sys.path and os.path.isdir(p))
     if os.environ.get(ENV_SLOW_SLICE):

@@ -1,5 +1,5 @@
 """Dataset sources: the stable sample list without image bytes (:class:`SampleIndex`, the one
-dataset model) and a content digest. Reading the encoded images: :mod:`zoorank.sample_reader`.
+dataset model) and a content digest. Reading the encoded images: :mod:`zoorank.data.sample_reader`.
 
 Conventions:
 
@@ -9,12 +9,12 @@ Conventions:
   scikit-learn's digits or in a ``.npz`` array. ``limit`` keeps a seeded, sorted subset of those ids
   (:func:`select_subset`), so it depends on the number of samples only.
 - ``path`` may be a local path or any URI pyarrow.fs understands (``s3://``, ``gs://``); credentials
-  come from the environment or the instance role (:mod:`zoorank.uris`).
+  come from the environment or the instance role (:mod:`zoorank.store.uris`).
 - The driver reads footers, listings (names, sizes, times) and the label column, never image bytes:
   :func:`index_samples` is O(samples) in ids and names only. Image bytes are read by Ray Data read
-  tasks on the workers (:func:`zoorank.sample_reader.read_encoded`), a bounded number of rows at a time.
+  tasks on the workers (:func:`zoorank.data.sample_reader.read_encoded`), a bounded number of rows at a time.
 - Content digest (in every embedding fingerprint): a Parquet or ``.npz`` file is digested by its
-  bytes, once per (URI, size, mtime) through :class:`zoorank.uris.DigestCache`; an image folder by
+  bytes, once per (URI, size, mtime) through :class:`zoorank.store.uris.DigestCache`; an image folder by
   the sorted listing of (relative path, size, mtime) of its images, which changes whenever a file is
   added, removed, renamed or rewritten, and costs one listing instead of reading every image; digits
   by scikit-learn's bundled file.
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from zoorank import uris
 from zoorank.errors import InputError
+from zoorank.store import uris
 from zoorank.store.layout import undecodable_file, undecodable_table
 
 if TYPE_CHECKING:

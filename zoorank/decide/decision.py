@@ -5,7 +5,7 @@ Orchestration over pure maths: :mod:`zoorank.metrics.uncertainty` (fold bootstra
 p_best, top set), :mod:`zoorank.metrics.health` (flags), :func:`zoorank.metrics.consensus.kendall_w`
 and :func:`~zoorank.metrics.consensus.rank_disagreement`. Inputs are the leaderboard frame of
 :func:`zoorank.rank.board.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
-(:mod:`zoorank.resample`).
+(:mod:`zoorank.oracle.resample`).
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
 leaderboard's own order: the aggregate of the primary metric's ranks; the top set is a
@@ -13,12 +13,12 @@ rank-consistent Model Confidence Set, :func:`zoorank.metrics.uncertainty.top_set
 ``flags``, ``disagreement``, ``tied_with`` (the other models with the same leaderboard value: a
 seed ensemble scored by one ensemble-level value) and, when the oracle ran with folds,
 ``in_oracle_top_set`` (the label oracle's own top set from the same fold bootstrap over its test
-images, :func:`zoorank.oracle_top_sets.oracle_top_sets`); a long
+images, :func:`zoorank.decide.oracle_top_sets.oracle_top_sets`); a long
 table ``uncertainty`` (model_id, dataset, metric, rank, rank_low, rank_high, p_best, in_top_set)
 for every resampled metric; and the ``decision`` settings (top set and its guarantee, the oracle's
 top sets and their comparison with it, consensus sentence, Kendall's W per dataset, width warning,
 and the confounds: metrics whose order a prior explains,
-:func:`zoorank.board_priors.confound_warnings`).
+:func:`zoorank.decide.board_priors.confound_warnings`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.board_priors import confound_warnings
 from zoorank.config import RunConfig
+from zoorank.decide.board_priors import confound_warnings
+from zoorank.decide.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
 from zoorank.metrics import registry
 from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.health import BLOCKING, health_flags
@@ -52,7 +53,6 @@ from zoorank.metrics.uncertainty import (
     rank_uncertainty,
     replicate_ranks,
 )
-from zoorank.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
 
 UNCERTAINTY = "uncertainty"
 UNCERTAINTY_COLUMNS = ["model_id", "dataset", "metric", "rank", "rank_low", "rank_high", "p_best",

@@ -50,12 +50,12 @@ def is_uri(path: str | os.PathLike[str]) -> bool:
 
 
 def redact(uri: str | os.PathLike[str] | None) -> str:
-    """``uri`` (or any text) without credentials: see :func:`zoorank.redact.redact`.
+    """``uri`` (or any text) without credentials: see :func:`zoorank.store.redact.redact`.
 
     >>> redact("s3://AKIA:s3/cr+t=@bucket/store?region=eu&secret_key=abc")
     's3://***@bucket/store?region=eu&secret_key=***'
     """
-    from zoorank.redact import redact as _redact
+    from zoorank.store.redact import redact as _redact
 
     return _redact(uri)
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zoorank.data.sample_reader import UNREADABLE, UnreadableError
+from zoorank.data.sources import record_undecodable
+from zoorank.data.views import decode_views
 from zoorank.errors import InputError
-from zoorank.sample_reader import UNREADABLE, UnreadableError
-from zoorank.sources import record_undecodable
 from zoorank.store.layout import VIEW_CACHE_DIR
-from zoorank.views import decode_views
 
 if TYPE_CHECKING:
-    from zoorank.sources import SampleIndex
+    from zoorank.data.sources import SampleIndex
+    from zoorank.data.views import ViewGeometry, ViewPlan
     from zoorank.store import Store
-    from zoorank.views import ViewGeometry, ViewPlan
 
 VIEW_CACHE = VIEW_CACHE_DIR
 #: samples per decode task batch (each gives 1 + Σ q rows of views).
@@ -118,7 +118,7 @@ def write_part(batch: dict[str, np.ndarray], store_uri: str, directory: str, siz
 def check_decoded(dataset: str, found: dict[str, Any], plans: list[ViewPlan]) -> None:
     """Refuse a cache that would give entries with dropped or no samples.
 
-    Raises :class:`zoorank.sample_reader.UnreadableError` when bytes of a sample could not be read
+    Raises :class:`zoorank.data.sample_reader.UnreadableError` when bytes of a sample could not be read
     (a flaky store: the next run tries again; such a sample is never counted as undecodable), and
     :class:`InputError` naming the dataset (and view) when none of a view's samples could be
     decoded (the entry would hold 0 rows).
@@ -148,7 +148,7 @@ def build(
     The index: ``{"parts": [names], "rows": total, "bad": {view: [sample_ids]}, "first_error":
     str, "seconds": float, "reused": bool}``.
     """
-    from zoorank.sample_reader import read_encoded
+    from zoorank.data.sample_reader import read_encoded
 
     directory = cache_dir(index.dataset, key)
     if store.exists(f"{directory}/index.json"):

@@ -5,9 +5,13 @@ Conventions:
 
 - ``sample_id`` (int64) is stable for a dataset: the row index in a Parquet file, the index of the
   file in the sorted list of relative paths of an image folder, the index in scikit-learn's digits or
-  in a ``.npz`` array (the one dataset model, indexing: :mod:`zoorank.sources`; streaming reads:
-  :mod:`zoorank.sample_reader`). ``limit`` keeps a seeded, sorted subset of those ids.
-- Decoding: :mod:`zoorank.images`; the clean view and augmentation recipes: :mod:`zoorank.views`.
+  in a ``.npz`` array (the one dataset model, indexing: :mod:`zoorank.data.sources`; streaming reads:
+  :mod:`zoorank.data.sample_reader`). ``limit`` keeps a seeded, sorted subset of those ids.
+- Decoding: :mod:`zoorank.data.images`; the clean view and augmentation recipes: :mod:`zoorank.data.views`.
+
+The data layer reads the datasets' sources (Parquet, image folders, ``.npz``, scikit-learn's
+digits; local or object storage) and writes only the ``samples`` tables and the sources'
+undecodable-image records; EMBED, SCORE's heads, the oracle, the probe API and Tune read through it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from zoorank.data.sources import SampleIndex
 from zoorank.errors import InputError
-from zoorank.sources import SampleIndex
 from zoorank.store.layout import samples_table
 
 if TYPE_CHECKING:
@@ -33,11 +37,12 @@ def load_samples(spec: DatasetSpec, seed: int) -> SampleIndex:
     """The dataset's index with its encoded ``images`` read here (small sets only).
 
     For probe sets and tests; the EMBED stage never holds the images on the driver (it indexes with
-    :func:`zoorank.sources.index_samples` and streams with :func:`zoorank.sample_reader.read_encoded`).
+    :func:`zoorank.data.sources.index_samples` and streams with
+    :func:`zoorank.data.sample_reader.read_encoded`).
     ``limit`` keeps a seeded sorted subset.
     """
-    from zoorank.sample_reader import read_unit, read_units
-    from zoorank.sources import index_samples
+    from zoorank.data.sample_reader import read_unit, read_units
+    from zoorank.data.sources import index_samples
 
     index = index_samples(spec, seed)
     if index.kind == "memory":

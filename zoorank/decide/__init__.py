@@ -1,0 +1,9 @@
+"""The decision layer, shared by RANK and REPORT: reads the metric, oracle, fold and manifest rows RANK
+gathers (and the ``leaderboard``/``agreement``/``failed`` tables REPORT reads back); writes nothing
+itself but the leaderboard table (:mod:`~zoorank.decide.leaderboard`).
+
+- :mod:`~zoorank.decide.leaderboard`: the leaderboard table, its columns and settings;
+- :mod:`~zoorank.decide.decision`: the top set and the flags (the decision settings);
+- :mod:`~zoorank.decide.oracle_top_sets`: the oracle's own top sets under fold resampling;
+- :mod:`~zoorank.decide.board_priors`: the priors on a board, and their confound warnings.
+"""
