@@ -23,10 +23,9 @@ from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence
 from zoorank.metrics.model_selection import (
     CodaPrior,
+    coda_belief,
     coda_change_probability,
     coda_next,
-    coda_p_best,
-    coda_posterior,
     coda_prior,
 )
 from zoorank.store import Store
@@ -77,11 +76,11 @@ def coda_evidence(pool: Pool) -> LabelEvidence:
     consensus prior before any label), the heads' top-1 ``accuracy`` on the labelled images (NaN
     without labels) and their top-1 ``predictions`` (M × n)."""
     prior = _prior(pool)
-    alpha = coda_posterior(prior, pool.labelled, pool.codes)
+    p_best, _ = coda_belief(prior, pool.labelled, pool.codes)
     votes = prior.votes
     accuracy = ((votes[:, pool.labelled] == pool.codes[None, :]).mean(axis=1) if len(pool.codes)
                 else np.full(len(votes), np.nan))
-    return LabelEvidence(coda_p_best(alpha, prior.class_prior), accuracy, len(pool.codes), votes)
+    return LabelEvidence(p_best, accuracy, len(pool.codes), votes)
 
 
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
