@@ -119,6 +119,8 @@ def digits_domains(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, list[
             if k.startswith("s")}
 
 
+#: candidate images CODA scores per step (a seeded subsample beyond it; from the command line).
+CANDIDATES = [ms.MAX_CANDIDATES]
 #: CODA's (strength, temperature) in this process (set from the command line).
 CODA = {"strength": ms.STRENGTH, "temperature": ms.TEMPERATURE}
 
@@ -148,7 +150,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
         if order is not None:
             nxt = int(order[t])
         elif coda:
-            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior)[0])
+            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
+                                   max_candidates=CANDIDATES[0])[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
@@ -157,7 +160,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
 
 def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
     """Every method on one seed's pool: method → (regret curve in pp, seconds)."""
-    P_all, y_all, pool_size, budget, seed, methods, coda_args = args
+    P_all, y_all, pool_size, budget, seed, methods, coda_args, candidates = args
+    CANDIDATES[0] = candidates
     rng = np.random.default_rng(1000 + seed)
     pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
     P, y = P_all[:, pool], y_all[pool]
@@ -195,6 +199,9 @@ def main() -> None:
     p.add_argument("--digits", action="store_true",
                    help="the digits development zoo (tuning) instead of the UvA nets")
     p.add_argument("--methods", nargs="*", default=list(METHODS))
+    p.add_argument("--domains", nargs="*", default=None, help="only these domains (by name)")
+    p.add_argument("--candidates", type=int, default=ms.MAX_CANDIDATES,
+                   help="images CODA scores per step (a seeded subsample beyond it)")
     p.add_argument("--coda", nargs="*", default=[],
                    help="extra CODA settings 'STRENGTH,TEMPERATURE' run beside the default")
     args = p.parse_args()
@@ -211,6 +218,8 @@ def main() -> None:
         domains = {Path(f).stem: load_npz(Path(f)) for f in args.npz}
     else:
         domains = {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))}
+    if args.domains:
+        domains = {k: v for k, v in domains.items() if k in args.domains}
     summary = []
     for name, (P_all, y_all, ids) in domains.items():
         acc_all = (P_all.argmax(axis=2) == y_all[None]).mean(axis=1) * 100
@@ -219,7 +228,7 @@ def main() -> None:
         to_good = {m: [] for m in methods}
         curves = {m: [] for m in methods}
         seconds = {m: 0.0 for m in methods}
-        tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args)
+        tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args, args.candidates)
                  for seed in range(args.seeds)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
             for result in workers.imap(one_seed, tasks):

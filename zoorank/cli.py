@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="dataset to label (default: the config's first)")
     p.add_argument("--max-labels", type=int, default=None, metavar="N",
                    help="label budget of the stopping rule (default: none)")
+    p.add_argument("--sampler", choices=["coda", "uncertainty", "model_picker"], default=None,
+                   help="how a classifier zoo picks images (default: the one that won out of "
+                        "sample; see the README)")
     p = sub.add_parser("label", help="merge labels back (a filled CSV or a Label Studio export)")
     _add_common(p)
     p.add_argument("labels", help="the filled to_label.csv, the page's saved CSV, or a Label "
@@ -136,7 +139,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "ask":
         pipeline.run_ask(config, budget=args.budget, round_=args.round, dataset=args.dataset,
-                         max_labels=args.max_labels)
+                         max_labels=args.max_labels, sampler=args.sampler)
         return 0
     if args.command == "label":
         pipeline.run_label(config, args.labels, dataset=args.dataset,

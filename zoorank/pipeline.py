@@ -159,11 +159,15 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
-            dataset: str | None = None, max_labels: int | None = None):
-    """``zoorank ask``: one round of images to label (:mod:`zoorank.labels.ask`)."""
+            dataset: str | None = None, max_labels: int | None = None,
+            sampler: str | None = None):
+    """``zoorank ask``: one round of images to label (:mod:`zoorank.labels.ask`); ``sampler``:
+    a classifier zoo's sampler (default: :data:`zoorank.labels.heads.DEFAULT_SAMPLER`)."""
     from zoorank.labels.ask import run_ask as _run
+    from zoorank.labels.heads import DEFAULT_SAMPLER
 
-    return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels)
+    return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels,
+                sampler=sampler or DEFAULT_SAMPLER)
 
 
 def run_label(config: RunConfig, path: str, dataset: str | None = None,

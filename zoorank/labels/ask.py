@@ -30,8 +30,7 @@ import numpy as np
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.labels.heads import METHOD as CODA_METHOD
-from zoorank.labels.heads import coda_batch, with_head_predictions
+from zoorank.labels.heads import DEFAULT_SAMPLER, SAMPLERS, head_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.metrics.active import next_batch
@@ -145,8 +144,12 @@ def label_studio_config(classes: tuple[str, ...]) -> str:
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
-            dataset: str | None = None, max_labels: int | None = None, out=print) -> AskRound:
-    """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next)."""
+            dataset: str | None = None, max_labels: int | None = None, out=print,
+            sampler: str = DEFAULT_SAMPLER) -> AskRound:
+    """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next).
+    ``sampler``: how a classifier zoo picks (:data:`zoorank.labels.heads.SAMPLERS`)."""
+    if sampler not in SAMPLERS:
+        raise InputError(f"--sampler: {sampler!r} (one of {', '.join(SAMPLERS)})")
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
     store = Store(config.store)
@@ -160,8 +163,8 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     excluded |= np.isin(pool.sample_id, np.fromiter(before, dtype=np.int64, count=len(before)))
     ev = evidence(pool, config.seed)
     if pool.predictions is not None:
-        picks = coda_batch(pool, excluded, budget, config.seed + round_)
-        method = CODA_METHOD
+        picks = head_batch(pool, excluded, budget, config.seed + round_, sampler)
+        method = SAMPLERS[sampler]
     else:
         picks = next_batch(pool.Zs, ev, excluded, budget, config.seed + round_)
         method = "cold start (k-means)" if ev.predictions is None else "query-by-committee"
@@ -191,7 +194,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
              ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml")}
     excluded[picks] = True
     rule = stopping_rule(pool, ev, round_size=budget, seed=config.seed, max_labels=max_labels,
-                         excluded=excluded)
+                         excluded=excluded, sampler=sampler)
     for line in console_lines(rule):
         out(line)
     if rule["stop"]:

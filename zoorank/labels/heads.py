@@ -27,11 +27,24 @@ from zoorank.metrics.model_selection import (
     coda_change_probability,
     coda_next,
     coda_prior,
+    model_picker_eig,
+    model_picker_posterior,
+    uncertainty_scores,
 )
 from zoorank.store import Store
 
-#: what ``round.json`` and the console call the method.
-METHOD = "CODA (expected information gain on P(best), the heads' predictions)"
+#: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
+#: console call them.
+SAMPLERS = {
+    "coda": "CODA (expected information gain on P(best), the heads' predictions)",
+    "uncertainty": "uncertainty sampling (entropy of the heads' consensus)",
+    "model_picker": "ModelPicker (expected entropy reduction of its P(best), the heads' votes)",
+}
+#: the default sampler of a classifier zoo: the one that needed the fewest labels to a near-best
+#: pick out of sample (benchmarks/results/coda_labels.md).
+DEFAULT_SAMPLER = "coda"
+#: the default sampler's name.
+METHOD = SAMPLERS[DEFAULT_SAMPLER]
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -87,6 +100,28 @@ def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarra
     """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.model_selection.coda_next`)."""
     return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
                      seed=seed)
+
+
+def head_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int,
+               sampler: str = DEFAULT_SAMPLER) -> np.ndarray:
+    """The ``k`` pool rows (sorted) the ``sampler`` of :data:`SAMPLERS` asks next, none
+    ``excluded``: CODA's greedy batch (:func:`coda_batch`); uncertainty's ``k`` free rows of
+    largest consensus entropy; ModelPicker's ``k`` free rows of largest expected entropy
+    reduction under its posterior given the labels. Ties: a seeded shuffle."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler: {sampler!r} is none of {sorted(SAMPLERS)}")
+    if sampler == "coda":
+        return coda_batch(pool, excluded, k, seed)
+    P = pool.predictions
+    free = np.flatnonzero(~np.asarray(excluded, dtype=bool))
+    if sampler == "uncertainty":
+        score = uncertainty_scores(P)[free]
+    else:
+        votes = P.argmax(axis=2)
+        post = model_picker_posterior(votes, pool.labelled, pool.codes)
+        score = model_picker_eig(votes, post, free, P.shape[2])
+    order = np.lexsort((np.random.default_rng(seed).permutation(len(free)), -score))
+    return np.sort(free[order[:int(k)]])
 
 
 def coda_change(pool: Pool, batch: np.ndarray, seed: int) -> float:

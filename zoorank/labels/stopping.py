@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zoorank.labels.heads import coda_batch, coda_change, coda_evidence
+from zoorank.labels.heads import DEFAULT_SAMPLER, coda_change, coda_evidence, head_batch
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import (
     LabelEvidence,
@@ -40,11 +40,12 @@ def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
 
 def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int = 0,
                   previous: LabelEvidence | None = None, target: float = TARGET,
-                  max_labels: int | None = None, excluded: np.ndarray | None = None
-                  ) -> dict[str, Any]:
+                  max_labels: int | None = None, excluded: np.ndarray | None = None,
+                  sampler: str = DEFAULT_SAMPLER) -> dict[str, Any]:
     """The stopping rule of one round (see the module docstring). ``previous``: the evidence
     before the last labels came back; ``excluded``: pool rows that cannot be asked (labelled or
-    asked before); ``round_size``: the labels a next round would ask for."""
+    asked before); ``round_size``: the labels a next round would ask for; ``sampler``: the
+    classifier zoo's sampler of that round (:data:`zoorank.labels.heads.SAMPLERS`)."""
     ids = pool.model_ids
     leader = int(np.argmax(ev.p_best))
     p_lead = float(ev.p_best[leader])
@@ -89,7 +90,7 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
         mask = np.zeros(len(pool.sample_id), bool) if excluded is None else excluded.copy()
         mask[pool.labelled] = True
         if heads:
-            batch = coda_batch(pool, mask, k, seed)
+            batch = head_batch(pool, mask, k, seed, sampler)
             change = coda_change(pool, batch, seed)
         else:
             batch = next_batch(pool.Zs, ev, mask, k, seed)
