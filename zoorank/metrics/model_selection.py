@@ -10,33 +10,33 @@ Pure functions on arrays (no I/O, no Ray). Conventions:
 * P(best) sums to 1 over the M models.
 
 CODA (Kay, Van Horn, Maji, Sheldon, Beery: "Consensus-Driven Active Model Selection", ICCV 2025,
-arXiv 2507.23771), as read here from the paper's description:
+arXiv 2507.23771), as the paper states it and as the authors' released code (github.com/justinkay/
+coda, ``coda/coda.py``, default settings) computes it:
 
-1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities.
-2. **Dawid–Skene.** Each model m has a confusion matrix ``θ_m[c, c']`` = P(model predicts c' |
-   true class c). Its prior is a Dirichlet per row, ``θ_m[c, ·] ~ Dir(β + α · M̂_m[c, ·])``, where
-   ``M̂_m`` is the model's row-normalised confusion against the consensus (soft counts
-   ``Σ_i q_i(c) [ŷ_m(i) = c']`` with ``q`` the consensus): the paper's
-   ``(β + α M̂) / T`` with the temperature folded into ``α`` and ``β`` (:func:`coda_prior`).
-   ``dawid_skene`` can run classic EM iterations from the consensus start (the paper's prior is
-   zero iterations, the default).
-3. **Labels.** A label ``y`` of image i adds one count to row ``y`` of every model's Dirichlet, in
-   the column the model predicted (conjugate update; :func:`coda_posterior`).
-4. **P(best).** A model's accuracy is ``Σ_c π_c θ_m[c, c]`` with ``π`` the Dawid–Skene class
-   prior; each diagonal entry is Beta-distributed (the Dirichlet's marginal) and the accuracy's
-   density is taken as the Beta with the same mean and variance (a moment match: the paper's
-   integral needs one density per model and the text at hand does not fix its form). Then
-   ``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` on a grid (:func:`coda_p_best`).
-5. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest | y_i = c)``, with ``π̂(c | i)``
-   the Dawid–Skene class posterior of image i under the posterior-mean confusions
-   (:func:`coda_eig`). The image with the largest EIG is asked next.
+1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities; its
+   top-1 is the image's pseudo-label.
+2. **Prior.** Each model m has a confusion matrix ``θ_m[c, ·]`` = P(prediction | true class c), each
+   row Dirichlet: ``alpha[m] = (β + α · M̂_m) / T``. ``β`` is 1 on the diagonal and ``1/(K−1)``
+   off it; ``M̂_m[c, ·]`` is the mean of m's class probabilities over the images pseudo-labelled
+   c (:func:`consensus_confusion`); α weighs the consensus (:data:`STRENGTH`, the authors' 0.1)
+   and T is the temperature in units of one label (:data:`TEMPERATURE`) (:func:`coda_prior`).
+3. **Labels.** A label ``y`` of image i adds 1 to ``alpha[m, y, ŷ_m(i)]`` for every model m
+   (:func:`coda_posterior`).
+4. **Classes.** ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P_m(s | i)`` and the class marginal π̂ is
+   its mean over the pool, re-estimated after every label (:func:`coda_class_posterior`).
+5. **P(best).** Per class c, each model's accuracy on c is ``θ_m[c, c] ~ Beta(alpha[m, c, c],
+   Σ_s alpha[m, c, s] − alpha[m, c, c])`` and ``P(m best on c) = ∫ f_{m,c} Π_{l≠m} F_{l,c}``;
+   ``PBest(m) = Σ_c π̂_c P(m best on c)`` (:func:`coda_p_best`). The pick is its argmax.
+6. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``, PBest^c after a label c
+   on i with π̂ held (:func:`coda_eig`), over the images some model disagrees on (the authors'
+   candidate filter); the image of largest EIG is asked next.
 
-Additions of ours, stated: an image on which every model predicts the same class gets EIG 0 (its
-label adds one count to the same cell of every model; what it says about which model is best is a
-second-order shift of the Beta means, and leaving these images out makes the common case — most
-images are unanimous — free); a batch of k (``zoorank ask`` asks rounds) is chosen greedily, each
-pick's label assumed to be its most probable class ("kriging believer"), since the paper asks one
-image at a time.
+Differences, stated: the released code adds 0.01 per label and 1 in the EIG's hypothetical
+update (its ``learning_rate`` and a fixed 1.0); here both add 1, the temperature carrying the
+scale (the authors' defaults, multiplier 2 over learning rate 0.01, are T = 0.005). A batch of
+k (``zoorank ask`` asks rounds) is chosen greedily, each pick's label assumed to be its most
+probable class ("kriging believer"); the paper asks one image at a time. The P(best) integrals
+run on CDF increments over a grid spanning each class's densities, not on a fixed [0, 1] grid.
 
 Baselines: uniform random order; uncertainty sampling (the entropy of the consensus);
 ModelPicker (Karimi et al., "Online Active Model Selection for Pre-trained Classifiers", AISTATS
@@ -164,7 +164,7 @@ def dawid_skene(P, labelled=(), labels=(), iterations: int = 0,
     round: M-step ``θ_m[c, c'] ∝ Σ_i q[i, c] [ŷ_m(i) = c'] + smoothing``, ``π_c ∝ Σ_i q[i, c] +
     smoothing``; E-step ``q[i, c] ∝ π_c Π_m θ_m[c, ŷ_m(i)]``, labelled rows kept at their label.
     A last M-step makes ``confusion`` and ``class_prior`` those of the returned ``q``. With
-    ``iterations=0`` the confusions are the models' agreement with the consensus (CODA's prior).
+    ``iterations=0`` the confusions are the models' agreement with the consensus.
     Cost O(M · N · K) per iteration.
     """
     P = check_predictions(P)
