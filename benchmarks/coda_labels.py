@@ -79,14 +79,61 @@ def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return probs, data["labels"].astype(np.int64), ids
 
 
-def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int) -> np.ndarray:
+def digits_domains(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
+    """The development zoo (never the judged benchmark): 14 scikit-learn heads on real digits
+    (8 × 8), trained on images 900.. (logistic regressions on 50..897 images, all 64 pixels or
+    the top 48; MLPs of 32 / 64 units on 200 or 897 images), predicting images 0..899 under
+    seeded Gaussian pixel noise σ 0, 40, 80 (0..255 scale). Softmax (14, 900, 10) per domain."""
+    path = cache / "digits_dev.npz"
+    if not path.exists():
+        from sklearn.datasets import load_digits
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.neural_network import MLPClassifier
+
+        d = load_digits()
+        x, y = d.data / 16, d.target
+        n = 900
+        heads = {}
+        for size in (50, 100, 200, 400, 897):
+            for pixels in (64, 48):
+                heads[f"lr{size}-{pixels}"] = (LogisticRegression(max_iter=3000), size, pixels)
+        for size in (200, 897):
+            for width in (32, 64):
+                heads[f"mlp{width}-{size}"] = (MLPClassifier((width,), max_iter=2000,
+                                                             random_state=0), size, 64)
+        rng = np.random.default_rng(0)
+        train = n + rng.permutation(len(y) - n)
+        fitted = {name: (h.fit(x[train[:size], :pix], y[train[:size]]), pix)
+                  for name, (h, size, pix) in heads.items()}
+        arrays = {}
+        for sigma in (0, 40, 80):
+            noisy = np.clip(d.images[:n] * 255 / 16 + np.random.default_rng(7).normal(
+                0, sigma, (n, 8, 8)), 0, 255).reshape(n, 64) / 255
+            arrays[f"s{sigma}"] = np.stack([h.predict_proba(noisy[:, :pix])
+                                            for h, pix in fitted.values()])
+        cache.mkdir(parents=True, exist_ok=True)
+        np.savez(path, labels=y[:n], model_ids=np.array(list(fitted)), **arrays)
+    data = np.load(path)
+    ids = [str(s) for s in data["model_ids"]]
+    return {f"digits_dev_{k}": (data[k], data["labels"], ids) for k in data.files
+            if k.startswith("s")}
+
+
+#: candidate images CODA scores per step (a seeded subsample beyond it; from the command line).
+CANDIDATES = [ms.MAX_CANDIDATES]
+#: CODA's (strength, temperature) in this process (set from the command line).
+CODA = {"strength": ms.STRENGTH, "temperature": ms.TEMPERATURE}
+
+
+def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
+               coda_args: dict | None = None) -> np.ndarray:
     """The pick (model index) after 0..budget labels."""
     n = P.shape[1]
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     picks = []
     coda = method.startswith("coda")
-    prior = ms.coda_prior(P) if coda else None
+    prior = ms.coda_prior(P, **(coda_args or CODA)) if coda else None
     order = None
     if method == "random":
         order = rng.permutation(n)
@@ -95,8 +142,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
         if method == "coda":
-            alpha = ms.coda_posterior(prior, at, y[at])
-            picks.append(int(np.argmax(ms.coda_p_best(alpha, prior.class_prior))))
+            picks.append(int(np.argmax(ms.coda_belief(prior, at, y[at])[0])))
         else:
             picks.append(ms.empirical_best(P, at, y[at], seed=seed))
         if t == budget:
@@ -104,7 +150,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
         if order is not None:
             nxt = int(order[t])
         elif coda:
-            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior)[0])
+            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
+                                   max_candidates=CANDIDATES[0])[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
@@ -113,16 +160,17 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
 
 def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
     """Every method on one seed's pool: method → (regret curve in pp, seconds)."""
-    P_all, y_all, pool_size, budget, seed = args
+    P_all, y_all, pool_size, budget, seed, methods, coda_args, candidates = args
+    CANDIDATES[0] = candidates
     rng = np.random.default_rng(1000 + seed)
     pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
     P, y = P_all[:, pool], y_all[pool]
     acc = (P.argmax(axis=2) == y[None]).mean(axis=1) * 100
     out = {}
-    for method in METHODS:
+    for name, method in methods.items():
         start = time.perf_counter()
-        regret = acc.max() - acc[run_method(method, P, y, budget, seed)]
-        out[method] = (regret, time.perf_counter() - start)
+        regret = acc.max() - acc[run_method(method, P, y, budget, seed, coda_args.get(name))]
+        out[name] = (regret, time.perf_counter() - start)
     return out
 
 
@@ -148,17 +196,40 @@ def main() -> None:
     p.add_argument("--tol", type=float, default=0.5, help="pp from the best")
     p.add_argument("--cache", default="/tmp/zoorank-coda-labels")
     p.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes")
+    p.add_argument("--digits", action="store_true",
+                   help="the digits development zoo (tuning) instead of the UvA nets")
+    p.add_argument("--methods", nargs="*", default=list(METHODS))
+    p.add_argument("--domains", nargs="*", default=None, help="only these domains (by name)")
+    p.add_argument("--candidates", type=int, default=ms.MAX_CANDIDATES,
+                   help="images CODA scores per step (a seeded subsample beyond it)")
+    p.add_argument("--coda", nargs="*", default=[],
+                   help="extra CODA settings 'STRENGTH,TEMPERATURE' run beside the default")
     args = p.parse_args()
-    domains = ({Path(f).stem: load_npz(Path(f)) for f in args.npz} if args.npz
-               else {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))})
+    methods = {m: m for m in args.methods}
+    coda_args: dict[str, dict] = {}
+    for spec in args.coda:
+        a, t = (float(v) for v in spec.split(","))
+        name = f"coda α={a:g} T={t:g}"
+        methods[name] = "coda"
+        coda_args[name] = {"strength": a, "temperature": t}
+    if args.digits:
+        domains = digits_domains(Path(args.cache))
+    elif args.npz:
+        domains = {Path(f).stem: load_npz(Path(f)) for f in args.npz}
+    else:
+        domains = {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))}
+    if args.domains:
+        domains = {k: v for k, v in domains.items() if k in args.domains}
+    summary = []
     for name, (P_all, y_all, ids) in domains.items():
         acc_all = (P_all.argmax(axis=2) == y_all[None]).mean(axis=1) * 100
         print(f"## {name}: {P_all.shape[0]} models, {P_all.shape[1]} images, {P_all.shape[2]} "
               f"classes; top-1 % " + ", ".join(f"{i} {a:.2f}" for i, a in zip(ids, acc_all)))
-        to_good = {m: [] for m in METHODS}
-        curves = {m: [] for m in METHODS}
-        seconds = {m: 0.0 for m in METHODS}
-        tasks = [(P_all, y_all, args.pool, args.budget, seed) for seed in range(args.seeds)]
+        to_good = {m: [] for m in methods}
+        curves = {m: [] for m in methods}
+        seconds = {m: 0.0 for m in methods}
+        tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args, args.candidates)
+                 for seed in range(args.seeds)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
             for result in workers.imap(one_seed, tasks):
                 for method, (regret, s) in result.items():
@@ -174,7 +245,7 @@ def main() -> None:
               "(paired, ± SE) | mean regret pp over 0..budget | Δ vs random | "
               + " | ".join(f"regret @{t}" for t in at) + " | s/seed |")
         print("|" + "---|" * (8 + len(at)))
-        for m in METHODS:
+        for m in methods:
             reached = int((tg[m] <= args.budget).sum())
             area = cv[m].mean(axis=1)
             print(f"| {m} | {tg[m].mean():.1f} | {np.median(tg[m]):.0f} | {reached}/{args.seeds} | "
@@ -182,13 +253,16 @@ def main() -> None:
                   f"{paired(area, cv['random'].mean(axis=1))} | "
                   + " | ".join(f"{cv[m][:, t].mean():.2f}" for t in at)
                   + f" | {seconds[m] / args.seeds:.1f} |", flush=True)
-        for m in METHODS:
+        for m in methods:
             if m != "random":
                 d = tg[m] - tg["random"]
                 se = d.std(ddof=1) / np.sqrt(len(d))
-                print(f"labels-to-{args.tol}pp  {name}  {m} {tg[m].mean():.1f}  random "
-                      f"{tg['random'].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
-                      f"ratio {tg[m].mean() / max(tg['random'].mean(), 1e-9):.2f}×")
+                line = (f"labels-to-{args.tol}pp  {name}  {m} {tg[m].mean():.1f}  random "
+                        f"{tg['random'].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
+                        f"ratio {tg[m].mean() / max(tg['random'].mean(), 1e-9):.2f}×")
+                summary.append(line)
+                print(line, flush=True)
+    print("\n## summary\n" + "\n".join(summary))
 
 
 if __name__ == "__main__":

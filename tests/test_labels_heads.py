@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from labels_fixtures import CLASSES, _png
+from scipy import stats
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
@@ -93,13 +94,59 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _loop_model_picker_gains(P: np.ndarray) -> np.ndarray:
+    """ModelPicker's first expected entropy reductions, written with loops: uniform posterior
+    over the models, a label c (as likely as the share of models voting c) multiplies the
+    weight of the models voting c by γ = 2."""
+    votes = P.argmax(axis=2)
+    m = len(votes)
+    gains = []
+    for i in range(votes.shape[1]):
+        expected = 0.0
+        for c in set(votes[:, i].tolist()):
+            w = np.array([2.0 if votes[j, i] == c else 1.0 for j in range(m)])
+            expected += (votes[:, i] == c).mean() * stats.entropy(w / w.sum())
+        gains.append(np.log(m) - expected)
+    return np.asarray(gains)
+
+
+def _top_k(score: np.ndarray, asked: list[int]) -> bool:
+    """Whether ``asked`` are images of the largest scores (ties broken anyhow)."""
+    rest = np.setdiff1d(np.arange(len(score)), asked)
+    return len(asked) == len(set(asked)) and score[asked].min() >= score[rest].max() - 1e-12
+
+
+@pytest.mark.parametrize("sampler", ["default", "uncertainty", "model_picker"])
+def test_ask_picks_with_each_sampler(classifier_store, sampler):
+    from zoorank.labels.head_predictions import DEFAULT_SAMPLER, SAMPLERS
+
+    path, store, truth, logits = classifier_store
+    P = np.stack([_softmax(logits[m].astype(np.float32).astype(np.float64)) for m in SIGMAS])
+    args = ["ask", str(path), "--budget", "12"]
+    if sampler != "default":
+        args += ["--sampler", sampler]
+    assert main(args) == 0
+    used = DEFAULT_SAMPLER if sampler == "default" else sampler
+    meta = json.loads((store / "asks" / "1" / "round.json").read_text())
+    assert meta["method"] == SAMPLERS[used]
+    with open(store / "asks" / "1" / "to_label.csv") as f:
+        asked = sorted(int(r["sample_id"]) for r in csv.DictReader(f))
+    if used == "uncertainty":  # 12 images of largest consensus entropy
+        assert _top_k(stats.entropy(P.mean(axis=0), axis=1), asked)
+    elif used == "model_picker":
+        gains = _loop_model_picker_gains(P)
+        assert _top_k(gains, asked) and gains[asked].min() > 0
+    else:
+        assert asked == ms.coda_next(P, k=12, seed=1).tolist()
+
+
 def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_path, capsys):
     path, store, truth, logits = classifier_store
     P = np.stack([_softmax(logits[m].astype(np.float32).astype(np.float64)) for m in SIGMAS])
     accuracy = (P.argmax(axis=2) == truth[None]).mean(axis=1)
     assert accuracy[0] > accuracy[1] > accuracy[2]  # graded by construction
 
-    assert main(["ask", str(path), "--budget", "12"]) == 0
+    assert main(["ask", str(path), "--budget", "12", "--sampler", "coda"]) == 0
     out = capsys.readouterr().out
     assert "CODA" in out and "No label yet on digits" in out
     with open(store / "asks" / "1" / "to_label.csv") as f:
@@ -119,8 +166,11 @@ def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_
     assert main(["label", str(path), str(answers), "--no-rank"]) == 0
     out = capsys.readouterr().out
     at = np.asarray(asked)
-    prior = ms.coda_prior(P)
-    expected = ms.coda_p_best(ms.coda_posterior(prior, at, truth[at]), prior.class_prior)
+    # P(best) mixes per-class answers, π̂ re-estimated from the posterior (written out here)
+    alpha = ms.coda_posterior(ms.coda_prior(P), at, truth[at])
+    pi = np.einsum("mcs,mns->nc", alpha, P)
+    pi = (pi / pi.sum(axis=1, keepdims=True)).mean(axis=0)
+    expected = pi @ ms.coda_row_p_best(alpha)
     leader = int(np.argmax(expected))
     assert leader == 0  # the noiseless head, the most accurate
     match = re.search(r"Given 12 label\(s\) on digits, (\S+) is the best model by CODA on the "

@@ -80,9 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="dataset to label (default: the config's first)")
     p.add_argument("--max-labels", type=int, default=None, metavar="N",
                    help="label budget of the stopping rule (default: none)")
-    p.add_argument("--sampler", default=None, choices=["committee", "uncertainty", "random"],
-                   help="how an embedding zoo's images are chosen (default: "
-                        "zoorank.labels.stopping.DEFAULT_SAMPLER; a classifier zoo uses CODA)")
+    p.add_argument("--sampler", default=None,
+                   choices=["committee", "uncertainty", "random", "coda", "model_picker"],
+                   help="how the images are chosen: an embedding zoo by committee, uncertainty "
+                        "(default) or random; a classifier zoo (heads kept) by coda (default), "
+                        "uncertainty or model_picker")
     p = sub.add_parser("label", help="merge labels back (a filled CSV or a Label Studio export)")
     _add_common(p)
     p.add_argument("labels", help="the filled to_label.csv, the page's saved CSV, or a Label "

@@ -109,12 +109,11 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
             dataset: str | None = None, max_labels: int | None = None,
             sampler: str | None = None):
     """``zoorank ask``: one round of images to label (:mod:`zoorank.labels.ask`); ``sampler``:
-    None for the default."""
+    None for the zoo kind's default (:func:`zoorank.labels.stopping.resolve_sampler`)."""
     from zoorank.labels.ask import run_ask as _run
-    from zoorank.labels.stopping import DEFAULT_SAMPLER
 
     return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels,
-                sampler=sampler or DEFAULT_SAMPLER)
+                sampler=sampler)
 
 
 def run_label(config: RunConfig, path: str, dataset: str | None = None,

@@ -27,13 +27,14 @@ def _zoo(accuracies, n: int = 400, k: int = 5, seed: int = 0):
 
 def test_p_best_concentrates_on_the_model_that_is_always_right():
     P, y = _zoo([1.0, 0.75, 0.7, 0.7], seed=1)
-    prior = ms.coda_prior(P)
+    prior = ms.coda_prior(P, temperature=1.0)
     labelled: list[int] = []
-    for step in range(15):
+    for step in range(40):
         i = int(ms.coda_next(P, labelled, y[labelled], k=1, seed=step, prior=prior)[0])
         labelled.append(i)
-    p = ms.coda_p_best(ms.coda_posterior(prior, labelled, y[labelled]), prior.class_prior)
-    assert p.argmax() == 0 and p[0] > 0.95
+    p, _ = ms.coda_belief(prior, labelled, y[labelled])
+    # P(best) mixes the per-class answers: each class's rows must single model 0 out
+    assert p.argmax() == 0 and p[0] > 0.9
     assert abs(p.sum() - 1) < 1e-12
 
 
@@ -42,7 +43,7 @@ def test_exchangeable_identical_models_get_equal_p_best():
     P3 = np.repeat(P, 3, axis=0)
     prior = ms.coda_prior(P3)
     for labelled in ([], [0, 5, 9, 30]):
-        p = ms.coda_p_best(ms.coda_posterior(prior, labelled, y[labelled]), prior.class_prior)
+        p, _ = ms.coda_belief(prior, labelled, y[labelled])
         np.testing.assert_allclose(p, np.full(3, 1 / 3), atol=1e-12)
     post = ms.model_picker_posterior(P3.argmax(axis=2), [0, 5], y[[0, 5]])
     np.testing.assert_allclose(post, np.full(3, 1 / 3), atol=1e-12)
@@ -102,14 +103,44 @@ def test_dawid_skene_hand_case_without_iterations():
     np.testing.assert_allclose(fit.class_prior, [0.75, 0.25])
 
 
+def _loop_class_posterior(alpha, P):
+    """π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P[m, i, s], written with loops."""
+    m, n, k = P.shape
+    q = np.zeros((n, k))
+    for i in range(n):
+        for c in range(k):
+            q[i, c] = sum(alpha[j, c, s] * P[j, i, s] for j in range(m) for s in range(k))
+        q[i] /= q[i].sum()
+    return q
+
+
+def test_coda_prior_hand_case():
+    # two models, three images, two classes; consensus top-1: image 0 → 0, 1 → 0, 2 → 1
+    P = np.array([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]],
+                  [[0.7, 0.3], [0.5, 0.5], [0.4, 0.6]]])
+    prior = ms.coda_prior(P, strength=0.5, temperature=0.25)
+    # model 0: row 0 = mean of (0.9, 0.1), (0.6, 0.4) = (0.75, 0.25); row 1 = (0.2, 0.8)
+    # model 1: row 0 = mean of (0.7, 0.3), (0.5, 0.5) = (0.6, 0.4); row 1 = (0.4, 0.6);
+    # β = [[1, 1], [1, 1]] for K = 2
+    m_hat = np.array([[[0.75, 0.25], [0.2, 0.8]], [[0.6, 0.4], [0.4, 0.6]]])
+    np.testing.assert_allclose(prior.alpha, (1.0 + 0.5 * m_hat) / 0.25)
+    np.testing.assert_allclose(ms.diagonal_base(3), [[1, .5, .5], [.5, 1, .5], [.5, .5, 1]])
+    q = _loop_class_posterior(prior.alpha, P)
+    got, pi = ms.coda_class_posterior(prior.alpha, P)
+    np.testing.assert_allclose(got, q, atol=1e-12)
+    np.testing.assert_allclose(pi, q.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(prior.class_prior, pi, atol=1e-12)
+
+
 def test_eig_is_zero_on_an_image_every_model_agrees_on():
     P, y = _zoo([0.9, 0.8, 0.7], n=200, seed=3)
     votes = P.argmax(axis=2)
-    prior = ms.coda_prior(P)
+    prior = ms.coda_prior(P, temperature=1.0)
     unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))
     split = np.flatnonzero(~(votes == votes[:1]).all(axis=0))
     assert len(unanimous) and len(split)
-    gain = ms.coda_eig(prior.alpha, prior.class_prior, votes, np.arange(200))
+    q, pi = ms.coda_class_posterior(prior.alpha, P)
+    gain = ms.coda_eig(prior.alpha, pi, votes, np.arange(200), q)
     assert (gain[unanimous] == 0).all()
     assert (gain[split] > 0).all()
     mp = ms.model_picker_eig(votes, np.array([0.5, 0.3, 0.2]), np.arange(200), 5)
@@ -118,24 +149,23 @@ def test_eig_is_zero_on_an_image_every_model_agrees_on():
 
 def test_eig_equals_a_brute_force_over_hypothetical_labels():
     P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, k=4, seed=4)
-    prior = ms.coda_prior(P)
+    prior = ms.coda_prior(P, temperature=0.5)
     alpha = ms.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
+    q = _loop_class_posterior(alpha, P)
+    pi = q.mean(axis=0)
     cand = np.arange(5, 60)
-    gain = ms.coda_eig(alpha, prior.class_prior, prior.votes, cand, grid=4096)
-    h_now = ms.entropy(ms.coda_p_best(alpha, prior.class_prior, grid=4096))
-    theta = alpha / alpha.sum(axis=2, keepdims=True)
+    gain = ms.coda_eig(alpha, pi, prior.votes, cand, q[cand], grid=4096)
+    h_now = ms.entropy(ms.coda_p_best(alpha, pi, grid=4096))
     for i, g in zip(cand, gain):
         v = prior.votes[:, i]
         if (v == v[0]).all():
             assert g == 0
             continue
-        post = prior.class_prior * np.prod(theta[np.arange(4), :, v], axis=0)
-        post /= post.sum()
         expected = 0.0
         for c in range(4):
             after = alpha.copy()
             after[np.arange(4), c, v] += 1
-            expected += post[c] * ms.entropy(ms.coda_p_best(after, prior.class_prior, grid=4096))
+            expected += q[i, c] * ms.entropy(ms.coda_p_best(after, pi, grid=4096))
         assert g == pytest.approx(max(h_now - expected, 0.0), abs=2e-4)
 
 
@@ -146,19 +176,21 @@ def test_p_best_of_two_betas_matches_the_closed_form():
 
 
 def test_coda_p_best_matches_monte_carlo_over_the_dirichlet_posteriors():
+    # P(best) = Σ_c π_c P(m has the largest θ_m[c, c]), the diagonal drawn from each row's
+    # Dirichlet
     P, y = _zoo([0.85, 0.8, 0.75], n=300, seed=5)
-    prior = ms.coda_prior(P)
+    prior = ms.coda_prior(P, temperature=1.0)
     alpha = ms.coda_posterior(prior, np.arange(40), y[:40])
-    p = ms.coda_p_best(alpha, prior.class_prior)
+    pi = np.array([0.1, 0.3, 0.2, 0.25, 0.15])
+    p = ms.coda_p_best(alpha, pi)
     rng = np.random.default_rng(0)
     draws = 20000
-    acc = np.zeros((draws, 3))
-    for m in range(3):
-        for c in range(alpha.shape[1]):
-            row = rng.dirichlet(alpha[m, c], size=draws)
-            acc[:, m] += prior.class_prior[c] * row[:, c]
-    mc = np.bincount(acc.argmax(axis=1), minlength=3) / draws
-    np.testing.assert_allclose(p, mc, atol=0.03)
+    mc = np.zeros(3)
+    for c in range(alpha.shape[1]):
+        diag = np.stack([rng.dirichlet(alpha[m, c], size=draws)[:, c] for m in range(3)], axis=1)
+        mc += pi[c] * np.bincount(diag.argmax(axis=1), minlength=3) / draws
+    np.testing.assert_allclose(p, mc, atol=0.02)
+    assert abs(p.sum() - 1) < 1e-12
 
 
 def test_model_picker_posterior_and_eig_match_their_closed_forms():

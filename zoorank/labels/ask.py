@@ -31,15 +31,14 @@ import numpy as np
 
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.labels.head_predictions import METHOD as CODA_METHOD
-from zoorank.labels.head_predictions import coda_batch, with_head_predictions
+from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
+from zoorank.labels.head_predictions import head_batch, with_head_predictions
 from zoorank.labels.pool import Pool, load_pool
 from zoorank.labels.stopping import (
-    DEFAULT_SAMPLER,
-    SAMPLERS,
     console_lines,
     embedding_batch,
     evidence,
+    resolve_sampler,
     stopping_rule,
 )
 from zoorank.store import Store
@@ -153,15 +152,15 @@ def label_studio_config(classes: tuple[str, ...]) -> str:
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
             dataset: str | None = None, max_labels: int | None = None,
-            sampler: str = DEFAULT_SAMPLER, out=print) -> AskRound:
+            sampler: str | None = None, out=print) -> AskRound:
     """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next);
-    ``sampler``: how an embedding zoo's images are chosen (:data:`SAMPLERS`)."""
+    ``sampler``: how the images are chosen (None: the zoo kind's default,
+    :func:`zoorank.labels.stopping.resolve_sampler`)."""
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
-    if sampler not in SAMPLERS:
-        raise InputError(f"--sampler: {sampler!r} is not one of {', '.join(SAMPLERS)}")
     store = Store(config.store)
     pool = with_head_predictions(config, load_pool(config, dataset))
+    sampler = resolve_sampler(pool, sampler)
     round_ = next_round(store) if round_ is None else int(round_)
     if round_ < 1:
         raise InputError(f"--round: {round_} (rounds count from 1)")
@@ -171,8 +170,8 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     excluded |= np.isin(pool.sample_id, np.fromiter(before, dtype=np.int64, count=len(before)))
     ev = evidence(pool, config.seed)
     if pool.predictions is not None:
-        picks = coda_batch(pool, excluded, budget, config.seed + round_)
-        method = CODA_METHOD
+        picks = head_batch(pool, excluded, budget, config.seed + round_, sampler)
+        method = HEAD_SAMPLERS[sampler]
     else:
         picks = embedding_batch(pool, ev, excluded, budget, config.seed + round_, sampler)
         method = {"committee": "query-by-committee", "uncertainty": "uncertainty sampling",

@@ -4,7 +4,8 @@ image, read from the logits their kept heads wrote beside the embeddings (manife
 
 When every model of the pool has them, the labels' maths is CODA's
 (:mod:`zoorank.metrics.model_selection`): ``zoorank ask`` asks the images of largest expected
-information gain on P(best), and p(best | labels) is CODA's P(best). A zoo where some model has no
+information gain on P(best) (or, by ``--sampler``, uncertainty sampling's or ModelPicker's), and
+p(best | labels) is CODA's P(best). A zoo where some model has no
 head (or a head of another width) keeps the embedding kNN committee of
 :mod:`zoorank.metrics.active`: one signal for the whole pool.
 
@@ -23,16 +24,29 @@ from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence
 from zoorank.metrics.model_selection import (
     CodaPrior,
+    coda_belief,
     coda_change_probability,
     coda_next,
-    coda_p_best,
-    coda_posterior,
     coda_prior,
+    model_picker_eig,
+    model_picker_posterior,
+    uncertainty_scores,
 )
 from zoorank.store import Store
 
-#: what ``round.json`` and the console call the method.
-METHOD = "CODA (expected information gain on P(best), the heads' predictions)"
+#: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
+#: console call them.
+SAMPLERS = {
+    "coda": "CODA (expected information gain on P(best), the heads' predictions)",
+    "uncertainty": "uncertainty sampling (entropy of the heads' consensus)",
+    "model_picker": "ModelPicker (expected entropy reduction of its P(best), the heads' votes)",
+}
+#: the default sampler of a classifier zoo: CODA, the fewest labels to a near-best pick on both
+#: held-out sets (UvA nets, the shift benchmark's median domain; the development zoo favoured
+#: the baselines, which lost to random on those sets: benchmarks/results/coda_labels.md).
+DEFAULT_SAMPLER = "coda"
+#: the default sampler's name.
+METHOD = SAMPLERS[DEFAULT_SAMPLER]
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -77,17 +91,39 @@ def coda_evidence(pool: Pool) -> LabelEvidence:
     consensus prior before any label), the heads' top-1 ``accuracy`` on the labelled images (NaN
     without labels) and their top-1 ``predictions`` (M × n)."""
     prior = _prior(pool)
-    alpha = coda_posterior(prior, pool.labelled, pool.codes)
+    p_best, _ = coda_belief(prior, pool.labelled, pool.codes)
     votes = prior.votes
     accuracy = ((votes[:, pool.labelled] == pool.codes[None, :]).mean(axis=1) if len(pool.codes)
                 else np.full(len(votes), np.nan))
-    return LabelEvidence(coda_p_best(alpha, prior.class_prior), accuracy, len(pool.codes), votes)
+    return LabelEvidence(p_best, accuracy, len(pool.codes), votes)
 
 
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
     """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.model_selection.coda_next`)."""
     return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
                      seed=seed)
+
+
+def head_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int,
+               sampler: str = DEFAULT_SAMPLER) -> np.ndarray:
+    """The ``k`` pool rows (sorted) the ``sampler`` of :data:`SAMPLERS` asks next, none
+    ``excluded``: CODA's greedy batch (:func:`coda_batch`); uncertainty's ``k`` free rows of
+    largest consensus entropy; ModelPicker's ``k`` free rows of largest expected entropy
+    reduction under its posterior given the labels. Ties: a seeded shuffle."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler: {sampler!r} is none of {sorted(SAMPLERS)}")
+    if sampler == "coda":
+        return coda_batch(pool, excluded, k, seed)
+    P = pool.predictions
+    free = np.flatnonzero(~np.asarray(excluded, dtype=bool))
+    if sampler == "uncertainty":
+        score = uncertainty_scores(P)[free]
+    else:
+        votes = P.argmax(axis=2)
+        post = model_picker_posterior(votes, pool.labelled, pool.codes)
+        score = model_picker_eig(votes, post, free, P.shape[2])
+    order = np.lexsort((np.random.default_rng(seed).permutation(len(free)), -score))
+    return np.sort(free[order[:int(k)]])
 
 
 def coda_change(pool: Pool, batch: np.ndarray, seed: int) -> float:

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from zoorank.errors import InputError
-from zoorank.labels.head_predictions import coda_batch, coda_change, coda_evidence
+from zoorank.labels.head_predictions import DEFAULT_SAMPLER as DEFAULT_HEAD_SAMPLER
+from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
+from zoorank.labels.head_predictions import coda_change, coda_evidence, head_batch
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import (
     LabelEvidence,
@@ -72,14 +74,31 @@ def embedding_batch(pool: Pool, ev: LabelEvidence, excluded: np.ndarray, k: int,
     raise InputError(f"--sampler: {sampler!r} is not one of {', '.join(SAMPLERS)}")
 
 
+def resolve_sampler(pool: Pool, sampler: str | None) -> str:
+    """``sampler`` checked against the pool's kind of zoo, or that kind's default when None: a
+    classifier zoo (every model's head kept, ``pool.predictions``) samples on the heads'
+    predictions (:data:`HEAD_SAMPLERS`, default CODA), an embedding zoo on the embeddings
+    (:data:`SAMPLERS`, default uncertainty). A sampler of the other kind is an input error."""
+    heads = pool.predictions is not None
+    known, default = (HEAD_SAMPLERS, DEFAULT_HEAD_SAMPLER) if heads else (SAMPLERS, DEFAULT_SAMPLER)
+    if sampler is None:
+        return default
+    if sampler not in known:
+        kind = "a classifier zoo (heads kept)" if heads else "an embedding zoo"
+        raise InputError(f"--sampler: {sampler!r} does not apply to {kind}; use one of "
+                         f"{', '.join(known)}")
+    return sampler
+
+
 def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int = 0,
                   previous: LabelEvidence | None = None, target: float = TARGET,
                   max_labels: int | None = None, excluded: np.ndarray | None = None,
-                  sampler: str = DEFAULT_SAMPLER) -> dict[str, Any]:
+                  sampler: str | None = None) -> dict[str, Any]:
     """The stopping rule of one round (see the module docstring). ``previous``: the evidence
     before the last labels came back; ``excluded``: pool rows that cannot be asked (labelled or
     asked before); ``round_size``: the labels a next round would ask for, chosen by ``sampler``
-    (:data:`SAMPLERS`; a classifier zoo's by CODA)."""
+    (None: the zoo kind's default, :func:`resolve_sampler`)."""
+    sampler = resolve_sampler(pool, sampler)
     ids = pool.model_ids
     leader = int(np.argmax(ev.p_best))
     p_lead = float(ev.p_best[leader])
@@ -124,7 +143,7 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
         mask = np.zeros(len(pool.sample_id), bool) if excluded is None else excluded.copy()
         mask[pool.labelled] = True
         if heads:
-            batch = coda_batch(pool, mask, k, seed)
+            batch = head_batch(pool, mask, k, seed, sampler)
             change = coda_change(pool, batch, seed)
         else:
             batch = embedding_batch(pool, ev, mask, k, seed, sampler)

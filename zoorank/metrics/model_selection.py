@@ -10,33 +10,33 @@ Pure functions on arrays (no I/O, no Ray). Conventions:
 * P(best) sums to 1 over the M models.
 
 CODA (Kay, Van Horn, Maji, Sheldon, Beery: "Consensus-Driven Active Model Selection", ICCV 2025,
-arXiv 2507.23771), as read here from the paper's description:
+arXiv 2507.23771), as the paper states it and as the authors' released code (github.com/justinkay/
+coda, ``coda/coda.py``, default settings) computes it:
 
-1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities.
-2. **Dawid–Skene.** Each model m has a confusion matrix ``θ_m[c, c']`` = P(model predicts c' |
-   true class c). Its prior is a Dirichlet per row, ``θ_m[c, ·] ~ Dir(β + α · M̂_m[c, ·])``, where
-   ``M̂_m`` is the model's row-normalised confusion against the consensus (soft counts
-   ``Σ_i q_i(c) [ŷ_m(i) = c']`` with ``q`` the consensus): the paper's
-   ``(β + α M̂) / T`` with the temperature folded into ``α`` and ``β`` (:func:`coda_prior`).
-   ``dawid_skene`` can run classic EM iterations from the consensus start (the paper's prior is
-   zero iterations, the default).
-3. **Labels.** A label ``y`` of image i adds one count to row ``y`` of every model's Dirichlet, in
-   the column the model predicted (conjugate update; :func:`coda_posterior`).
-4. **P(best).** A model's accuracy is ``Σ_c π_c θ_m[c, c]`` with ``π`` the Dawid–Skene class
-   prior; each diagonal entry is Beta-distributed (the Dirichlet's marginal) and the accuracy's
-   density is taken as the Beta with the same mean and variance (a moment match: the paper's
-   integral needs one density per model and the text at hand does not fix its form). Then
-   ``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` on a grid (:func:`coda_p_best`).
-5. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest | y_i = c)``, with ``π̂(c | i)``
-   the Dawid–Skene class posterior of image i under the posterior-mean confusions
-   (:func:`coda_eig`). The image with the largest EIG is asked next.
+1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities; its
+   top-1 is the image's pseudo-label.
+2. **Prior.** Each model m has a confusion matrix ``θ_m[c, ·]`` = P(prediction | true class c), each
+   row Dirichlet: ``alpha[m] = (β + α · M̂_m) / T``. ``β`` is 1 on the diagonal and ``1/(K−1)``
+   off it; ``M̂_m[c, ·]`` is the mean of m's class probabilities over the images pseudo-labelled
+   c (:func:`consensus_confusion`); α weighs the consensus (:data:`STRENGTH`, the authors' 0.1)
+   and T is the temperature in units of one label (:data:`TEMPERATURE`) (:func:`coda_prior`).
+3. **Labels.** A label ``y`` of image i adds 1 to ``alpha[m, y, ŷ_m(i)]`` for every model m
+   (:func:`coda_posterior`).
+4. **Classes.** ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P_m(s | i)`` and the class marginal π̂ is
+   its mean over the pool, re-estimated after every label (:func:`coda_class_posterior`).
+5. **P(best).** Per class c, each model's accuracy on c is ``θ_m[c, c] ~ Beta(alpha[m, c, c],
+   Σ_s alpha[m, c, s] − alpha[m, c, c])`` and ``P(m best on c) = ∫ f_{m,c} Π_{l≠m} F_{l,c}``;
+   ``PBest(m) = Σ_c π̂_c P(m best on c)`` (:func:`coda_p_best`). The pick is its argmax.
+6. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``, PBest^c after a label c
+   on i with π̂ held (:func:`coda_eig`), over the images some model disagrees on (the authors'
+   candidate filter); the image of largest EIG is asked next.
 
-Additions of ours, stated: an image on which every model predicts the same class gets EIG 0 (its
-label adds one count to the same cell of every model; what it says about which model is best is a
-second-order shift of the Beta means, and leaving these images out makes the common case — most
-images are unanimous — free); a batch of k (``zoorank ask`` asks rounds) is chosen greedily, each
-pick's label assumed to be its most probable class ("kriging believer"), since the paper asks one
-image at a time.
+Differences, stated: the released code adds 0.01 per label and 1 in the EIG's hypothetical
+update (its ``learning_rate`` and a fixed 1.0); here both add 1, the temperature carrying the
+scale (the authors' defaults, multiplier 2 over learning rate 0.01, are T = 0.005). A batch of
+k (``zoorank ask`` asks rounds) is chosen greedily, each pick's label assumed to be its most
+probable class ("kriging believer"); the paper asks one image at a time. The P(best) integrals
+run on CDF increments over a grid spanning each class's densities, not on a fixed [0, 1] grid.
 
 Baselines: uniform random order; uncertainty sampling (the entropy of the consensus);
 ModelPicker (Karimi et al., "Online Active Model Selection for Pre-trained Classifiers", AISTATS
@@ -57,14 +57,19 @@ __all__ = [
     "CodaPrior",
     "DawidSkene",
     "check_predictions",
+    "coda_belief",
     "coda_change_probability",
+    "coda_class_posterior",
     "coda_eig",
     "coda_next",
     "coda_p_best",
     "coda_posterior",
     "coda_prior",
+    "coda_row_p_best",
     "consensus",
+    "consensus_confusion",
     "dawid_skene",
+    "diagonal_base",
     "empirical_best",
     "entropy",
     "model_picker_eig",
@@ -159,7 +164,7 @@ def dawid_skene(P, labelled=(), labels=(), iterations: int = 0,
     round: M-step ``θ_m[c, c'] ∝ Σ_i q[i, c] [ŷ_m(i) = c'] + smoothing``, ``π_c ∝ Σ_i q[i, c] +
     smoothing``; E-step ``q[i, c] ∝ π_c Π_m θ_m[c, ŷ_m(i)]``, labelled rows kept at their label.
     A last M-step makes ``confusion`` and ``class_prior`` those of the returned ``q``. With
-    ``iterations=0`` the confusions are the models' agreement with the consensus (CODA's prior).
+    ``iterations=0`` the confusions are the models' agreement with the consensus.
     Cost O(M · N · K) per iteration.
     """
     P = check_predictions(P)
@@ -188,27 +193,71 @@ def dawid_skene(P, labelled=(), labels=(), iterations: int = 0,
 @dataclass(frozen=True)
 class CodaPrior:
     """CODA's prior: Dirichlet parameters ``alpha`` (M, K, K) of every model's confusion rows,
-    the class prior ``class_prior`` (K,) and the models' top-1 ``votes`` (M, N)."""
+    the models' class probabilities ``predictions`` (M, N, K) and top-1 ``votes`` (M, N), and
+    ``class_prior`` π̂ (K,), the class marginal before any label (:func:`coda_class_posterior`)."""
 
     alpha: np.ndarray
-    class_prior: np.ndarray
+    predictions: np.ndarray
     votes: np.ndarray
+    class_prior: np.ndarray
 
 
-def coda_prior(P, strength: float = 2.0, base: float = 0.5, iterations: int = 0) -> CodaPrior:
-    """CODA's consensus-initialised prior: ``alpha[m, c, ·] = base / K + strength · M̂_m[c, ·]``.
+#: CODA's prior weight on the consensus confusions (the paper's α; the authors' code: 1 − 0.9).
+STRENGTH = 0.1
+#: CODA's temperature T in labels: the prior is ``(β + α M̂) / T`` and a label counts 1 (each
+#: prior row holds (2 + α) / T = 42 pseudo-labels). Chosen out of sample, on the digits
+#: development zoo, among 0.005 (the authors' released default: learning rate 0.01 over
+#: multiplier 2), 0.05 and 0.5 (benchmarks/results/coda_labels.md).
+TEMPERATURE = 0.05
 
-    ``M̂_m``: model m's confusion rows from :func:`dawid_skene` on the unlabelled pool
-    (``iterations=0``: agreement with the consensus). ``strength``: the prior's weight in
-    pseudo-labels per class (the paper's α/T); ``base``: the flat part (β/T) in pseudo-labels
-    per row, spread evenly over the K columns, so that no cell is impossible. Labels are not
-    used here (they enter once, in :func:`coda_posterior`). Cost O(M · N · K).
-    """
-    if strength < 0 or base <= 0:
-        raise ValueError(f"strength must be ≥ 0 and base > 0, got {strength}, {base}")
+
+def diagonal_base(k: int) -> np.ndarray:
+    """CODA's ``β`` (K, K): 1 on the diagonal, ``1 / (K − 1)`` off it (each row sums to 2)."""
+    if k < 2:
+        raise ValueError(f"need at least 2 classes, got {k}")
+    base = np.full((k, k), 1.0 / (k - 1))
+    np.fill_diagonal(base, 1.0)
+    return base
+
+
+def consensus_confusion(P) -> np.ndarray:
+    """``M̂`` (M, K, K): row c of model m is the mean of m's class probabilities over the images
+    whose consensus top-1 (:func:`consensus`, ties: the lowest class) is c; a class no image's
+    consensus picks gets a row of zeros. Cost O(M · N · K)."""
     P = check_predictions(P)
-    fit = dawid_skene(P, iterations=iterations)
-    return CodaPrior(base / P.shape[2] + strength * fit.confusion, fit.class_prior, _votes(P))
+    m, _, k = P.shape
+    pseudo = P.mean(axis=0).argmax(axis=1)
+    out = np.zeros((m, k, k))
+    for j in range(m):
+        np.add.at(out[j], pseudo, P[j])
+    sums = out.sum(axis=2, keepdims=True)
+    return out / np.where(sums > 0, sums, 1.0)
+
+
+def coda_class_posterior(alpha, P) -> tuple[np.ndarray, np.ndarray]:
+    """CODA's class estimates from Dirichlet parameters ``alpha`` (M, K, K) and predictions ``P``
+    (M, N, K): ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P[m, i, s]`` (N, K), and the class marginal
+    π̂ (K,), their mean over the N images. Cost O(M · N · K²)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    q = np.einsum("mcs,mns->nc", alpha, np.asarray(P, dtype=np.float64))
+    q /= np.clip(q.sum(axis=1, keepdims=True), 1e-300, None)
+    return q, q.mean(axis=0)
+
+
+def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) -> CodaPrior:
+    """CODA's consensus-initialised prior: ``alpha[m] = (β + strength · M̂_m) / temperature``
+    (:func:`diagonal_base`, :func:`consensus_confusion`), in units where a label adds 1.
+
+    ``strength``: the weight of the consensus confusions against the diagonal base (the paper's
+    α); ``temperature``: T, smaller is a more confident prior (each row holds ``(2 +
+    strength) / T`` pseudo-labels). Labels enter once, in :func:`coda_posterior`. Cost
+    O(M · N · K²).
+    """
+    if strength < 0 or temperature <= 0:
+        raise ValueError(f"strength must be ≥ 0 and temperature > 0, got {strength}, {temperature}")
+    P = check_predictions(P)
+    alpha = (diagonal_base(P.shape[2])[None] + strength * consensus_confusion(P)) / temperature
+    return CodaPrior(alpha, P, _votes(P), coda_class_posterior(alpha, P)[1])
 
 
 def coda_posterior(prior: CodaPrior, labelled=(), labels=()) -> np.ndarray:
@@ -222,37 +271,17 @@ def coda_posterior(prior: CodaPrior, labelled=(), labels=()) -> np.ndarray:
     return alpha
 
 
-def _accuracy_beta(diag: np.ndarray, total: np.ndarray, pi: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Moment-matched Beta (a, b) of ``Σ_c π_c X_c``, ``X_c ~ Beta(diag_c, total_c − diag_c)``
-    independent; the class axis is the last one."""
-    mean_c = diag / total
-    var_c = mean_c * (1 - mean_c) / (total + 1)
-    mean = (pi * mean_c).sum(axis=-1)
-    var = (pi ** 2 * var_c).sum(axis=-1)
-    var = np.maximum(var, 1e-12)
-    nu = np.maximum(mean * (1 - mean) / var - 1, 1e-6)
-    return np.clip(mean * nu, 1e-9, None), np.clip((1 - mean) * nu, 1e-9, None)
-
-
-def _span(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Grid edges covering every Beta(a, b)'s mass: means ± 12 standard deviations, in [0, 1]."""
+def _span(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grid ends (...,) covering every Beta(a, b) of the last axis: means ± 12 standard
+    deviations, within [0, 1]."""
     mean = a / (a + b)
     sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
-    lo = float(np.clip((mean - 12 * sd).min(), 0.0, 1.0))
-    hi = float(np.clip((mean + 12 * sd).max(), 0.0, 1.0))
-    if hi - lo < 1e-9:
-        lo, hi = max(0.0, lo - 1e-6), min(1.0, hi + 1e-6)
-    return np.array([lo, hi])
-
-
-def _beta_cdf(span: np.ndarray, a: np.ndarray, b: np.ndarray, grid: int) -> np.ndarray:
-    """CDFs (..., grid + 1) of Beta(a, b) at ``grid + 1`` edges over ``span``; the end edges are
-    set to 0 and 1 (all mass inside the span)."""
-    edges = np.linspace(span[0], span[1], grid + 1)
-    cdf = stats.beta.cdf(edges, a[..., None], b[..., None])
-    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
-    return cdf
+    lo = np.clip((mean - 12 * sd).min(axis=-1), 0.0, 1.0)
+    hi = np.clip((mean + 12 * sd).max(axis=-1), 0.0, 1.0)
+    narrow = hi - lo < 1e-9
+    lo = np.where(narrow, np.maximum(0.0, lo - 1e-6), lo)
+    hi = np.where(narrow, np.minimum(1.0, hi + 1e-6), hi)
+    return lo, hi
 
 
 def _p_best_cdf(cdf: np.ndarray) -> np.ndarray:
@@ -267,24 +296,40 @@ def _p_best_cdf(cdf: np.ndarray) -> np.ndarray:
 
 
 def p_best_from_beta(a, b, grid: int = GRID) -> np.ndarray:
-    """``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` for independent Beta(a_m, b_m) accuracies.
+    """``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` for independent Beta(a_m, b_m) variables.
 
-    ``a``, ``b``: (..., M). The integral runs on ``grid`` cells spanning every density's mass
-    (means ± 12 standard deviations, within [0, 1]), by the midpoint rule on CDF increments,
-    renormalised. Identical (a, b) get equal shares exactly. Cost O(... · M · grid).
+    ``a``, ``b``: (..., M); each leading index is its own problem. The integral runs on ``grid``
+    cells spanning its densities' mass (means ± 12 standard deviations, within [0, 1]), by the
+    midpoint rule on CDF increments, renormalised. Identical (a, b) get equal shares exactly.
+    Cost O(... · M · grid).
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    return _p_best_cdf(_beta_cdf(_span(a, b), a, b, grid))
+    lo, hi = _span(a, b)
+    edges = lo[..., None] + (hi - lo)[..., None] * np.linspace(0.0, 1.0, grid + 1)
+    cdf = stats.beta.cdf(edges[..., None, :], a[..., None], b[..., None])
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    return _p_best_cdf(cdf)
+
+
+def _rows(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Beta parameters (K, M) of every model's per-class accuracy ``θ_m[c, c]``."""
+    diag = np.diagonal(alpha, axis1=1, axis2=2)  # (M, K)
+    return diag.T, (alpha.sum(axis=2) - diag).T
+
+
+def coda_row_p_best(alpha, grid: int = GRID) -> np.ndarray:
+    """P(model m is best on class c) (K, M): per class, :func:`p_best_from_beta` of the
+    Beta marginals ``Beta(alpha[m, c, c], Σ_s alpha[m, c, s] − alpha[m, c, c])``."""
+    a, b = _rows(np.asarray(alpha, dtype=np.float64))
+    return p_best_from_beta(a, b, grid)
 
 
 def coda_p_best(alpha, class_prior, grid: int = GRID) -> np.ndarray:
-    """CODA's P(best) (M,) from Dirichlet parameters ``alpha`` (M, K, K) and the class prior
-    (module docstring, step 4). Cost O(M · K + M · grid)."""
-    alpha = np.asarray(alpha, dtype=np.float64)
-    diag = np.diagonal(alpha, axis1=1, axis2=2)
-    a, b = _accuracy_beta(diag, alpha.sum(axis=2), np.asarray(class_prior, dtype=np.float64))
-    return p_best_from_beta(a, b, grid)
+    """CODA's P(best) (M,): ``Σ_c π̂_c P(m is best on class c)`` (:func:`coda_row_p_best`), the
+    class marginal ``class_prior`` mixing the per-class answers. Cost O(K · M · grid)."""
+    pi = np.asarray(class_prior, dtype=np.float64)
+    return pi @ coda_row_p_best(alpha, grid)
 
 
 def _candidates(free: np.ndarray, limit: int, seed: int) -> np.ndarray:
@@ -293,58 +338,55 @@ def _candidates(free: np.ndarray, limit: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(free, size=limit, replace=False))
 
 
-def coda_eig(alpha, class_prior, votes, candidates, grid: int = GRID) -> np.ndarray:
+def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = GRID) -> np.ndarray:
     """CODA's expected information gain on P(best) of labelling each of ``candidates`` (image
-    positions), given Dirichlet parameters ``alpha`` (M, K, K) and the models' ``votes`` (M, N).
+    positions), given Dirichlet parameters ``alpha`` (M, K, K), the class marginal
+    ``class_prior`` π̂, the models' ``votes`` (M, N) and ``item_posterior`` π̂(c | i) of the
+    candidates (C, K) (:func:`coda_class_posterior`).
 
-    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest | y_i = c)`` with ``π̂(c | i) ∝ π_c Π_m
-    θ̄_m[c, ŷ_m(i)]`` (θ̄: posterior-mean confusions). A label c changes row c of every
-    model's Dirichlet only, each model either right or wrong on it, so the images are grouped by
-    their vote pattern and every (pattern, class) evaluates P(best) once. Unanimous images get 0
-    (module docstring). Cost O(M · N · K) for π̂ + O(U · K · M · grid) for U distinct
-    patterns of disagreement.
+    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds 1 to row c of every model
+    (on the diagonal where the model predicted c), which moves only that class's P(best), so
+    ``PBest^c = PBest + π̂_c (P^c(best on c) − P(best on c))`` with π̂ held. The answer depends on
+    (c, the models predicting c) only; each distinct one is evaluated once. Images every model
+    agrees on get 0 (they are not candidates in the paper's code either). Cost O(U · M · grid)
+    for U distinct (class, who-predicted-it) pairs.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     pi = np.asarray(class_prior, dtype=np.float64)
     votes = np.asarray(votes, dtype=np.int64)
     cand = np.asarray(candidates, dtype=np.int64)
+    post = np.asarray(item_posterior, dtype=np.float64)
     m, k, _ = alpha.shape
     out = np.zeros(len(cand))
     cv = votes[:, cand]  # (M, C)
     split = (cv != cv[:1]).any(axis=0)
     if not split.any():
         return out
-    patterns, inverse = np.unique(cv[:, split].T, axis=0, return_inverse=True)  # (U, M)
-    inverse = inverse.reshape(-1)
-    theta = alpha / alpha.sum(axis=2, keepdims=True)
-    post = _class_posterior(np.log(pi), np.log(theta), patterns.T)  # (U, K)
-    diag = np.diagonal(alpha, axis1=1, axis2=2)  # (M, K)
-    total = alpha.sum(axis=2)
-    a0, b0 = _accuracy_beta(diag, total, pi)
-    # a label c adds one count to row c of every model: on the diagonal when the model is right
-    d = np.broadcast_to(diag, (k, 2, m, k)).copy()  # (class c, right/wrong, M, rows)
-    t = np.broadcast_to(total, (k, 2, m, k)).copy()
-    rows = np.arange(k)
-    d[rows, 0, :, rows] += 1.0
-    t[rows, :, :, rows] += 1.0
-    a, b = _accuracy_beta(d, t, pi)  # (K, 2, M)
-    span = _span(np.concatenate([a.ravel(), a0]), np.concatenate([b.ravel(), b0]))
-    h_now = entropy(_p_best_cdf(_beta_cdf(span, a0, b0, grid)))  # on the same grid as after
-    cdf = _beta_cdf(span, a, b, grid)  # (K, 2, M, G + 1)
-    wrong = (patterns[:, None, :] != rows[None, :, None]).astype(np.int64)  # (U, K, M)
-    # P(best | y = c) depends on (c, who is wrong) only: evaluate each distinct one once
-    keys = np.concatenate([np.broadcast_to(rows[None, :, None], (len(patterns), k, 1)), wrong],
-                          axis=2).reshape(-1, m + 1)
+    a0, b0 = _rows(alpha)  # (K, M)
+    # per class, one grid covering the rows now and after either update; CDFs of every model's
+    # row in its three states (now, right: a + 1, wrong: b + 1) on it
+    a3 = np.stack([a0, a0 + 1, a0], axis=1)  # (K, 3, M)
+    b3 = np.stack([b0, b0, b0 + 1], axis=1)
+    lo, hi = _span(a3.reshape(k, -1), b3.reshape(k, -1))
+    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)  # (K, G + 1)
+    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])  # (K, 3, M, G+1)
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    rows_now = _p_best_cdf(cdf[:, 0])  # (K, M)
+    now = pi @ rows_now
+    h_now = entropy(now)
+    classes = np.arange(k)
+    right = cv[:, split].T[:, None, :] == classes[None, :, None]  # (S, K, M)
+    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
+                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
     combos, where = np.unique(keys, axis=0, return_inverse=True)
-    h_combo = np.empty(len(combos))
-    step = max(1, 4_000_000 // (m * (grid + 1)))
-    for s in range(0, len(combos), step):
-        part = combos[s:s + step]
-        sel = cdf[part[:, :1], part[:, 1:], np.arange(m)[None, :]]  # (chunk, M, G + 1)
-        h_combo[s:s + step] = entropy(_p_best_cdf(sel))
-    h_after = h_combo[where.reshape(-1)].reshape(len(patterns), k)
-    gain = np.clip(h_now - (post * h_after).sum(axis=1), 0.0, None)
-    out[np.flatnonzero(split)] = gain[inverse]
+    c = combos[:, 0]
+    state = np.where(combos[:, 1:] == 1, 1, 2)  # (U, M)
+    sel = cdf[c[:, None], state, np.arange(m)[None, :]]  # (U, M, G + 1)
+    after = now[None, :] + pi[c, None] * (_p_best_cdf(sel) - rows_now[c])
+    h_combo = entropy(np.clip(after, 0.0, None))
+    h_after = h_combo[where.reshape(-1)].reshape(-1, k)  # (S, K)
+    gain = h_now - (post[split] * h_after).sum(axis=1)
+    out[np.flatnonzero(split)] = np.clip(gain, 0.0, None)
     return out
 
 
@@ -354,10 +396,11 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
 
     One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
-    assumed to be its most probable class for the next pick. Candidates: every free image, or a
-    seeded subsample of ``max_candidates``. When no free image splits the models (every EIG is
-    0), the rest are the free images of highest consensus entropy. ``prior``: a
-    :func:`coda_prior` to reuse (default: built here). Cost k × :func:`coda_eig`.
+    assumed to be its most probable class under π̂(c | i) for the next pick. Candidates: every
+    free image, or a seeded subsample of ``max_candidates``. When no free image splits the models
+    (every EIG is 0), the rest are the free images of highest consensus entropy. ``prior``: a
+    :func:`coda_prior` to reuse (default: built here). Cost k × (:func:`coda_eig` +
+    :func:`coda_class_posterior`).
     """
     P = check_predictions(P)
     _, n, kk = P.shape
@@ -375,35 +418,39 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
         if not len(free):
             break
         cand = _candidates(free, max_candidates, seed + step)
-        gain = coda_eig(alpha, prior.class_prior, prior.votes, cand, grid)
-        if gain.max() <= 0:
-            scores = entropy(P[:, cand].mean(axis=0))
-        else:
-            scores = gain
+        q, pi = coda_class_posterior(alpha, prior.predictions)
+        gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid)
+        scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
         order = np.lexsort((rng.permutation(len(cand)), -scores))
         i = int(cand[order[0]])
         picks.append(i)
         mask[i] = True
-        theta = alpha / alpha.sum(axis=2, keepdims=True)
-        guess = int(_class_posterior(np.log(prior.class_prior), np.log(theta),
-                                     prior.votes[:, [i]]).argmax())
-        alpha[np.arange(len(alpha)), guess, prior.votes[:, i]] += 1.0
+        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
     return np.sort(np.asarray(picks, dtype=np.int64))
+
+
+def coda_belief(prior: CodaPrior, labelled=(), labels=(), grid: int = GRID
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """CODA's P(best) (M,) given the labels, and its Dirichlet parameters (M, K, K): the class
+    marginal π̂ re-estimated from the posterior (:func:`coda_class_posterior`)."""
+    alpha = coda_posterior(prior, labelled, labels)
+    _, pi = coda_class_posterior(alpha, prior.predictions)
+    return coda_p_best(alpha, pi, grid), alpha
 
 
 def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulations: int = 32,
                             seed: int = 0, grid: int = GRID) -> float:
     """P(labelling ``batch`` changes CODA's most probable best model): each simulation draws the
-    batch's labels from their Dawid–Skene class posteriors (posterior-mean confusions given the
-    labels so far), adds them to the Dirichlet counts, and compares the argmax of P(best) with
-    today's. NaN for an empty batch. Cost ``simulations`` × O(M · (B + K + grid))."""
+    batch's labels from π̂(c | i) (posterior given the labels so far), adds them to the Dirichlet
+    counts, and compares the argmax of P(best) with today's (π̂ held). NaN for an empty batch.
+    Cost ``simulations`` × O(M · (B + K · grid))."""
     batch = np.asarray(batch, dtype=np.int64)
     if not len(batch):
         return float("nan")
     alpha = coda_posterior(prior, labelled, labels)
-    leader = int(np.argmax(coda_p_best(alpha, prior.class_prior, grid)))
-    theta = alpha / alpha.sum(axis=2, keepdims=True)
-    post = _class_posterior(np.log(prior.class_prior), np.log(theta), prior.votes[:, batch])
+    q, pi = coda_class_posterior(alpha, prior.predictions)
+    leader = int(np.argmax(coda_p_best(alpha, pi, grid)))
+    post = q[batch]
     rng = np.random.default_rng(seed)
     m = len(alpha)
     changed = 0
@@ -413,7 +460,7 @@ def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulatio
         after = alpha.copy()
         for j in range(m):
             np.add.at(after[j], (drawn, prior.votes[j, batch]), 1.0)
-        changed += int(np.argmax(coda_p_best(after, prior.class_prior, grid)) != leader)
+        changed += int(np.argmax(coda_p_best(after, pi, grid)) != leader)
     return changed / simulations
 
 
