@@ -365,8 +365,8 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
         if len(at) in wanted:
             y = labels[at]
             if method == "CODA":
-                p = S.coda_p_best(S.coda_posterior(prior, at, y), prior.class_prior,
-                                  **({"grid": coda["grid"]} if coda and "grid" in coda else {}))
+                p = S.coda_belief(prior, at, y,
+                                  **({"grid": coda["grid"]} if coda and "grid" in coda else {}))[0]
             else:
                 p = S.model_picker_posterior(votes, at, y)
             trace.append((len(at), int(np.argmax(p))))
