@@ -31,7 +31,7 @@ simulation runs on ``--label-domains`` (default: the corrupted domain of median 
 each seed presents the models in its own order; CODA scores a seeded subsample of
 ``--coda-candidates`` free images per step with a ``--coda-grid``-point P(best) integral (about
 half a second a step on two busy cores; traces cached per method, so runs can share the work).
-Writes ``benchmarks/results/shift_benchmark.md``::
+Writes ``benchmarks/results/shift_benchmark.md`` (``--markdown`` elsewhere) through the harness::
 
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py           # full
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py --quick   # minutes
@@ -40,23 +40,19 @@ Writes ``benchmarks/results/shift_benchmark.md``::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import harness
 import numpy as np
 import shift_zoo as Z
 import torch
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "zoorank-shift"
-RESULTS = ROOT / "benchmarks" / "results" / "shift_benchmark.md"
+TITLE = "Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)"
 
 #: (corruption, severity) at 32 px, chosen on 300 test images (a UvA ResNet at 85% clean; a trained
 #: CNN at 43%): severity 1 for the noises, blurs and pixelate (already 30–50 pp below clean for the
@@ -527,13 +523,12 @@ def label_tables(labels: dict, cap: int) -> list[str]:
 
 
 def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: dict) -> str:
-    """The markdown report (also printed)."""
+    """The markdown report's body (also printed; the harness writes the header: commit, date,
+    machine, load, command)."""
     corrupted = [r for r in results if r["name"] != "clean"]
     names = list(results[0]["rows"])
-    lines = ["# Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)", "",
-             f"{meta['date']}; commit `{meta['commit']}`; zoo trained at `{meta['zoo_commit']}` "
-             f"({meta['zoo']}); machine: {meta['machine']}; `{' '.join(meta['argv'])}`; "
-             f"{meta['seconds']:.0f} s.", "",
+    lines = [f"Zoo trained at `{meta['zoo_commit']}` ({meta['zoo']}); {meta['threads']} torch "
+             f"thread; {meta['seconds']:.0f} s.", "",
              f"{len(results[0]['truth'])} models; {args.images} target images per domain; source "
              f"(DoC, ATC, COT): {args.source} clean test images from row {SOURCE_START}. New "
              f"default: `{results[0]['default']}`. Embedding leaderboard: "
@@ -588,10 +583,6 @@ def median_domain(folder: Path, domains: Sequence[str]) -> str:
     return order[(len(order) - 1) // 2]
 
 
-def git(*cmd: str) -> str:
-    return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--images", type=int, default=1000, help="target images per domain")
@@ -612,11 +603,11 @@ def main() -> None:
     p.add_argument("--cache", type=Path, default=CACHE)
     p.add_argument("--quick", action="store_true",
                    help="300 images, 500 source, 3 seeds, 60 labels (minutes, once cached)")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    harness.results_option(p, "shift_benchmark")
     args = p.parse_args()
     if args.quick:
         args.images, args.source, args.seeds, args.max_labels = 300, 500, 3, 60
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start = time.perf_counter()
     torch.set_num_threads(1)
     models, zoo_folder = zoo(args.cache, args.train, args.cpus_per_trial,
                              Path("/tmp/zoorank-shift-uva"))
@@ -652,22 +643,15 @@ def main() -> None:
                                {"max_candidates": args.coda_candidates, "grid": args.coda_grid},
                                args.methods.split(","))
         labels[name] = {"truth": top1(d["probs"], d["labels"]), "traces": traces}
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git("rev-parse", "--short", "HEAD") + (" (dirty)" if git("status", "--porcelain")
-                                                             else ""),
-            "zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder),
-            "model_ids": list(models),
-            "machine": f"{platform.node()}, {platform.machine()}, {os.cpu_count()} cores (load "
-                       f"average {load:.0f} at the start), {torch.get_num_threads()} torch thread",
+    meta = {"zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder), "model_ids": list(models),
+            "threads": torch.get_num_threads(),
             "training": json.loads((zoo_folder / "zoo.json").read_text()),
-            "argv": ["shift_benchmark.py", *__import__("sys").argv[1:]],
             "seconds": time.perf_counter() - start}
     if args.no_eval:
         return
     text = report(results, labels, args, meta)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    harness.write_results(args.markdown, TITLE, text)
     (folder / "results.json").write_text(json.dumps(
         {"domains": results, "labels": {k: {"truth": v["truth"].tolist(), "traces": v["traces"]}
                                         for k, v in labels.items()}}, default=float))
