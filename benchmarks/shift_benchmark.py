@@ -488,10 +488,7 @@ REGRET_AT = (5, 10, 25, 50, 100)
 def label_tables(labels: dict, cap: int) -> list[str]:
     """Markdown: labels to within ε of the best, and the pick's regret after n labels, per method
     (median / mean over seeds), with random − CODA paired over seeds (mean ± SE)."""
-    lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
-                 "never settled within the budget)", "",
-             "| domain | ε (pp) | " + " | ".join(METHODS) + " | random − CODA (paired mean ± SE; "
-             f"censored = {cap + 5}) | CODA fewer |", "|---|---|" + "---|" * (len(METHODS) + 2)]
+    rows = []
     for dom, lab in labels.items():
         tr, truth = lab["traces"], lab["truth"]
         for eps in EPSILONS:
@@ -499,27 +496,33 @@ def label_tables(labels: dict, cap: int) -> list[str]:
             cells = [_labels(np.median(need[m]), cap) if m in need else "—" for m in METHODS]
             diff, se, share = (paired(need["CODA"], need["random"], cap + 5)
                                if {"CODA", "random"} <= set(need) else (np.nan,) * 3)
-            lines.append(f"| {dom} | {eps:g} | " + " | ".join(cells)
-                         + f" | {fmt(diff, '+.1f')} ± {fmt(se, '.1f')} | {fmt(100 * share, '.0f')}% |")
+            rows.append([dom, f"{eps:g}", *cells, f"{fmt(diff, '+.1f')} ± {fmt(se, '.1f')}",
+                         f"{fmt(100 * share, '.0f')}%"])
+    lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
+                 "never settled within the budget)", "",
+             _table(["domain", "ε (pp)", *METHODS,
+                     f"random − CODA (paired mean ± SE; censored = {cap + 5})", "CODA fewer"], rows)]
     lines += ["", "Uncertainty sampling asks in one fixed order (the consensus entropy); its seeds "
               "differ only in ties and in the order the models are presented, so its figures are "
               "nearly one run's."]
     ns = [n for n in REGRET_AT if n <= cap]
-    lines += ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
-              "| domain | method | " + " | ".join(f"n = {n}" for n in ns) + " |",
-              "|---|---|" + "---|" * len(ns)]
+    rows = []
     for dom, lab in labels.items():
         tr, truth = lab["traces"], lab["truth"]
         reg = {m: np.array([[regret_after(t, truth, n) for n in ns] for t in tr[m]]) for m in tr}
-        for m in METHODS:
-            if m in reg:
-                lines.append(f"| {dom} | {m} | " + " | ".join(f"{v:.1f}" for v in reg[m].mean(0)) + " |")
+        rows += [[dom, m, *(f"{v:.1f}" for v in reg[m].mean(0))] for m in METHODS if m in reg]
         if {"CODA", "random"} <= set(reg):
             d = reg["random"] - reg["CODA"]
             se = d.std(axis=0, ddof=1) / np.sqrt(len(d))
-            lines.append(f"| {dom} | random − CODA (paired) | "
-                         + " | ".join(f"{a:+.1f} ± {b:.1f}" for a, b in zip(d.mean(0), se)) + " |")
-    return lines
+            rows.append([dom, "random − CODA (paired)",
+                         *(f"{a:+.1f} ± {b:.1f}" for a, b in zip(d.mean(0), se))])
+    return lines + ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
+                    _table(["domain", "method", *(f"n = {n}" for n in ns)], rows)]
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    """A markdown table of left-aligned columns (the harness's)."""
+    return harness.table(head, rows, "l" * len(head))
 
 
 def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: dict) -> str:
@@ -541,23 +544,20 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
              f"{meta['training']['epochs']}: {meta['training']['wall_seconds']:.0f} s wall once "
              "(cached since). This run's seconds count only what was not cached.", "",
              *summary(results, labels, args), "",
-             "## Truth: each model's top-1 per domain", "",
-             "| domain | mean top-1 % | min | best |", "|---|---|---|---|"]
-    for r in results:
-        t = 100 * np.asarray(r["truth"])
-        lines.append(f"| {r['name']} | {t.mean():.1f} | {t.min():.1f} | {t.max():.1f} |")
+             "## Truth: each model's top-1 per domain", ""]
+    truths = [(r["name"], 100 * np.asarray(r["truth"])) for r in results]
+    lines.append(_table(["domain", "mean top-1 %", "min", "best"],
+                        [[n, f"{t.mean():.1f}", f"{t.min():.1f}", f"{t.max():.1f}"] for n, t in truths]))
     acc = 100 * np.array([r["truth"] for r in results])  # domains × models
     lines += ["", "## The models: top-1 % clean and mean over the corrupted domains", "",
-              "| model | clean | corrupted (mean) |", "|---|---|---|"]
-    for i in np.argsort(-acc[0]):
-        lines.append(f"| {meta['model_ids'][i]} | {acc[0, i]:.1f} | {acc[1:, i].mean():.1f} |")
+              _table(["model", "clean", "corrupted (mean)"],
+                     [[meta["model_ids"][i], f"{acc[0, i]:.1f}", f"{acc[1:, i].mean():.1f}"]
+                      for i in np.argsort(-acc[0])])]
     for key, title, spec in (("tau", "Kendall τ against the truth", "+.2f"),
                              ("regret", "Regret of the board's leader (pp)", ".1f"),
                              ("mae", "MAE of the accuracy estimate (pp)", ".1f")):
         cols = [r["name"] for r in results]
-        lines += ["", f"## {title}", "",
-                  "| signal | mean over corrupted | " + " | ".join(cols) + " |",
-                  "|---|---|" + "---|" * len(cols)]
+        rows = []
         for n in names:
             if key == "mae" and n.startswith("emb:"):
                 continue
@@ -565,8 +565,9 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
             label = f"{n} (new default)" if n == results[0]["default"] else n
             label = f"{n} (embedding leaderboard)" if n == f"emb:{results[0]['embedding_default']}" \
                 else label
-            lines.append(f"| {label} | **{fmt(mean_over(corrupted, n, key), spec)}** | "
-                         + " | ".join(fmt(v, spec) for v in vals) + " |")
+            rows.append([label, f"**{fmt(mean_over(corrupted, n, key), spec)}**",
+                         *(fmt(v, spec) for v in vals)])
+        lines += ["", f"## {title}", "", _table(["signal", "mean over corrupted", *cols], rows)]
     if labels:
         lines += label_tables(labels, args.max_labels)
     return "\n".join(lines) + "\n"
