@@ -47,19 +47,16 @@ Prints, never asserts; ``--markdown`` writes the tables::
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import pickle
-import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 
 import zoorank.runtime  # noqa: F401  (quiet Ray environment; no Ray is started here)
 
+TITLE = "Active labelling measured with the field's metrics (issue 30, item 4)"
 SAMPLERS = ("active", "random", "balanced", "uncertainty")
 
 
@@ -229,14 +226,29 @@ def few_label_lines(z: dict) -> list[str]:
             + "; ".join(parts) + "."]
 
 
+def _table(head: list[str], rows: list[list]) -> str:
+    """A markdown table of left-aligned columns (the harness's)."""
+    return harness.table(head, rows, "l" * len(head))
+
+
 def zoo_markdown(z: dict, args: argparse.Namespace) -> list[str]:
     from zoorank.labels.stopping import TARGET
 
     grid, S = z["grid"], z["samplers"]
     cols = _shown(grid)
-    head = "| n | " + " | ".join(str(grid[i]) for i in cols) + " |"
-    rule = "|---|" + "---|" * len(cols)
+    head = ["n", *(str(grid[i]) for i in cols)]
     gap = 100 * (z["best_acc"] - z["runner_up_acc"])
+    rows = []
+    for m, f in S.items():
+        fired = [s for s in f["stops"] if s is not None]
+        right = sum(r <= 0.5 + 1e-9 for _, r in fired)
+        area = f["regret"].mean(axis=1)
+        mu, se = _mean_se(area)
+        w_end = _within(f["regret"])[:, -1].mean()
+        at = ([f"{np.median([n for n, _ in fired]):.0f}", f"{np.mean([r for _, r in fired]):.2f}"]
+              if fired else ["—", "—"])
+        rows.append([m, f"{len(fired)}/{args.seeds}", f"{right}/{len(fired)}", len(fired) - right,
+                     *at, f"{mu:.2f} ± {se:.2f}", f"{w_end:.2f}"])
     lines = [f"## {z['name']}", "",
              f"{z['models']} of {z['models_total']} models in the pool (`zoorank ask`'s), "
              f"{z['images']} images, {z['classes']} classes (`{z['config']}`). Oracle's best: "
@@ -247,47 +259,35 @@ def zoo_markdown(z: dict, args: argparse.Namespace) -> list[str]:
              *few_label_lines(z), "",
              f"Stops and overall regret ({args.seeds} seeds; *mean regret*: over the budgets "
              f"{grid[0]}–{grid[-1]}, ± its standard error over seeds):", "",
-             "| sampler | stop fired | right when fired | wrong stops | labels at stop (median) | "
-             "mean regret at stop (pp) | mean regret (pp) | within tolerance at "
-             f"{grid[-1]} |", "|---|---|---|---|---|---|---|---|"]
-    for m, f in S.items():
-        fired = [s for s in f["stops"] if s is not None]
-        right = sum(r <= 0.5 + 1e-9 for _, r in fired)
-        area = f["regret"].mean(axis=1)
-        mu, se = _mean_se(area)
-        w_end = _within(f["regret"])[:, -1].mean()
-        at = (f"{np.median([n for n, _ in fired]):.0f} | {np.mean([r for _, r in fired]):.2f}"
-              if fired else "— | —")
-        lines.append(f"| {m} | {len(fired)}/{args.seeds} | {right}/{len(fired)} | "
-                     f"{len(fired) - right} | {at} | {mu:.2f} ± {se:.2f} | {w_end:.2f} |")
-    lines += ["", "Regret of the pick after n labels (pp; mean ± standard error over seeds):", "",
-              head, rule]
+             _table(["sampler", "stop fired", "right when fired", "wrong stops",
+                     "labels at stop (median)", "mean regret at stop (pp)", "mean regret (pp)",
+                     f"within tolerance at {grid[-1]}"], rows)]
+    rows = []
     for m, f in S.items():
         mu, se = _mean_se(f["regret"])
-        lines.append(f"| {m} | " + " | ".join(f"{mu[i]:.2f} ± {se[i]:.2f}" for i in cols) + " |")
+        rows.append([m, *(f"{mu[i]:.2f} ± {se[i]:.2f}" for i in cols)])
+    lines += ["", "Regret of the pick after n labels (pp; mean ± standard error over seeds):", "",
+              _table(head, rows)]
+    rows = [[m, *(f"{w[i]:.2f}" for i in cols)]
+            for m, w in ((m, _within(f["regret"]).mean(axis=0)) for m, f in S.items())]
     lines += ["", "Share of runs whose pick is within 0.5 pp of the best after n labels:", "",
-              head, rule]
-    for m, f in S.items():
-        w = _within(f["regret"]).mean(axis=0)
-        lines.append(f"| {m} | " + " | ".join(f"{w[i]:.2f}" for i in cols) + " |")
+              _table(head, rows)]
     if "active" in S and len(S) > 1:
-        lines += ["", "Paired differences, other − active (per seed; ± standard error): regret "
-                  "(pp; > 0: the other sampler's pick is worse) and share within tolerance "
-                  "(> 0: the other is within more often):", "",
-                  "| other − active | " + " | ".join(str(grid[i]) for i in cols)
-                  + " | mean regret |", "|---|" + "---|" * (len(cols) + 1)]
         base = S["active"]["regret"]
+        rows = []
         for m, f in S.items():
             if m == "active":
                 continue
             mu, se = _mean_se(f["regret"] - base)
             amu, ase = _mean_se(f["regret"].mean(axis=1) - base.mean(axis=1))
-            lines.append(f"| {m}, regret | " + " | ".join(f"{mu[i]:+.2f} ± {se[i]:.2f}"
-                                                           for i in cols)
-                         + f" | {amu:+.2f} ± {ase:.2f} |")
+            rows.append([f"{m}, regret", *(f"{mu[i]:+.2f} ± {se[i]:.2f}" for i in cols),
+                         f"{amu:+.2f} ± {ase:.2f}"])
             wmu, wse = _mean_se(_within(f["regret"]) - _within(base))
-            lines.append(f"| {m}, within | " + " | ".join(f"{wmu[i]:+.2f} ± {wse[i]:.2f}"
-                                                           for i in cols) + " | |")
+            rows.append([f"{m}, within", *(f"{wmu[i]:+.2f} ± {wse[i]:.2f}" for i in cols), ""])
+        lines += ["", "Paired differences, other − active (per seed; ± standard error): regret "
+                  "(pp; > 0: the other sampler's pick is worse) and share within tolerance "
+                  "(> 0: the other is within more often):", "",
+                  _table(["other − active", *head[1:], "mean regret"], rows)]
     lines += ["", f"Stopping rule: leader's p(best | labels) ≥ {TARGET}; seconds per sampler: "
               + ", ".join(f"{m} {f['seconds']:.0f}" for m, f in S.items()) + ".", ""]
     return lines
@@ -296,13 +296,7 @@ def zoo_markdown(z: dict, args: argparse.Namespace) -> list[str]:
 def pooled_markdown(zoos: list[dict], args: argparse.Namespace) -> list[str]:
     """Every zoo together: stops, and the mean regret's paired differences over zoos × seeds."""
     samplers = list(zoos[0]["samplers"])
-    lines = ["## All zoos together", "",
-             f"{len(zoos)} zoos × {args.seeds} seeds. *Mean regret*: each run's regret averaged "
-             "over its budgets, then over runs; the paired difference is other − active per "
-             "(zoo, seed), ± its standard error over the zoos × seeds pairs.", "",
-             "| sampler | stop fired | right when fired | wrong stops | mean regret (pp) | "
-             "other − active, mean regret (pp) | share within tolerance at the last budget |",
-             "|---|---|---|---|---|---|---|"]
+    rows = []
     for m in samplers:
         fired = [s for z in zoos for s in z["samplers"][m]["stops"] if s is not None]
         right = sum(r <= 0.5 + 1e-9 for _, r in fired)
@@ -315,24 +309,24 @@ def pooled_markdown(zoos: list[dict], args: argparse.Namespace) -> list[str]:
         else:
             diff = "—"
         w = np.mean([_within(z["samplers"][m]["regret"])[:, -1].mean() for z in zoos])
-        lines.append(f"| {m} | {len(fired)}/{len(zoos) * args.seeds} | {right}/{len(fired)} | "
-                     f"{len(fired) - right} | {mu:.2f} ± {se:.2f} | {diff} | {w:.2f} |")
-    return lines + [""]
+        rows.append([m, f"{len(fired)}/{len(zoos) * args.seeds}", f"{right}/{len(fired)}",
+                     len(fired) - right, f"{mu:.2f} ± {se:.2f}", diff, f"{w:.2f}"])
+    return ["## All zoos together", "",
+            f"{len(zoos)} zoos × {args.seeds} seeds. *Mean regret*: each run's regret averaged "
+            "over its budgets, then over runs; the paired difference is other − active per "
+            "(zoo, seed), ± its standard error over the zoos × seeds pairs.", "",
+            _table(["sampler", "stop fired", "right when fired", "wrong stops", "mean regret (pp)",
+                    "other − active, mean regret (pp)",
+                    "share within tolerance at the last budget"], rows), ""]
 
 
 def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
+    """The results file's body (the harness writes the header: commit, date, machine, load)."""
     from zoorank.labels.stopping import TARGET
 
     if args.merge:  # merged runs: the sum of the samplers' times
         seconds = sum(f["seconds"] for z in zoos for f in z["samplers"].values())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = (f"{platform.machine()} {os.cpu_count()} CPU cores (shared; load average "
-               f"{os.getloadavg()[0]:.0f} at the end), no GPU")
-    lines = ["# Active labelling measured with the field's metrics (issue 30, item 4)", "",
-             f"{now}; commit `{commit}`; `{' '.join(args.argv)}`; {seconds:.0f} s on {machine}.",
-             "",
+    lines = [f"{seconds:.0f} s.", "",
              f"Labels hidden and revealed only as a sampler asks, {args.round} per round, up to "
              f"{args.max_labels}, {args.seeds} seeds (seed s shared by the samplers: paired). "
              "*Pick*: the most probable model under p(best | labels) "
@@ -361,7 +355,8 @@ def main() -> None:
     p.add_argument("--max-labels", type=int, default=300)
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
     p.add_argument("--quick", action="store_true", help="2 seeds, 60 labels (a smoke run)")
-    p.add_argument("--markdown", type=Path)
+    p.add_argument("--markdown", type=Path, help="write the tables here under the harness header "
+                   "(default: print only; parallel --save runs write none)")
     p.add_argument("--save", type=Path, help="pickle the zoos' runs here (to merge runs made "
                    "in parallel processes)")
     p.add_argument("--merge", type=Path, nargs="+", default=[],
@@ -369,7 +364,6 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.seeds, args.max_labels = 2, 60
-    args.argv = ["benchmarks/active_labels.py", *sys.argv[1:]]
     _read_as_stored()
     t0 = time.perf_counter()
     zoos = [zoo_figures(*z.split("=", 1), args) for z in args.zoos]
@@ -382,8 +376,7 @@ def main() -> None:
     if len(zoos) > 1:
         print("\n".join(pooled_markdown(zoos, args)))
     if args.markdown:
-        args.markdown.write_text(markdown(zoos, args, time.perf_counter() - t0))
-        print(f"wrote {args.markdown}")
+        harness.write_results(args.markdown, TITLE, markdown(zoos, args, time.perf_counter() - t0))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,12 @@ import multiprocessing
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 
 from zoorank.metrics import model_selection as ms
 
+TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick (issue 31, item 4)"
 METHODS = ("coda", "coda_ask_count_pick", "random", "uncertainty", "model_picker")
 REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
 
@@ -204,6 +206,9 @@ def main() -> None:
                    help="images CODA scores per step (a seeded subsample beyond it)")
     p.add_argument("--coda", nargs="*", default=[],
                    help="extra CODA settings 'STRENGTH,TEMPERATURE' run beside the default")
+    p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
+                   "harness header (default: print only; results/coda_labels.md holds a "
+                   "hand-written reading)")
     args = p.parse_args()
     methods = {m: m for m in args.methods}
     coda_args: dict[str, dict] = {}
@@ -220,11 +225,11 @@ def main() -> None:
         domains = {"uva_cifar10_clean": uva_predictions(args.images, Path(args.cache))}
     if args.domains:
         domains = {k: v for k, v in domains.items() if k in args.domains}
-    summary = []
+    report, summary = harness.Report(), []
     for name, (P_all, y_all, ids) in domains.items():
         acc_all = (P_all.argmax(axis=2) == y_all[None]).mean(axis=1) * 100
-        print(f"## {name}: {P_all.shape[0]} models, {P_all.shape[1]} images, {P_all.shape[2]} "
-              f"classes; top-1 % " + ", ".join(f"{i} {a:.2f}" for i, a in zip(ids, acc_all)))
+        report.say(f"## {name}: {P_all.shape[0]} models, {P_all.shape[1]} images, {P_all.shape[2]} "
+                   f"classes; top-1 % " + ", ".join(f"{i} {a:.2f}" for i, a in zip(ids, acc_all)))
         to_good = {m: [] for m in methods}
         curves = {m: [] for m in methods}
         seconds = {m: 0.0 for m in methods}
@@ -239,20 +244,20 @@ def main() -> None:
         tg = {m: np.asarray(v, dtype=np.float64) for m, v in to_good.items()}
         cv = {m: np.asarray(v) for m, v in curves.items()}
         at = [t for t in REGRET_AT if t <= args.budget]
-        print(f"\n{args.seeds} seeds, pools of {args.pool} images, budget {args.budget}; "
-              f"'> budget' counts as {args.budget + 1}\n")
-        print("| method | labels to ≤ " f"{args.tol} pp: mean | median | reached | Δ vs random "
-              "(paired, ± SE) | mean regret pp over 0..budget | Δ vs random | "
-              + " | ".join(f"regret @{t}" for t in at) + " | s/seed |")
-        print("|" + "---|" * (8 + len(at)))
+        report.say(f"\n{args.seeds} seeds, pools of {args.pool} images, budget {args.budget}; "
+                   f"'> budget' counts as {args.budget + 1}\n")
+        rows = []
         for m in methods:
             reached = int((tg[m] <= args.budget).sum())
             area = cv[m].mean(axis=1)
-            print(f"| {m} | {tg[m].mean():.1f} | {np.median(tg[m]):.0f} | {reached}/{args.seeds} | "
-                  f"{paired(tg[m], tg['random'])} | {area.mean():.3f} | "
-                  f"{paired(area, cv['random'].mean(axis=1))} | "
-                  + " | ".join(f"{cv[m][:, t].mean():.2f}" for t in at)
-                  + f" | {seconds[m] / args.seeds:.1f} |", flush=True)
+            rows.append([m, f"{tg[m].mean():.1f}", f"{np.median(tg[m]):.0f}", f"{reached}/{args.seeds}",
+                         paired(tg[m], tg["random"]), f"{area.mean():.3f}",
+                         paired(area, cv["random"].mean(axis=1)),
+                         *(f"{cv[m][:, t].mean():.2f}" for t in at), f"{seconds[m] / args.seeds:.1f}"])
+        head = ["method", f"labels to ≤ {args.tol} pp: mean", "median", "reached",
+                "Δ vs random (paired, ± SE)", "mean regret pp over 0..budget", "Δ vs random",
+                *(f"regret @{t}" for t in at), "s/seed"]
+        report.say(harness.table(head, rows, "l" * len(head)))
         for m in methods:
             if m != "random":
                 d = tg[m] - tg["random"]
@@ -261,9 +266,10 @@ def main() -> None:
                         f"{tg['random'].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
                         f"ratio {tg[m].mean() / max(tg['random'].mean(), 1e-9):.2f}×")
                 summary.append(line)
-                print(line, flush=True)
-    print("\n## summary\n" + "\n".join(summary))
-
+                report.say(line)
+    report.say("\n## summary\n" + "\n".join(summary))
+    if args.markdown:
+        report.write(args.markdown, TITLE)
 
 if __name__ == "__main__":
     main()

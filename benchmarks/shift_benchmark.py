@@ -31,7 +31,7 @@ simulation runs on ``--label-domains`` (default: the corrupted domain of median 
 each seed presents the models in its own order; CODA scores a seeded subsample of
 ``--coda-candidates`` free images per step with a ``--coda-grid``-point P(best) integral (about
 half a second a step on two busy cores; traces cached per method, so runs can share the work).
-Writes ``benchmarks/results/shift_benchmark.md``::
+Writes ``benchmarks/results/shift_benchmark.md`` (``--markdown`` elsewhere) through the harness::
 
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py           # full
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py --quick   # minutes
@@ -40,23 +40,19 @@ Writes ``benchmarks/results/shift_benchmark.md``::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import harness
 import numpy as np
 import shift_zoo as Z
 import torch
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "zoorank-shift"
-RESULTS = ROOT / "benchmarks" / "results" / "shift_benchmark.md"
+TITLE = "Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)"
 
 #: (corruption, severity) at 32 px, chosen on 300 test images (a UvA ResNet at 85% clean; a trained
 #: CNN at 43%): severity 1 for the noises, blurs and pixelate (already 30–50 pp below clean for the
@@ -492,10 +488,7 @@ REGRET_AT = (5, 10, 25, 50, 100)
 def label_tables(labels: dict, cap: int) -> list[str]:
     """Markdown: labels to within ε of the best, and the pick's regret after n labels, per method
     (median / mean over seeds), with random − CODA paired over seeds (mean ± SE)."""
-    lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
-                 "never settled within the budget)", "",
-             "| domain | ε (pp) | " + " | ".join(METHODS) + " | random − CODA (paired mean ± SE; "
-             f"censored = {cap + 5}) | CODA fewer |", "|---|---|" + "---|" * (len(METHODS) + 2)]
+    rows = []
     for dom, lab in labels.items():
         tr, truth = lab["traces"], lab["truth"]
         for eps in EPSILONS:
@@ -503,37 +496,42 @@ def label_tables(labels: dict, cap: int) -> list[str]:
             cells = [_labels(np.median(need[m]), cap) if m in need else "—" for m in METHODS]
             diff, se, share = (paired(need["CODA"], need["random"], cap + 5)
                                if {"CODA", "random"} <= set(need) else (np.nan,) * 3)
-            lines.append(f"| {dom} | {eps:g} | " + " | ".join(cells)
-                         + f" | {fmt(diff, '+.1f')} ± {fmt(se, '.1f')} | {fmt(100 * share, '.0f')}% |")
+            rows.append([dom, f"{eps:g}", *cells, f"{fmt(diff, '+.1f')} ± {fmt(se, '.1f')}",
+                         f"{fmt(100 * share, '.0f')}%"])
+    lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
+                 "never settled within the budget)", "",
+             _table(["domain", "ε (pp)", *METHODS,
+                     f"random − CODA (paired mean ± SE; censored = {cap + 5})", "CODA fewer"], rows)]
     lines += ["", "Uncertainty sampling asks in one fixed order (the consensus entropy); its seeds "
               "differ only in ties and in the order the models are presented, so its figures are "
               "nearly one run's."]
     ns = [n for n in REGRET_AT if n <= cap]
-    lines += ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
-              "| domain | method | " + " | ".join(f"n = {n}" for n in ns) + " |",
-              "|---|---|" + "---|" * len(ns)]
+    rows = []
     for dom, lab in labels.items():
         tr, truth = lab["traces"], lab["truth"]
         reg = {m: np.array([[regret_after(t, truth, n) for n in ns] for t in tr[m]]) for m in tr}
-        for m in METHODS:
-            if m in reg:
-                lines.append(f"| {dom} | {m} | " + " | ".join(f"{v:.1f}" for v in reg[m].mean(0)) + " |")
+        rows += [[dom, m, *(f"{v:.1f}" for v in reg[m].mean(0))] for m in METHODS if m in reg]
         if {"CODA", "random"} <= set(reg):
             d = reg["random"] - reg["CODA"]
             se = d.std(axis=0, ddof=1) / np.sqrt(len(d))
-            lines.append(f"| {dom} | random − CODA (paired) | "
-                         + " | ".join(f"{a:+.1f} ± {b:.1f}" for a, b in zip(d.mean(0), se)) + " |")
-    return lines
+            rows.append([dom, "random − CODA (paired)",
+                         *(f"{a:+.1f} ± {b:.1f}" for a, b in zip(d.mean(0), se))])
+    return lines + ["", "## Regret of the pick after n labels (pp, mean over seeds)", "",
+                    _table(["domain", "method", *(f"n = {n}" for n in ns)], rows)]
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    """A markdown table of left-aligned columns (the harness's)."""
+    return harness.table(head, rows, "l" * len(head))
 
 
 def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: dict) -> str:
-    """The markdown report (also printed)."""
+    """The markdown report's body (also printed; the harness writes the header: commit, date,
+    machine, load, command)."""
     corrupted = [r for r in results if r["name"] != "clean"]
     names = list(results[0]["rows"])
-    lines = ["# Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)", "",
-             f"{meta['date']}; commit `{meta['commit']}`; zoo trained at `{meta['zoo_commit']}` "
-             f"({meta['zoo']}); machine: {meta['machine']}; `{' '.join(meta['argv'])}`; "
-             f"{meta['seconds']:.0f} s.", "",
+    lines = [f"Zoo trained at `{meta['zoo_commit']}` ({meta['zoo']}); {meta['threads']} torch "
+             f"thread; {meta['seconds']:.0f} s.", "",
              f"{len(results[0]['truth'])} models; {args.images} target images per domain; source "
              f"(DoC, ATC, COT): {args.source} clean test images from row {SOURCE_START}. New "
              f"default: `{results[0]['default']}`. Embedding leaderboard: "
@@ -546,23 +544,20 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
              f"{meta['training']['epochs']}: {meta['training']['wall_seconds']:.0f} s wall once "
              "(cached since). This run's seconds count only what was not cached.", "",
              *summary(results, labels, args), "",
-             "## Truth: each model's top-1 per domain", "",
-             "| domain | mean top-1 % | min | best |", "|---|---|---|---|"]
-    for r in results:
-        t = 100 * np.asarray(r["truth"])
-        lines.append(f"| {r['name']} | {t.mean():.1f} | {t.min():.1f} | {t.max():.1f} |")
+             "## Truth: each model's top-1 per domain", ""]
+    truths = [(r["name"], 100 * np.asarray(r["truth"])) for r in results]
+    lines.append(_table(["domain", "mean top-1 %", "min", "best"],
+                        [[n, f"{t.mean():.1f}", f"{t.min():.1f}", f"{t.max():.1f}"] for n, t in truths]))
     acc = 100 * np.array([r["truth"] for r in results])  # domains × models
     lines += ["", "## The models: top-1 % clean and mean over the corrupted domains", "",
-              "| model | clean | corrupted (mean) |", "|---|---|---|"]
-    for i in np.argsort(-acc[0]):
-        lines.append(f"| {meta['model_ids'][i]} | {acc[0, i]:.1f} | {acc[1:, i].mean():.1f} |")
+              _table(["model", "clean", "corrupted (mean)"],
+                     [[meta["model_ids"][i], f"{acc[0, i]:.1f}", f"{acc[1:, i].mean():.1f}"]
+                      for i in np.argsort(-acc[0])])]
     for key, title, spec in (("tau", "Kendall τ against the truth", "+.2f"),
                              ("regret", "Regret of the board's leader (pp)", ".1f"),
                              ("mae", "MAE of the accuracy estimate (pp)", ".1f")):
         cols = [r["name"] for r in results]
-        lines += ["", f"## {title}", "",
-                  "| signal | mean over corrupted | " + " | ".join(cols) + " |",
-                  "|---|---|" + "---|" * len(cols)]
+        rows = []
         for n in names:
             if key == "mae" and n.startswith("emb:"):
                 continue
@@ -570,8 +565,9 @@ def report(results: list[dict], labels: dict, args: argparse.Namespace, meta: di
             label = f"{n} (new default)" if n == results[0]["default"] else n
             label = f"{n} (embedding leaderboard)" if n == f"emb:{results[0]['embedding_default']}" \
                 else label
-            lines.append(f"| {label} | **{fmt(mean_over(corrupted, n, key), spec)}** | "
-                         + " | ".join(fmt(v, spec) for v in vals) + " |")
+            rows.append([label, f"**{fmt(mean_over(corrupted, n, key), spec)}**",
+                         *(fmt(v, spec) for v in vals)])
+        lines += ["", f"## {title}", "", _table(["signal", "mean over corrupted", *cols], rows)]
     if labels:
         lines += label_tables(labels, args.max_labels)
     return "\n".join(lines) + "\n"
@@ -586,10 +582,6 @@ def median_domain(folder: Path, domains: Sequence[str]) -> str:
             means[name] = float(top1(d["probs"], d["labels"]).mean())
     order = sorted(means, key=means.get)
     return order[(len(order) - 1) // 2]
-
-
-def git(*cmd: str) -> str:
-    return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def main() -> None:
@@ -612,11 +604,11 @@ def main() -> None:
     p.add_argument("--cache", type=Path, default=CACHE)
     p.add_argument("--quick", action="store_true",
                    help="300 images, 500 source, 3 seeds, 60 labels (minutes, once cached)")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    harness.results_option(p, "shift_benchmark")
     args = p.parse_args()
     if args.quick:
         args.images, args.source, args.seeds, args.max_labels = 300, 500, 3, 60
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start = time.perf_counter()
     torch.set_num_threads(1)
     models, zoo_folder = zoo(args.cache, args.train, args.cpus_per_trial,
                              Path("/tmp/zoorank-shift-uva"))
@@ -652,22 +644,15 @@ def main() -> None:
                                {"max_candidates": args.coda_candidates, "grid": args.coda_grid},
                                args.methods.split(","))
         labels[name] = {"truth": top1(d["probs"], d["labels"]), "traces": traces}
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git("rev-parse", "--short", "HEAD") + (" (dirty)" if git("status", "--porcelain")
-                                                             else ""),
-            "zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder),
-            "model_ids": list(models),
-            "machine": f"{platform.node()}, {platform.machine()}, {os.cpu_count()} cores (load "
-                       f"average {load:.0f} at the start), {torch.get_num_threads()} torch thread",
+    meta = {"zoo_commit": zoo_folder.parent.name, "zoo": str(zoo_folder), "model_ids": list(models),
+            "threads": torch.get_num_threads(),
             "training": json.loads((zoo_folder / "zoo.json").read_text()),
-            "argv": ["shift_benchmark.py", *__import__("sys").argv[1:]],
             "seconds": time.perf_counter() - start}
     if args.no_eval:
         return
     text = report(results, labels, args, meta)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    harness.write_results(args.markdown, TITLE, text)
     (folder / "results.json").write_text(json.dumps(
         {"domains": results, "labels": {k: {"truth": v["truth"].tolist(), "traces": v["traces"]}
                                         for k, v in labels.items()}}, default=float))
