@@ -90,7 +90,9 @@ def write_classifier_store(root: str, encoder: bool) -> tuple[dict, dict]:
            "datasets": [{"name": ds, "source": "parquet", "path": p, "label_column": "label"}
                         for ds, p in paths.items()],
            "models": models, "metrics": ["rankme", "uniformity"], "source": "digits_clean",
-           "rank": {"bootstrap": 50, "resamples": 200}}
+           # the nuclear norm pinned: the board's values are checked against it (the default with
+           # a source: set is COT, checked below)
+           "rank": {"bootstrap": 50, "resamples": 200, "classifier_metric": "nuclear_norm_accuracy"}}
     config = parse_config(cfg)
     catalog = build_catalog(config)
     fps = {k: v[0] for k, v in catalog.entries.items()}
@@ -165,7 +167,10 @@ def test_the_oracle_of_a_classifier_is_its_heads_accuracy(classifier_zoo):
 
 def test_a_classifier_zoo_is_ranked_by_estimated_accuracy_with_intervals(classifier_zoo):
     _, config, board, settings, truth = classifier_zoo
-    assert config.classifier_metric == classifier.DEFAULT_CLASSIFIER_METRIC
+    assert config.classifier_metric == "nuclear_norm_accuracy"
+    unpinned = config.model_copy(update={"rank": config.rank.model_copy(
+        update={"classifier_metric": None})})
+    assert unpinned.classifier_metric == classifier.DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
     assert settings["primary_metric"] == {"digits_clean": "nuclear_norm_accuracy",
                                           "digits_noisy": "nuclear_norm_accuracy"}
     assert (board["signal"] == "head").all()
@@ -259,7 +264,7 @@ def test_timm_classifiers_embedded_with_their_heads_are_ranked_by_estimated_accu
         "source": "val", "models": models, "metrics": ["uniformity"],
         "embed": {"batch_size": 16, "num_actors": 1, "device": "cpu"},
         "score": {"resample_folds": 4},
-        "rank": {"bootstrap": 20, "resamples": 100},
+        "rank": {"bootstrap": 20, "resamples": 100, "classifier_metric": "nuclear_norm_accuracy"},
     })
     run_embed(config)
     run_score(config)
