@@ -8,6 +8,7 @@ delegate to the real ones; every command runs for real on the labels fixture's s
 from __future__ import annotations
 
 import shutil
+import sys
 from collections import Counter
 
 import pytest
@@ -15,7 +16,15 @@ import yaml
 from labels_fixtures import write_label_store
 
 import zoorank.catalog as catalog_module
-import zoorank.catalog.context as context_module
+import zoorank.embed
+import zoorank.gc
+import zoorank.labels.ask
+import zoorank.labels.merge
+import zoorank.oracle.label_oracle
+import zoorank.pipeline
+import zoorank.rank
+import zoorank.report.skip
+import zoorank.score  # noqa: F401  (the stages imported: their names bound to build_catalog are found)
 from zoorank.cli import main
 from zoorank.store import Store
 
@@ -54,8 +63,9 @@ def counts(monkeypatch):
         return real_build(*args, **kwargs)
 
     monkeypatch.setattr(Store, "__init__", init)
-    monkeypatch.setattr(catalog_module, "build_catalog", build)
-    monkeypatch.setattr(context_module, "build_catalog", build)
+    for name in [n for n in sys.modules if n == "zoorank" or n.startswith("zoorank.")]:
+        if getattr(sys.modules[name], "build_catalog", None) is real_build:  # every name bound to it
+            monkeypatch.setattr(sys.modules[name], "build_catalog", build)
     return stores, catalogs
 
 
