@@ -102,6 +102,6 @@ def test_label_builds_one_store_and_rebuilds_the_catalog_only_after_its_merge(
 def test_run_builds_one_store_and_one_catalog(config_path, counts, ray_session):
     path, store, _ = config_path
     stores, catalogs = counts
-    main(["run", str(path)])
+    assert main(["run", str(path)]) == 0
     assert dict(stores) == {store: 1}
     assert len(catalogs) == 1

@@ -30,7 +30,7 @@ def report_unless_current(config: RunConfig, catalog: Catalog | None = None,
     from zoorank.report import run_report
 
     context = RunContext.of(config if context is None else context, catalog)
-    store = context.store
+    store, catalog = context.store, context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     stored_metrics = store.read_metrics()
     fresh = select_fresh(stored_metrics, catalog.metric_fingerprints(manifest))
