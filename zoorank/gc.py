@@ -47,6 +47,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from zoorank.catalog import Catalog, build_catalog, reliability_path, samples_path, select_fresh
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
 from zoorank.store import MANIFEST, METRICS, Store
@@ -118,19 +119,22 @@ def _tree_bytes(store: Store, relpath: str) -> int:
 
 
 def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
-           catalog: Catalog | None = None) -> GcReport:
+           catalog: Catalog | None = None, context: RunContext | None = None) -> GcReport:
     """Delete what ``config``'s store has and its catalog does not; returns what was (or would be)
     removed."""
     from rich.console import Console
 
     grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
-    catalog = build_catalog(config, models) if catalog is None else catalog
+    context = RunContext.of(config if context is None else context, catalog)
+    if catalog is None and models is not None:  # the models given, not the config's zoo
+        catalog = build_catalog(config, models, store=context.store)
+    catalog = context.catalog if catalog is None else catalog
     unreadable = [m for m in catalog.models if getattr(m, "unreadable", None)]
     if unreadable:  # its entries' fingerprints are unknown: what is fresh cannot be told
         raise InputError(
             f"gc deletes nothing while a checkpoint cannot be read ({len(unreadable)}): "
             f"{unreadable[0].model_id}: {unreadable[0].unreadable}; rerun when it can be read")
-    store = Store(config.store)
+    store = context.store
     report = GcReport()
     live, dead = split_live(read_writers(store))
     needed = live_paths(live)

@@ -2,44 +2,53 @@
 
 Every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
 several processes may run stages on one store at once and readers see consistent snapshots.
-Each command builds the config's catalog (:mod:`zoorank.catalog`: what should exist, with
-fingerprints) once and hands it to every stage it runs; the stages stand side by side on it.
+Each command builds its run context once (:class:`~zoorank.catalog.context.RunContext`: the
+config, one ``Store`` per store URI and the catalog — what should exist, with fingerprints — built
+once) and hands it to every stage it runs; the stages stand side by side on it.
 This module wires stages only: ``--watch``'s loop is :mod:`zoorank.watch`, REPORT's skip
 :mod:`zoorank.report.skip`.
 """
 
 from __future__ import annotations
 
-from zoorank.catalog import Catalog, build_catalog
+from zoorank.catalog import Catalog
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 
 
-def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
+def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | None) -> RunContext:
+    """The command's context: the one given, else a new one of ``config`` (with ``catalog``)."""
+    return RunContext.of(config if context is None else context, catalog)
+
+
+def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
+              context: RunContext | None = None):
     from zoorank.embed import run_embed as _run
 
-    return _run(config, address=address, catalog=catalog or build_catalog(config))
+    return _run(config, address=address, context=_context(config, catalog, context))
 
 
-def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None):
+def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
+              context: RunContext | None = None):
     from zoorank.score import run_score as _run
 
-    return _run(config, address=address, catalog=catalog or build_catalog(config))
+    return _run(config, address=address, context=_context(config, catalog, context))
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
-             check: bool = True, catalog: Catalog | None = None):
+             check: bool = True, catalog: Catalog | None = None, context: RunContext | None = None):
     """RANK; raises NothingRankedError (exit 3) when no model could be ranked (``check``)."""
     from zoorank.rank import check_ranked
     from zoorank.rank import run_rank as _run
 
-    board = _run(config, address=address, show=show, catalog=catalog or build_catalog(config))
+    board = _run(config, address=address, show=show, context=_context(config, catalog, context))
     if check:
         check_ranked(board)
     return board
 
 
 def run_report(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
-               check: bool = True):
+               check: bool = True, context: RunContext | None = None):
     """REPORT; the page is written even when nothing could be ranked, then (``check``)
     NothingRankedError (exit 3) is raised, as ``zoorank run`` does.
 
@@ -48,19 +57,19 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     from zoorank.decide.leaderboard import read_leaderboard
     from zoorank.rank import check_ranked
     from zoorank.report.skip import report_unless_current
-    from zoorank.store import Store
 
-    out = report_unless_current(config, catalog or build_catalog(config),
-                                extra_sections=lambda: _label_sections(config))
+    context = _context(config, catalog, context)
+    out = report_unless_current(config, context=context,
+                                extra_sections=lambda: _label_sections(config, context))
     if check:
         import pandas as pd
 
-        board, _ = read_leaderboard(Store(config.store))
+        board, _ = read_leaderboard(context.store)
         check_ranked(board if board is not None else pd.DataFrame())
     return out
 
 
-def _label_sections(config: RunConfig) -> list:
+def _label_sections(config: RunConfig, context: RunContext | None = None) -> list:
     """The report's sections on the labels given back (``zoorank ask`` / ``label``): the
     stopping rule as it stands (:func:`zoorank.labels.stopping.summary`) of every dataset with
     labels given back, in the config's order; none before any label."""
@@ -69,7 +78,7 @@ def _label_sections(config: RunConfig) -> list:
 
     sections = []
     for spec in config.datasets:  # a dataset name is a valid HTML id (config.NAME_PATTERN)
-        got = summary(config, spec.name)
+        got = summary(config, spec.name, context=context)
         if got is None:
             continue
         rows = got.get("rows") or []
@@ -88,12 +97,12 @@ def run_all(config: RunConfig, address: str | None = None):
     """
     from zoorank.rank import check_ranked
 
-    catalog = build_catalog(config)  # once: every stage compares it with the store
-    run_embed(config, address=address, catalog=catalog)
-    run_score(config, address=address, catalog=catalog)
+    context = RunContext(config)  # once: every stage compares its catalog with its store
+    run_embed(config, address=address, context=context)
+    run_score(config, address=address, context=context)
     board = run_rank(config, address=address, show=False, check=False,  # the report prints
-                     catalog=catalog)
-    out = run_report(config, catalog=catalog, check=False)
+                     context=context)
+    out = run_report(config, context=context, check=False)
     check_ranked(board)
     return out
 
@@ -102,7 +111,7 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
     """Delete what the config no longer describes (stale rows, orphaned shards); see zoorank.gc."""
     from zoorank.gc import run_gc as _run
 
-    return _run(config, dry_run=dry_run, catalog=build_catalog(config))
+    return _run(config, dry_run=dry_run, context=RunContext(config))
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
@@ -113,7 +122,7 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     from zoorank.labels.ask import run_ask as _run
 
     return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels,
-                sampler=sampler)
+                sampler=sampler, context=RunContext(config))
 
 
 def run_label(config: RunConfig, path: str, dataset: str | None = None,
@@ -122,7 +131,9 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
     the oracle, few-label scores and agreement of the datasets whose labels changed."""
     from zoorank.labels.merge import run_label as _run
 
-    merged = _run(config, path, dataset=dataset, max_labels=max_labels)
-    if rank and merged.added:
-        run_rank(config, address=address, show=False, check=False)
+    context = RunContext(config)
+    merged = _run(config, path, dataset=dataset, max_labels=max_labels, context=context)
+    if rank and merged.added:  # the labels given back change the catalog's indexes: built again
+        context.fresh_catalog()
+        run_rank(config, address=address, show=False, check=False, context=context)
     return merged

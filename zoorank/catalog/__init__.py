@@ -354,15 +354,17 @@ def expected_fingerprints(config: RunConfig, models: list[Any], indexes: dict[st
     return dict(out)
 
 
-def build_catalog(config: RunConfig, models: Sequence[Any] | None = None) -> Catalog:
+def build_catalog(config: RunConfig, models: Sequence[Any] | None = None,
+                  store: Store | None = None) -> Catalog:
     """The catalog of ``config``: resolves the zoo (unless ``models`` is given) and indexes every
-    dataset once."""
+    dataset once; ``store``: the config's store, when the caller holds it already."""
     from zoorank.zoo import resolve_models
 
-    digests = uris.DigestCache(Store(config.store))
+    store = Store(config.store) if store is None else store
+    digests = uris.DigestCache(store)
     models = resolve_models(config, digests) if models is None else list(models)
     indexes = {spec.name: index_samples(spec, config.seed, digests) for spec in config.datasets}
-    indexes = with_given_labels(config, indexes, Store(config.store))
+    indexes = with_given_labels(config, indexes, store)
     return Catalog(config, list(models), indexes, expected_fingerprints(config, models, indexes),
                    digests)
 

@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.catalog import Catalog, Entry, build_catalog, planned_precision, samples_path
+from zoorank.catalog import Catalog, Entry, planned_precision, samples_path
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.console.embed_progress import Display, print_summary, quiet_ray_data
 from zoorank.data.views import check_views
@@ -346,8 +347,8 @@ def _chunk_stats(chunk: _Chunk, res: Resources) -> dict[str, Any]:
     }
 
 
-def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
-              ) -> pd.DataFrame:
+def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
+              context: RunContext | None = None) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
@@ -357,8 +358,8 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     ``result.attrs["driver_peak_rss_bytes"]`` this process's peak resident memory.
     """
     check_views(config.views)
-    store = Store(config.store)
-    catalog = build_catalog(config) if catalog is None else catalog
+    context = RunContext.of(config if context is None else context, catalog)
+    store, catalog = context.store, context.catalog
     models, indexes = catalog.models, catalog.indexes
     if catalog.digests is not None:
         catalog.digests.save()

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
 from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
@@ -152,14 +153,15 @@ def label_studio_config(classes: tuple[str, ...]) -> str:
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
             dataset: str | None = None, max_labels: int | None = None,
-            sampler: str | None = None, out=print) -> AskRound:
+            sampler: str | None = None, out=print, context: RunContext | None = None) -> AskRound:
     """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next);
     ``sampler``: how the images are chosen (None: the zoo kind's default,
     :func:`zoorank.labels.stopping.resolve_sampler`)."""
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
-    store = Store(config.store)
-    pool = with_head_predictions(config, load_pool(config, dataset))
+    context = RunContext.of(config if context is None else context)
+    store = context.store
+    pool = with_head_predictions(config, load_pool(config, dataset, context=context), context)
     sampler = resolve_sampler(pool, sampler)
     round_ = next_round(store) if round_ is None else int(round_)
     if round_ < 1:

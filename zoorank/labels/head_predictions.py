@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence
@@ -32,7 +33,6 @@ from zoorank.metrics.model_selection import (
     model_picker_posterior,
     uncertainty_scores,
 )
-from zoorank.store import Store
 
 #: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
 #: console call them.
@@ -55,10 +55,11 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return z / z.sum(axis=1, keepdims=True)
 
 
-def head_predictions(config: RunConfig, pool: Pool) -> np.ndarray | None:
+def head_predictions(config: RunConfig, pool: Pool, context: RunContext | None = None
+                     ) -> np.ndarray | None:
     """(M, n, K) softmax of every pool model's stored logits on the pool's samples (rows aligned
     with ``pool.sample_id``), or None unless every model has K = ``len(pool.classes)`` logits."""
-    store = Store(config.store)
+    store = RunContext.of(config if context is None else context).store
     clean = config.clean_view.name
     manifest = store.read_manifest()
     k = len(pool.classes)
@@ -77,9 +78,9 @@ def head_predictions(config: RunConfig, pool: Pool) -> np.ndarray | None:
     return out
 
 
-def with_head_predictions(config: RunConfig, pool: Pool) -> Pool:
+def with_head_predictions(config: RunConfig, pool: Pool, context: RunContext | None = None) -> Pool:
     """``pool`` with ``predictions`` set when it is a classifier zoo (:func:`head_predictions`)."""
-    return dataclasses.replace(pool, predictions=head_predictions(config, pool))
+    return dataclasses.replace(pool, predictions=head_predictions(config, pool, context))
 
 
 def _prior(pool: Pool) -> CodaPrior:

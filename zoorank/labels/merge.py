@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.head_predictions import with_head_predictions
 from zoorank.labels.pool import load_pool, with_labels
@@ -44,14 +45,16 @@ def known_labels(pool) -> dict[int, str]:
 
 
 def run_label(config: RunConfig, path: str, dataset: str | None = None,
-              round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
+              round_size: int = 40, max_labels: int | None = None, out=print,
+              context: RunContext | None = None) -> LabelMerge:
     """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
     rows = parse_file(path)
-    pool = with_head_predictions(config, load_pool(config, dataset))
+    context = RunContext.of(config if context is None else context)
+    pool = with_head_predictions(config, load_pool(config, dataset, context=context), context)
     before = evidence(pool, config.seed)
     index = pool.catalog.indexes[pool.dataset]
     new = check_labels(rows, pool.dataset, index.sample_id, pool.classes, known_labels(pool))
-    merged = merge_labels(Store(config.store), pool.dataset, new, Path(path).name)
+    merged = merge_labels(context.store, pool.dataset, new, Path(path).name)
     added = merged.added
     skipped = len(rows) - len(new) + merged.already
     out(f"label: {added} new label(s) for {pool.dataset} from {Path(path).name}"
@@ -59,7 +62,7 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
     if merged.conflicts:
         out(conflict_line(merged.conflicts))
     # the same pool with the labels as committed (this merge's and any merged meanwhile)
-    after_pool = with_labels(pool, read_labels(Store(config.store), pool.dataset)) if added else pool
+    after_pool = with_labels(pool, read_labels(context.store, pool.dataset)) if added else pool
     after = evidence(after_pool, config.seed) if added else before
     rule = stopping_rule(after_pool, after, round_size=round_size, seed=config.seed,
                          previous=before if added else None, max_labels=max_labels)

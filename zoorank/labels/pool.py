@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from zoorank.catalog import Catalog, build_catalog, class_names
+from zoorank.catalog import Catalog, class_names
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.errors import InputError
-from zoorank.store import Store
 
 #: the least number of models a pool holds (when the zoo has that many): the margin around a
 #: small top set.
@@ -119,15 +119,15 @@ def may_be_best(board: pd.DataFrame | None, model_ids: list[str],
 
 
 def load_pool(config: RunConfig, dataset: str | None = None, max_models: int | None = None,
-              catalog: Catalog | None = None) -> Pool:
+              catalog: Catalog | None = None, context: RunContext | None = None) -> Pool:
     """The pool of ``dataset`` (default: the config's first) in ``config.store``: the models that
     may be best (:func:`may_be_best`; ``max_models``: see :func:`pool_limit`), their clean
     embeddings read one model at a time and kept in float32. ``catalog``: the command's own, when
     it has built one."""
     from zoorank.decide.leaderboard import read_leaderboard
 
-    catalog = build_catalog(config) if catalog is None else catalog
-    store = Store(config.store)
+    context = RunContext.of(config if context is None else context, catalog)
+    store, catalog = context.store, context.catalog
     name = pick_dataset(config, dataset)
     spec = next(d for d in config.datasets if d.name == name)
     index = catalog.indexes[name]

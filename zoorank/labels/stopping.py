@@ -182,18 +182,20 @@ def console_lines(rule: dict[str, Any]) -> list[str]:
 
 
 def summary(config, dataset: str | None = None, round_size: int = 40,
-            max_labels: int | None = None) -> dict[str, Any] | None:
+            max_labels: int | None = None, context: Any = None) -> dict[str, Any] | None:
     """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
     for the report: None when no label was given back (``<store>/labels/`` absent or empty for
-    it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round."""
+    it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round.
+    ``context``: the command's :class:`~zoorank.catalog.context.RunContext`, when it has one."""
+    from zoorank.catalog.context import RunContext
     from zoorank.labels.head_predictions import with_head_predictions
     from zoorank.labels.pool import load_pool, pick_dataset
     from zoorank.labels.table import read_labels
-    from zoorank.store import Store
 
+    context = RunContext.of(config if context is None else context)
     name = pick_dataset(config, dataset)
-    if read_labels(Store(config.store), name).empty:
+    if read_labels(context.store, name).empty:
         return None
-    pool = with_head_predictions(config, load_pool(config, name))
+    pool = with_head_predictions(config, load_pool(config, name, context=context), context)
     return stopping_rule(pool, evidence(pool, config.seed), round_size=round_size,
                          seed=config.seed, max_labels=max_labels)

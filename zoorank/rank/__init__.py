@@ -44,6 +44,7 @@ from typing import Any
 import pandas as pd
 
 from zoorank.catalog import Catalog, build_catalog
+from zoorank.catalog.context import RunContext
 from zoorank.catalog.head_entries import HEAD_ORACLE
 from zoorank.catalog.stage_inputs import (
     INPUTS_KEY,
@@ -83,7 +84,7 @@ def _budget_directions() -> dict[str, int]:
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
-             catalog: Catalog | None = None) -> pd.DataFrame:
+             catalog: Catalog | None = None, context: RunContext | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
@@ -94,8 +95,8 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     """
     from zoorank.oracle import resample
 
-    store = Store(config.store)
-    catalog = build_catalog(config) if catalog is None else catalog
+    context = RunContext.of(config if context is None else context, catalog)
+    store, catalog = context.store, context.catalog
     models = catalog.models
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)

@@ -33,7 +33,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from zoorank.catalog import Catalog, build_catalog, reliability_path
+from zoorank.catalog import Catalog, reliability_path
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.console.embed_progress import mixed_versions
 from zoorank.decide.leaderboard import (
@@ -82,19 +83,20 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
 
 
 def run_report(config: RunConfig, catalog: Catalog | None = None,
-               extra_sections: Sequence[Section] = ()) -> str:
+               extra_sections: Sequence[Section] = (), context: RunContext | None = None) -> str:
     """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI.
 
     Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given).
     ``extra_sections`` (other features' sections, plain data) go after the built-in analyses,
     before the failed models and the settings."""
 
-    store = Store(config.store)
+    context = RunContext.of(config if context is None else context, catalog)
+    store = context.store
     # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
     board, settings, written = read_rank_outputs(store)
     if board is None:
         raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
-    catalog = build_catalog(config) if catalog is None else catalog
+    catalog = context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
     fresh_rel = catalog.fresh_reliability(manifest, store.read_metrics())

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from zoorank.catalog import Catalog, select_fresh, stage_inputs
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.console import output_console
 from zoorank.decide.leaderboard import AGREEMENT, metrics_fingerprint, print_leaderboard, read_rank_outputs
@@ -20,14 +21,16 @@ from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 
 
-def report_unless_current(config: RunConfig, catalog: Catalog,
-                          extra_sections: Callable[[], Sequence] = tuple) -> str:
+def report_unless_current(config: RunConfig, catalog: Catalog | None = None,
+                          extra_sections: Callable[[], Sequence] = tuple,
+                          context: RunContext | None = None) -> str:
     """REPORT (:func:`zoorank.report.run_report`), skipped when the page is current; returns the
     page's path or URI. When it renders again, a line says why (the code or the inputs that
     changed). ``extra_sections`` is called only when the page is rendered."""
     from zoorank.report import run_report
 
-    store = Store(config.store)
+    context = RunContext.of(config if context is None else context, catalog)
+    store, catalog = context.store, context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     stored_metrics = store.read_metrics()
     fresh = select_fresh(stored_metrics, catalog.metric_fingerprints(manifest))
@@ -39,7 +42,7 @@ def report_unless_current(config: RunConfig, catalog: Catalog,
     why = stage_inputs.report_rerun_reason(store, inputs)
     if why is not None:
         output_console().print(f"report: {why}: rendering again", markup=False, highlight=False)
-    out = run_report(config, catalog=catalog, extra_sections=extra_sections())
+    out = run_report(config, catalog=catalog, extra_sections=extra_sections(), context=context)
     stage_inputs.record_report_inputs(store, inputs)
     return out
 

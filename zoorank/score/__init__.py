@@ -43,9 +43,9 @@ from zoorank.catalog import (
     GroupTask,
     ModelTask,
     ScorePlan,
-    build_catalog,
     reliability_path,
 )
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
@@ -134,16 +134,16 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None
-              ) -> pd.DataFrame:
+def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
+              context: RunContext | None = None) -> pd.DataFrame:
     """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
     returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
     console = Console(stderr=True)
     start = time.perf_counter()
-    store = Store(config.store)
-    catalog = build_catalog(config) if catalog is None else catalog
+    context = RunContext.of(config if context is None else context, catalog)
+    store, catalog = context.store, context.catalog
     models = catalog.models
     metrics = store.read_metrics()
     manifest = catalog.fresh_manifest(store.read_manifest())

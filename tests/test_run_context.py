@@ -1,0 +1,107 @@
+"""One command builds its world once (issue 33, item 2): ``zoorank run``, ``ask`` and ``label``
+construct one ``Store`` per store URI in the driver and build the catalog once (``label`` builds
+it again only after its merge wrote labels, which change the catalog's indexes).
+
+Observed, not mocked: ``Store.__init__`` and ``build_catalog`` are wrapped to count their calls and
+delegate to the real ones; every command runs for real on the labels fixture's small store."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import Counter
+
+import pytest
+import yaml
+from labels_fixtures import write_label_store
+
+import zoorank.catalog as catalog_module
+import zoorank.embed
+import zoorank.gc
+import zoorank.labels.ask
+import zoorank.labels.merge
+import zoorank.oracle.label_oracle
+import zoorank.pipeline
+import zoorank.rank
+import zoorank.report.skip
+import zoorank.score  # noqa: F401  (the stages imported: their names bound to build_catalog are found)
+from zoorank.cli import main
+from zoorank.store import Store
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    root = tmp_path_factory.mktemp("context-template")
+    cfg, truth = write_label_store(str(root))
+    return root, cfg, truth
+
+
+@pytest.fixture
+def config_path(template, tmp_path):
+    src, cfg, truth = template
+    shutil.copytree(src, tmp_path / "w")
+    cfg = {**cfg, "store": str(tmp_path / "w" / "store"),
+           "datasets": [{**cfg["datasets"][0], "path": str(tmp_path / "w" / "digits.parquet")}]}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, cfg["store"], truth
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """Calls of ``Store.__init__`` (by URI) and of ``build_catalog`` in this (the driver) process."""
+    stores: Counter = Counter()
+    catalogs = []
+    real_init, real_build = Store.__init__, catalog_module.build_catalog
+
+    def init(self, uri, *args, **kwargs):
+        stores[str(uri)] += 1
+        real_init(self, uri, *args, **kwargs)
+
+    def build(*args, **kwargs):
+        catalogs.append(1)
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(Store, "__init__", init)
+    for name in [n for n in sys.modules if n == "zoorank" or n.startswith("zoorank.")]:
+        if getattr(sys.modules[name], "build_catalog", None) is real_build:  # every name bound to it
+            monkeypatch.setattr(sys.modules[name], "build_catalog", build)
+    return stores, catalogs
+
+
+def _labels_csv(path, truth, step: int):
+    path.write_text("sample_id,label,source\n" + "".join(f"{s},{truth[s]},\n"
+                                                         for s in range(0, 300, step)))
+    return path
+
+
+def test_ask_builds_one_store_and_one_catalog(config_path, counts):
+    path, store, _ = config_path
+    stores, catalogs = counts
+    assert main(["ask", str(path), "--budget", "10"]) == 0
+    assert dict(stores) == {store: 1}
+    assert len(catalogs) == 1
+
+
+@pytest.mark.timeout(400)
+def test_label_builds_one_store_and_rebuilds_the_catalog_only_after_its_merge(
+        config_path, counts, tmp_path, ray_session):
+    path, store, truth = config_path
+    stores, catalogs = counts
+    assert main(["label", str(path), str(_labels_csv(tmp_path / "l.csv", truth, 3))]) == 0
+    assert dict(stores) == {store: 1}
+    assert len(catalogs) == 2  # before the merge, and after it (the labels changed the indexes)
+    stores.clear()
+    catalogs.clear()
+    assert main(["label", str(path), str(_labels_csv(tmp_path / "l.csv", truth, 3)), "--no-rank"]) == 0
+    assert dict(stores) == {store: 1}
+    assert len(catalogs) == 1
+
+
+@pytest.mark.timeout(400)
+def test_run_builds_one_store_and_one_catalog(config_path, counts, ray_session):
+    path, store, _ = config_path
+    stores, catalogs = counts
+    assert main(["run", str(path)]) == 0
+    assert dict(stores) == {store: 1}
+    assert len(catalogs) == 1

@@ -1,0 +1,58 @@
+"""One command's run context: the config, one :class:`~zoorank.store.Store` per store URI and
+the catalog, built once (lazily) and rebuilt only where a stage needs a fresh one after writes.
+
+A command (:mod:`zoorank.pipeline`) builds it once and hands it to every stage it runs; a stage
+given only a config builds its own (:meth:`RunContext.of`). Driver side only: Ray tasks and
+actors still build their own ``Store`` from its URI (Contract 5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoorank.catalog import Catalog, build_catalog
+from zoorank.config import RunConfig
+from zoorank.store import Store
+
+
+class RunContext:
+    """The config, its stores (one per URI) and its catalog, for one command."""
+
+    def __init__(self, config: RunConfig, catalog: Catalog | None = None) -> None:
+        self.config = config
+        self._stores: dict[str, Store] = {}
+        self._catalog = catalog
+
+    @classmethod
+    def of(cls, config_or_context: RunConfig | RunContext, catalog: Catalog | None = None
+           ) -> RunContext:
+        """The context given, or a new one of the config given (with ``catalog`` if any)."""
+        if isinstance(config_or_context, RunContext):
+            if catalog is not None:
+                config_or_context._catalog = catalog
+            return config_or_context
+        return cls(config_or_context, catalog)
+
+    def store_at(self, uri: str) -> Store:
+        """The one ``Store`` of ``uri`` in this command."""
+        uri = str(uri)
+        if uri not in self._stores:
+            self._stores[uri] = Store(uri)
+        return self._stores[uri]
+
+    @property
+    def store(self) -> Store:
+        """The config's store."""
+        return self.store_at(self.config.store)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The config's catalog, built on first use."""
+        if self._catalog is None:
+            self._catalog = build_catalog(self.config, store=self.store)
+        return self._catalog
+
+    def fresh_catalog(self, models: Any = None) -> Catalog:
+        """The catalog rebuilt (after writes that change it, e.g. labels given back)."""
+        self._catalog = build_catalog(self.config, models, store=self.store)
+        return self._catalog
