@@ -18,11 +18,14 @@ as fresh; the truth (``digits.target``) is returned, never written where zoorank
 from __future__ import annotations
 
 import io
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 from PIL import Image
 from sklearn.datasets import load_digits
 
@@ -96,6 +99,18 @@ def write_label_store(root, n: int = 300, label_column: str | None = None,
                          "seconds": 0.1, "bad_images": 0})
     store.update_manifest(manifest)
     return cfg, d.target[:n].astype(np.int64)
+
+
+def copy_label_store(src, cfg: dict, dest) -> tuple[Path, dict]:
+    """A copy of the store written by :func:`write_label_store` under ``src`` into ``dest/w``,
+    with its config (pointing at the copy) at ``dest/run.yaml``: (config path, config dict)."""
+    dest = Path(dest)
+    shutil.copytree(src, dest / "w")
+    cfg = {**cfg, "store": str(dest / "w" / "store"),
+           "datasets": [{**cfg["datasets"][0], "path": str(dest / "w" / "digits.parquet")}]}
+    path = dest / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, cfg
 
 
 def reference_knn_accuracy(Z: np.ndarray, y: np.ndarray, k: int = 5) -> float:

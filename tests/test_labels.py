@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from labels_fixtures import embeddings, frame_of, reference_knn_accuracy, write_label_store
+from labels_fixtures import copy_label_store, embeddings, frame_of, reference_knn_accuracy, write_label_store
 
 from zoorank.cli import main
 
@@ -28,11 +28,7 @@ def template(tmp_path_factory):
 def labelled_store(template, tmp_path):
     """A copy of the template store with its config at ``run.yaml``: (config path, store, truth)."""
     src, cfg, truth = template
-    shutil.copytree(src, tmp_path / "w")
-    cfg = {**cfg, "store": str(tmp_path / "w" / "store"),
-           "datasets": [{**cfg["datasets"][0], "path": str(tmp_path / "w" / "digits.parquet")}]}
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path, cfg = copy_label_store(src, cfg, tmp_path)
     return path, Path(cfg["store"]), truth, cfg
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 from deltalake.table import TableMerger
-from labels_fixtures import CLASSES, write_label_store
+from labels_fixtures import CLASSES, copy_label_store, write_label_store
 
 from zoorank.cli import main
 from zoorank.labels.table import merge_labels, read_labels
@@ -45,11 +45,7 @@ def template(tmp_path_factory):
 def label_store(template, tmp_path):
     """A copy of the template store: (config path, config dict, truth)."""
     src, cfg, truth = template
-    shutil.copytree(src, tmp_path / "w")
-    cfg = {**cfg, "store": str(tmp_path / "w" / "store"),
-           "datasets": [{**cfg["datasets"][0], "path": str(tmp_path / "w" / "digits.parquet")}]}
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path, cfg = copy_label_store(src, cfg, tmp_path)
     return path, cfg, truth
 
 

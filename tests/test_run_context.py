@@ -7,13 +7,11 @@ delegate to the real ones; every command runs for real on the labels fixture's s
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections import Counter
 
 import pytest
-import yaml
-from labels_fixtures import write_label_store
+from labels_fixtures import copy_label_store, write_label_store
 
 import zoorank.catalog as catalog_module
 import zoorank.embed
@@ -39,11 +37,7 @@ def template(tmp_path_factory):
 @pytest.fixture
 def config_path(template, tmp_path):
     src, cfg, truth = template
-    shutil.copytree(src, tmp_path / "w")
-    cfg = {**cfg, "store": str(tmp_path / "w" / "store"),
-           "datasets": [{**cfg["datasets"][0], "path": str(tmp_path / "w" / "digits.parquet")}]}
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path, cfg = copy_label_store(src, cfg, tmp_path)
     return path, cfg["store"], truth
 
 
