@@ -31,7 +31,7 @@ from zoorank.catalog import (
 from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
-from zoorank.oracle.measures import oracle_direction, oracle_suite  # noqa: F401  (public here before)
+from zoorank.oracle.measures import oracle_suite
 from zoorank.store import Store
 from zoorank.store.batching import superseding
 from zoorank.store.layout import ORACLE
