@@ -133,7 +133,8 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
 
     context = RunContext(config)
     merged = _run(config, path, dataset=dataset, max_labels=max_labels, context=context)
-    if rank and merged.added:  # the labels given back change the catalog's indexes: built again
-        context.fresh_catalog()
+    if merged.added:  # the labels given back change the catalog's labels fingerprints
+        context.labels_merged()
+    if rank and merged.added:
         run_rank(config, address=address, show=False, check=False, context=context)
     return merged

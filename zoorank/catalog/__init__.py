@@ -273,6 +273,14 @@ class Catalog:
         self._labels[dataset] = fingerprint("labels", h.hexdigest())
         return self._labels[dataset]
 
+    def relabel(self, store: Store) -> None:
+        """Take the labels given back since the catalog was built (``zoorank label`` merged some):
+        each index gets them where it has none (:func:`with_given_labels`), and the labels
+        fingerprints, hence the oracle's and the sample tables', follow. The labels table only
+        grows (insert-only, keyed on the sample), so this is what a catalog built now would hold."""
+        self.reindexed(with_given_labels(self.config, self.indexes, store))
+        self._labels.clear()
+
     def stale_samples(self, store: Store) -> list[str]:
         """Datasets whose stored sample and label table is missing or not the expected one."""
         out = []

@@ -8,8 +8,6 @@ actors still build their own ``Store`` from its URI (Contract 5).
 
 from __future__ import annotations
 
-from typing import Any
-
 from zoorank.catalog import Catalog, build_catalog
 from zoorank.config import RunConfig
 from zoorank.store import Store
@@ -52,7 +50,9 @@ class RunContext:
             self._catalog = build_catalog(self.config, store=self.store)
         return self._catalog
 
-    def fresh_catalog(self, models: Any = None) -> Catalog:
-        """The catalog rebuilt (after writes that change it, e.g. labels given back)."""
-        self._catalog = build_catalog(self.config, models, store=self.store)
-        return self._catalog
+    def labels_merged(self) -> None:
+        """Labels were given back (``zoorank label``): the catalog, when built, takes them in place
+        (:meth:`~zoorank.catalog.Catalog.relabel`), so its labels fingerprints are those of the
+        store's labels without building the catalog again."""
+        if self._catalog is not None:
+            self._catalog.relabel(self.store)
