@@ -358,7 +358,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     ``result.attrs["driver_peak_rss_bytes"]`` this process's peak resident memory.
     """
     check_views(config.views)
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(config if context is None else context, catalog, address)
     store, catalog = context.store, context.catalog
     models, indexes = catalog.models, catalog.indexes
     if catalog.digests is not None:
@@ -366,9 +366,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     precision = planned_precision(config.embed)
     res = None
     if precision is None:  # `auto` on both: the cluster decides the device, hence the precision
-        from zoorank.runtime import ensure_ray
-
-        ensure_ray(address)
+        context.ensure_ray()
         res = cluster_resources(config.embed)
         precision = res.precision
     entries = catalog.plan_entries(precision)
@@ -396,9 +394,9 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     pipelines: list[dict[str, Any]] = []
     progress: dict[str, tuple[int, int]] = {}
     if todo:
-        from zoorank.runtime import ensure_ray, quiet_ray_logging, release_gpu_request
+        from zoorank.runtime import quiet_ray_logging, release_gpu_request
 
-        ensure_ray(address)
+        context.ensure_ray()
         quiet_ray_data()
         quiet_ray_logging()  # Ray Data's own notes ("Progress bars disabled") only with --debug
         res = res or cluster_resources(config.embed)
