@@ -57,7 +57,7 @@ from zoorank.catalog.stage_inputs import (
 )
 from zoorank.config import RunConfig
 from zoorank.console import output_console
-from zoorank.decide.decision import UNCERTAINTY
+from zoorank.decide.intervals import UNCERTAINTY
 from zoorank.decide.leaderboard import (
     FAILED_COLUMNS,
     metrics_fingerprint,
