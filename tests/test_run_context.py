@@ -125,3 +125,24 @@ def test_a_merge_reaches_the_built_catalog_as_a_fresh_build_would(config_path, t
     assert before.indexes["digits"].label.tolist() == fresh.indexes["digits"].label.tolist()
     assert before.indexes["digits"].label.notna().sum() == merged.added
     assert before.entries == fresh.entries
+
+
+@pytest.mark.timeout(400)
+def test_watch_builds_one_store_and_one_catalog_per_round(tmp_path, counts, ray_session):
+    """``zoorank run --watch``: one ``Store`` for the whole watch (its rounds share it and the Ray
+    runtime); each round builds the catalog of its models once."""
+    from test_watch import _checkpoint, _config
+
+    from zoorank.config.loading import parse_config
+    from zoorank.watch import watch
+
+    for i in range(2):
+        _checkpoint(tmp_path / f"run{i}.safetensors", i)
+    store = str(tmp_path / "store")
+    config = parse_config(_config(store, str(tmp_path / "*.safetensors")), "<watch>")
+    stores, catalogs = counts
+    summary = watch(config, interval=0.1, until="2", settle=0, out=lambda line: None)
+    assert [r.models for r in summary.rounds] == [["run0", "run1"]]
+    assert summary.stopped_by == "until"
+    assert dict(stores) == {store: 1}
+    assert len(catalogs) == len(summary.rounds) == 1
