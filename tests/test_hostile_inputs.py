@@ -370,7 +370,7 @@ def test_transient_read_faults_are_retried_and_lasting_ones_fail_the_entries(hos
 
 def test_undecodable_samples_are_part_of_the_datasets_identity(tmp_path):
     from zoorank.catalog import dataset_selection
-    from zoorank.data.sources import known_undecodable, record_undecodable
+    from zoorank.data.undecodable import known_undecodable, record_undecodable
     from zoorank.store import Store, uris
 
     cases = image_cases(big=False)
@@ -399,7 +399,7 @@ def test_undecodable_ids_recorded_at_once_by_two_writers_all_land(tmp_path):
     read-merge-rewrite of one file keeps only the last writer's view)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from zoorank.data.sources import known_undecodable, record_undecodable
+    from zoorank.data.undecodable import known_undecodable, record_undecodable
     from zoorank.store import Store
 
     store = Store(str(tmp_path / "store"))
@@ -414,7 +414,7 @@ def test_undecodable_ids_recorded_at_once_by_two_writers_all_land(tmp_path):
 
 
 def test_an_old_stores_undecodable_json_moves_into_the_table(tmp_path):
-    from zoorank.data.sources import known_undecodable, record_undecodable
+    from zoorank.data.undecodable import known_undecodable, record_undecodable
     from zoorank.store import Store
     from zoorank.store.layout import undecodable_file
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ from zoorank.config import DatasetSpec, RunConfig
 from zoorank.config.loading import parse_config
 from zoorank.errors import InputError
 from zoorank.store.layout import AGREEMENT
+
+if TYPE_CHECKING:
+    from zoorank.store import Store
 
 
 @dataclass(frozen=True)
@@ -156,11 +160,12 @@ def write_run_config(out: Path, data: dict) -> Path:
     return path
 
 
-def agreement_table(store_uri: str) -> pd.DataFrame:
-    """Kendall τ (with its bootstrap CI) of each label-free metric against each oracle metric."""
+def agreement_table(store: str | Store) -> pd.DataFrame:
+    """Kendall τ (with its bootstrap CI) of each label-free metric against each oracle metric
+    (``store``: the demo's ``Store``, or its URI)."""
     from zoorank.store import Store
 
-    agree = Store(store_uri).read_frame(AGREEMENT)
+    agree = (store if isinstance(store, Store) else Store(store)).read_frame(AGREEMENT)
     if agree.empty:
         return agree
     agree = agree[agree["family"] == "all"]
@@ -206,6 +211,7 @@ def _print_agreement(table: pd.DataFrame) -> None:
 def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | None = None,
              size: str = "default", address: str | None = None) -> dict:
     """Train the demo zoo with Ray Tune, rank it, print the evidence; returns paths and timings."""
+    from zoorank.catalog.context import RunContext
     from zoorank.pipeline import run_all
     from zoorank.runtime import ensure_ray
     from zoorank.tune.config import experiment_location
@@ -218,18 +224,19 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     timings = {}
     t0 = time.perf_counter()
     tcfg = tune_config(out_dir, train, input_size, preset)
-    run_search(tcfg, address=address)
+    store, _, rel = experiment_location(tcfg)  # the demo's one Store: the zoo's and the ranking's
+    run_search(tcfg, address=address, store=store)
     timings["tune"] = time.perf_counter() - t0
-    store, _, rel = experiment_location(tcfg)
     zoo_dir = str(store.local_path(rel))
 
     t1 = time.perf_counter()
     rdict = run_config_dict(out_dir, evaluate, zoo_dir, preset)
     rcfg = parse_config(rdict, "<demo config>")
     config_path = write_run_config(out_dir, rdict)
-    report = run_all(rcfg, address=address)
+    context = RunContext(rcfg, address=address, stores={store.uri: store})
+    report = run_all(rcfg, context=context)
     timings["rank"] = time.perf_counter() - t1
-    table = agreement_table(rcfg.store)
+    table = agreement_table(context.store)
     _print_agreement(table)  # the crossover verdicts were printed once, by the report
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
     print(f"config: {config_path}  (a rerun skips finished work)")

@@ -3,8 +3,9 @@
 Every store write is one transactional table commit (:mod:`zoorank.store.tables`), so
 several processes may run stages on one store at once and readers see consistent snapshots.
 Each command builds its run context once (:class:`~zoorank.catalog.context.RunContext`: the
-config, one ``Store`` per store URI and the catalog — what should exist, with fingerprints — built
-once) and hands it to every stage it runs; the stages stand side by side on it.
+config, one ``Store`` per store URI, the catalog — what should exist, with fingerprints — built
+once, and the Ray runtime, ``--address``) and hands it to every stage it runs; the stages stand
+side by side on it.
 This module wires stages only: ``--watch``'s loop is :mod:`zoorank.watch`, REPORT's skip
 :mod:`zoorank.report.skip`.
 """
@@ -16,23 +17,25 @@ from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 
 
-def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | None) -> RunContext:
-    """The command's context: the one given, else a new one of ``config`` (with ``catalog``)."""
-    return RunContext.of(config if context is None else context, catalog)
+def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | None,
+             address: str | None = None) -> RunContext:
+    """The command's context: the one given, else a new one of ``config`` (with ``catalog`` and
+    the Ray ``address``)."""
+    return RunContext.of(config if context is None else context, catalog, address)
 
 
 def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
               context: RunContext | None = None):
     from zoorank.embed import run_embed as _run
 
-    return _run(config, address=address, context=_context(config, catalog, context))
+    return _run(config, context=_context(config, catalog, context, address))
 
 
 def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
               context: RunContext | None = None):
     from zoorank.score import run_score as _run
 
-    return _run(config, address=address, context=_context(config, catalog, context))
+    return _run(config, context=_context(config, catalog, context, address))
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
@@ -41,7 +44,7 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     from zoorank.rank import check_ranked
     from zoorank.rank import run_rank as _run
 
-    board = _run(config, address=address, show=show, context=_context(config, catalog, context))
+    board = _run(config, show=show, context=_context(config, catalog, context, address))
     if check:
         check_ranked(board)
     return board
@@ -58,7 +61,7 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
     from zoorank.rank import check_ranked
     from zoorank.report.skip import report_unless_current
 
-    context = _context(config, catalog, context)
+    context = _context(config, catalog, context, address)
     out = report_unless_current(config, context=context,
                                 extra_sections=lambda: _label_sections(config, context))
     if check:
@@ -89,19 +92,19 @@ def _label_sections(config: RunConfig, context: RunContext | None = None) -> lis
     return sections
 
 
-def run_all(config: RunConfig, address: str | None = None):
+def run_all(config: RunConfig, address: str | None = None, context: RunContext | None = None):
     """embed → score → rank → report; each stage skips work already done (fingerprints).
 
     The report is written even when nothing could be ranked (it lists the failures); then
-    NothingRankedError (exit 3) is raised.
+    NothingRankedError (exit 3) is raised. ``context``: the command's, when it has one (the watch
+    loop's rounds, the demo); else one is built here, once, for every stage.
     """
     from zoorank.rank import check_ranked
 
-    context = RunContext(config)  # once: every stage compares its catalog with its store
-    run_embed(config, address=address, context=context)
-    run_score(config, address=address, context=context)
-    board = run_rank(config, address=address, show=False, check=False,  # the report prints
-                     context=context)
+    context = _context(config, None, context, address)
+    run_embed(config, context=context)
+    run_score(config, context=context)
+    board = run_rank(config, show=False, check=False, context=context)  # the report prints
     out = run_report(config, context=context, check=False)
     check_ranked(board)
     return out
@@ -111,7 +114,7 @@ def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False)
     """Delete what the config no longer describes (stale rows, orphaned shards); see zoorank.gc."""
     from zoorank.gc import run_gc as _run
 
-    return _run(config, dry_run=dry_run, context=RunContext(config))
+    return _run(config, dry_run=dry_run, context=RunContext(config, address=address))
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
@@ -131,9 +134,10 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
     the oracle, few-label scores and agreement of the datasets whose labels changed."""
     from zoorank.labels.merge import run_label as _run
 
-    context = RunContext(config)
+    context = RunContext(config, address=address)
     merged = _run(config, path, dataset=dataset, max_labels=max_labels, context=context)
-    if rank and merged.added:  # the labels given back change the catalog's indexes: built again
-        context.fresh_catalog()
-        run_rank(config, address=address, show=False, check=False, context=context)
+    if merged.added:  # the labels given back change the catalog's labels fingerprints
+        context.labels_merged()
+    if rank and merged.added:
+        run_rank(config, show=False, check=False, context=context)
     return merged

@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.pipeline import run_all
 
@@ -126,23 +127,20 @@ def settled_config(config: RunConfig, seen: dict[str, tuple[int, int]], settle: 
     return config.model_copy(update={"models": models}), waiting
 
 
-def _manifest_state(config: RunConfig) -> dict[tuple[str, str, str], tuple]:
-    from zoorank.store import Store
-
-    manifest = Store(config.store).read_manifest()
+def _manifest_state(config: RunConfig | RunContext) -> dict[tuple[str, str, str], tuple]:
+    manifest = RunContext.of(config).store.read_manifest()
     cols = [c for c in ("fingerprint", "status", "rows", "seconds") if c in manifest.columns]
     return {(r["dataset"], r["view"], r["model_id"]): tuple(r[c] for c in cols)
             for r in manifest.to_dict("records")}
 
 
-def read_leaderboard(config: RunConfig):
+def read_leaderboard(config: RunConfig | RunContext):
     """The store's leaderboard frame sorted by rank (empty when there is none)."""
     import pandas as pd
 
     from zoorank.decide.leaderboard import read_leaderboard as read_board
-    from zoorank.store import Store
 
-    board, _ = read_board(Store(config.store))
+    board, _ = read_board(RunContext.of(config).store)
     if board is None or board.empty:
         return pd.DataFrame(columns=["model_id", "rank"])
     return board.sort_values("rank", kind="stable")
@@ -175,6 +173,7 @@ def watch(
     from zoorank.errors import NothingRankedError
 
     stop = stop or threading.Event()
+    context = RunContext(config, address=address)  # the watch's store and Ray, for every round
     deadline, count = parse_until(until)
     summary = WatchSummary()
     restore = _stop_on_signals(stop, summary)
@@ -190,16 +189,16 @@ def watch(
                 out(f"watch: {len(waiting)} checkpoint(s) still being written: "
                     + ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else ""))
             waiting_shown = tuple(waiting)
-            models = [] if round_config is None else _model_ids(round_config)
+            models = [] if round_config is None else _model_ids(round_config, context)
             if round_config is not None and models != previous_models:
-                before = _manifest_state(round_config)
-                try:
-                    run_all(round_config, address=address)
+                before = _manifest_state(context)
+                try:  # the round's own catalog (its models), on the watch's store and Ray
+                    run_all(round_config, context=context.with_config(round_config))
                 except NothingRankedError as err:
                     out(f"watch: {err}")
-                after = _manifest_state(round_config)
+                after = _manifest_state(context)
                 embedded = sorted({k[2] for k, v in after.items() if before.get(k) != v})
-                board = read_leaderboard(round_config)
+                board = read_leaderboard(context)
                 new_top = board["model_id"].head(top).tolist()
                 new = sorted(set(models) - set(previous_models or []))
                 summary.rounds.append(WatchRound(len(summary.rounds) + 1, models, new,
@@ -234,10 +233,10 @@ def watch(
     return summary
 
 
-def _model_ids(config: RunConfig) -> list[str]:
+def _model_ids(config: RunConfig, context: RunContext) -> list[str]:
     from zoorank.zoo import resolve_models
 
-    return sorted(m.model_id for m in resolve_models(config))
+    return sorted(m.model_id for m in resolve_models(config, store=context.store))
 
 
 def _describe_round(r: WatchRound, previous_top: list[str], ranked: int) -> str:

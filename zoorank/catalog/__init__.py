@@ -29,13 +29,11 @@ store has and the catalog does not.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from zoorank.catalog.entries import (
@@ -48,6 +46,7 @@ from zoorank.catalog.entries import (
     planned_precision,
 )
 from zoorank.catalog.head_entries import HeadPlan, plan_heads
+from zoorank.catalog.sample_labels import labels_fingerprint, samples_path, with_given_labels
 from zoorank.catalog.scoring import (
     CLID_TERMS,
     METRICS_KEY,
@@ -75,18 +74,18 @@ from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
 from zoorank.data.sources import SampleIndex, index_samples
 from zoorank.metrics import registry
-from zoorank.store import Store, layout, uris
+from zoorank.store import Store, uris
 
 __all__ = [
     "CLID_TERMS", "EMBED_VERSION", "METRICS_KEY", "ORACLE_VERSION", "SCORE_VERSION", "Catalog",
-    "Entry", "GroupTask", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
+    "Entry", "GroupTask", "class_names", "ModelInfo", "ModelTask", "ScorePlan", "build_catalog", "clid_pools",
     "crashed_mask",
     "dataset_selection", "ensemble_metrics", "entry_fingerprint", "entry_fingerprints", "entry_shards",
     "existing_fingerprints",
     "expected_fingerprints", "group_fingerprint", "metric_fingerprint", "plan_entries",
     "plan_score", "planned_precision", "pool_fingerprint", "pool_metrics", "reliability_path",
     "remaining_plan",
-    "samples_path", "select_fresh",
+    "samples_path", "select_fresh", "with_given_labels",
 ]
 
 Key = tuple[str, str, str]
@@ -99,11 +98,6 @@ ORACLE_VERSION = 3
 ORACLE_MIN_LABELLED = 10
 #: the reason a stale manifest row carries.
 STALE_REASON = "made under another config or version; run `zoorank embed`"
-
-
-def samples_path(dataset: str) -> str:
-    """Where a dataset's sample and label table lives in the store (a Delta table)."""
-    return layout.samples_table(dataset)
 
 
 def select_fresh(rows: pd.DataFrame, expected: dict[Key, str]) -> pd.DataFrame:
@@ -264,14 +258,17 @@ class Catalog:
     def labels_fingerprint(self, dataset: str) -> str:
         """Fingerprint of a dataset's sample list and labels (ids, label values, label names):
         changing ``label_column`` (or the labels) changes it; the image bytes do not enter."""
-        if dataset in self._labels:
-            return self._labels[dataset]
-        frame = self.indexes[dataset].frame()
-        h = hashlib.sha256(np.ascontiguousarray(frame["sample_id"], dtype="<i8").tobytes())
-        h.update(np.ascontiguousarray(frame["label"].fillna(-1).to_numpy("int64"), "<i8").tobytes())
-        h.update("\x00".join("" if pd.isna(v) else str(v) for v in frame["label_name"]).encode())
-        self._labels[dataset] = fingerprint("labels", h.hexdigest())
+        if dataset not in self._labels:
+            self._labels[dataset] = labels_fingerprint(self.indexes[dataset])
         return self._labels[dataset]
+
+    def relabel(self, store: Store) -> None:
+        """Take the labels given back since the catalog was built (``zoorank label`` merged some):
+        each index gets them where it has none (:func:`with_given_labels`), and the labels
+        fingerprints, hence the oracle's and the sample tables', follow. The labels table only
+        grows (insert-only, keyed on the sample), so this is what a catalog built now would hold."""
+        self.reindexed(with_given_labels(self.config, self.indexes, store))
+        self._labels.clear()
 
     def stale_samples(self, store: Store) -> list[str]:
         """Datasets whose stored sample and label table is missing or not the expected one."""
@@ -367,38 +364,3 @@ def build_catalog(config: RunConfig, models: Sequence[Any] | None = None,
     indexes = with_given_labels(config, indexes, store)
     return Catalog(config, list(models), indexes, expected_fingerprints(config, models, indexes),
                    digests)
-
-
-def with_given_labels(config: RunConfig, indexes: dict[str, SampleIndex], store: Store
-                      ) -> dict[str, SampleIndex]:
-    """The indexes with the labels people gave back (``<store>/labels/``, ``zoorank label``) where
-    a sample has none of its own: the oracle, few-label scores and their fingerprints see them.
-
-    A dataset's own label is never overridden (``zoorank label`` refuses a conflicting one).
-    Labels only add information: nothing label-free reads the ``label`` of an index.
-    """
-    import dataclasses
-
-    if not store.table_exists(layout.LABELS):
-        return indexes
-    given = store.read_frame(layout.LABELS)
-    if given.empty:
-        return indexes
-    out = dict(indexes)
-    for spec in config.datasets:
-        rows = given[given["dataset"] == spec.name]
-        index = indexes.get(spec.name)
-        names = class_names(spec, index) if index is not None else None
-        if rows.empty or index is None or not names:
-            continue
-        code = {n: i for i, n in enumerate(names)}
-        pos = pd.Series(np.arange(len(index.sample_id)), index=index.sample_id)
-        rows = rows[rows["sample_id"].isin(pos.index) & rows["label"].isin(code)]
-        label = (pd.Series(pd.array([pd.NA] * len(index), dtype="Int64"), name="label")
-                 if index.label is None else index.label.copy().reset_index(drop=True))
-        at = pos.loc[rows["sample_id"].to_numpy("int64")].to_numpy()
-        values = np.array([code[v] for v in rows["label"]], dtype=np.int64)
-        empty = label.iloc[at].isna().to_numpy()
-        label.iloc[at[empty]] = values[empty]
-        out[spec.name] = dataclasses.replace(index, label=label, label_names=names)
-    return out

@@ -7,7 +7,8 @@ Conventions:
   file in the sorted list of relative paths of an image folder, the index in scikit-learn's digits or
   in a ``.npz`` array (the one dataset model, indexing: :mod:`zoorank.data.sources`; streaming reads:
   :mod:`zoorank.data.sample_reader`). ``limit`` keeps a seeded, sorted subset of those ids.
-- Decoding: :mod:`zoorank.data.images`; the clean view and augmentation recipes: :mod:`zoorank.data.views`.
+- Decoding: :mod:`zoorank.data.images`; the clean view and augmentation recipes: :mod:`zoorank.data.views`;
+  the samples a decode found undecodable: :mod:`zoorank.data.undecodable`.
 
 The data layer reads the datasets' sources (Parquet, image folders, ``.npz``, scikit-learn's
 digits; local or object storage) and writes only the ``samples`` tables and the sources'

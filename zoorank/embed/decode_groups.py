@@ -94,7 +94,7 @@ def with_undecodable(store: Store, config: RunConfig, models: list[ResolvedModel
     not known when they were planned (the set is part of each entry's dataset selection)."""
     import dataclasses
 
-    from zoorank.data.sources import known_undecodable
+    from zoorank.data.undecodable import known_undecodable
 
     changed = False
     for spec in config.datasets:

@@ -1,15 +1,24 @@
-"""Manifest rows of an EMBED entry: ``pending`` (or ``broken``) before its shards are cleared, and
-the verified ``done`` / ``failed`` row from what its shards on disk hold."""
+"""Manifest rows of an EMBED entry: ``pending`` (or ``broken``) before its shards are cleared, the
+verified ``done`` / ``failed`` row from what its shards on disk hold, and which ``done`` entries
+are complete (:func:`complete_entries`: skipped)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from zoorank.catalog import Entry
 from zoorank.embed.plan import verify_rows
 from zoorank.store import Store
+from zoorank.store.shards import parse_shards
+
+#: threads reading shards back (footers, id columns): small reads whose latency dominates on an
+#: object store, so they go in parallel.
+VERIFY_THREADS = 16
 
 
 def pending_row(entry: Entry, previous: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -91,3 +100,41 @@ def verified_row(store: Store, entry: Entry, records: list[dict[str, Any]], bad:
     else:
         row.update(status="done", shards=shards)
     return row
+
+
+def _shard_rows(store: Store, entry_key: tuple[str, str, str], shards: list[str]) -> int:
+    """Rows held by the shards a manifest row references (Parquet footers only)."""
+    import pyarrow.parquet as pq
+
+    base = Store.embedding_dir(*entry_key)
+    return sum(
+        pq.read_metadata(store.path(f"{base}/{name}"), filesystem=store.fs).num_rows
+        for name in shards
+    )
+
+
+def complete_entries(
+    store: Store, entries: Sequence[Entry], manifest: pd.DataFrame
+) -> set[tuple[str, str, str]]:
+    """Entries done with the same fingerprint whose shards hold exactly the manifest's rows."""
+    previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
+    candidates = []
+    for e in entries:
+        row = previous.get(e.key)
+        if (row is not None and row.get("status") == "done"
+                and row.get("fingerprint") == e.fingerprint and not pd.isna(row.get("rows"))):
+            shards = parse_shards(row.get("shards"))
+            if shards is None:  # a row from before manifests listed shards: every file there
+                shards = store.list_files(Store.embedding_dir(*e.key), suffix=".parquet")
+            candidates.append((e.key, int(row["rows"]), shards))
+
+    def check(item: tuple[tuple[str, str, str], int, list[str]]) -> bool:
+        try:
+            return _shard_rows(store, item[0], item[2]) == item[1]
+        except (OSError, ValueError):  # missing, truncated or corrupt (ArrowInvalid): re-embed
+            return False
+
+    # footers are small reads; on object stores their latency dominates, so read them in parallel
+    with ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
+        flags = list(pool.map(check, candidates))
+    return {key for (key, _, _), ok in zip(candidates, flags) if ok}

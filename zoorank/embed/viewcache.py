@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zoorank.data.sample_reader import UNREADABLE, UnreadableError
-from zoorank.data.sources import record_undecodable
+from zoorank.data.undecodable import record_undecodable
 from zoorank.data.views import decode_views
 from zoorank.errors import InputError
 from zoorank.store.layout import VIEW_CACHE_DIR

@@ -21,7 +21,6 @@ from zoorank.labels.head_predictions import with_head_predictions
 from zoorank.labels.pool import load_pool, with_labels
 from zoorank.labels.stopping import console_lines, evidence, stopping_rule
 from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels
-from zoorank.store import Store
 
 
 @dataclass
@@ -80,6 +79,6 @@ def conflict_line(conflicts: dict[int, tuple[str, str]], shown: int = 10) -> str
             f"whose label is kept: sample_id {ids}{more}")
 
 
-def labels_frame(config: RunConfig) -> pd.DataFrame:
+def labels_frame(config: RunConfig | RunContext) -> pd.DataFrame:
     """The store's labels table (for readers and tests)."""
-    return read_labels(Store(config.store))
+    return read_labels(RunContext.of(config).store)

@@ -137,7 +137,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
     (the sample table is rewritten first when stale) and fresh reliability tables are used.
     ``manifest``: a fresh manifest (:meth:`zoorank.catalog.Catalog.fresh_manifest`).
     """
-    catalog = build_catalog(config, models) if catalog is None else catalog
+    catalog = build_catalog(config, models, store=store) if catalog is None else catalog
     if not catalog.oracle_wanted():
         return pd.DataFrame(columns=METRICS_COLUMNS), []
     spec, clean_view = config.oracle, config.clean_view

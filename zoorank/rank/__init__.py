@@ -57,7 +57,7 @@ from zoorank.catalog.stage_inputs import (
 )
 from zoorank.config import RunConfig
 from zoorank.console import output_console
-from zoorank.decide.decision import UNCERTAINTY
+from zoorank.decide.intervals import UNCERTAINTY
 from zoorank.decide.leaderboard import (
     FAILED_COLUMNS,
     metrics_fingerprint,
@@ -95,12 +95,12 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     """
     from zoorank.oracle import resample
 
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(config if context is None else context, catalog, address)
     store, catalog = context.store, context.catalog
     models = catalog.models
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
-    oracle, oracle_failures = run_oracle(config, store, models, address, manifest, catalog)
+    oracle, oracle_failures = run_oracle(config, store, models, context.address, manifest, catalog)
     folds = resample.fresh_resamples(store, metrics, config.score)
     clean = config.clean_view.name if config.clean_view else None
     health = resample.fresh_health(store, manifest, clean)
@@ -222,7 +222,7 @@ def write_rank_outputs(
     board, settings = build_leaderboard(config, models, metrics, oracle)
     settings["metrics_fingerprint"] = rows_fingerprint
     if manifest is None:
-        manifest = build_catalog(config, models).fresh_manifest(store.read_manifest())
+        manifest = build_catalog(config, models, store=store).fresh_manifest(store.read_manifest())
     board = with_priors(board, model_priors(models, manifest))
     board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
                                 oracle)

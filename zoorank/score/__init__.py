@@ -142,7 +142,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
 
     console = Console(stderr=True)
     start = time.perf_counter()
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(config if context is None else context, catalog, address)
     store, catalog = context.store, context.catalog
     models = catalog.models
     metrics = store.read_metrics()
@@ -162,9 +162,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     errors: list[str] = []
     work_s = 0.0
     if plan.model_tasks or plan.group_tasks:
-        from zoorank.runtime import ensure_ray
-
-        ensure_ray(address)
+        context.ensure_ray()
         work_start = time.perf_counter()
 
         # rows are committed per K models or T seconds, also while the next task runs
@@ -189,7 +187,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     if pool:
         store.upsert_rows(POOLS, pools, key=["pool_id"])
         store.upsert_rows(METRICS, pool, key=METRICS_KEY)
-    errors += score_resamples(config, store, models, plan, manifest, address)
+    errors += score_resamples(config, store, models, plan, manifest, context.address)
     heads, head_errors = score_heads(config, store, catalog.plan_heads(manifest), store.read_metrics())
     errors += head_errors
     if plan.model_tasks or plan.group_tasks or pool or heads:  # a stage that wrote nothing commits nothing

@@ -362,9 +362,10 @@ def param_space(config: TuneConfig) -> dict[str, Any]:
     return space
 
 
-def experiment_location(config: TuneConfig) -> tuple[Store, str, str]:
-    """(store, Tune storage_path, experiment path relative to the store)."""
-    store = Store(config.store)
+def experiment_location(config: TuneConfig, store: Store | None = None) -> tuple[Store, str, str]:
+    """(store, Tune storage_path, experiment path relative to the store); ``store``: the config's
+    store, when the caller holds it (the command's one ``Store`` of that URI)."""
+    store = Store(config.store) if store is None else store
     # an object store is handed to Tune as (its filesystem, a path on it): the URI, with its
     # query and any credentials, never reaches Tune's files, logs or warnings
     return store, store.path(TUNE_DIR), tune_dir(config.experiment_name)

@@ -151,8 +151,9 @@ def _keep_credentials_out_of_runtime_envs() -> None:
         class_cache.ENV_VARS_TO_PROPAGATE = set(names) - _CREDENTIAL_ENV_VARS
 
 
-def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
-    """A new Tuner for the config, or the restored one of an interrupted run of it."""
+def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True, store: Any = None):
+    """A new Tuner for the config, or the restored one of an interrupted run of it (``store``:
+    the config's, when the caller holds it)."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     from ray.tune.search import BasicVariantGenerator
@@ -160,7 +161,7 @@ def build_tuner(config: TuneConfig, setup: SearchSetup, verbose: bool = True):
     from zoorank.runtime import cluster_gpus
 
     _keep_credentials_out_of_runtime_envs()
-    store, storage, rel = experiment_location(config)
+    store, storage, rel = experiment_location(config, store)
     s = config.search
     gpus = gpus_per_trial(config, cluster_gpus())
     trainable = tune.with_resources(
@@ -260,24 +261,25 @@ def _fit(tuner):
 
 
 def run_search(
-    config: TuneConfig, address: str | None = None, verbose: bool = True
+    config: TuneConfig, address: str | None = None, verbose: bool = True, store: Any = None
 ) -> pd.DataFrame:
     """Run (or resume) the search of ``config``; returns the ``tune_results`` frame.
 
     The frame has one row per trial (see :func:`zoorank.tune.results.results_frame`), with the
     oracle columns when ``config.oracle`` is set. It is also written to
-    ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``.
+    ``<store>/tune/<experiment>/tune_results.parquet`` beside ``zoo.yaml``. ``store``: the
+    config's :class:`~zoorank.store.Store`, when the caller holds it (one per command).
     """
     if config.trainer is not None:  # the user's own training function (zoorank.tune.user)
         from zoorank.tune.user import run_user_search
 
-        return run_user_search(config, address=address, verbose=verbose)
-    store, _, rel = experiment_location(config)
+        return run_user_search(config, address=address, verbose=verbose, store=store)
+    store, _, rel = experiment_location(config, store)
     check_experiment_matches(config, store, rel)
     setup = prepare_search(config, address)
     store.write_json(f"{rel}/tune_config.json", config.model_dump(mode="json"))
     store.write_json(f"{rel}/tune_fingerprint.json", {"fingerprint": config.fingerprint()})
-    tuner = build_tuner(config, setup, verbose=verbose)
+    tuner = build_tuner(config, setup, verbose=verbose, store=store)
     grid = _fit(tuner)
     if grid is None or len(grid) < expected_trials(config):
         print(

@@ -58,7 +58,7 @@ class _Imported:
 
 
 def run_user_search(config: TuneConfig, address: str | None = None,
-                    verbose: bool = True) -> pd.DataFrame:
+                    verbose: bool = True, store: Any = None) -> pd.DataFrame:
     """Run the search of a config with a ``trainer``; returns the ``tune_results`` frame."""
     from zoorank.integrations.ray_tune import search
     from zoorank.probe import build_probe_set
@@ -67,7 +67,7 @@ def run_user_search(config: TuneConfig, address: str | None = None,
 
     trainer = config.trainer
     assert trainer is not None
-    store, storage, rel = experiment_location(config)
+    store, storage, rel = experiment_location(config, store)
     if not store.is_local:
         raise ConfigError("trainer: a training function's search needs a local store for now")
     paths = [os.getcwd(), *(p for p in sys.path if p and os.path.isdir(p))]

@@ -111,10 +111,10 @@ __all__ = [
 #: the zoo (the driver of ``zoorank rank``/``report``, a score worker) never imports torch (~1.5 s
 #: of CPU).
 _LAZY = {
-    "FeatureExtractor": "zoorank.zoo.build",
-    "check_features": "zoorank.zoo.build",
+    "FeatureExtractor": "zoorank.zoo.features",
+    "check_features": "zoorank.zoo.features",
     "load_model": "zoorank.zoo.build",
-    "pool_features": "zoorank.zoo.build",
+    "pool_features": "zoorank.zoo.features",
     "PREFIX_PRESETS": "zoorank.zoo.checkpoints",
     "CheckpointError": "zoorank.zoo.checkpoints",
     "read_checkpoint": "zoorank.zoo.checkpoints",

@@ -28,6 +28,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zoorank.config import FromTuneSpec, ModelSpec, RunConfig, case_clash
 from zoorank.config.digests import fingerprint
@@ -38,6 +39,9 @@ from zoorank.zoo import hub
 from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preprocessing
 from zoorank.zoo.specs import torchscript_file
 from zoorank.zoo.zoofile import read_zoo_file
+
+if TYPE_CHECKING:
+    from zoorank.store import Store
 
 _GLOB_CHARS = "*?["
 #: version of how a model is built and its weights loaded (part of every model fingerprint, in
@@ -82,21 +86,23 @@ class ResolvedModel:
 # --------------------------------------------------------------------------- resolve
 
 
-def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> list[ResolvedModel]:
+def resolve_models(config: RunConfig, digests: DigestCache | None = None,
+                   store: Store | None = None) -> list[ResolvedModel]:
     """Expand and resolve the config's models (no weights are read into memory).
 
     One model per checkpoint file of a glob (local or URI), with the id made from the file's path
     below the glob's fixed prefix (``runs/*/last.safetensors`` → ``lr0.3-s0-last``, or
     ``<id>-lr0.3-s0-last`` when the spec has an id); one per cached timm model matching a
     ``pretrained`` name glob (ids from the names); ``from_tune`` entries contribute the models of
-    their ``zoo.yaml``. ``digests`` defaults to the store's digest cache (saved back at the end).
+    their ``zoo.yaml``. ``digests`` defaults to the store's digest cache (saved back at the end;
+``store``: the config's store, when the caller holds it).
     Raises ConfigError naming the model when a glob matches nothing, a file, directory or cached
     model is missing, an architecture is unknown, a dataset is not the config's, or two models
     get the same id. A checkpoint that exists (or may) but cannot be read is no error: its model
     comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring).
     """
     own = digests is None
-    digests = _digest_cache(config.store) if digests is None else digests
+    digests = _digest_cache(config.store, store) if digests is None else digests
     names = [d.name for d in config.datasets]
     heads = config.embed.heads
     resolved: list[tuple[str, ResolvedModel]] = []
@@ -129,12 +135,16 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None) -> lis
     return [model for _, model in resolved]
 
 
-def _digest_cache(store: str) -> DigestCache:
-    if not uris.is_uri(store) and not Path(store).expanduser().is_dir():
+def _digest_cache(uri: str, store: Store | None = None) -> DigestCache:
+    """The digest cache of the store at ``uri`` (``store``, when given); the process's own while a
+    local store does not exist yet."""
+    if not uris.is_uri(uri) and not Path(uri).expanduser().is_dir():
         return _PROCESS_DIGESTS
-    from zoorank.store import Store
+    if store is None:
+        from zoorank.store import Store
 
-    return DigestCache(Store(store))
+        store = Store(uri)
+    return DigestCache(store)
 
 
 def _valid_name(text: str) -> str:

@@ -1,0 +1,185 @@
+"""A built network as a feature extractor (:class:`FeatureExtractor`): normalized
+``(B, 3, H, W)`` → float32 ``(B, dim)`` features (a layer's output when ``layer`` is set; any
+output pooled by :func:`pool_features`: 4-D averaged over space, 3-D over tokens, 2-D kept,
+else flattened), and the head's logits beside them where a head was found; and the check that
+features are finite and 2-D (:func:`check_features`). Building the networks: :mod:`.build`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoorank.zoo.checkpoints import CheckpointError
+
+
+def pool_features(out: Any) -> torch.Tensor:
+    """A model or layer output as float32 ``(B, dim)`` (conventions in the module docstring)."""
+    if isinstance(out, Mapping):
+        out = next((v for v in out.values() if isinstance(v, torch.Tensor)), None)
+    elif isinstance(out, (tuple, list)):
+        out = next((v for v in out if isinstance(v, torch.Tensor)), None)
+    if not isinstance(out, torch.Tensor):
+        raise CheckpointError(f"model output holds no tensor (got {type(out).__name__})")
+    if out.ndim == 4:
+        out = out.mean(dim=(2, 3))
+    elif out.ndim == 3:
+        out = out.mean(dim=1)
+    elif out.ndim != 2:
+        out = out.reshape(out.shape[0], -1)
+    return out.float()
+
+
+class _LayerReached(Exception):
+    """Raised by the layer hook: the rest of the network need not run."""
+
+
+#: how a head is run (:class:`FeatureExtractor`'s ``head``): timm's ``forward_features`` +
+#: ``forward_head``; a transformers ``*ForImageClassification``; a python module's
+#: ``forward_features``/``forward_head`` or ``head`` attribute; a torchscript (features, logits).
+HEAD_KINDS = ("timm", "transformers", "forward_head", "head_attribute", "torchscript")
+
+
+class FeatureExtractor(nn.Module):
+    """Wraps a backbone: normalized ``(B, 3, H, W)`` → float32 ``(B, dim)``.
+
+    With ``layer`` the output of that submodule is taken (forward hook; the forward stops there
+    unless a head runs too). With ``head`` (one of :data:`HEAD_KINDS`), :meth:`features_and_logits`
+    gives the classifier's logits from the same forward (conventions in the package docstring).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        source: str,
+        pooling: str = "cls",
+        layer: str | None = None,
+        forward_kwargs: dict[str, Any] | None = None,
+        head: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.source = source
+        self.pooling = pooling
+        self.layer = layer
+        self.head = head
+        self.forward_kwargs = dict(forward_kwargs or {})
+        self._captured: list[Any] = []
+        self._head_io: list[Any] = []
+        if layer is not None:
+            model.get_submodule(layer).register_forward_hook(self._capture)
+        if head == "transformers":  # the base model's output, pooled as without a head
+            model.base_model.register_forward_hook(self._capture_head_io)
+        elif head == "head_attribute":
+            model.head.register_forward_hook(self._capture_head_io, with_kwargs=False)
+            model.head.register_forward_pre_hook(self._capture_head_input)
+
+    def _capture(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._captured.append(output)
+        if self.head is None:
+            raise _LayerReached
+
+    def _capture_head_input(self, module: nn.Module, args: Any) -> None:
+        self._head_io.append(args[0] if args else None)
+
+    def _capture_head_io(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._head_io.append(output)
+
+    def _run(self, x: torch.Tensor) -> Any:
+        if self.source == "transformers":
+            return self.model(pixel_values=x, **self.forward_kwargs)
+        return self.model(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.features_and_logits(x)[0]
+
+    def features_and_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(float32 features ``(B, dim)``, float32 logits ``(B, outputs)`` or None) of one forward."""
+        self._captured.clear()
+        self._head_io.clear()
+        try:
+            feats, logits = self._forward_all(x)
+            if self.layer is not None:
+                if not self._captured:
+                    raise CheckpointError(f"layer {self.layer!r} did not run in the forward pass")
+                feats = pool_features(self._captured[0])
+        finally:
+            self._captured.clear()
+            self._head_io.clear()
+        if logits is not None:
+            if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+                shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits)
+                raise CheckpointError(f"the head's logits must be (batch, classes), got {shape}")
+            logits = logits.float()
+        return feats, logits
+
+    def _forward_all(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        head, model = self.head, self.model
+        if head is None:
+            try:
+                out = self._run(x)
+            except _LayerReached:
+                return torch.empty(0), None
+            return (self._pool_transformers(out) if self.source == "transformers"
+                    else pool_features(out)), None
+        if head in ("timm", "forward_head"):
+            trunk = model.forward_features(x)
+            if head == "timm" or _takes_pre_logits(model):
+                feats = pool_features(model.forward_head(trunk, pre_logits=True))
+            else:
+                feats = pool_features(trunk)
+            return feats, model.forward_head(trunk)
+        if head == "transformers":
+            logits = self._run(x).logits
+            return self._pool_transformers(self._head_io[0]), logits
+        if head == "head_attribute":
+            self._run(x)
+            if len(self._head_io) < 2:
+                raise CheckpointError("the model's head did not run in its forward pass")
+            return pool_features(self._head_io[0]), self._head_io[1]
+        out = self._run(x)  # torchscript declared head: true → (features, logits)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise CheckpointError("head: true declares that the torchscript module returns "
+                                  f"(features, logits); it returned {type(out).__name__}")
+        return pool_features(out[0]), out[1]
+
+    def _pool_transformers(self, out: Any) -> torch.Tensor:
+        if self.pooling == "pooler":
+            pooled = getattr(out, "pooler_output", None)
+            if pooled is None:
+                raise CheckpointError(
+                    "this transformers model has no pooler output; use pooling cls or mean"
+                )
+            return pool_features(pooled)
+        hidden = out.last_hidden_state
+        if hidden.ndim == 4:
+            return hidden.mean(dim=(2, 3)).float()
+        return (hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1)).float()
+
+
+def _takes_pre_logits(model: nn.Module) -> bool:
+    import inspect
+
+    try:
+        return "pre_logits" in inspect.signature(model.forward_head).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_features(features: Any, model_id: str | None = None) -> None:
+    """Raise CheckpointError unless ``features`` is a finite 2-D ``(B, dim)`` array."""
+    t = torch.as_tensor(features)
+    who = f"model {model_id}: " if model_id else ""
+    if t.ndim != 2:
+        raise CheckpointError(f"{who}features must be 2-D (batch, dim), got shape {tuple(t.shape)}")
+    if t.is_floating_point() or t.is_complex():
+        nan = int(torch.isnan(t).sum())
+        inf = int(torch.isinf(t).sum())
+        if nan or inf:
+            raise CheckpointError(
+                f"{who}features contain {nan} NaN and {inf} Inf values (of {t.numel()})"
+            )
