@@ -14,17 +14,25 @@ CSV and markdown written. Then the input fingerprint that lets a rerun skip it a
 Each size runs in a fresh child process (``harness.run_child``), so its peak RSS is that size's
 alone. The baseline is the smallest size of the same run: time per model at n against it.
 
+``--baseline-tree PATH``: each size also with the ``zoorank`` of another checkout (the tree
+before a change) on the same tables, in the same run, alternating which goes first; the table
+shows both and the ratio of this tree's RANK seconds to the baseline's.
+
 Prints, never asserts. Example (a few minutes on 2 busy cores)::
 
     .venv/bin/python benchmarks/bench_rank.py --models 100,1000,2000
+    .venv/bin/python benchmarks/bench_rank.py --models 100,1000 --baseline-tree ../before
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import harness
@@ -108,40 +116,79 @@ def child(n: int, bootstrap: int) -> dict:
         board, rank_s = timed(write_rank_outputs, config, Store(root), models, t["metrics"],
                               t["oracle"], show=False, manifest=t["manifest"], folds=t["folds"],
                               health=t["health"])
-        agreement_rows = len(Store(root).read_frame("agreement"))
+        agreement = Store(root).read_frame("agreement")
+        uncertainty = Store(root).read_frame("uncertainty")
+    # what RANK decided (the leaderboard with its top set, agreement, per-metric intervals), so
+    # two trees' runs can be checked to agree; rows sorted (a table read back has no set order)
+    digest = hashlib.sha256("\n".join(
+        line for f in (board, agreement, uncertainty)
+        for line in sorted(f.to_csv(index=False).splitlines())).encode()).hexdigest()[:12]
     _, skip_s = timed(rank_inputs, config, models, t["metrics"], t["oracle"], t["folds"],
                       t["health"], t["manifest"], {DATASET: "labels"})
     return {"models": n, "ranked": int(board["rank"].notna().sum()),
-            "agreement_rows": agreement_rows, "rank_s": rank_s, "skip_s": skip_s}
+            "agreement_rows": len(agreement), "rank_s": rank_s, "skip_s": skip_s,
+            "outputs": digest}
+
+
+def run_size(n: int, bootstrap: int, tree: Path) -> dict:
+    """One size in a fresh child process that imports the ``zoorank`` of ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    run = run_child([sys.executable, __file__, "--child", str(n), "--bootstrap", str(bootstrap)],
+                    env=env)
+    return {**json.loads(run.output.strip().splitlines()[-1]), "rss": run.peak_rss}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="100,1000,2000", help="comma-separated zoo sizes")
     p.add_argument("--bootstrap", type=int, default=1000, help="rank.bootstrap and resamples")
+    p.add_argument("--baseline-tree", type=Path, help="another checkout's zoorank, run beside")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     harness.results_option(p, "bench_rank")
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.bootstrap)))
         return
-    results = []
-    for n in sorted(int(v) for v in args.models.split(",")):
-        run = run_child([sys.executable, __file__, "--child", str(n), "--bootstrap",
-                         str(args.bootstrap)])
-        results.append({**json.loads(run.output.strip().splitlines()[-1]), "rss": run.peak_rss})
-        print(f"{n} models done: RANK {results[-1]['rank_s']:.1f} s", flush=True)
-    base = results[0]
-    lines = [table(["models", "ranked", "agreement rows", "RANK s", "RANK per model",
-                    "skip check s", "peak RSS MB"],
-                   [[r["models"], r["ranked"], r["agreement_rows"], f"{r['rank_s']:.2f}",
-                     f"{r['rank_s'] / r['models'] * 1000:.1f} ms", f"{r['skip_s']:.3f}",
-                     f"{r['rss'] / MB:.0f}"] for r in results]), "",
-             *[ratio(f"RANK per model at {r['models']} models", r["rank_s"] / r["models"],
-                     f"at {base['models']}", base["rank_s"] / base["models"]) for r in results[1:]]]
+    trees = {"this": harness.REPO}
+    if args.baseline_tree:
+        trees["baseline"] = args.baseline_tree.resolve()
+    results: dict[str, list[dict]] = {label: [] for label in trees}
+    for k, n in enumerate(sorted(int(v) for v in args.models.split(","))):
+        for label in (list(trees) if k % 2 else list(trees)[::-1]):
+            results[label].append(run_size(n, args.bootstrap, trees[label]))
+            print(f"{n} models done ({label}): RANK {results[label][-1]['rank_s']:.1f} s, "
+                  f"load {harness.load():.1f}", flush=True)
+    lines = []
+    for label, tree in trees.items():
+        rs, base = results[label], results[label][0]
+        if args.baseline_tree:
+            name = "this tree" if label == "this" else "the baseline"
+            lines += [f"### {name}: `{_tree_commit(tree)}` ({tree})", ""]
+        lines += [table(["models", "ranked", "agreement rows", "RANK s", "RANK per model",
+                         "skip check s", "peak RSS MB"],
+                        [[r["models"], r["ranked"], r["agreement_rows"], f"{r['rank_s']:.2f}",
+                          f"{r['rank_s'] / r['models'] * 1000:.1f} ms", f"{r['skip_s']:.3f}",
+                          f"{r['rss'] / MB:.0f}"] for r in rs]), "",
+                  *[ratio(f"RANK per model at {r['models']} models", r["rank_s"] / r["models"],
+                          f"at {base['models']}", base["rank_s"] / base["models"])
+                    for r in rs[1:]], ""]
+    if args.baseline_tree:
+        lines += ["### this tree against the baseline, same run", "",
+                  *[ratio(f"RANK at {a['models']} models, this tree", a["rank_s"],
+                          "the baseline", b["rank_s"])
+                    + f"; outputs {'identical' if a['outputs'] == b['outputs'] else 'DIFFER'} "
+                    f"(sha256 {a['outputs']})"
+                    for a, b in zip(results["this"], results["baseline"])]]
     print("\n".join(lines))
     harness.write_results(args.markdown, "bench_rank — the RANK that ships as the zoo grows "
                           f"(rank.bootstrap = rank.resamples = {args.bootstrap})", "\n".join(lines))
+
+
+def _tree_commit(tree: Path) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, text=True,
+                          capture_output=True, check=True).stdout.strip()
 
 
 if __name__ == "__main__":

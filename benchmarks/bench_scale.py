@@ -13,6 +13,13 @@ Per size, in a fresh store, against one local Ray started here (its start-up tim
 2. ``zoorank run CONFIG`` on the finished store: the rerun, against the first run's wall;
 3. the store: data files and commits of the ``manifest``, ``metrics`` and ``oracle`` tables.
 
+``--baseline-tree PATH``: every size also through the ``zoorank`` of another checkout (the tree
+before a change), in the same run against the same Ray and zoo, alternating which tree goes first
+each of ``--rounds`` rounds; the results file shows both, and this tree's figures as a ratio
+against the baseline's (per stage: the best wall of the rounds). The CLI drivers run with the tree
+as their working directory and ``PYTHONPATH``; Ray puts a driver's working directory first on its
+workers' path, so the workers import the same tree.
+
 ``--s3``: the same on a moto S3 server on 127.0.0.1 behind ``tests/s3_faults.FaultyProxy`` adding
 ``--latency-ms`` to every request (store and checkpoints in the bucket), after the same sizes on
 local disk in this process: the per-model overhead of object storage is the difference.
@@ -22,6 +29,7 @@ Prints, never asserts; not run in CI::
     .venv/bin/python benchmarks/bench_scale.py --models 50 100
     .venv/bin/python benchmarks/bench_scale.py --models 100 1000 2000
     .venv/bin/python benchmarks/bench_scale.py --models 300 --s3 --latency-ms 20
+    .venv/bin/python benchmarks/bench_scale.py --models 1000 --baseline-tree ../before --rounds 2
 """
 
 from __future__ import annotations
@@ -101,10 +109,11 @@ class RayTreeCPU:
             self.sample()
 
 
-def cli(*args: str, tree: RayTreeCPU, env: dict) -> dict:
-    """One ``zoorank`` command: wall, CPU (driver exact + Ray sampled), driver peak RSS, lines."""
+def cli(*args: str, tree: RayTreeCPU, env: dict, cwd: Path = REPO) -> dict:
+    """One ``zoorank`` command (the checkout ``cwd``'s): wall, CPU (driver exact + Ray sampled),
+    driver peak RSS, lines."""
     before = tree.sample()
-    child = run_child([sys.executable, "-m", "zoorank", *args], env=env, check=False)
+    child = run_child([sys.executable, "-m", "zoorank", *args], env=env, cwd=cwd, check=False)
     if child.returncode not in (0, 3):
         sys.exit(f"bench_scale: zoorank {' '.join(args[:1])} exited {child.returncode}:\n"
                  f"{child.output[-3000:]}")
@@ -127,11 +136,14 @@ def table_files(store: str) -> dict[str, tuple[int, int]]:
 
 
 def run_size(n: int, store: str, checkpoints: str, address: str, tree: RayTreeCPU,
-             env: dict) -> dict:
+             env: dict, checkout: Path = REPO) -> dict:
+    """One size through the ``zoorank`` CLI of ``checkout`` (this tree by default)."""
     cfg = WORK / f"config-{abs(hash(store))}.yaml"
     cfg.write_text(yaml.safe_dump(config(store, checkpoints)))
-    stages = {s: cli(s, str(cfg), "--address", address, tree=tree, env=env) for s in STAGES}
-    rerun = cli("run", str(cfg), "--address", address, tree=tree, env=env)
+    env = {**env, "PYTHONPATH": str(checkout)}
+    stages = {s: cli(s, str(cfg), "--address", address, tree=tree, env=env, cwd=checkout)
+              for s in STAGES}
+    rerun = cli("run", str(cfg), "--address", address, tree=tree, env=env, cwd=checkout)
     return {"n": n, "stages": stages, "rerun": rerun, "tables": table_files(store),
             "first": sum(s["wall"] for s in stages.values())}
 
@@ -152,6 +164,45 @@ def size_section(where: str, r: dict) -> str:
         + ratio("rerun", r["rerun"]["wall"], "the first run", r["first"]),
         "tables (data files, commits): " + ", ".join(
             f"{t} {f} files / {c} commits" for t, (f, c) in r["tables"].items())])
+    print(text, flush=True)
+    return text
+
+
+def tree_commit(checkout: Path) -> str:
+    """The short commit of a checkout."""
+    import subprocess
+
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, text=True,
+                          capture_output=True, check=True).stdout.strip()
+
+
+def against_baseline(n: int, runs: dict[str, list[dict]], names: dict[str, str]) -> str:
+    """This tree against the baseline tree at one size: per stage the best wall of the rounds,
+    the ratio, and the driver peak RSS of each."""
+    def best(label: str, stage: str, key: str = "wall") -> float:
+        return min((r["rerun"] if stage == "rerun" else r["stages"][stage])[key]
+                   for r in runs[label])
+
+    rows = []
+    for stage in [*STAGES, "rerun"]:
+        b, a = best("baseline", stage), best("this", stage)
+        rows.append([stage, f"{b:.1f}", f"{a:.1f}", f"{a / b:.2f}",
+                     f"{best('baseline', stage, 'rss') / MB:.0f}",
+                     f"{best('this', stage, 'rss') / MB:.0f}"])
+    first_b = min(r["first"] for r in runs["baseline"])
+    first_a = min(r["first"] for r in runs["this"])
+    rows.append(["first run", f"{first_b:.1f}", f"{first_a:.1f}", f"{first_a / first_b:.2f}",
+                 "", ""])
+    walls = "; ".join(f"{names[label]}: " + ", ".join(f"{r['first']:.1f}" for r in runs[label])
+                      for label in ("baseline", "this"))
+    text = "\n".join([
+        f"## {n} models: {names['this']} against the baseline {names['baseline']}", "",
+        table(["stage", "baseline wall s", "this wall s", "ratio", "baseline RSS MB",
+               "this RSS MB"], rows), "",
+        f"best of {len(runs['this'])} round(s), alternating which tree goes first; first-run walls "
+        f"of each round, in order: {walls}.",
+        ratio(f"first run at {n} models, {names['this']}", first_a,
+              f"{names['baseline']}", first_b)])
     print(text, flush=True)
     return text
 
@@ -182,12 +233,20 @@ def loopback_s3(latency_s: float):
 
 
 def main(argv: list[str] | None = None) -> None:
+    global WORK  # --work: run_size writes its configs there too
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", type=int, nargs="+", default=[100])
     parser.add_argument("--s3", action="store_true", help="also on a loopback S3 (see docstring)")
     parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="another checkout whose zoorank runs each size too (see docstring)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --baseline-tree: rounds of both trees, alternating the order")
+    parser.add_argument("--work", type=Path, default=WORK,
+                        help="zoo, stores and configs (default: %(default)s)")
     harness.results_option(parser, "bench_scale")
     args = parser.parse_args(argv)
+    WORK = args.work
 
     import ray
 
@@ -210,6 +269,12 @@ def main(argv: list[str] | None = None) -> None:
     sections = [f"zoo: {max(args.models)} checkpoints ({zoo_s:.1f} s); local Ray: {os.cpu_count()} "
                 f"CPUs, started in {ray_s:.1f} s (not in the figures below)."]
     print(sections[0])
+    names = {"this": f"this tree `{harness.commit()}`"}
+    if args.baseline_tree:
+        base = args.baseline_tree.resolve()
+        names["baseline"] = f"`{tree_commit(base)}` ({base})"
+        sections.append(f"Baseline: the zoorank of {names['baseline']}, {args.rounds} round(s) "
+                        "per size, alternating which tree goes first.")
 
     local: dict[int, dict] = {}
     for n in args.models:
@@ -218,10 +283,25 @@ def main(argv: list[str] | None = None) -> None:
         sub.mkdir()
         for i in range(n):
             (sub / f"cnn{i:04d}.safetensors").symlink_to(zoo / f"cnn{i:04d}.safetensors")
-        store = WORK / f"store-{n}"
-        shutil.rmtree(store, ignore_errors=True)
-        local[n] = run_size(n, str(store), str(sub / "*.safetensors"), address, tree, env)
-        sections.append(size_section("local disk", local[n]))
+        if not args.baseline_tree:
+            store = WORK / f"store-{n}"
+            shutil.rmtree(store, ignore_errors=True)
+            local[n] = run_size(n, str(store), str(sub / "*.safetensors"), address, tree, env)
+            sections.append(size_section("local disk", local[n]))
+            continue
+        runs: dict[str, list[dict]] = {"this": [], "baseline": []}
+        for k in range(args.rounds):
+            order = ["baseline", "this"] if k % 2 == 0 else ["this", "baseline"]
+            for label in order:
+                store = WORK / f"store-{n}-{label}"
+                shutil.rmtree(store, ignore_errors=True)
+                checkout = base if label == "baseline" else REPO
+                runs[label].append(run_size(n, str(store), str(sub / "*.safetensors"), address,
+                                            tree, env, checkout))
+                sections.append(size_section(f"local disk, round {k + 1}, {names[label]}, "
+                                             f"load {harness.load():.1f}", runs[label][-1]))
+        local[n] = min(runs["this"], key=lambda r: r["first"])
+        sections.append(against_baseline(n, runs, names))
     if len(args.models) > 1:
         a, b = min(args.models), max(args.models)
         sections.append(ratio(f"per-model wall of the first run at {b} models (goal ≤ 1.1)",

@@ -200,6 +200,42 @@ def test_model_confidence_set_equals_arch_on_arch_bootstrap_indices(seed):
         assert p[j] == pytest.approx(pvalues.loc[j], abs=1e-12)
 
 
+def _plain_mcs(point: np.ndarray, reps: np.ndarray, size: float) -> tuple[np.ndarray, np.ndarray]:
+    """The T_max elimination written out: every step a full pass over the models left (no
+    running sums, no bound, no BLAS product)."""
+    loss, dev = -point, -(reps - point)
+    alive, pvalues, p_running = np.ones(point.size, bool), np.full(point.size, np.nan), 0.0
+    while alive.sum() > 1:
+        idx = np.flatnonzero(alive)
+        d = loss[idx] - loss[idx].mean()
+        centred = dev[:, idx] - dev[:, idx].mean(axis=1, keepdims=True)
+        sigma = np.sqrt((centred * centred).mean(axis=0))
+        t = d / sigma
+        p_running = max(p_running, float(np.mean(t.max() < (centred / sigma).max(axis=1))))
+        if p_running > size:
+            break
+        out = idx[t == t.max()]
+        pvalues[out], alive[out] = p_running, False
+    pvalues[alive] = 1.0 if p_running <= size else p_running
+    return alive, pvalues
+
+
+def test_model_confidence_set_of_300_models_equals_the_plain_elimination():
+    # large enough that every eliminated model's matrix-vector product (running sums, on one BLAS
+    # thread) is one BLAS would otherwise split between threads; the answer is the plain loop's
+    rng = np.random.default_rng(7)
+    m, F = 300, 8
+    true = np.sort(rng.normal(0, 0.1, m))[::-1]
+    folds = true[:, None] + rng.normal(0, 0.2, (m, F))
+    point = folds.mean(axis=1)
+    reps = fold_bootstrap(point, folds, 400, seed=3, scale=fold_scale(F, 0.5))
+    inside, p = model_confidence_set(point, reps, 0.05)
+    ref_inside, ref_p = _plain_mcs(point, reps, 0.05)
+    assert 1 < inside.sum() < m
+    assert inside.tolist() == ref_inside.tolist()
+    assert p == pytest.approx(ref_p, abs=1e-12, nan_ok=True)
+
+
 def test_top_set_is_rank_consistent_on_a_60_model_zoo():
     # 60 models, noisy folds whose noise grows with the model index: the raw MCS keeps some noisy
     # low-ranked models while eliminating precise better ones; the top set closes that gap
