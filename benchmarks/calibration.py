@@ -11,7 +11,7 @@ What it measures, per zoo:
   ``sqrt(c (1 − c) / R)`` for R replications.
 * **p(best) reliability**: a binned reliability table and the expected calibration error (ECE,
   ten equal-width bins, weighted by count) of the label-free p(best) (the same replicates) and of
-  p(best | labels) (:func:`zoorank.metrics.active.labelled_p_best` on the correctness of a random
+  p(best | labels) (:func:`zoorank.metrics.label_posterior.labelled_p_best` on the correctness of a random
   labelled subset). A prediction is scored against its *outcome*: the models within the tie
   tolerance (:data:`TOL`, 0.5 pp) of the truly best share 1 equally, every other model gets 0;
   this is the event p(best) splits ties by. Two ECEs: over every (model, replication) pair, and
@@ -59,7 +59,7 @@ import harness
 import numpy as np
 from scipy import stats
 
-from zoorank.metrics.active import labelled_p_best
+from zoorank.metrics.label_posterior import labelled_p_best
 from zoorank.metrics.suite import select_samples
 from zoorank.metrics.uncertainty import (
     fold_assignment,

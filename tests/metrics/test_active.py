@@ -12,13 +12,12 @@ from zoorank.metrics.active import (
     knn_predictions,
     knn_votes,
     label_evidence,
-    labelled_p_best,
     next_batch,
-    probability_mass_set,
     random_batch,
     select_diverse,
     uncertainty_batch,
 )
+from zoorank.metrics.label_posterior import labelled_p_best, probability_mass_set
 
 
 def test_knn_predictions_match_a_reference_leave_one_out_vote():
@@ -100,7 +99,7 @@ def test_p_best_of_two_symmetric_models_matches_the_gaussian_mixture_closed_form
     # variance 2σ²s/(σ² + s), s = S_AA − S_AB; the grid weight is N(0.2/√2; 0, σ² + s).
     from scipy import stats
 
-    from zoorank.metrics.active import PRIOR_SAMPLES, SPREAD_GRID, TIE_TOLERANCE
+    from zoorank.metrics.label_posterior import PRIOR_SAMPLES, SPREAD_GRID, TIE_TOLERANCE
 
     rows = [[1, 0]] * 30 + [[0, 1]] * 10 + [[1, 1]] * 30 + [[0, 0]] * 30
     c = np.array(rows, dtype=float)

@@ -2,7 +2,7 @@
 how the top set narrowed, the labels spent, and whether another round is likely to change the
 decision. Default stop: the leader's p(best) ≥ :data:`TARGET`, or the label budget spent.
 
-p(best) here is :func:`zoorank.metrics.active.labelled_p_best` (issue 30): a posterior of the
+p(best) here is :func:`zoorank.metrics.label_posterior.labelled_p_best` (issue 30): a posterior of the
 models' paired accuracies on the pool in which models within 0.5 pp of the best share "best", so
 the rule fires only when that probability clears the target; ``benchmarks/calibration.py``
 measures how often it fires and how often its pick is then within 0.5 pp of the best
@@ -29,10 +29,10 @@ from zoorank.metrics.active import (
     change_probability,
     label_evidence,
     next_batch,
-    probability_mass_set,
     random_batch,
     uncertainty_batch,
 )
+from zoorank.metrics.label_posterior import probability_mass_set
 
 #: the leader's p(best) at which labelling stops by default.
 TARGET = 0.9
