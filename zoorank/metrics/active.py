@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoorank.metrics._checks import check_array
-from zoorank.metrics.label_posterior import labelled_p_best, probability_mass_set
+from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best, probability_mass_set
 
 __all__ = [
     "LabelEvidence",
@@ -187,12 +187,23 @@ def select_diverse(scores, Z, k: int, seed: int = 0, pool_factor: int = 5) -> np
 class LabelEvidence:
     """What the labels say about a zoo: per model, leave-one-out few-label kNN ``accuracy`` on the
     labelled samples and ``p_best`` (:func:`labelled_p_best`; the ``prior`` when fewer than two
-    classes are labelled); ``predictions`` (M × n) of every pool sample, or None without them."""
+    classes are labelled); ``predictions`` (M × n) of every pool sample, or None without them;
+    ``p_best_stop``: p(best) with the posterior widened for the stopping rule's repeated looks
+    (:data:`~zoorank.metrics.label_posterior.STOP_WIDENING`), None where no such posterior
+    exists (the rule then reads ``p_best``)."""
 
     p_best: np.ndarray
     accuracy: np.ndarray
     n_labels: int
     predictions: np.ndarray | None
+    p_best_stop: np.ndarray | None = None
+
+    def stop_p_best(self) -> float:
+        """The p(best) the stopping rule compares with its target: the leader's (by ``p_best``)
+        under the widened posterior."""
+        leader = int(np.argmax(self.p_best))
+        p = self.p_best if self.p_best_stop is None else self.p_best_stop
+        return float(p[leader])
 
 
 def _usable(codes: np.ndarray) -> bool:
@@ -214,7 +225,9 @@ def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
     correct = (preds[:, labelled] == codes[None, :]).T.astype(np.float64)  # (L, M)
     pool = len(np.asarray(Zs[0]))
     return LabelEvidence(labelled_p_best(correct, resamples, seed, population=pool),
-                         correct.mean(axis=0), len(codes), preds)
+                         correct.mean(axis=0), len(codes), preds,
+                         labelled_p_best(correct, resamples, seed, population=pool,
+                                         widen=STOP_WIDENING))
 
 
 def _committee(p_best: np.ndarray, size: int = 10) -> np.ndarray:
