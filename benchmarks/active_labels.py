@@ -117,7 +117,7 @@ def run_once(pool, sampler: str, seed: int, round_size: int, max_labels: int
         labelled = np.concatenate([labelled, batch])
         ev = label_evidence(pool.Zs, labelled, truth[labelled], n_classes, pool.prior, seed=seed)
         pick = int(np.argmax(ev.p_best))
-        trace.append((len(labelled), pick, float(ev.p_best[pick])))
+        trace.append((len(labelled), pick, ev.stop_p_best()))  # what the stopping rule compares
     return trace
 
 

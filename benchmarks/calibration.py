@@ -18,9 +18,12 @@ What it measures, per zoo:
   over the leader only (its p(best) against its outcome: the stricter figure, not diluted by the
   many models at p ≈ 0).
 * **The stopping rule** (:data:`zoorank.labels.stopping.TARGET`: stop when the leader's
-  p(best | labels) ≥ 0.9, else at the label budget): labels are revealed in random order,
-  ``--round`` at a time, up to ``--max-labels``; *fires* = the rule stopped before the budget;
-  *right* = the pick's full-data value is within :data:`TOL` (0.5 pp) of the best full-data value.
+  p(best | labels), its posterior widened by :data:`zoorank.metrics.label_posterior.STOP_WIDENING`
+  for the rule's repeated looks, is ≥ 0.9, else at the label budget): labels are revealed in
+  random order, ``--round`` at a time, up to ``--max-labels``; *fires* = the rule stopped before
+  the budget; *right* = the pick's full-data value is within :data:`TOL` (0.5 pp) of the best
+  full-data value. The same runs also stop on the calibrated p(best) itself (the rule before the
+  widening) for comparison.
 
 Baselines, on the same replications: the top set without the small-sample correction
 (``fold_scale(..., small_sample=False)``) and p(best | labels) by the Bayesian bootstrap zoorank
@@ -40,7 +43,12 @@ The zoos:
   score stage does (``select_samples(ids, --images, seed)``) for the top set, and a uniformly
   random labelled subset for the labels. ``uva``: the four UvA CIFAR-10 classifiers
   (``benchmarks/uva_models.py``, argmax of their own heads, ``benchmarks/uva_accuracy.py``'s
-  loading) on the first ``--uva-images`` CIFAR-10 test images.
+  loading) on the first ``--uva-images`` CIFAR-10 test images. ``--real`` embedding zoos (demo,
+  digits, cifar10: the stores ``benchmarks/default_lozo.py`` reads, :data:`EMBEDDING_ZOOS`; their
+  clean embeddings cached under ``--cache``): the truth is each model's leave-one-out kNN
+  accuracy with every label of the pool, and the labels' correctness is the product's few-label
+  kNN among the labelled images (:func:`few_label_correct`), so the few-label kNN's bias against
+  the all-label accuracy is part of what is measured.
 
 Prints and writes ``--markdown`` (default ``benchmarks/results/calibration.md``), never asserts::
 
