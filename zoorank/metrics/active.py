@@ -211,10 +211,12 @@ def _usable(codes: np.ndarray) -> bool:
 
 
 def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
-                   prior=None, resamples: int = 2000, seed: int = 0) -> LabelEvidence:
+                   prior=None, resamples: int = 2000, seed: int = 0,
+                   stop: bool = True) -> LabelEvidence:
     """:class:`LabelEvidence` of M models (``Zs``: one (n, d_m) pool embedding each, rows aligned)
     given labels ``codes`` at row positions ``labelled``. ``prior``: p(best) before any label
-    (default uniform). Cost O(M · n · L · d) for the predictions + O(resamples · L · M)."""
+    (default uniform); ``stop``: also the stopping rule's widened p(best). Cost O(M · n · L · d)
+    for the predictions + O(resamples · L · M)."""
     m = len(Zs)
     labelled = np.asarray(labelled, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
@@ -224,10 +226,10 @@ def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
     preds = np.vstack([knn_predictions(Z, labelled, codes, n_classes) for Z in Zs])
     correct = (preds[:, labelled] == codes[None, :]).T.astype(np.float64)  # (L, M)
     pool = len(np.asarray(Zs[0]))
+    widened = (labelled_p_best(correct, resamples, seed, population=pool, widen=STOP_WIDENING)
+               if stop else None)
     return LabelEvidence(labelled_p_best(correct, resamples, seed, population=pool),
-                         correct.mean(axis=0), len(codes), preds,
-                         labelled_p_best(correct, resamples, seed, population=pool,
-                                         widen=STOP_WIDENING))
+                         correct.mean(axis=0), len(codes), preds, widened)
 
 
 def _committee(p_best: np.ndarray, size: int = 10) -> np.ndarray:
@@ -318,6 +320,6 @@ def change_probability(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int
         drawn = evidence.predictions[voter, batch]
         ev = label_evidence(Zs, np.concatenate([labelled, batch]),
                             np.concatenate([codes, drawn]), n_classes, evidence.p_best,
-                            resamples, seed + 1 + s)
+                            resamples, seed + 1 + s, stop=False)
         changed += int(np.argmax(ev.p_best) != leader)
     return changed / simulations
