@@ -17,7 +17,7 @@ the models that may be best, the leaderboard's label-free p(best) as prior). Eac
   ``zoorank ask``'s default since this benchmark, ``--sampler uncertainty``).
 
 After each round p(best | labels) is computed as ``zoorank label`` does
-(:func:`zoorank.metrics.active.label_evidence`, i.e. :func:`~zoorank.metrics.active.
+(:func:`zoorank.metrics.active.label_evidence`, i.e. :func:`~zoorank.metrics.label_posterior.
 labelled_p_best`). The *pick* is the most probable model. The truth: each model's leave-one-out
 few-label kNN accuracy with every label of the pool revealed (the *oracle's best* is the best of
 the pool's models). Per (zoo, sampler), over ``--seeds`` seeds (seed s is shared by the samplers,
@@ -25,8 +25,8 @@ so differences are paired):
 
 * **regret** of the pick after n labels (pp of oracle accuracy below the oracle's best) and the
   **share of runs whose pick is within the tolerance** (0.5 pp,
-  :data:`zoorank.metrics.active.TIE_TOLERANCE`) of the best: the curves of CODA (Kay et al.,
-  ICCV 2025) and Model Selector (Okanovic et al., AISTATS 2025);
+  :data:`zoorank.metrics.label_posterior.TIE_TOLERANCE`) of the best: the curves of CODA (Kay et
+  al., ICCV 2025) and Model Selector (Okanovic et al., AISTATS 2025);
 * **stops** of the stopping rule (the leader's p(best | labels) ≥
   :data:`zoorank.labels.stopping.TARGET`): how many runs it fires in within the budget, and how
   many of those picks are within the tolerance (*right*); a run goes on after its stop, so the
@@ -117,7 +117,7 @@ def run_once(pool, sampler: str, seed: int, round_size: int, max_labels: int
         labelled = np.concatenate([labelled, batch])
         ev = label_evidence(pool.Zs, labelled, truth[labelled], n_classes, pool.prior, seed=seed)
         pick = int(np.argmax(ev.p_best))
-        trace.append((len(labelled), pick, float(ev.p_best[pick])))
+        trace.append((len(labelled), pick, ev.stop_p_best()))  # what the stopping rule compares
     return trace
 
 
@@ -125,7 +125,7 @@ def zoo_figures(name: str, run_yaml: str, args: argparse.Namespace) -> dict:
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
     from zoorank.labels.stopping import TARGET
-    from zoorank.metrics.active import TIE_TOLERANCE
+    from zoorank.metrics.label_posterior import TIE_TOLERANCE
 
     pool = load_pool(load_config(run_yaml))
     if len(pool.labelled) != len(pool.sample_id):
@@ -169,7 +169,7 @@ def zoo_figures(name: str, run_yaml: str, args: argparse.Namespace) -> dict:
 # -- tables --------------------------------------------------------------------------------------
 
 def _within(regret: np.ndarray) -> np.ndarray:
-    from zoorank.metrics.active import TIE_TOLERANCE
+    from zoorank.metrics.label_posterior import TIE_TOLERANCE
 
     return (regret <= 100 * TIE_TOLERANCE + 1e-9).astype(np.float64)
 
@@ -330,7 +330,7 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
              f"Labels hidden and revealed only as a sampler asks, {args.round} per round, up to "
              f"{args.max_labels}, {args.seeds} seeds (seed s shared by the samplers: paired). "
              "*Pick*: the most probable model under p(best | labels) "
-             "(`zoorank.metrics.active.labelled_p_best`, as `zoorank label` computes it). "
+             "(`zoorank.metrics.label_posterior.labelled_p_best`, as `zoorank label` computes it). "
              "*Regret*: the oracle's best accuracy minus the pick's (pp), the oracle being each "
              "model's leave-one-out few-label kNN accuracy with every label revealed. *Within "
              "tolerance*: regret ≤ 0.5 pp. *Stop*: the stopping rule fires (leader's p(best | "

@@ -66,3 +66,44 @@ def test_the_baseline_bootstrap_sums_to_one_and_lets_one_lucky_label_win():
     p = cal.bootstrap_p_best(correct, 2000, 0, prior_samples=0)
     assert p == pytest.approx([0.0, 1.0])  # the overconfidence the product's posterior removed
     assert cal.bootstrap_p_best(correct, 500, 0).sum() == pytest.approx(1.0)
+
+
+def test_the_harness_few_label_knn_is_the_products_on_every_nested_look():
+    # the incremental kNN over nested labelled prefixes equals knn_predictions (the product's,
+    # as label_evidence scores the labelled rows) recomputed from scratch at each look
+    from zoorank.metrics.active import knn_predictions
+
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 4, size=150)
+    Zs = [rng.normal(size=(150, 6)) + 1.5 * np.eye(6)[codes % 6] * s for s in (0.5, 1.0, 2.0)]
+    units = [Z / np.linalg.norm(Z, axis=1, keepdims=True) for Z in Zs]
+    order = rng.permutation(150)
+    looks = [3, 5, 20, 37, 120]
+    got = cal.few_label_correct(units, codes, order, looks)
+    for n in looks:
+        rows = order[:n]
+        ref = np.stack([knn_predictions(Z, rows, codes[rows], 4)[rows] == codes[rows]
+                        for Z in Zs], axis=1)
+        assert got[n].shape == (n, 3)
+        assert (got[n] == ref).all()
+
+
+def test_an_embedding_zoo_whose_models_are_copies_never_stops():
+    # three copies of one embedding: every look sees three identical correctness columns, so
+    # p(best | labels) is 1/3 each (within Monte-Carlo error) and the rule never fires
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 3, size=300)
+    Z = rng.normal(size=(300, 5)) + 2 * np.eye(5)[codes]
+    U = Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    every = np.arange(300)
+    from zoorank.metrics.active import knn_predictions
+
+    truth = (knn_predictions(Z, every, codes, 3) == codes).astype(float)
+    zoo = cal.Zoo("copies", "real", correct=np.stack([truth] * 3, axis=1),
+                  embeddings=(U, U, U), codes=codes)
+    lab = cal.labelled(zoo, reps=4, pool=300, budgets=[40], round_size=40, max_labels=200,
+                       target=0.9, seed=0, resamples=300, baseline_reps=0)
+    assert lab["product"]["fires"] == 0
+    for p, o in lab["product"]["pairs"][40]:
+        assert p == pytest.approx([1 / 3] * 3, abs=0.03)
+        assert o == pytest.approx([1 / 3] * 3)

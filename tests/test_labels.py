@@ -263,7 +263,8 @@ def test_the_stopping_rule_is_plain_data_for_the_report(labelled_store, tmp_path
     rule = summary(config, round_size=10)
     json.dumps(rule)  # plain data
     assert rule["labels_spent"] == 60 and rule["leader"] == "pixels"
-    assert rule["stop"] == (rule["p_best"] >= 0.9)
+    # the rule compares the leader's p(best) widened for its repeated looks (STOP_WIDENING)
+    assert rule["stop"] == (rule["p_best_stop"] >= 0.9)
     assert {r["model_id"] for r in rule["rows"]} == {"pixels", "proj-8", "proj-3", "noise"}
     assert sum(r["p_best_given_labels"] for r in rule["rows"]) == pytest.approx(1.0)
     assert any("p(best)" in s for s in rule["sentences"]) and rule["title"]
@@ -295,3 +296,39 @@ def test_label_reruns_rank_and_the_oracle_uses_the_given_labels(labelled_store, 
     assert {(m, "digits") for m in knn.index} <= set(expected)
     assert all(oracle.loc[oracle["model_id"] == m, "fingerprint"].iloc[0] == expected[(m, d)][0]
                for m, d in expected)
+
+
+def test_the_rule_stops_on_the_widened_p_best_not_the_printed_one(labelled_store, tmp_path):
+    # the same printed p(best) 0.95: the rule goes on when the widened p(best) (STOP_WIDENING,
+    # for the rule's repeated looks) is 0.80 and stops when it is 0.92, saying which it compared
+    from dataclasses import replace
+
+    from zoorank.config.loading import load_config
+    from zoorank.labels.pool import load_pool
+    from zoorank.labels.stopping import evidence, stopping_rule
+
+    path, _, truth, _ = labelled_store
+    _write_csv(tmp_path / "l.csv", [(s, truth[s], "") for s in range(0, 300, 5)])
+    assert main(["label", str(path), str(tmp_path / "l.csv"), "--no-rank"]) == 0
+    pool = load_pool(load_config(str(path)))
+    ev = evidence(pool)
+    m = len(ev.p_best)
+    assert ev.p_best_stop is not None and ev.p_best_stop.shape == (m,)
+
+    def lead(p):
+        return np.r_[p, np.full(m - 1, (1 - p) / (m - 1))]
+
+    for widened, stops in ((0.80, False), (0.92, True)):
+        rule = stopping_rule(pool, replace(ev, p_best=lead(0.95), p_best_stop=lead(widened)),
+                             round_size=10)
+        assert rule["stop"] is stops
+        assert rule["p_best"] == pytest.approx(0.95)
+        assert rule["p_best_stop"] == pytest.approx(widened)
+        verdict = rule["sentences"][-1]
+        if stops:
+            assert verdict == ("Stop: the leader's p(best) 0.95 (0.92 allowing for the repeated "
+                               "looks) ≥ 0.90.")
+        else:
+            assert verdict.startswith("Go on:")
+            assert verdict.endswith("allowing for the repeated looks the leader's p(best) is 0.80, "
+                                    "below 0.90.")

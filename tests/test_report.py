@@ -302,6 +302,12 @@ def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_cal
     claim = top_set_claim(at_defaults)
     assert claim["level"] == f"{worst:.0%}"
     assert f"read it as a {worst:.0%} set" in claim["sentence"] and claim["sentence"].startswith("G.")
+    # beside it, the label-free p(best)'s measured calibration, its worst setting named
+    from zoorank.metrics.uncertainty import MEASURED_P_BEST_ECE
+
+    hardest = max(MEASURED_P_BEST_ECE, key=MEASURED_P_BEST_ECE.get)
+    assert f"by {MEASURED_P_BEST_ECE[hardest]:.2f} on average ({hardest})" in claim["sentence"]
+    assert "not a calibrated probability where models tie" in claim["sentence"]
     for other in ({"confidence": 0.9}, {"folds": 4}, {"fold_fraction": 1.0}):
         claim = top_set_claim({**at_defaults, **other})
         assert claim["level"].startswith("nominal ") and "not measured" in claim["sentence"]

@@ -12,13 +12,12 @@ from zoorank.metrics.active import (
     knn_predictions,
     knn_votes,
     label_evidence,
-    labelled_p_best,
     next_batch,
-    probability_mass_set,
     random_batch,
     select_diverse,
     uncertainty_batch,
 )
+from zoorank.metrics.label_posterior import labelled_p_best, probability_mass_set
 
 
 def test_knn_predictions_match_a_reference_leave_one_out_vote():
@@ -93,14 +92,16 @@ def test_paired_differences_count_not_the_accuracies_alone():
     assert labelled_p_best(independent, 4000, 0)[0] < 0.75
 
 
-def test_p_best_of_two_symmetric_models_matches_the_gaussian_mixture_closed_form():
+@pytest.mark.parametrize("widen", [1.0, 3.0])
+def test_p_best_of_two_symmetric_models_matches_the_gaussian_mixture_closed_form(widen):
     # A right on 60 of 100 labels, B on 40 (A only 30, B only 10, both 30, neither 30): equal
     # variances, so (1, −1) is an eigenvector of the sampling covariance S and for each prior
     # spread σ of the grid the posterior of d = θ_A − θ_B is normal with mean σ²/(σ² + s)·0.2,
     # variance 2σ²s/(σ² + s), s = S_AA − S_AB; the grid weight is N(0.2/√2; 0, σ² + s).
+    # ``widen`` multiplies each component's posterior variance (mean and weight unchanged).
     from scipy import stats
 
-    from zoorank.metrics.active import PRIOR_SAMPLES, SPREAD_GRID, TIE_TOLERANCE
+    from zoorank.metrics.label_posterior import PRIOR_SAMPLES, SPREAD_GRID, TIE_TOLERANCE
 
     rows = [[1, 0]] * 30 + [[0, 1]] * 10 + [[1, 1]] * 30 + [[0, 0]] * 30
     c = np.array(rows, dtype=float)
@@ -116,16 +117,39 @@ def test_p_best_of_two_symmetric_models_matches_the_gaussian_mixture_closed_form
     w = stats.norm.pdf(y, 0, np.sqrt(sig2 + s))
     w = w / w.sum()
     mean = sig2 / (sig2 + s) * 0.2
-    sd = np.sqrt(2 * sig2 * s / (sig2 + s))
+    sd = np.sqrt(widen * 2 * sig2 * s / (sig2 + s))
     t = TIE_TOLERANCE
     with np.errstate(divide="ignore", invalid="ignore"):
         ahead = np.where(sd > 0, stats.norm.sf((t - mean) / np.where(sd > 0, sd, 1)), 0.0)
         tied = np.where(sd > 0, stats.norm.cdf((t - mean) / np.where(sd > 0, sd, 1))
                         - stats.norm.cdf((-t - mean) / np.where(sd > 0, sd, 1)), 1.0)
     expected = float(np.sum(w * (ahead + 0.5 * tied)))
-    got = labelled_p_best(c, 20000, 0)
+    got = labelled_p_best(c, 20000, 0, widen=widen)
     assert got[0] == pytest.approx(expected, abs=0.01)
     assert got.sum() == pytest.approx(1.0)
+
+
+def test_a_clear_winner_gets_p_best_near_one_even_widened_for_the_stop():
+    # model 0 right on every one of 400 labels, model 1 on 300 of them (a subset), model 2 on 280:
+    # 25 pp ahead with no sample against it
+    c = np.ones((400, 3))
+    c[300:, 1] = 0
+    c[280:, 2] = 0
+    assert labelled_p_best(c, 4000, 0, population=2000)[0] > 0.99
+    assert labelled_p_best(c, 4000, 0, population=2000, widen=3.0)[0] > 0.99
+
+
+@pytest.mark.parametrize("k", [1, 5, 40, 200])
+def test_exactly_tied_models_never_clear_the_stopping_target(k):
+    # equal accuracies, each right alone on k samples: exchangeable, p(best) 1/2 each however
+    # many labels (within Monte-Carlo error), below the target widened or not
+    rows = [[1, 0]] * k + [[0, 1]] * k + [[1, 1]] * 300 + [[0, 0]] * 100
+    c = np.array(rows, dtype=float)
+    for widen in (1.0, 3.0):
+        p = labelled_p_best(c, 4000, k, population=2000, widen=widen)
+        assert p == pytest.approx([0.5, 0.5], abs=0.03)
+    with pytest.raises(ValueError, match="widen"):
+        labelled_p_best(c, widen=0.5)
 
 
 def test_probability_mass_set_is_the_fewest_models_holding_the_mass():

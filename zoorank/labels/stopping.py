@@ -1,12 +1,16 @@
 """The stopping rule, as data and as console lines: the leader's p(best) given the labels so far,
 how the top set narrowed, the labels spent, and whether another round is likely to change the
-decision. Default stop: the leader's p(best) ≥ :data:`TARGET`, or the label budget spent.
+decision. Default stop: the leader's p(best) ≥ :data:`TARGET` allowing for the rule's repeated
+looks, or the label budget spent.
 
-p(best) here is :func:`zoorank.metrics.active.labelled_p_best` (issue 30): a posterior of the
-models' paired accuracies on the pool in which models within 0.5 pp of the best share "best", so
-the rule fires only when that probability clears the target; ``benchmarks/calibration.py``
-measures how often it fires and how often its pick is then within 0.5 pp of the best
-(``benchmarks/results/calibration.md``).
+p(best) here is :func:`zoorank.metrics.label_posterior.labelled_p_best` (issue 30): a posterior
+of the models' paired accuracies on the pool in which models within 0.5 pp of the best share
+"best". The printed p(best) is the calibrated one; the rule, which looks after every round, fires
+when the leader's p(best) under the same posterior with its covariance widened by
+:data:`~zoorank.metrics.label_posterior.STOP_WIDENING` clears the target
+(:meth:`~zoorank.metrics.active.LabelEvidence.stop_p_best`), so that near-tied models do not stop
+it on a chance lead. ``benchmarks/calibration.py`` measures how often it fires and how often its
+pick is then within 0.5 pp of the best (``benchmarks/results/calibration.md``).
 
 :func:`stopping_rule` returns plain data (``title``, ``sentences``, ``rows`` as a list of dicts,
 ``stop``) for the console and the HTML report alike.
@@ -29,10 +33,10 @@ from zoorank.metrics.active import (
     change_probability,
     label_evidence,
     next_batch,
-    probability_mass_set,
     random_batch,
     uncertainty_batch,
 )
+from zoorank.metrics.label_posterior import probability_mass_set
 
 #: the leader's p(best) at which labelling stops by default.
 TARGET = 0.9
@@ -133,8 +137,10 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
                      + ", ".join(top[:8]) + (" ..." if len(top) > 8 else "") + ".")
     budget_left = None if max_labels is None else max(0, max_labels - spent)
     change = math.nan
-    if p_lead >= target and ev.predictions is not None and (spent or not heads):
-        stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f} ≥ {target:.2f}."
+    p_stop = ev.stop_p_best()
+    looks = "" if p_stop == p_lead else f" ({p_stop:.2f} allowing for the repeated looks)"
+    if p_stop >= target and ev.predictions is not None and (spent or not heads):
+        stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f}{looks} ≥ {target:.2f}."
     elif budget_left == 0:
         stop, verdict = True, f"Stop: the label budget ({max_labels}) is spent."
     else:
@@ -155,7 +161,9 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
         else:
             likely = "likely" if change >= 0.5 else "possible" if change >= 0.1 else "unlikely"
             verdict = (f"Go on: another round of {k} labels is {likely} to change the leader "
-                       f"(in {change:.0%} of simulated rounds it does).")
+                       f"(in {change:.0%} of simulated rounds it does)"
+                       + (f"; allowing for the repeated looks the leader's p(best) is "
+                          f"{p_stop:.2f}, below {target:.2f}." if p_lead >= target else "."))
     sentences.append(verdict)
     rows = [{"model_id": ids[i],
              "p_best_label_free": float(pool.prior[i]),
@@ -165,6 +173,7 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
             for i in np.argsort(-ev.p_best, kind="stable")[:max(len(top), 5)]]
     return {"title": f"Labels on {pool.dataset}: when to stop", "sentences": sentences,
             "rows": rows, "stop": stop, "leader": ids[leader], "p_best": p_lead,
+            "p_best_stop": p_stop,
             "labels_spent": spent, "top_set": top, "change_probability": change,
             "target": target, "max_labels": max_labels,
             "signal": "heads (CODA)" if heads else "embeddings (kNN committee)"}

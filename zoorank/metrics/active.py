@@ -10,10 +10,8 @@ Conventions:
   ``k = min(5, L - 1)`` nearest labelled samples (leave-one-out for a labelled sample itself), the
   few-label kNN probe of the label oracle shrunk to the labels at hand;
 * p(best | labels) is the posterior probability that a model's leave-one-out accuracy on the
-  whole pool is the best, models within :data:`TIE_TOLERANCE` (0.5 pp) of the best sharing it: a
-  Gaussian posterior of the *paired* accuracies (their covariance over the same labelled images)
-  under a hierarchical prior on the models' spread (:func:`labelled_p_best`), calibrated against
-  simulations and resampled real zoos by ``benchmarks/calibration.py``.
+  whole pool is the best (:func:`zoorank.metrics.label_posterior.labelled_p_best` of the
+  few-label correctness on the labelled samples).
 
 Query-by-committee over the models that may be best (Seung et al. 1992; for model selection:
 Karimi et al. AISTATS 2021, Okanovic et al. 2024 "ModelSelector"): an image is worth a label when
@@ -28,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoorank.metrics._checks import check_array
+from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best, probability_mass_set
 
 __all__ = [
     "LabelEvidence",
@@ -40,8 +39,6 @@ __all__ = [
     "knn_votes",
     "random_batch",
     "uncertainty_batch",
-    "labelled_p_best",
-    "probability_mass_set",
     "select_diverse",
 ]
 
@@ -96,133 +93,6 @@ def knn_votes(Z, labelled: np.ndarray, labels: np.ndarray, n_classes: int,
     class (rows sum to 1), the vote :func:`knn_predictions` takes the argmax of."""
     votes = _knn_vote_sums(Z, labelled, labels, n_classes, k)
     return votes / votes.sum(axis=1, keepdims=True)
-
-
-#: pseudo-samples of independent correctness in the covariance of :func:`labelled_p_best`: 2
-#: let a model right on 20 of 20 labels look certain and stop on it (``benchmarks/calibration.py``:
-#: 4 tied best models, 5 of 11 stops wrong); with 8, 1 of 2.
-PRIOR_SAMPLES = 8
-#: accuracies within this of the best (0.5 pp) count as tied for best: they share p(best), and a
-#: pick within it of the best is a right pick (:mod:`zoorank.labels.stopping`).
-TIE_TOLERANCE = 0.005
-
-
-#: the grid of prior spreads σ_b (accuracy) the posterior mixes over (:func:`labelled_p_best`):
-#: 0 (every model equal) and 24 log-spaced values from 0.05 pp to 30 pp, equally likely a priori
-#: (a log-uniform prior on σ_b: a zoo of near-ties is as plausible as one of 10 pp gaps).
-SPREAD_GRID = np.r_[0.0, np.geomspace(5e-4, 0.3, 24)]
-
-
-def _posteriors(c: np.ndarray, prior_samples: int, population: int | None
-                ) -> list[tuple[float, np.ndarray, np.ndarray]]:
-    """(weight, mean, covariance) of the posterior of the M models' accuracies on the pool from
-    the (L, M) correctness ``c``, one per prior spread of :data:`SPREAD_GRID` (see
-    :func:`labelled_p_best`); the weights sum to 1."""
-    n, m = c.shape
-    mean = c.mean(axis=0)
-    pbar = (c.sum() + 1.0) / (n * m + 2.0)
-    cov = np.cov(c, rowvar=False, ddof=1).reshape(m, m) if n > 1 else np.zeros((m, m))
-    # the prior's pseudo-samples: independent correctness at the zoo's smoothed accuracy, so a
-    # pair never seen to disagree is not known to be equal
-    cov = ((n - 1) * cov + prior_samples * pbar * (1 - pbar) * np.eye(m)) / max(
-        n - 1 + prior_samples, 1)
-    fpc = 1.0 if population is None else max(0.0, 1.0 - n / population)
-    S = cov * fpc / n
-    if not np.any(S):
-        return [(1.0, mean, np.zeros((m, m)))]
-    centred = mean - mean.mean()
-    # contrasts: an orthonormal basis H of the (M − 1)-dim space orthogonal to the common mean;
-    # y = H·mean ~ N(0, σ_b² I + H S Hᵀ) is the marginal likelihood of σ_b
-    H = np.linalg.svd(np.eye(m) - 1.0 / m)[0][:, : m - 1].T
-    y, HSH = H @ centred, H @ S @ H.T
-    logs = []
-    for sb in SPREAD_GRID:
-        w, V = np.linalg.eigh(sb * sb * np.eye(m - 1) + HSH)
-        w = np.clip(w, 1e-18, None)
-        logs.append(-0.5 * (np.sum(np.log(w)) + np.sum((V.T @ y) ** 2 / w)))
-    logs = np.asarray(logs)
-    weights = np.exp(logs - logs.max())
-    weights /= weights.sum()
-    out = []
-    for weight, sb in zip(weights, SPREAD_GRID, strict=True):
-        if weight < 1e-4:
-            continue
-        if sb == 0:
-            out.append((float(weight), np.full(m, mean.mean()), np.zeros((m, m))))
-            continue
-        gain = sb * sb * np.linalg.solve(sb * sb * np.eye(m) + S, np.eye(m))  # σ_b²(σ_b² I + S)⁻¹
-        post = gain @ S
-        out.append((float(weight), mean.mean() + gain @ centred, 0.5 * (post + post.T)))
-    return out
-
-
-def tie_shares(values: np.ndarray, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
-    """(B, M) share of "best" of each row of (B, M) values: the models within ``tolerance`` of
-    the row's max share 1 equally (the rest 0)."""
-    v = np.asarray(values, dtype=np.float64)
-    best = v >= v.max(axis=1, keepdims=True) - tolerance - 1e-12
-    return best / best.sum(axis=1, keepdims=True)
-
-
-def labelled_p_best(correct, resamples: int = 2000, seed: int = 0,
-                    prior_samples: int = PRIOR_SAMPLES, population: int | None = None,
-                    tolerance: float = TIE_TOLERANCE) -> np.ndarray:
-    """P(model m is the most accurate on the pool, ties within ``tolerance`` shared) given its
-    per-sample correctness ``correct`` (L × M, 0/1) on L labelled samples of a pool of
-    ``population`` (None: an unbounded pool).
-
-    A Gaussian posterior of the *paired* accuracies under a hierarchical prior, chosen by the
-    calibration harness (``benchmarks/calibration.py``, issue 30):
-
-    * the sampling covariance S of the M accuracies is the covariance of the per-sample
-      correctness rows over the L labelled samples (so two models right and wrong on the same
-      images differ little, however uncertain each accuracy is), pooled with ``prior_samples``
-      pseudo-samples of independent correctness at the zoo's smoothed accuracy (a model right on
-      20 of 20 labels is not known to be perfect), divided by L and by the finite-pool
-      correction 1 − L/N;
-    * the prior spreads the models' accuracies about their common mean with a standard deviation
-      σ_b, log-uniform over :data:`SPREAD_GRID` (0 and 0.05–30 pp); each σ_b is weighted by the
-      marginal likelihood of the M − 1 centred contrasts, N(0, σ_b² I + H S Hᵀ), and gives the
-      conjugate normal posterior (mean shrunk by σ_b² (σ_b² I + S)⁻¹). A zoo whose observed
-      spread is noise reads as near-ties instead of naming a winner: the Bayesian bootstrap
-      this replaces stopped on a model outside the tolerance in 18 of 206 stops at 20 labels a
-      round and 4 of 52 at 40, this posterior in 9 of 261 and 1 of 89
-      (``benchmarks/results/calibration.md``). Its known weakness: a single
-      far-ahead model is under-trusted at 50–200 labels (the normal prior expects the spread of
-      the pack), which delays the stop but does not make it wrong;
-    * draws of the mixture (``resamples`` in all); in each, the models within ``tolerance`` of
-      the draw's best share it (:func:`tie_shares`).
-
-    No sample: every model gets 1/M. All labels of the pool (L = N): the observed accuracies,
-    ties within ``tolerance`` shared. Sums to 1. Cost O(M³ + resamples · M²).
-    """
-    c = check_array(correct, "correct", min_rows=0, min_cols=1)
-    n, m = c.shape
-    if population is not None and population < n:
-        raise ValueError(f"population ({population}) is smaller than the labelled samples ({n})")
-    if n == 0 or m == 1:
-        return np.full(m, 1.0 / m)
-    rng = np.random.default_rng(seed)
-    total = np.zeros(m)
-    for weight, mean, cov in _posteriors(c, prior_samples, population):
-        if not np.any(cov):
-            total += weight * tie_shares(mean[None, :], tolerance)[0]
-            continue
-        w, V = np.linalg.eigh(cov)
-        root = V * np.sqrt(np.clip(w, 0.0, None))
-        draws = mean + rng.standard_normal((max(16, int(round(resamples * weight))), m)) @ root.T
-        total += weight * tie_shares(draws, tolerance).mean(axis=0)
-    return total / total.sum()
-
-
-def probability_mass_set(p_best, mass: float = 0.95) -> np.ndarray:
-    """Positions of the fewest models whose p(best) sums to at least ``mass`` (most probable
-    first; ties by position): the top set given the labels."""
-    p = np.asarray(p_best, dtype=np.float64)
-    order = np.argsort(-p, kind="stable")
-    cum = np.cumsum(p[order])
-    stop = int(np.searchsorted(cum, mass - 1e-12)) + 1
-    return order[:min(stop, len(p))]
 
 
 def committee_disagreement(predictions, weights) -> np.ndarray:
@@ -317,12 +187,23 @@ def select_diverse(scores, Z, k: int, seed: int = 0, pool_factor: int = 5) -> np
 class LabelEvidence:
     """What the labels say about a zoo: per model, leave-one-out few-label kNN ``accuracy`` on the
     labelled samples and ``p_best`` (:func:`labelled_p_best`; the ``prior`` when fewer than two
-    classes are labelled); ``predictions`` (M × n) of every pool sample, or None without them."""
+    classes are labelled); ``predictions`` (M × n) of every pool sample, or None without them;
+    ``p_best_stop``: p(best) with the posterior widened for the stopping rule's repeated looks
+    (:data:`~zoorank.metrics.label_posterior.STOP_WIDENING`), None where no such posterior
+    exists (the rule then reads ``p_best``)."""
 
     p_best: np.ndarray
     accuracy: np.ndarray
     n_labels: int
     predictions: np.ndarray | None
+    p_best_stop: np.ndarray | None = None
+
+    def stop_p_best(self) -> float:
+        """The p(best) the stopping rule compares with its target: the leader's (by ``p_best``)
+        under the widened posterior."""
+        leader = int(np.argmax(self.p_best))
+        p = self.p_best if self.p_best_stop is None else self.p_best_stop
+        return float(p[leader])
 
 
 def _usable(codes: np.ndarray) -> bool:
@@ -330,10 +211,12 @@ def _usable(codes: np.ndarray) -> bool:
 
 
 def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
-                   prior=None, resamples: int = 2000, seed: int = 0) -> LabelEvidence:
+                   prior=None, resamples: int = 2000, seed: int = 0,
+                   stop: bool = True) -> LabelEvidence:
     """:class:`LabelEvidence` of M models (``Zs``: one (n, d_m) pool embedding each, rows aligned)
     given labels ``codes`` at row positions ``labelled``. ``prior``: p(best) before any label
-    (default uniform). Cost O(M · n · L · d) for the predictions + O(resamples · L · M)."""
+    (default uniform); ``stop``: also the stopping rule's widened p(best). Cost O(M · n · L · d)
+    for the predictions + O(resamples · L · M)."""
     m = len(Zs)
     labelled = np.asarray(labelled, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
@@ -343,8 +226,10 @@ def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
     preds = np.vstack([knn_predictions(Z, labelled, codes, n_classes) for Z in Zs])
     correct = (preds[:, labelled] == codes[None, :]).T.astype(np.float64)  # (L, M)
     pool = len(np.asarray(Zs[0]))
+    widened = (labelled_p_best(correct, resamples, seed, population=pool, widen=STOP_WIDENING)
+               if stop else None)
     return LabelEvidence(labelled_p_best(correct, resamples, seed, population=pool),
-                         correct.mean(axis=0), len(codes), preds)
+                         correct.mean(axis=0), len(codes), preds, widened)
 
 
 def _committee(p_best: np.ndarray, size: int = 10) -> np.ndarray:
@@ -435,6 +320,6 @@ def change_probability(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int
         drawn = evidence.predictions[voter, batch]
         ev = label_evidence(Zs, np.concatenate([labelled, batch]),
                             np.concatenate([codes, drawn]), n_classes, evidence.p_best,
-                            resamples, seed + 1 + s)
+                            resamples, seed + 1 + s, stop=False)
         changed += int(np.argmax(ev.p_best) != leader)
     return changed / simulations

@@ -65,7 +65,9 @@ __all__ = [
     "small_sample_factor",
     "SMALL_SAMPLE_QUANTILE",
     "MEASURED_COVERAGE",
+    "MEASURED_P_BEST_ECE",
     "MEASURED_SETTINGS",
+    "p_best_claim",
     "measured_coverage",
     "fold_means",
     "fold_bootstrap",
@@ -265,6 +267,34 @@ MEASURED_COVERAGE: dict[str, tuple[float, float, int]] = {
 #: the settings :data:`MEASURED_COVERAGE` was measured at (the config's defaults): the run's
 #: confidence, ``score.resample_folds`` and ``score.resample_fraction``.
 MEASURED_SETTINGS: dict[str, float] = {"confidence": 0.95, "folds": 8, "fold_fraction": 0.5}
+
+
+#: calibration of the label-free p_best at the same defaults, measured by the same harness run:
+#: setting → expected calibration error of the leader's p_best (its p_best against the share of
+#: "best" it truly holds: 1/k among k models within 0.5 pp of the best), 300 simulations each.
+#: Between tied models the replicates, centred on the observed values, still name a leader with
+#: p_best 0.3–0.6 where each holds 1/k: the report states this beside p_best
+#: (:func:`p_best_claim`).
+MEASURED_P_BEST_ECE: dict[str, float] = {
+    "unique best (1 pp ahead)": 0.150,
+    "2 tied best": 0.194,
+    "4 tied best": 0.296,
+    "8 tied": 0.294,
+    "clear winner (5 pp ahead)": 0.001,
+    "graded (1 pp steps)": 0.092,
+}
+
+
+def p_best_claim() -> str:
+    """The sentence the report prints beside the label-free p_best: what it means and the worst
+    calibration error :data:`MEASURED_P_BEST_ECE` holds."""
+    worst = max(MEASURED_P_BEST_ECE, key=MEASURED_P_BEST_ECE.get)
+    return ("p(best) is the share of resamples of the images in which a model ranks first on "
+            "the board's metric. It is not a calibrated probability where models tie: on "
+            "simulated zoos with known truth (benchmarks/calibration.py) the leader's p(best) "
+            f"was off from its true share by {MEASURED_P_BEST_ECE[worst]:.2f} on average "
+            f"({worst}), {MEASURED_P_BEST_ECE['clear winner (5 pp ahead)']:.2f} with a clear "
+            "winner. Read it as a ranking of plausibility.")
 
 
 def measured_coverage() -> float:

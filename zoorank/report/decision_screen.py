@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.uncertainty import MEASURED_COVERAGE, MEASURED_SETTINGS, measured_coverage
+from zoorank.metrics.uncertainty import (
+    MEASURED_COVERAGE,
+    MEASURED_SETTINGS,
+    measured_coverage,
+    p_best_claim,
+)
 from zoorank.report.metric_record import summarise
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
@@ -164,7 +169,7 @@ def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
             "sentence": (f"{guarantee} Measured on simulated zoos with known truth "
                          f"(benchmarks/calibration.py), the set held every truly best model in "
                          f"{level:.0%} of simulations in the hardest setting ({worst}); read it as "
-                         f"a {level:.0%} set, not {nominal:.0%}.").strip()}
+                         f"a {level:.0%} set, not {nominal:.0%}. {p_best_claim()}").strip()}
 
 
 def metric_records(primary: Mapping[str, str], ordered_by: str | None) -> list[dict[str, Any]]:
