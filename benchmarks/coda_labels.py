@@ -30,6 +30,7 @@ from pathlib import Path
 import harness
 import numpy as np
 
+from zoorank.metrics import coda
 from zoorank.metrics import model_selection as ms
 
 TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick (issue 31, item 4)"
@@ -124,7 +125,7 @@ def digits_domains(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, list[
 #: candidate images CODA scores per step (a seeded subsample beyond it; from the command line).
 CANDIDATES = [ms.MAX_CANDIDATES]
 #: CODA's (strength, temperature) in this process (set from the command line).
-CODA = {"strength": ms.STRENGTH, "temperature": ms.TEMPERATURE}
+CODA = {"strength": coda.STRENGTH, "temperature": coda.TEMPERATURE}
 
 
 def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
@@ -135,7 +136,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     labelled: list[int] = []
     picks = []
     coda = method.startswith("coda")
-    prior = ms.coda_prior(P, **(coda_args or CODA)) if coda else None
+    prior = coda.coda_prior(P, **(coda_args or CODA)) if coda else None
     order = None
     if method == "random":
         order = rng.permutation(n)
@@ -144,7 +145,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
         if method == "coda":
-            picks.append(int(np.argmax(ms.coda_belief(prior, at, y[at])[0])))
+            picks.append(int(np.argmax(coda.coda_belief(prior, at, y[at])[0])))
         else:
             picks.append(ms.empirical_best(P, at, y[at], seed=seed))
         if t == budget:
@@ -152,7 +153,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
         if order is not None:
             nxt = int(order[t])
         elif coda:
-            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
+            nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                    max_candidates=CANDIDATES[0])[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
