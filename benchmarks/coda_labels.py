@@ -135,8 +135,8 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     picks = []
-    coda = method.startswith("coda")
-    prior = coda.coda_prior(P, **(coda_args or CODA)) if coda else None
+    is_coda = method.startswith("coda")
+    prior = coda.coda_prior(P, **(coda_args or CODA)) if is_coda else None
     order = None
     if method == "random":
         order = rng.permutation(n)
@@ -152,7 +152,7 @@ def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int
             break
         if order is not None:
             nxt = int(order[t])
-        elif coda:
+        elif is_coda:
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                    max_candidates=CANDIDATES[0])[0])
         else:

@@ -320,8 +320,8 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
     """(labels, picked model) at every count of ``grid`` for one method and seed; the hidden
     labels are revealed only for the images the method asks for. ``coda``: keyword arguments of
     ``coda_next`` (its candidate subsample and P(best) grid)."""
-    from zoorank.metrics import coda
     from zoorank.metrics import model_selection as S
+    from zoorank.metrics.coda import coda_belief, coda_next, coda_prior
 
     n = P.shape[1]
     rng = np.random.default_rng(seed)
@@ -349,21 +349,21 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
             trace.append((len(at), int(np.argmax(ev.p_best))))
         return trace
     at: list[int] = []
-    prior = coda.coda_prior(P) if method == "CODA" else None
+    prior = coda_prior(P) if method == "CODA" else None
     votes = P.argmax(axis=2)
     wanted = set(grid)
     while len(at) < max_labels:
         y = labels[at]
         if method == "CODA":
-            nxt = int(coda.coda_next(P, at, y, k=1, seed=seed + len(at), prior=prior, **(coda or {}))[0])
+            nxt = int(coda_next(P, at, y, k=1, seed=seed + len(at), prior=prior, **(coda or {}))[0])
         else:
             nxt = S.model_picker_next(P, at, y, seed=seed + len(at))
         at.append(nxt)
         if len(at) in wanted:
             y = labels[at]
             if method == "CODA":
-                p = coda.coda_belief(prior, at, y,
-                                  **({"grid": coda["grid"]} if coda and "grid" in coda else {}))[0]
+                p = coda_belief(prior, at, y,
+                            **({"grid": coda["grid"]} if coda and "grid" in coda else {}))[0]
             else:
                 p = S.model_picker_posterior(votes, at, y)
             trace.append((len(at), int(np.argmax(p))))
