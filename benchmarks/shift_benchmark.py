@@ -311,7 +311,11 @@ def embedding_default(scores: dict[str, np.ndarray]) -> str:
 
 # -- labels to a near-best pick -------------------------------------------------------------------
 
-METHODS = ("CODA", "ModelPicker", "uncertainty", "random", "zoorank ask")
+#: "random + CODA pick" asks at random and picks by CODA's P(best): against CODA it isolates
+#: CODA's acquisition (same pick rule); against "random" (the count of right answers, the random
+#: baseline of the CODA paper's code) it isolates CODA's pick.
+METHODS = ("CODA", "ModelPicker", "uncertainty", "random", "random + CODA pick", "zoorank ask")
+RANDOM_CODA = "random + CODA pick"
 
 
 def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], seed: int,
@@ -327,14 +331,20 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
     rng = np.random.default_rng(seed)
     max_labels = grid[-1]
     trace: list[tuple[int, int]] = []
-    if method in ("random", "uncertainty"):
-        if method == "random":
-            order = rng.permutation(n)
-        else:
+    if method in ("random", "uncertainty", RANDOM_CODA):
+        if method == "uncertainty":
             order = np.lexsort((rng.permutation(n), -S.uncertainty_scores(P)))
+        else:
+            order = rng.permutation(n)
+        prior = coda_prior(P) if method == RANDOM_CODA else None
         for g in grid:
             at = order[:g]
-            trace.append((g, S.empirical_best(P, at, labels[at], seed)))
+            if prior is None:
+                trace.append((g, S.empirical_best(P, at, labels[at], seed)))
+            else:
+                p = coda_belief(prior, at, labels[at],
+                                **({"grid": coda["grid"]} if coda and "grid" in coda else {}))[0]
+                trace.append((g, int(np.argmax(p))))
         return trace
     if method == "zoorank ask":
         from zoorank.metrics.active import label_evidence, next_batch
@@ -478,8 +488,19 @@ def summary(results: list[dict], labels: dict, args: argparse.Namespace) -> list
             f"labels (mean ± SE; censored runs count as {cap + 5}); CODA fewer on {share:.0%} of "
             f"seeds. Regret after 25 labels: CODA {np.mean(reg['CODA']):.1f} pp, random "
             f"{np.mean(reg['random']):.1f} pp (random − CODA {rd.mean():+.1f} ± "
-            f"{rd.std(ddof=1) / np.sqrt(len(rd)):.1f}).")
+            f"{rd.std(ddof=1) / np.sqrt(len(rd)):.1f})." + _same_pick(tr, truth, need, cap, args))
     return lines
+
+
+def _same_pick(tr: dict, truth: np.ndarray, need: dict, cap: int, args) -> str:
+    """The summary's clause on random sampling with CODA's own pick, when it ran."""
+    if RANDOM_CODA not in tr:
+        return ""
+    other = [labels_to_within(t, truth, args.epsilon) for t in tr[RANDOM_CODA]]
+    d, se, _ = paired(need["CODA"], other, cap + 5)
+    return (f" Random sampling with CODA's pick (P(best) argmax): median "
+            f"{_labels(np.median(other), cap)}; (random + CODA pick) − CODA paired {d:+.1f} ± "
+            f"{se:.1f} labels.")
 
 
 EPSILONS = (0.5, 1.0, 2.0)
@@ -497,12 +518,15 @@ def label_tables(labels: dict, cap: int) -> list[str]:
             cells = [_labels(np.median(need[m]), cap) if m in need else "—" for m in METHODS]
             diff, se, share = (paired(need["CODA"], need["random"], cap + 5)
                                if {"CODA", "random"} <= set(need) else (np.nan,) * 3)
+            d2, se2, _ = (paired(need["CODA"], need[RANDOM_CODA], cap + 5)
+                          if {"CODA", RANDOM_CODA} <= set(need) else (np.nan,) * 3)
             rows.append([dom, f"{eps:g}", *cells, f"{fmt(diff, '+.1f')} ± {fmt(se, '.1f')}",
-                         f"{fmt(100 * share, '.0f')}%"])
+                         f"{fmt(100 * share, '.0f')}%", f"{fmt(d2, '+.1f')} ± {fmt(se2, '.1f')}"])
     lines = ["", f"## Labels to a pick within ε pp of the best (median over seeds; '>{cap}': "
                  "never settled within the budget)", "",
              _table(["domain", "ε (pp)", *METHODS,
-                     f"random − CODA (paired mean ± SE; censored = {cap + 5})", "CODA fewer"], rows)]
+                     f"random − CODA (paired mean ± SE; censored = {cap + 5})", "CODA fewer",
+                     "(random + CODA pick) − CODA (paired)"], rows)]
     lines += ["", "Uncertainty sampling asks in one fixed order (the consensus entropy); its seeds "
               "differ only in ties and in the order the models are presented, so its figures are "
               "nearly one run's."]
