@@ -150,7 +150,9 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     picks: dict[str, list[int]] = {"posterior": [], "count": []}
-    prior = coda.coda_prior(P, **(coda_args or CODA))
+    settings = {**CODA, **(coda_args or {})}
+    lookahead = settings.pop("lookahead", 1.0)
+    prior = coda.coda_prior(P, **settings)
     order = None
     if sampler == "random":
         order = rng.permutation(n)
@@ -166,7 +168,7 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
             nxt = int(order[t])
         elif sampler == "coda":
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
-                                     max_candidates=CANDIDATES[0])[0])
+                                     max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
@@ -241,7 +243,8 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=ms.MAX_CANDIDATES,
                    help="images CODA scores per step (a seeded subsample beyond it)")
     p.add_argument("--coda", nargs="*", default=[],
-                   help="extra CODA settings 'STRENGTH,TEMPERATURE' run beside the default")
+                   help="extra CODA settings 'STRENGTH,TEMPERATURE[,LOOKAHEAD]' run beside the "
+                   "default (LOOKAHEAD: the EIG's hypothetical label weight, default 1)")
     p.add_argument("--save", type=Path, help="write every method's per-seed regret curves here "
                    "(<domain>.npz, one (seeds, budget + 1) array per method)")
     p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
@@ -251,10 +254,10 @@ def main() -> None:
     methods = {m: SPECS[m] for m in args.methods}
     coda_args: dict[str, dict] = {}
     for spec in args.coda:
-        a, t = (float(v) for v in spec.split(","))
-        name = f"coda α={a:g} T={t:g}"
+        a, t, *w = (float(v) for v in spec.split(","))
+        name = f"coda α={a:g} T={t:g}" + (f" lookahead={w[0]:g}" if w else "")
         methods[name] = ("coda", "posterior")
-        coda_args[name] = {"strength": a, "temperature": t}
+        coda_args[name] = {"strength": a, "temperature": t, **({"lookahead": w[0]} if w else {})}
     if args.digits:
         domains = digits_domains(Path(args.cache))
     elif args.npz:

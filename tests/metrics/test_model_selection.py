@@ -148,14 +148,15 @@ def test_eig_is_zero_on_an_image_every_model_agrees_on():
     assert np.abs(mp[unanimous]).max() < 1e-15 and (mp[split] > 0).all()
 
 
-def test_eig_equals_a_brute_force_over_hypothetical_labels():
+@pytest.mark.parametrize("lookahead", [1.0, 10.0])
+def test_eig_equals_a_brute_force_over_hypothetical_labels(lookahead):
     P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, k=4, seed=4)
     prior = coda.coda_prior(P, temperature=0.5)
     alpha = coda.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
     q = _loop_class_posterior(alpha, P)
     pi = q.mean(axis=0)
     cand = np.arange(5, 60)
-    gain = coda.coda_eig(alpha, pi, prior.votes, cand, q[cand], grid=4096)
+    gain = coda.coda_eig(alpha, pi, prior.votes, cand, q[cand], grid=4096, lookahead=lookahead)
     h_now = ms.entropy(coda.coda_p_best(alpha, pi, grid=4096))
     for i, g in zip(cand, gain):
         v = prior.votes[:, i]
@@ -165,7 +166,7 @@ def test_eig_equals_a_brute_force_over_hypothetical_labels():
         expected = 0.0
         for c in range(4):
             after = alpha.copy()
-            after[np.arange(4), c, v] += 1
+            after[np.arange(4), c, v] += lookahead
             expected += q[i, c] * ms.entropy(coda.coda_p_best(after, pi, grid=4096))
         assert g == pytest.approx(max(h_now - expected, 0.0), abs=2e-4)
 

@@ -224,13 +224,15 @@ def coda_p_best(alpha, class_prior, grid: int = GRID) -> np.ndarray:
     return pi @ coda_row_p_best(alpha, grid)
 
 
-def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = GRID) -> np.ndarray:
+def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = GRID,
+             lookahead: float = 1.0) -> np.ndarray:
     """CODA's expected information gain on P(best) of labelling each of ``candidates`` (image
     positions), given Dirichlet parameters ``alpha`` (M, K, K), the class marginal
     ``class_prior`` π̂, the models' ``votes`` (M, N) and ``item_posterior`` π̂(c | i) of the
     candidates (C, K) (:func:`coda_class_posterior`).
 
-    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds 1 to row c of every model
+    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds ``lookahead`` (1: one label,
+    as a real label adds; the authors' code adds 100 real labels' worth) to row c of every model
     (on the diagonal where the model predicted c), which moves only that class's P(best), so
     ``PBest^c = PBest + π̂_c (P^c(best on c) − P(best on c))`` with π̂ held. The answer depends on
     (c, the models predicting c) only; each distinct one is evaluated once. Images every model
@@ -251,8 +253,10 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     a0, b0 = _rows(alpha)  # (K, M)
     # per class, one grid covering the rows now and after either update; CDFs of every model's
     # row in its three states (now, right: a + 1, wrong: b + 1) on it
-    a3 = np.stack([a0, a0 + 1, a0], axis=1)  # (K, 3, M)
-    b3 = np.stack([b0, b0, b0 + 1], axis=1)
+    if not lookahead > 0:
+        raise ValueError(f"lookahead must be > 0, got {lookahead}")
+    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)  # (K, 3, M)
+    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
     lo, hi = _span(a3.reshape(k, -1), b3.reshape(k, -1))
     edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)  # (K, G + 1)
     cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])  # (K, 3, M, G+1)
@@ -278,15 +282,15 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
 
 def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
               prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
-              grid: int = GRID) -> np.ndarray:
+              grid: int = GRID, lookahead: float = 1.0) -> np.ndarray:
     """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
 
     One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
     assumed to be its most probable class under π̂(c | i) for the next pick. Candidates: every
     free image, or a seeded subsample of ``max_candidates``. When no free image splits the models
     (every EIG is 0), the rest are the free images of highest consensus entropy. ``prior``: a
-    :func:`coda_prior` to reuse (default: built here). Cost k × (:func:`coda_eig` +
-    :func:`coda_class_posterior`).
+    :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s. Cost
+    k × (:func:`coda_eig` + :func:`coda_class_posterior`).
     """
     P = check_predictions(P)
     _, n, kk = P.shape
@@ -305,7 +309,7 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
             break
         cand = subsample_candidates(free, max_candidates, seed + step)
         q, pi = coda_class_posterior(alpha, prior.predictions)
-        gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid)
+        gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid, lookahead)
         scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
         order = np.lexsort((rng.permutation(len(cand)), -scores))
         i = int(cand[order[0]])
