@@ -7,7 +7,8 @@ right most often on the labels so far (ties: a seeded choice, the same for every
 ModelPicker's posterior with a uniform prior has the same argmax). The truth is each model's top-1
 accuracy on the pool. Printed per method (means over seeds, paired differences against random with
 their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
-(it separates CODA's acquisition from its P(best)):
+(it separates CODA's acquisition from its P(best)); ``random_coda_pick`` asks at random and picks by
+CODA's P(best) (:data:`SPECS`: every sampler under both pick rules):
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -30,10 +31,11 @@ from pathlib import Path
 import harness
 import numpy as np
 
+from zoorank.metrics import coda
 from zoorank.metrics import model_selection as ms
 
 TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick (issue 31, item 4)"
-METHODS = ("coda", "coda_ask_count_pick", "random", "uncertainty", "model_picker")
+METHODS = ("coda", "coda_ask_count_pick", "random", "random_coda_pick", "uncertainty", "model_picker")
 REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
 
 
@@ -124,56 +126,83 @@ def digits_domains(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, list[
 #: candidate images CODA scores per step (a seeded subsample beyond it; from the command line).
 CANDIDATES = [ms.MAX_CANDIDATES]
 #: CODA's (strength, temperature) in this process (set from the command line).
-CODA = {"strength": ms.STRENGTH, "temperature": ms.TEMPERATURE}
+CODA = {"strength": coda.STRENGTH, "temperature": coda.TEMPERATURE}
+#: every method as (sampler, pick rule). Pick rules: ``posterior``, CODA's P(best) argmax (its
+#: prior and labels, whatever asked for them); ``count``, the model right most often on the labels
+#: so far (the random baseline of the CODA paper's code, ``coda/baselines/iid.py``). Crossing the
+#: two separates what CODA's acquisition buys from what its P(best) buys.
+SPECS = {
+    "coda": ("coda", "posterior"),
+    "coda_ask_count_pick": ("coda", "count"),
+    "random": ("random", "count"),
+    "random_coda_pick": ("random", "posterior"),
+    "uncertainty": ("uncertainty", "count"),
+    "uncertainty_coda_pick": ("uncertainty", "posterior"),
+    "model_picker": ("model_picker", "count"),
+}
 
 
-def run_method(method: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
-               coda_args: dict | None = None) -> np.ndarray:
-    """The pick (model index) after 0..budget labels."""
+def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
+                coda_args: dict | None = None) -> dict[str, np.ndarray]:
+    """The picks (model index) after 0..budget labels asked by ``sampler``, under both pick
+    rules: ``{"posterior": ..., "count": ...}``. The posterior is CODA's with ``coda_args``."""
     n = P.shape[1]
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
-    picks = []
-    coda = method.startswith("coda")
-    prior = ms.coda_prior(P, **(coda_args or CODA)) if coda else None
+    picks: dict[str, list[int]] = {"posterior": [], "count": []}
+    settings = {**CODA, **(coda_args or {})}
+    lookahead = settings.pop("lookahead", 1.0)
+    prior = coda.coda_prior(P, **settings)
     order = None
-    if method == "random":
+    if sampler == "random":
         order = rng.permutation(n)
-    elif method == "uncertainty":
+    elif sampler == "uncertainty":
         order = np.lexsort((rng.permutation(n), -ms.uncertainty_scores(P)))
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
-        if method == "coda":
-            picks.append(int(np.argmax(ms.coda_belief(prior, at, y[at])[0])))
-        else:
-            picks.append(ms.empirical_best(P, at, y[at], seed=seed))
+        picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at])[0])))
+        picks["count"].append(ms.empirical_best(P, at, y[at], seed=seed))
         if t == budget:
             break
         if order is not None:
             nxt = int(order[t])
-        elif coda:
-            nxt = int(ms.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
-                                   max_candidates=CANDIDATES[0])[0])
+        elif sampler == "coda":
+            nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
+                                     max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
-    return np.asarray(picks)
+    return {rule: np.asarray(v) for rule, v in picks.items()}
 
 
 def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
-    """Every method on one seed's pool: method → (regret curve in pp, seconds)."""
+    """Every method on one seed's pool: method → (regret curve in pp, seconds). Methods sharing
+    a sampler (and CODA settings) share its run; its seconds go to each of them."""
     P_all, y_all, pool_size, budget, seed, methods, coda_args, candidates = args
     CANDIDATES[0] = candidates
     rng = np.random.default_rng(1000 + seed)
     pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
     P, y = P_all[:, pool], y_all[pool]
     acc = (P.argmax(axis=2) == y[None]).mean(axis=1) * 100
+    runs: dict[tuple, tuple[dict[str, np.ndarray], float]] = {}
     out = {}
-    for name, method in methods.items():
-        start = time.perf_counter()
-        regret = acc.max() - acc[run_method(method, P, y, budget, seed, coda_args.get(name))]
-        out[name] = (regret, time.perf_counter() - start)
+    for name, (sampler, rule) in methods.items():
+        key = (sampler, tuple(sorted(coda_args.get(name, CODA).items())))
+        if key not in runs:
+            start = time.perf_counter()
+            picks = run_sampler(sampler, P, y, budget, seed, coda_args.get(name))
+            runs[key] = (picks, time.perf_counter() - start)
+        picks, seconds = runs[key]
+        out[name] = (acc.max() - acc[picks[rule]], seconds)
     return out
+
+
+def curve_convergence(mean_regret: np.ndarray, threshold: float = 1.0) -> int:
+    """The CODA paper's Fig. 1 rule (its ``paper/fig1.py``), on the regret curve averaged over
+    seeds: the fewest labels after which the mean regret stays strictly below ``threshold`` pp
+    (len when never)."""
+    bad = np.flatnonzero(mean_regret >= threshold)
+    return 0 if not len(bad) else int(bad[-1]) + 1
 
 
 def labels_to_good(regret: np.ndarray, tol: float) -> int:
@@ -186,6 +215,15 @@ def paired(a: np.ndarray, b: np.ndarray) -> str:
     d = a - b
     se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
     return f"{d.mean():+.1f} ± {se:.1f}"
+
+
+def _same_rule_random(rule: str, methods: dict) -> str | None:
+    """The random sampler's method with pick rule ``rule``, when it runs."""
+    return next((m for m, spec in methods.items() if spec == ("random", rule)), None)
+
+
+def _labels_or_more(n: int, budget: int) -> str:
+    return f"> {budget}" if n > budget else str(n)
 
 
 def main() -> None:
@@ -205,18 +243,21 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=ms.MAX_CANDIDATES,
                    help="images CODA scores per step (a seeded subsample beyond it)")
     p.add_argument("--coda", nargs="*", default=[],
-                   help="extra CODA settings 'STRENGTH,TEMPERATURE' run beside the default")
+                   help="extra CODA settings 'STRENGTH,TEMPERATURE[,LOOKAHEAD]' run beside the "
+                   "default (LOOKAHEAD: the EIG's hypothetical label weight, default 1)")
+    p.add_argument("--save", type=Path, help="write every method's per-seed regret curves here "
+                   "(<domain>.npz, one (seeds, budget + 1) array per method)")
     p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
                    "harness header (default: print only; results/coda_labels.md holds a "
                    "hand-written reading)")
     args = p.parse_args()
-    methods = {m: m for m in args.methods}
+    methods = {m: SPECS[m] for m in args.methods}
     coda_args: dict[str, dict] = {}
     for spec in args.coda:
-        a, t = (float(v) for v in spec.split(","))
-        name = f"coda α={a:g} T={t:g}"
-        methods[name] = "coda"
-        coda_args[name] = {"strength": a, "temperature": t}
+        a, t, *w = (float(v) for v in spec.split(","))
+        name = f"coda α={a:g} T={t:g}" + (f" lookahead={w[0]:g}" if w else "")
+        methods[name] = ("coda", "posterior")
+        coda_args[name] = {"strength": a, "temperature": t, **({"lookahead": w[0]} if w else {})}
     if args.digits:
         domains = digits_domains(Path(args.cache))
     elif args.npz:
@@ -246,27 +287,38 @@ def main() -> None:
         at = [t for t in REGRET_AT if t <= args.budget]
         report.say(f"\n{args.seeds} seeds, pools of {args.pool} images, budget {args.budget}; "
                    f"'> budget' counts as {args.budget + 1}\n")
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            np.savez(args.save / f"{name}.npz", **{m: cv[m] for m in methods})
         rows = []
         for m in methods:
             reached = int((tg[m] <= args.budget).sum())
             area = cv[m].mean(axis=1)
+            same = _same_rule_random(methods[m][1], methods)
             rows.append([m, f"{tg[m].mean():.1f}", f"{np.median(tg[m]):.0f}", f"{reached}/{args.seeds}",
-                         paired(tg[m], tg["random"]), f"{area.mean():.3f}",
-                         paired(area, cv["random"].mean(axis=1)),
+                         paired(tg[m], tg["random"]),
+                         paired(tg[m], tg[same]) if same else "",
+                         _labels_or_more(curve_convergence(cv[m].mean(axis=0)), args.budget),
+                         f"{area.mean():.3f}", paired(area, cv["random"].mean(axis=1)),
                          *(f"{cv[m][:, t].mean():.2f}" for t in at), f"{seconds[m] / args.seeds:.1f}"])
         head = ["method", f"labels to ≤ {args.tol} pp: mean", "median", "reached",
-                "Δ vs random (paired, ± SE)", "mean regret pp over 0..budget", "Δ vs random",
+                "Δ vs random (paired, ± SE)", "Δ vs random with the same pick rule",
+                "seed-mean regret < 1 pp from (paper Fig. 1 rule)",
+                "mean regret pp over 0..budget", "Δ vs random",
                 *(f"regret @{t}" for t in at), "s/seed"]
         report.say(harness.table(head, rows, "l" * len(head)))
         for m in methods:
-            if m != "random":
-                d = tg[m] - tg["random"]
+            for base in ("random", _same_rule_random(methods[m][1], methods)):
+                if not base or base == m:
+                    continue
+                d = tg[m] - tg[base]
                 se = d.std(ddof=1) / np.sqrt(len(d))
-                line = (f"labels-to-{args.tol}pp  {name}  {m} {tg[m].mean():.1f}  random "
-                        f"{tg['random'].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
-                        f"ratio {tg[m].mean() / max(tg['random'].mean(), 1e-9):.2f}×")
-                summary.append(line)
-                report.say(line)
+                line = (f"labels-to-{args.tol}pp  {name}  {m} {tg[m].mean():.1f}  {base} "
+                        f"{tg[base].mean():.1f}  Δ {d.mean():+.1f} ± {se:.1f}  "
+                        f"ratio {tg[m].mean() / max(tg[base].mean(), 1e-9):.2f}×")
+                if line not in summary:
+                    summary.append(line)
+                    report.say(line)
     report.say("\n## summary\n" + "\n".join(summary))
     if args.markdown:
         report.write(args.markdown, TITLE)

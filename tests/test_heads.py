@@ -97,7 +97,7 @@ def embedded(ray_session, shared_data, checkpoints, tmp_path_factory):
              "datasets": ["cifar"], **GEOMETRY},
             {"id": "py-timm", "source": "python", "name": "head_factories:timm_classifier",
              "datasets": ["cifar"], **GEOMETRY},
-            {"id": "in1k", **timm_spec, "checkpoint": checkpoints["in1k"]},
+            {"id": "in1k", **timm_spec, "checkpoint": checkpoints["in1k"], "datasets": ["tiny"]},
         ],
         "views": [{"name": "clean"}, {"name": "simclr", "samples": 8, "per_sample": 2}],
         "embed": {"batch_size": 16, "num_actors": 1, "device": "cpu"},
@@ -223,9 +223,6 @@ def test_an_imagenet_head_maps_tiny_imagenets_200_classes_by_wordnet_id(embedded
     with torch.inference_mode():
         full = net(inputs(config, "tiny", "in1k", emb.sample_id)).numpy()
     np.testing.assert_allclose(emb.logits, full[:, columns], rtol=1e-4, atol=1e-4)
-    # the same head on CIFAR-10 lines up with nothing: under head: auto it is not kept
-    cifar = store.read_embeddings("cifar", "clean", "in1k")
-    assert cifar.logits is None and _manifest_row(config, "cifar", "in1k")["logit_dim"] == 0
 
 
 @pytest.mark.timeout(240)
@@ -277,6 +274,33 @@ def test_a_label_map_to_no_dataset_class_exits_2_naming_dataset_and_model(shared
     assert "Traceback" not in out
 
 
+@pytest.mark.timeout(240)
+def test_an_imagenet_head_on_cifar_under_auto_exits_2_and_keeps_the_entries_done(
+        ray_session, shared_data, checkpoints, tmp_path, capsys):
+    """A real timm resnet10t with a 1000-output head, ``head`` unset, on CIFAR-10 (10 named
+    classes): ``zoorank embed`` exits 2 naming the dataset, the model and both fixes; the 10-class
+    model beside it is embedded and kept."""
+    from zoorank.cli import main
+
+    cfg = tmp_path / "auto.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"),
+        "datasets": [{**_datasets(shared_data)[0], "limit": 8}],
+        "models": [{"id": "in1k", "source": "timm", "name": "resnet10t", **GEOMETRY,
+                    "checkpoint": checkpoints["in1k"]},
+                   {"id": "ten", "source": "timm", "name": "resnet10t", **GEOMETRY,
+                    "checkpoint": checkpoints["cls10"]}],
+        "embed": {"device": "cpu", "batch_size": 8, "num_actors": 1},
+    }))
+    assert main(["embed", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "dataset 'cifar', model 'in1k': the head has 1000 outputs" in err
+    assert "label_map" in err and "head: false" in err and "Traceback" not in err
+    m = Store(str(tmp_path / "store")).read_manifest()
+    assert dict(zip(m["model_id"], m["status"])) == {"in1k": "failed", "ten": "done"}
+    assert int(m.loc[m["model_id"] == "ten", "logit_dim"].iloc[0]) == 10
+
+
 # -- label spaces (pure) ---------------------------------------------------------------------------
 CLASSES = ("cat", "dog", "bird")
 
@@ -304,10 +328,15 @@ def test_a_map_that_does_not_fit_is_a_config_error_naming_dataset_and_model(mapp
         head_columns(LabelSpace.of("d", CLASSES, mapping, False), outputs, "m")
 
 
-def test_a_head_that_does_not_line_up_is_dropped_under_auto_and_an_error_when_required():
-    assert head_columns(LabelSpace.of("d", CLASSES, None, False), 10, "m") is None
-    with pytest.raises(ConfigError, match="dataset 'd', model 'm': the head has 10 outputs"):
-        head_columns(LabelSpace.of("d", CLASSES, None, True), 10, "m")
+def test_a_head_that_does_not_line_up_is_a_config_error_under_auto_as_when_required():
+    for required in (False, True):
+        with pytest.raises(ConfigError, match="dataset 'd', model 'm': the head has 10 outputs.*"
+                           "label_map.*head: false"):
+            head_columns(LabelSpace.of("d", CLASSES, None, required), 10, "m")
+    # 1000 outputs on classes that are not all WordNet ids: no built-in map applies
+    with pytest.raises(ConfigError, match="the head has 1000 outputs, which map to none of the "
+                       "dataset's 4 classes"):
+        head_columns(LabelSpace.of("d", (*CLASSES, "n01443537"), None, False), 1000, "m")
 
 
 def test_heads_and_label_maps_are_in_the_entry_fingerprint_and_off_keeps_the_old_one(

@@ -26,7 +26,7 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from zoorank.cli import main
-from zoorank.metrics import model_selection as ms
+from zoorank.metrics import coda
 from zoorank.store import Store
 
 N = 300
@@ -137,7 +137,7 @@ def test_ask_picks_with_each_sampler(classifier_store, sampler):
         gains = _loop_model_picker_gains(P)
         assert _top_k(gains, asked) and gains[asked].min() > 0
     else:
-        assert asked == ms.coda_next(P, k=12, seed=1).tolist()
+        assert asked == coda.coda_next(P, k=12, seed=1).tolist()
 
 
 def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_path, capsys):
@@ -154,7 +154,7 @@ def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_
     meta = json.loads((store / "asks" / "1" / "round.json").read_text())
     assert meta["method"].startswith("CODA")
     # the same choice computed here from the logits (config seed 0 + round 1)
-    assert asked == ms.coda_next(P, k=12, seed=1).tolist()
+    assert asked == coda.coda_next(P, k=12, seed=1).tolist()
     votes = P.argmax(axis=2)[:, asked]
     assert not (votes == votes[:1]).all(axis=0).any()  # every asked image splits the heads
 
@@ -167,10 +167,10 @@ def test_ask_picks_by_coda_and_label_reports_codas_p_best(classifier_store, tmp_
     out = capsys.readouterr().out
     at = np.asarray(asked)
     # P(best) mixes per-class answers, π̂ re-estimated from the posterior (written out here)
-    alpha = ms.coda_posterior(ms.coda_prior(P), at, truth[at])
+    alpha = coda.coda_posterior(coda.coda_prior(P), at, truth[at])
     pi = np.einsum("mcs,mns->nc", alpha, P)
     pi = (pi / pi.sum(axis=1, keepdims=True)).mean(axis=0)
-    expected = pi @ ms.coda_row_p_best(alpha)
+    expected = pi @ coda.coda_row_p_best(alpha)
     leader = int(np.argmax(expected))
     assert leader == 0  # the noiseless head, the most accurate
     match = re.search(r"Given 12 label\(s\) on digits, (\S+) is the best model by CODA on the "

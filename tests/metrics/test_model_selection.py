@@ -1,5 +1,5 @@
-"""CODA, ModelPicker and the uncertainty baseline on prediction tensors: hand-computed cases,
-closed forms and second implementations written here."""
+"""CODA (zoorank.metrics.coda), ModelPicker and the uncertainty baseline on prediction tensors:
+hand-computed cases, closed forms and second implementations written here."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from zoorank.metrics import coda
 from zoorank.metrics import model_selection as ms
 
 
@@ -27,12 +28,12 @@ def _zoo(accuracies, n: int = 400, k: int = 5, seed: int = 0):
 
 def test_p_best_concentrates_on_the_model_that_is_always_right():
     P, y = _zoo([1.0, 0.75, 0.7, 0.7], seed=1)
-    prior = ms.coda_prior(P, temperature=1.0)
+    prior = coda.coda_prior(P, temperature=1.0)
     labelled: list[int] = []
     for step in range(40):
-        i = int(ms.coda_next(P, labelled, y[labelled], k=1, seed=step, prior=prior)[0])
+        i = int(coda.coda_next(P, labelled, y[labelled], k=1, seed=step, prior=prior)[0])
         labelled.append(i)
-    p, _ = ms.coda_belief(prior, labelled, y[labelled])
+    p, _ = coda.coda_belief(prior, labelled, y[labelled])
     # P(best) mixes the per-class answers: each class's rows must single model 0 out
     assert p.argmax() == 0 and p[0] > 0.9
     assert abs(p.sum() - 1) < 1e-12
@@ -41,9 +42,9 @@ def test_p_best_concentrates_on_the_model_that_is_always_right():
 def test_exchangeable_identical_models_get_equal_p_best():
     P, y = _zoo([0.8], seed=2)
     P3 = np.repeat(P, 3, axis=0)
-    prior = ms.coda_prior(P3)
+    prior = coda.coda_prior(P3)
     for labelled in ([], [0, 5, 9, 30]):
-        p, _ = ms.coda_belief(prior, labelled, y[labelled])
+        p, _ = coda.coda_belief(prior, labelled, y[labelled])
         np.testing.assert_allclose(p, np.full(3, 1 / 3), atol=1e-12)
     post = ms.model_picker_posterior(P3.argmax(axis=2), [0, 5], y[[0, 5]])
     np.testing.assert_allclose(post, np.full(3, 1 / 3), atol=1e-12)
@@ -118,15 +119,15 @@ def test_coda_prior_hand_case():
     # two models, three images, two classes; consensus top-1: image 0 → 0, 1 → 0, 2 → 1
     P = np.array([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]],
                   [[0.7, 0.3], [0.5, 0.5], [0.4, 0.6]]])
-    prior = ms.coda_prior(P, strength=0.5, temperature=0.25)
+    prior = coda.coda_prior(P, strength=0.5, temperature=0.25)
     # model 0: row 0 = mean of (0.9, 0.1), (0.6, 0.4) = (0.75, 0.25); row 1 = (0.2, 0.8)
     # model 1: row 0 = mean of (0.7, 0.3), (0.5, 0.5) = (0.6, 0.4); row 1 = (0.4, 0.6);
     # β = [[1, 1], [1, 1]] for K = 2
     m_hat = np.array([[[0.75, 0.25], [0.2, 0.8]], [[0.6, 0.4], [0.4, 0.6]]])
     np.testing.assert_allclose(prior.alpha, (1.0 + 0.5 * m_hat) / 0.25)
-    np.testing.assert_allclose(ms.diagonal_base(3), [[1, .5, .5], [.5, 1, .5], [.5, .5, 1]])
+    np.testing.assert_allclose(coda.diagonal_base(3), [[1, .5, .5], [.5, 1, .5], [.5, .5, 1]])
     q = _loop_class_posterior(prior.alpha, P)
-    got, pi = ms.coda_class_posterior(prior.alpha, P)
+    got, pi = coda.coda_class_posterior(prior.alpha, P)
     np.testing.assert_allclose(got, q, atol=1e-12)
     np.testing.assert_allclose(pi, q.mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(prior.class_prior, pi, atol=1e-12)
@@ -135,27 +136,28 @@ def test_coda_prior_hand_case():
 def test_eig_is_zero_on_an_image_every_model_agrees_on():
     P, y = _zoo([0.9, 0.8, 0.7], n=200, seed=3)
     votes = P.argmax(axis=2)
-    prior = ms.coda_prior(P, temperature=1.0)
+    prior = coda.coda_prior(P, temperature=1.0)
     unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))
     split = np.flatnonzero(~(votes == votes[:1]).all(axis=0))
     assert len(unanimous) and len(split)
-    q, pi = ms.coda_class_posterior(prior.alpha, P)
-    gain = ms.coda_eig(prior.alpha, pi, votes, np.arange(200), q)
+    q, pi = coda.coda_class_posterior(prior.alpha, P)
+    gain = coda.coda_eig(prior.alpha, pi, votes, np.arange(200), q)
     assert (gain[unanimous] == 0).all()
     assert (gain[split] > 0).all()
     mp = ms.model_picker_eig(votes, np.array([0.5, 0.3, 0.2]), np.arange(200), 5)
     assert np.abs(mp[unanimous]).max() < 1e-15 and (mp[split] > 0).all()
 
 
-def test_eig_equals_a_brute_force_over_hypothetical_labels():
+@pytest.mark.parametrize("lookahead", [1.0, 10.0])
+def test_eig_equals_a_brute_force_over_hypothetical_labels(lookahead):
     P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, k=4, seed=4)
-    prior = ms.coda_prior(P, temperature=0.5)
-    alpha = ms.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
+    prior = coda.coda_prior(P, temperature=0.5)
+    alpha = coda.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
     q = _loop_class_posterior(alpha, P)
     pi = q.mean(axis=0)
     cand = np.arange(5, 60)
-    gain = ms.coda_eig(alpha, pi, prior.votes, cand, q[cand], grid=4096)
-    h_now = ms.entropy(ms.coda_p_best(alpha, pi, grid=4096))
+    gain = coda.coda_eig(alpha, pi, prior.votes, cand, q[cand], grid=4096, lookahead=lookahead)
+    h_now = ms.entropy(coda.coda_p_best(alpha, pi, grid=4096))
     for i, g in zip(cand, gain):
         v = prior.votes[:, i]
         if (v == v[0]).all():
@@ -164,14 +166,14 @@ def test_eig_equals_a_brute_force_over_hypothetical_labels():
         expected = 0.0
         for c in range(4):
             after = alpha.copy()
-            after[np.arange(4), c, v] += 1
-            expected += q[i, c] * ms.entropy(ms.coda_p_best(after, pi, grid=4096))
+            after[np.arange(4), c, v] += lookahead
+            expected += q[i, c] * ms.entropy(coda.coda_p_best(after, pi, grid=4096))
         assert g == pytest.approx(max(h_now - expected, 0.0), abs=2e-4)
 
 
 def test_p_best_of_two_betas_matches_the_closed_form():
     # X ~ Beta(a, 1), Y ~ Beta(b, 1): P(X > Y) = ∫ a x^(a-1) x^b dx = a / (a + b)
-    p = ms.p_best_from_beta(np.array([3.0, 5.0]), np.array([1.0, 1.0]), grid=4096)
+    p = coda.p_best_from_beta(np.array([3.0, 5.0]), np.array([1.0, 1.0]), grid=4096)
     np.testing.assert_allclose(p, [3 / 8, 5 / 8], atol=1e-4)
 
 
@@ -179,10 +181,10 @@ def test_coda_p_best_matches_monte_carlo_over_the_dirichlet_posteriors():
     # P(best) = Σ_c π_c P(m has the largest θ_m[c, c]), the diagonal drawn from each row's
     # Dirichlet
     P, y = _zoo([0.85, 0.8, 0.75], n=300, seed=5)
-    prior = ms.coda_prior(P, temperature=1.0)
-    alpha = ms.coda_posterior(prior, np.arange(40), y[:40])
+    prior = coda.coda_prior(P, temperature=1.0)
+    alpha = coda.coda_posterior(prior, np.arange(40), y[:40])
     pi = np.array([0.1, 0.3, 0.2, 0.25, 0.15])
-    p = ms.coda_p_best(alpha, pi)
+    p = coda.coda_p_best(alpha, pi)
     rng = np.random.default_rng(0)
     draws = 20000
     mc = np.zeros(3)
@@ -207,7 +209,7 @@ def test_coda_next_never_asks_a_labelled_or_excluded_image():
     P, y = _zoo([0.9, 0.7, 0.6], n=150, seed=6)
     excluded = np.zeros(150, bool)
     excluded[::2] = True
-    picks = ms.coda_next(P, [1, 3], y[[1, 3]], excluded=excluded, k=10, seed=0)
+    picks = coda.coda_next(P, [1, 3], y[[1, 3]], excluded=excluded, k=10, seed=0)
     assert len(picks) == len(set(picks.tolist())) == 10
     assert not excluded[picks].any() and not np.isin(picks, [1, 3]).any()
     # the greedy batch spreads over vote patterns instead of repeating the best one
@@ -231,10 +233,10 @@ def test_bad_predictions_name_the_problem():
 
 def test_change_probability_is_zero_when_the_batch_cannot_move_a_settled_leader():
     P, y = _zoo([1.0, 0.6, 0.55], n=300, seed=7)
-    prior = ms.coda_prior(P)
+    prior = coda.coda_prior(P)
     votes = P.argmax(axis=2)
     unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))[:5]
     labelled = np.arange(100, 200)
     # after 100 labels the always-right model leads; 5 labels can never undo a 30-label margin
-    assert ms.coda_change_probability(prior, labelled, y[labelled], unanimous) == 0.0
-    assert math.isnan(ms.coda_change_probability(prior, labelled, y[labelled], []))
+    assert coda.coda_change_probability(prior, labelled, y[labelled], unanimous) == 0.0
+    assert math.isnan(coda.coda_change_probability(prior, labelled, y[labelled], []))

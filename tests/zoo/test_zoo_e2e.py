@@ -54,7 +54,8 @@ def run(ray_session, shared_data, tmp_path_factory):
             {"name": "digits", "source": "sklearn_digits", "limit": 32},
         ],
         "models": [
-            {"source": "timm", "name": TAG, "pretrained": True, "input_size": 32},
+            # its ImageNet-1k head maps to neither dataset's classes: features only
+            {"source": "timm", "name": TAG, "pretrained": True, "input_size": 32, "head": False},
             {"id": "lightning", "source": "timm", "name": ARCH, "input_size": 32,
              "checkpoint": str(root / "last.ckpt"), "state_dict_prefix": "lightning"},
             {"id": "evil", "source": "timm", "name": ARCH, "input_size": 32,

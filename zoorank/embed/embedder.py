@@ -191,7 +191,7 @@ class ChunkEmbedder:
 
     def _kept_logits(self, model_id: str, logits: Any) -> np.ndarray | None:
         """The logits of the head outputs kept for the dataset's classes (float32 (B, K)), or None
-        when no head is kept. Raises ConfigError when the label space does not fit."""
+        when the model has no head. Raises ConfigError when the label space does not fit."""
         if logits is None:
             return None
         if model_id not in self.head_columns:
@@ -200,8 +200,6 @@ class ChunkEmbedder:
             space = self.label_spaces.get(model_id) or LabelSpace("?", None)
             self.head_columns[model_id] = head_columns(space, int(logits.shape[1]), model_id)
         columns = self.head_columns[model_id]
-        if columns is None:
-            return None
         if int(logits.shape[1]) <= int(columns.max()):
             raise ValueError(f"the head gave {logits.shape[1]} outputs, then fewer than before")
         out = logits.cpu().numpy()[:, columns]

@@ -3,7 +3,7 @@ image, read from the logits their kept heads wrote beside the embeddings (manife
 > 0, a ``logits`` column in the clean-view shards, K columns in the dataset's class order).
 
 When every model of the pool has them, the labels' maths is CODA's
-(:mod:`zoorank.metrics.model_selection`): ``zoorank ask`` asks the images of largest expected
+(:mod:`zoorank.metrics.coda`): ``zoorank ask`` asks the images of largest expected
 information gain on P(best) (or, by ``--sampler``, uncertainty sampling's or ModelPicker's), and
 p(best | labels) is CODA's P(best). A zoo where some model has no
 head (or a head of another width) keeps the embedding kNN committee of
@@ -23,16 +23,8 @@ from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence
-from zoorank.metrics.model_selection import (
-    CodaPrior,
-    coda_belief,
-    coda_change_probability,
-    coda_next,
-    coda_prior,
-    model_picker_eig,
-    model_picker_posterior,
-    uncertainty_scores,
-)
+from zoorank.metrics.coda import CodaPrior, coda_belief, coda_change_probability, coda_next, coda_prior
+from zoorank.metrics.model_selection import model_picker_eig, model_picker_posterior, uncertainty_scores
 
 #: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
 #: console call them.
@@ -41,9 +33,10 @@ SAMPLERS = {
     "uncertainty": "uncertainty sampling (entropy of the heads' consensus)",
     "model_picker": "ModelPicker (expected entropy reduction of its P(best), the heads' votes)",
 }
-#: the default sampler of a classifier zoo: CODA, the fewest labels to a near-best pick on both
-#: held-out sets (UvA nets, the shift benchmark's median domain; the development zoo favoured
-#: the baselines, which lost to random on those sets: benchmarks/results/coda_labels.md).
+#: the default sampler of a classifier zoo: CODA, far fewer labels than random to a near-best
+#: pick on the UvA nets and as many on the shift benchmark's median domain, where the baselines
+#: need more than random (the development zoo favoured the baselines:
+#: benchmarks/results/coda_labels.md).
 DEFAULT_SAMPLER = "coda"
 #: the default sampler's name.
 METHOD = SAMPLERS[DEFAULT_SAMPLER]
@@ -100,7 +93,7 @@ def coda_evidence(pool: Pool) -> LabelEvidence:
 
 
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.model_selection.coda_next`)."""
+    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.coda.coda_next`)."""
     return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
                      seed=seed)
 

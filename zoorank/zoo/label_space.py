@@ -5,17 +5,20 @@ None without any) map to a classifier head's outputs:
 
 * a ``label_map`` entry of the model for that dataset: ``{class name or index: head output}``,
   every class mapped, to distinct outputs; or ``imagenet`` (below);
-* else the identity when the counts agree, or when the dataset has no class list (then K is the
-  head's number of outputs);
+* else the identity when the counts agree, or when the dataset has no class list (no labels, no
+  names, no ``classes``: then K is the head's number of outputs);
 * else, for a head of 1000 outputs and classes that are all ImageNet-1k WordNet ids (an ImageNet
   subset such as Tiny-ImageNet), the built-in map: each wnid to its index in timm's ImageNet-1k
   synset order (``timm.data.ImageNetInfo``, the order of every ImageNet-1k head timm ships).
 
 :func:`head_columns` gives the head outputs in class order, so ``logits[:, columns]`` are the
 stored logits (K columns) and a softmax over them is the softmax restricted to the mapped outputs.
-Anything else is a :class:`~zoorank.errors.ConfigError` naming the dataset and the model, except
-that under ``head: null`` (auto) a head that simply does not line up (other count, no map given) is
-not kept: the model is ranked by its features.
+Anything else is a :class:`~zoorank.errors.ConfigError` (exit 2) naming the dataset, the model and
+the fix (a ``label_map`` for the dataset, or ``head: false``), under ``head: null`` (auto) as under
+``head: true``: a head kept by default whose outputs map to none of a dataset's known classes would
+otherwise leave a classifier zoo ranked by its features without a word. The only difference of
+``head: true``: the error is raised before anything runs where the head's width is known without
+building the model, not only where the model runs.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class LabelSpace:
     """What a dataset asks of one model's head (built on the driver, used where the head runs).
 
     ``mapping`` is the model's ``label_map`` entry for the dataset (None: none given);
-    ``required`` is true when the model says ``head: true`` (a mismatch is then an error).
+    ``required`` is true when the model says ``head: true`` (a mismatch, an error under auto too,
+    is then found before anything runs where it can be).
     """
 
     dataset: str
@@ -63,7 +67,7 @@ class LabelSpace:
     def fingerprint_part(self) -> dict:
         """What of the label space changes the stored logits (part of the entry fingerprint): the
         map, ``head``, and the classes: their names where a map reads them (a configured map, or
-        WordNet ids the built-in map may use), else only their number (identity or not kept)."""
+        WordNet ids the built-in map may use), else only their number (identity or an error)."""
         classes: list[str] | int | None = None
         if self.classes is not None:
             by_name = self.mapping is not None or all(_WNID.match(c) for c in self.classes)
@@ -153,12 +157,12 @@ def check_label_space(space: LabelSpace, model_id: str) -> None:
         _configured_columns(space, np.iinfo(np.int64).max, model_id)
 
 
-def head_columns(space: LabelSpace, outputs: int, model_id: str) -> np.ndarray | None:
+def head_columns(space: LabelSpace, outputs: int, model_id: str) -> np.ndarray:
     """The head outputs scoring the dataset's classes, in class order (int64 ``(K,)``).
 
-    None when the head is not kept: it does not line up and the model's ``head`` is auto. Raises
-    ConfigError (naming the dataset and the model) for a map that does not fit, or a head that does
-    not line up under ``head: true``.
+    Raises ConfigError (naming the dataset, the model and the fix) for a map that does not fit, or
+    a head that does not line up with the dataset's classes, whatever the model's ``head`` (auto or
+    true): other count, no map given, not an ImageNet-1k head on WordNet ids.
     """
     if outputs < 1:
         raise _error(space, model_id, f"the head has {outputs} outputs")
@@ -172,8 +176,7 @@ def head_columns(space: LabelSpace, outputs: int, model_id: str) -> np.ndarray |
     wnids = set(imagenet_wnids())
     if outputs == IMAGENET_CLASSES and all(c in wnids for c in classes):
         return _imagenet_columns(space, outputs, model_id)
-    if not space.required:
-        return None
     raise _error(space, model_id, f"the head has {outputs} outputs, which map to none of the "
                  f"dataset's {len(classes)} classes; give the model a label_map for this dataset "
-                 "(class → head output), or head: false to rank it by its features")
+                 "(class → head output), or head: false to rank it by its features (embed.heads: "
+                 "false for every model)")

@@ -1,0 +1,354 @@
+"""CODA: which image to label next, and which classifier is best given the labels so far, from the
+models' own predictions on every image.
+
+Pure functions on arrays (no I/O, no Ray), with the conventions of
+:mod:`zoorank.metrics.model_selection`:
+
+* ``P``: (M, N, K) class probabilities of M models on N images (rows sum to 1); a model's
+  prediction of an image is its top-1 class (ties: the lowest index), and its accuracy on the pool
+  is the share of the N images whose top-1 is the true class;
+* ``labelled``: image positions whose label is known; ``labels``: their classes in ``0..K-1``;
+* P(best) sums to 1 over the M models.
+
+CODA (Kay, Van Horn, Maji, Sheldon, Beery: "Consensus-Driven Active Model Selection", ICCV 2025,
+arXiv 2507.23771), as the paper states it and as the authors' released code (github.com/justinkay/
+coda, ``coda/coda.py``, default settings) computes it:
+
+1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities; its
+   top-1 is the image's pseudo-label.
+2. **Prior.** Each model m has a confusion matrix ``θ_m[c, ·]`` = P(prediction | true class c), each
+   row Dirichlet: ``alpha[m] = (β + α · M̂_m) / T``. ``β`` is 1 on the diagonal and ``1/(K−1)``
+   off it; ``M̂_m[c, ·]`` is the mean of m's class probabilities over the images pseudo-labelled
+   c (:func:`consensus_confusion`); α weighs the consensus (:data:`STRENGTH`, the authors' 0.1)
+   and T is the temperature in units of one label (:data:`TEMPERATURE`) (:func:`coda_prior`).
+3. **Labels.** A label ``y`` of image i adds 1 to ``alpha[m, y, ŷ_m(i)]`` for every model m
+   (:func:`coda_posterior`).
+4. **Classes.** ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P_m(s | i)`` and the class marginal π̂ is
+   its mean over the pool, re-estimated after every label (:func:`coda_class_posterior`).
+5. **P(best).** Per class c, each model's accuracy on c is ``θ_m[c, c] ~ Beta(alpha[m, c, c],
+   Σ_s alpha[m, c, s] − alpha[m, c, c])`` and ``P(m best on c) = ∫ f_{m,c} Π_{l≠m} F_{l,c}``;
+   ``PBest(m) = Σ_c π̂_c P(m best on c)`` (:func:`coda_p_best`). The pick is its argmax.
+6. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``, PBest^c after a label c
+   on i with π̂ held (:func:`coda_eig`), over the images some model disagrees on (the authors'
+   candidate filter); the image of largest EIG is asked next.
+
+Differences, stated: the released code adds 0.01 per label and 1 in the EIG's hypothetical
+update (its ``learning_rate`` and a fixed 1.0); here both add 1, the temperature carrying the
+scale (the authors' defaults, multiplier 2 over learning rate 0.01, are T = 0.005). A batch of
+k (``zoorank ask`` asks rounds) is chosen greedily, each pick's label assumed to be its most
+probable class ("kriging believer"); the paper asks one image at a time. The P(best) integrals
+run on CDF increments over a grid spanning each class's densities, not on a fixed [0, 1] grid.
+
+The checks, conventions and baselines shared with the other samplers:
+:mod:`zoorank.metrics.model_selection`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from zoorank.metrics.model_selection import (
+    MAX_CANDIDATES,
+    check_labels,
+    check_predictions,
+    entropy,
+    subsample_candidates,
+    top1_votes,
+)
+
+__all__ = [
+    "GRID",
+    "STRENGTH",
+    "TEMPERATURE",
+    "CodaPrior",
+    "coda_belief",
+    "coda_change_probability",
+    "coda_class_posterior",
+    "coda_eig",
+    "coda_next",
+    "coda_p_best",
+    "coda_posterior",
+    "coda_prior",
+    "coda_row_p_best",
+    "consensus_confusion",
+    "diagonal_base",
+    "p_best_from_beta",
+]
+
+#: grid points of the P(best) integral.
+GRID = 256
+
+
+@dataclass(frozen=True)
+class CodaPrior:
+    """CODA's prior: Dirichlet parameters ``alpha`` (M, K, K) of every model's confusion rows,
+    the models' class probabilities ``predictions`` (M, N, K) and top-1 ``votes`` (M, N), and
+    ``class_prior`` π̂ (K,), the class marginal before any label (:func:`coda_class_posterior`)."""
+
+    alpha: np.ndarray
+    predictions: np.ndarray
+    votes: np.ndarray
+    class_prior: np.ndarray
+
+
+#: CODA's prior weight on the consensus confusions (the paper's α; the authors' code: 1 − 0.9).
+STRENGTH = 0.1
+#: CODA's temperature T in labels: the prior is ``(β + α M̂) / T`` and a label counts 1 (each
+#: prior row holds (2 + α) / T = 42 pseudo-labels). Chosen out of sample, on the digits
+#: development zoo, among 0.005 (the authors' released default: learning rate 0.01 over
+#: multiplier 2), 0.05 and 0.5 (benchmarks/results/coda_labels.md).
+TEMPERATURE = 0.05
+
+
+def diagonal_base(k: int) -> np.ndarray:
+    """CODA's ``β`` (K, K): 1 on the diagonal, ``1 / (K − 1)`` off it (each row sums to 2)."""
+    if k < 2:
+        raise ValueError(f"need at least 2 classes, got {k}")
+    base = np.full((k, k), 1.0 / (k - 1))
+    np.fill_diagonal(base, 1.0)
+    return base
+
+
+def consensus_confusion(P) -> np.ndarray:
+    """``M̂`` (M, K, K): row c of model m is the mean of m's class probabilities over the images
+    whose consensus top-1 (:func:`consensus`, ties: the lowest class) is c; a class no image's
+    consensus picks gets a row of zeros. Cost O(M · N · K)."""
+    P = check_predictions(P)
+    m, _, k = P.shape
+    pseudo = P.mean(axis=0).argmax(axis=1)
+    out = np.zeros((m, k, k))
+    for j in range(m):
+        np.add.at(out[j], pseudo, P[j])
+    sums = out.sum(axis=2, keepdims=True)
+    return out / np.where(sums > 0, sums, 1.0)
+
+
+def coda_class_posterior(alpha, P) -> tuple[np.ndarray, np.ndarray]:
+    """CODA's class estimates from Dirichlet parameters ``alpha`` (M, K, K) and predictions ``P``
+    (M, N, K): ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P[m, i, s]`` (N, K), and the class marginal
+    π̂ (K,), their mean over the N images. Cost O(M · N · K²)."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    q = np.einsum("mcs,mns->nc", alpha, np.asarray(P, dtype=np.float64))
+    q /= np.clip(q.sum(axis=1, keepdims=True), 1e-300, None)
+    return q, q.mean(axis=0)
+
+
+def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) -> CodaPrior:
+    """CODA's consensus-initialised prior: ``alpha[m] = (β + strength · M̂_m) / temperature``
+    (:func:`diagonal_base`, :func:`consensus_confusion`), in units where a label adds 1.
+
+    ``strength``: the weight of the consensus confusions against the diagonal base (the paper's
+    α); ``temperature``: T, smaller is a more confident prior (each row holds ``(2 +
+    strength) / T`` pseudo-labels). Labels enter once, in :func:`coda_posterior`. Cost
+    O(M · N · K²).
+    """
+    if strength < 0 or temperature <= 0:
+        raise ValueError(f"strength must be ≥ 0 and temperature > 0, got {strength}, {temperature}")
+    P = check_predictions(P)
+    alpha = (diagonal_base(P.shape[2])[None] + strength * consensus_confusion(P)) / temperature
+    return CodaPrior(alpha, P, top1_votes(P), coda_class_posterior(alpha, P)[1])
+
+
+def coda_posterior(prior: CodaPrior, labelled=(), labels=()) -> np.ndarray:
+    """Dirichlet parameters (M, K, K) given the labels: each label ``y`` of image i adds 1 to
+    ``alpha[m, y, ŷ_m(i)]`` for every model m. Cost O(M · L)."""
+    m, k, _ = prior.alpha.shape
+    at, y = check_labels(labelled, labels, prior.votes.shape[1], k)
+    alpha = prior.alpha.copy()
+    for j in range(m):
+        np.add.at(alpha[j], (y, prior.votes[j, at]), 1.0)
+    return alpha
+
+
+def _span(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grid ends (...,) covering every Beta(a, b) of the last axis: means ± 12 standard
+    deviations, within [0, 1]."""
+    mean = a / (a + b)
+    sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+    lo = np.clip((mean - 12 * sd).min(axis=-1), 0.0, 1.0)
+    hi = np.clip((mean + 12 * sd).max(axis=-1), 0.0, 1.0)
+    narrow = hi - lo < 1e-9
+    lo = np.where(narrow, np.maximum(0.0, lo - 1e-6), lo)
+    hi = np.where(narrow, np.minimum(1.0, hi + 1e-6), hi)
+    return lo, hi
+
+
+def _p_best_cdf(cdf: np.ndarray) -> np.ndarray:
+    """P(best) (..., M) from CDFs (..., M, G + 1) on shared edges: per cell, the mass ``ΔF_m``
+    times ``Π_{l≠m} F_l`` at the cell's midpoint, summed and renormalised."""
+    mass = np.diff(cdf, axis=-1)
+    log_mid = np.log(np.clip(0.5 * (cdf[..., 1:] + cdf[..., :-1]), 1e-300, None))
+    others = log_mid.sum(axis=-2, keepdims=True) - log_mid
+    out = (mass * np.exp(others)).sum(axis=-1)
+    total = out.sum(axis=-1, keepdims=True)
+    return out / np.where(total > 0, total, 1.0)
+
+
+def p_best_from_beta(a, b, grid: int = GRID) -> np.ndarray:
+    """``P(best = m) = ∫ f_m(x) Π_{l≠m} F_l(x) dx`` for independent Beta(a_m, b_m) variables.
+
+    ``a``, ``b``: (..., M); each leading index is its own problem. The integral runs on ``grid``
+    cells spanning its densities' mass (means ± 12 standard deviations, within [0, 1]), by the
+    midpoint rule on CDF increments, renormalised. Identical (a, b) get equal shares exactly.
+    Cost O(... · M · grid).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    lo, hi = _span(a, b)
+    edges = lo[..., None] + (hi - lo)[..., None] * np.linspace(0.0, 1.0, grid + 1)
+    cdf = stats.beta.cdf(edges[..., None, :], a[..., None], b[..., None])
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    return _p_best_cdf(cdf)
+
+
+def _rows(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Beta parameters (K, M) of every model's per-class accuracy ``θ_m[c, c]``."""
+    diag = np.diagonal(alpha, axis1=1, axis2=2)  # (M, K)
+    return diag.T, (alpha.sum(axis=2) - diag).T
+
+
+def coda_row_p_best(alpha, grid: int = GRID) -> np.ndarray:
+    """P(model m is best on class c) (K, M): per class, :func:`p_best_from_beta` of the
+    Beta marginals ``Beta(alpha[m, c, c], Σ_s alpha[m, c, s] − alpha[m, c, c])``."""
+    a, b = _rows(np.asarray(alpha, dtype=np.float64))
+    return p_best_from_beta(a, b, grid)
+
+
+def coda_p_best(alpha, class_prior, grid: int = GRID) -> np.ndarray:
+    """CODA's P(best) (M,): ``Σ_c π̂_c P(m is best on class c)`` (:func:`coda_row_p_best`), the
+    class marginal ``class_prior`` mixing the per-class answers. Cost O(K · M · grid)."""
+    pi = np.asarray(class_prior, dtype=np.float64)
+    return pi @ coda_row_p_best(alpha, grid)
+
+
+def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = GRID,
+             lookahead: float = 1.0) -> np.ndarray:
+    """CODA's expected information gain on P(best) of labelling each of ``candidates`` (image
+    positions), given Dirichlet parameters ``alpha`` (M, K, K), the class marginal
+    ``class_prior`` π̂, the models' ``votes`` (M, N) and ``item_posterior`` π̂(c | i) of the
+    candidates (C, K) (:func:`coda_class_posterior`).
+
+    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds ``lookahead`` (1: one label,
+    as a real label adds; the authors' code adds 100 real labels' worth) to row c of every model
+    (on the diagonal where the model predicted c), which moves only that class's P(best), so
+    ``PBest^c = PBest + π̂_c (P^c(best on c) − P(best on c))`` with π̂ held. The answer depends on
+    (c, the models predicting c) only; each distinct one is evaluated once. Images every model
+    agrees on get 0 (they are not candidates in the paper's code either). Cost O(U · M · grid)
+    for U distinct (class, who-predicted-it) pairs.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    pi = np.asarray(class_prior, dtype=np.float64)
+    votes = np.asarray(votes, dtype=np.int64)
+    cand = np.asarray(candidates, dtype=np.int64)
+    post = np.asarray(item_posterior, dtype=np.float64)
+    m, k, _ = alpha.shape
+    out = np.zeros(len(cand))
+    cv = votes[:, cand]  # (M, C)
+    split = (cv != cv[:1]).any(axis=0)
+    if not split.any():
+        return out
+    a0, b0 = _rows(alpha)  # (K, M)
+    # per class, one grid covering the rows now and after either update; CDFs of every model's
+    # row in its three states (now, right: a + 1, wrong: b + 1) on it
+    if not lookahead > 0:
+        raise ValueError(f"lookahead must be > 0, got {lookahead}")
+    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)  # (K, 3, M)
+    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
+    lo, hi = _span(a3.reshape(k, -1), b3.reshape(k, -1))
+    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)  # (K, G + 1)
+    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])  # (K, 3, M, G+1)
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    rows_now = _p_best_cdf(cdf[:, 0])  # (K, M)
+    now = pi @ rows_now
+    h_now = entropy(now)
+    classes = np.arange(k)
+    right = cv[:, split].T[:, None, :] == classes[None, :, None]  # (S, K, M)
+    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
+                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
+    combos, where = np.unique(keys, axis=0, return_inverse=True)
+    c = combos[:, 0]
+    state = np.where(combos[:, 1:] == 1, 1, 2)  # (U, M)
+    sel = cdf[c[:, None], state, np.arange(m)[None, :]]  # (U, M, G + 1)
+    after = now[None, :] + pi[c, None] * (_p_best_cdf(sel) - rows_now[c])
+    h_combo = entropy(np.clip(after, 0.0, None))
+    h_after = h_combo[where.reshape(-1)].reshape(-1, k)  # (S, K)
+    gain = h_now - (post[split] * h_after).sum(axis=1)
+    out[np.flatnonzero(split)] = np.clip(gain, 0.0, None)
+    return out
+
+
+def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
+              prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
+              grid: int = GRID, lookahead: float = 1.0) -> np.ndarray:
+    """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
+
+    One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
+    assumed to be its most probable class under π̂(c | i) for the next pick. Candidates: every
+    free image, or a seeded subsample of ``max_candidates``. When no free image splits the models
+    (every EIG is 0), the rest are the free images of highest consensus entropy. ``prior``: a
+    :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s. Cost
+    k × (:func:`coda_eig` + :func:`coda_class_posterior`).
+    """
+    P = check_predictions(P)
+    _, n, kk = P.shape
+    at, y = check_labels(labelled, labels, n, kk)
+    prior = coda_prior(P) if prior is None else prior
+    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
+    if mask.shape != (n,):
+        raise ValueError(f"excluded must be a mask over the {n} images")
+    mask[at] = True
+    alpha = coda_posterior(prior, at, y)
+    rng = np.random.default_rng(seed)
+    picks: list[int] = []
+    for step in range(int(k)):
+        free = np.flatnonzero(~mask)
+        if not len(free):
+            break
+        cand = subsample_candidates(free, max_candidates, seed + step)
+        q, pi = coda_class_posterior(alpha, prior.predictions)
+        gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid, lookahead)
+        scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
+        order = np.lexsort((rng.permutation(len(cand)), -scores))
+        i = int(cand[order[0]])
+        picks.append(i)
+        mask[i] = True
+        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
+    return np.sort(np.asarray(picks, dtype=np.int64))
+
+
+def coda_belief(prior: CodaPrior, labelled=(), labels=(), grid: int = GRID
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """CODA's P(best) (M,) given the labels, and its Dirichlet parameters (M, K, K): the class
+    marginal π̂ re-estimated from the posterior (:func:`coda_class_posterior`)."""
+    alpha = coda_posterior(prior, labelled, labels)
+    _, pi = coda_class_posterior(alpha, prior.predictions)
+    return coda_p_best(alpha, pi, grid), alpha
+
+
+def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulations: int = 32,
+                            seed: int = 0, grid: int = GRID) -> float:
+    """P(labelling ``batch`` changes CODA's most probable best model): each simulation draws the
+    batch's labels from π̂(c | i) (posterior given the labels so far), adds them to the Dirichlet
+    counts, and compares the argmax of P(best) with today's (π̂ held). NaN for an empty batch.
+    Cost ``simulations`` × O(M · (B + K · grid))."""
+    batch = np.asarray(batch, dtype=np.int64)
+    if not len(batch):
+        return float("nan")
+    alpha = coda_posterior(prior, labelled, labels)
+    q, pi = coda_class_posterior(alpha, prior.predictions)
+    leader = int(np.argmax(coda_p_best(alpha, pi, grid)))
+    post = q[batch]
+    rng = np.random.default_rng(seed)
+    m = len(alpha)
+    changed = 0
+    for _ in range(simulations):
+        drawn = (rng.random((len(batch), 1)) > np.cumsum(post, axis=1)).sum(axis=1)
+        drawn = np.minimum(drawn, post.shape[1] - 1)
+        after = alpha.copy()
+        for j in range(m):
+            np.add.at(after[j], (drawn, prior.votes[j, batch]), 1.0)
+        changed += int(np.argmax(coda_p_best(after, pi, grid)) != leader)
+    return changed / simulations
