@@ -47,7 +47,7 @@ TARGET = 0.9
 SAMPLERS = ("committee", "uncertainty", "random")
 #: the default of :data:`SAMPLERS`: uncertainty sampling, whose pick had the lowest mean regret
 #: over 20–200 labels on the four real embedding zoos of ``benchmarks/results/active_labels.md``
-#: (1.46 pp; paired against the committee −0.02 ± 0.07 pp, a tie; against random −0.17), and the
+#: (1.46 pp; paired against the committee −0.02 ± 0.07 pp, a tie; random 1.62 pp), and the
 #: largest share of runs within 0.5 pp at 200 labels.
 DEFAULT_SAMPLER = "uncertainty"
 #: p(best) mass of the top set given the labels.
