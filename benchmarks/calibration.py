@@ -471,7 +471,9 @@ def embedding_zoo(name: str, spec: str, cache: Path) -> Zoo | None:
     else:
         got = store_pool(spec)
         if got is None:
-            print(f"{name}: not run (no store at {spec})")
+            print(f"{name}: not run (no store at {spec}; build it with "
+                  f"`zoorank demo --out /tmp/lozo/demo` or "
+                  f"`benchmarks/validate_ranking.py --dataset {name} --out /tmp/lozo/{name}`)")
             return None
         ids, Zs, codes = got
         cache.mkdir(parents=True, exist_ok=True)
