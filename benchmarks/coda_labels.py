@@ -8,7 +8,10 @@ ModelPicker's posterior with a uniform prior has the same argmax). The truth is 
 accuracy on the pool. Printed per method (means over seeds, paired differences against random with
 their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
 (it separates CODA's acquisition from its P(best)); ``random_coda_pick`` asks at random and picks by
-CODA's P(best) (:data:`SPECS`: every sampler under both pick rules):
+CODA's P(best) (:data:`SPECS`: every sampler under both pick rules); ``coda_is`` (``--epsilon``)
+draws from q = (1 − ε) EIG / ΣEIG + ε / F and weights each label by its importance weight
+(:func:`coda.coda_sample_next`, :func:`coda.importance_weights`); ``coda_stochastic`` draws the
+same way at ε = 0.5 without the weights:
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -140,6 +143,7 @@ SPECS = {
     "uncertainty_coda_pick": ("uncertainty", "posterior"),
     "model_picker": ("model_picker", "count"),
     "coda_is": ("coda_is", "posterior"),
+    "coda_stochastic": ("coda_stochastic", "posterior"),
 }
 #: the bias-corrected CODA's ε (:func:`coda.coda_sample_next`; from the command line).
 EPSILON = [0.5]
@@ -176,7 +180,7 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
         elif sampler == "coda":
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                      max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
-        elif sampler == "coda_is":
+        elif sampler in ("coda_is", "coda_stochastic"):  # the second: the same draws, unweighted
             nxt, q = coda.coda_sample_next(P, at, y[at], weights, epsilon=epsilon,
                                            seed=1_000_003 * seed + t, prior=prior,
                                            max_candidates=CANDIDATES[0], lookahead=lookahead)
