@@ -37,8 +37,9 @@ SAMPLERS = {
 }
 #: the default sampler of a classifier zoo: CODA, far fewer labels than random to a near-best
 #: pick on the UvA nets and as many on the shift benchmark's median domain, where the baselines
-#: need more than random (the development zoo favoured the baselines:
-#: benchmarks/results/coda_labels.md).
+#: need more than random (the development zoo favoured the baselines; neither random asking with
+#: CODA's pick nor bias-corrected CODA beat it on both held-out sets:
+#: benchmarks/results/coda_labels.md, sections 3 and 5).
 DEFAULT_SAMPLER = "coda"
 #: the default sampler's name.
 METHOD = SAMPLERS[DEFAULT_SAMPLER]
