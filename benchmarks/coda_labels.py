@@ -8,7 +8,10 @@ ModelPicker's posterior with a uniform prior has the same argmax). The truth is 
 accuracy on the pool. Printed per method (means over seeds, paired differences against random with
 their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as the baselines do
 (it separates CODA's acquisition from its P(best)); ``random_coda_pick`` asks at random and picks by
-CODA's P(best) (:data:`SPECS`: every sampler under both pick rules):
+CODA's P(best) (:data:`SPECS`: every sampler under both pick rules); ``coda_is`` (``--epsilon``)
+draws from q = (1 − ε) EIG / ΣEIG + ε / F and weights each label by its importance weight
+(:func:`coda.coda_sample_next`, :func:`coda.importance_weights`); ``coda_stochastic`` draws the
+same way at ε = 0.5 without the weights:
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -139,7 +142,11 @@ SPECS = {
     "uncertainty": ("uncertainty", "count"),
     "uncertainty_coda_pick": ("uncertainty", "posterior"),
     "model_picker": ("model_picker", "count"),
+    "coda_is": ("coda_is", "posterior"),
+    "coda_stochastic": ("coda_stochastic", "posterior"),
 }
+#: the bias-corrected CODA's ε (:func:`coda.coda_sample_next`; from the command line).
+EPSILON = [0.5]
 
 
 def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
@@ -149,9 +156,11 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
     n = P.shape[1]
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
+    drawn_q: list[float] = []
     picks: dict[str, list[int]] = {"posterior": [], "count": []}
     settings = {**CODA, **(coda_args or {})}
     lookahead = settings.pop("lookahead", 1.0)
+    epsilon = settings.pop("epsilon", EPSILON[0])
     prior = coda.coda_prior(P, **settings)
     order = None
     if sampler == "random":
@@ -160,7 +169,9 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
         order = np.lexsort((rng.permutation(n), -ms.uncertainty_scores(P)))
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
-        picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at])[0])))
+        weights = coda.importance_weights(drawn_q, n) if sampler == "coda_is" else None
+        picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at],
+                                                                 weights=weights)[0])))
         picks["count"].append(ms.empirical_best(P, at, y[at], seed=seed))
         if t == budget:
             break
@@ -169,6 +180,11 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
         elif sampler == "coda":
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                      max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
+        elif sampler in ("coda_is", "coda_stochastic"):  # the second: the same draws, unweighted
+            nxt, q = coda.coda_sample_next(P, at, y[at], weights, epsilon=epsilon,
+                                           seed=1_000_003 * seed + t, prior=prior,
+                                           max_candidates=CANDIDATES[0], lookahead=lookahead)
+            drawn_q.append(q)
         else:
             nxt = ms.model_picker_next(P, at, y[at], seed=seed + t)
         labelled.append(nxt)
@@ -233,6 +249,7 @@ def main() -> None:
     p.add_argument("--pool", type=int, default=1000)
     p.add_argument("--budget", type=int, default=200)
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds run: first-seed .. + seeds − 1")
     p.add_argument("--tol", type=float, default=0.5, help="pp from the best")
     p.add_argument("--cache", default="/tmp/zoorank-coda-labels")
     p.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes")
@@ -245,6 +262,9 @@ def main() -> None:
     p.add_argument("--coda", nargs="*", default=[],
                    help="extra CODA settings 'STRENGTH,TEMPERATURE[,LOOKAHEAD]' run beside the "
                    "default (LOOKAHEAD: the EIG's hypothetical label weight, default 1)")
+    p.add_argument("--epsilon", nargs="*", type=float, default=[],
+                   help="bias-corrected CODA (importance-weighted, q = (1 − ε) EIG / ΣEIG + ε / F) "
+                   "at each ε given, beside the methods named")
     p.add_argument("--save", type=Path, help="write every method's per-seed regret curves here "
                    "(<domain>.npz, one (seeds, budget + 1) array per method)")
     p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
@@ -258,6 +278,10 @@ def main() -> None:
         name = f"coda α={a:g} T={t:g}" + (f" lookahead={w[0]:g}" if w else "")
         methods[name] = ("coda", "posterior")
         coda_args[name] = {"strength": a, "temperature": t, **({"lookahead": w[0]} if w else {})}
+    for e in args.epsilon:
+        name = f"coda_is ε={e:g}"
+        methods[name] = ("coda_is", "posterior")
+        coda_args[name] = {"epsilon": e}
     if args.digits:
         domains = digits_domains(Path(args.cache))
     elif args.npz:
@@ -275,7 +299,7 @@ def main() -> None:
         curves = {m: [] for m in methods}
         seconds = {m: 0.0 for m in methods}
         tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args, args.candidates)
-                 for seed in range(args.seeds)]
+                 for seed in range(args.first_seed, args.first_seed + args.seeds)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
             for result in workers.imap(one_seed, tasks):
                 for method, (regret, s) in result.items():

@@ -116,7 +116,7 @@ def _top_k(score: np.ndarray, asked: list[int]) -> bool:
     return len(asked) == len(set(asked)) and score[asked].min() >= score[rest].max() - 1e-12
 
 
-@pytest.mark.parametrize("sampler", ["default", "uncertainty", "model_picker"])
+@pytest.mark.parametrize("sampler", ["default", "uncertainty", "model_picker", "random"])
 def test_ask_picks_with_each_sampler(classifier_store, sampler):
     from zoorank.labels.head_predictions import DEFAULT_SAMPLER, SAMPLERS
 
@@ -136,6 +136,8 @@ def test_ask_picks_with_each_sampler(classifier_store, sampler):
     elif used == "model_picker":
         gains = _loop_model_picker_gains(P)
         assert _top_k(gains, asked) and gains[asked].min() > 0
+    elif used == "random":  # a uniform draw of 12 of the pool, seeded by config seed 0 + round 1
+        assert asked == sorted(np.random.default_rng(1).choice(P.shape[1], 12, replace=False).tolist())
     else:
         assert asked == coda.coda_next(P, k=12, seed=1).tolist()
 
