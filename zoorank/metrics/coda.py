@@ -316,6 +316,19 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     return out
 
 
+def _checked_with_mask(P, labelled, labels, excluded):
+    """``P`` checked, the labels' positions and classes checked, and the mask (N,) of images not
+    to ask: ``excluded`` (a mask, copied) or none, plus the labelled ones."""
+    P = check_predictions(P)
+    _, n, kk = P.shape
+    at, y = check_labels(labelled, labels, n, kk)
+    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
+    if mask.shape != (n,):
+        raise ValueError(f"excluded must be a mask over the {n} images")
+    mask[at] = True
+    return P, at, y, mask
+
+
 def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
               prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
               grid: int = GRID, lookahead: float = 1.0) -> np.ndarray:
@@ -328,14 +341,8 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s. Cost
     k × (:func:`coda_eig` + :func:`coda_class_posterior`).
     """
-    P = check_predictions(P)
-    _, n, kk = P.shape
-    at, y = check_labels(labelled, labels, n, kk)
+    P, at, y, mask = _checked_with_mask(P, labelled, labels, excluded)
     prior = coda_prior(P) if prior is None else prior
-    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
-    if mask.shape != (n,):
-        raise ValueError(f"excluded must be a mask over the {n} images")
-    mask[at] = True
     alpha = coda_posterior(prior, at, y)
     rng = np.random.default_rng(seed)
     picks: list[int] = []
@@ -365,14 +372,8 @@ def coda_proposal(P, labelled=(), labels=(), weights=None, excluded=None,
     ``q = 1 / F`` when every EIG is 0 or ε = 1. Free: neither labelled nor ``excluded``."""
     if not 0 <= epsilon <= 1:
         raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-    P = check_predictions(P)
-    _, n, kk = P.shape
-    at, y = check_labels(labelled, labels, n, kk)
+    P, at, y, mask = _checked_with_mask(P, labelled, labels, excluded)
     prior = coda_prior(P) if prior is None else prior
-    mask = np.zeros(n, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool).copy()
-    if mask.shape != (n,):
-        raise ValueError(f"excluded must be a mask over the {n} images")
-    mask[at] = True
     free = np.flatnonzero(~mask)
     uniform = np.full(len(free), 1.0 / max(len(free), 1))
     if not len(free) or epsilon == 1:
