@@ -10,8 +10,8 @@ their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as t
 (it separates CODA's acquisition from its P(best)); ``random_coda_pick`` asks at random and picks by
 CODA's P(best) (:data:`SPECS`: every sampler under both pick rules); ``coda_is`` (``--epsilon``)
 draws from q = (1 − ε) EIG / ΣEIG + ε / F and weights each label by its importance weight
-(:func:`coda.coda_sample_next`, :func:`coda.importance_weights`); ``coda_stochastic`` draws the
-same way at ε = 0.5 without the weights:
+(:func:`coda_weighted.coda_sample_next`, :func:`coda_weighted.importance_weights`);
+``coda_stochastic`` draws the same way at ε = 0.5 without the weights:
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -34,7 +34,7 @@ from pathlib import Path
 import harness
 import numpy as np
 
-from zoorank.metrics import coda
+from zoorank.metrics import coda, coda_weighted
 from zoorank.metrics import model_selection as ms
 
 TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick (issue 31, item 4)"
@@ -145,7 +145,7 @@ SPECS = {
     "coda_is": ("coda_is", "posterior"),
     "coda_stochastic": ("coda_stochastic", "posterior"),
 }
-#: the bias-corrected CODA's ε (:func:`coda.coda_sample_next`; from the command line).
+#: the bias-corrected CODA's ε (:func:`coda_weighted.coda_sample_next`; from the command line).
 EPSILON = [0.5]
 
 
@@ -169,7 +169,7 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
         order = np.lexsort((rng.permutation(n), -ms.uncertainty_scores(P)))
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
-        weights = coda.importance_weights(drawn_q, n) if sampler == "coda_is" else None
+        weights = coda_weighted.importance_weights(drawn_q, n) if sampler == "coda_is" else None
         picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at],
                                                                  weights=weights)[0])))
         picks["count"].append(ms.empirical_best(P, at, y[at], seed=seed))
@@ -181,7 +181,7 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                      max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
         elif sampler in ("coda_is", "coda_stochastic"):  # the second: the same draws, unweighted
-            nxt, q = coda.coda_sample_next(P, at, y[at], weights, epsilon=epsilon,
+            nxt, q = coda_weighted.coda_sample_next(P, at, y[at], weights, epsilon=epsilon,
                                            seed=1_000_003 * seed + t, prior=prior,
                                            max_candidates=CANDIDATES[0], lookahead=lookahead)
             drawn_q.append(q)

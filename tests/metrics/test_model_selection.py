@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zoorank.metrics import coda
+from zoorank.metrics import coda, coda_weighted
 from zoorank.metrics import model_selection as ms
 
 
@@ -258,18 +258,19 @@ def test_lure_weights_are_unbiased_over_every_draw_sequence():
             q = (1 - eps) * s[i] / s[free].sum() + eps / len(free)
             prob *= q
             qs.append(q)
-        v = coda.importance_weights(qs, n, normalise=False)
+        v = coda_weighted.importance_weights(qs, n, normalise=False)
         assert (v >= 0).all()
         expected += prob * (v * f[list(seq)]).sum() / big
     assert expected == pytest.approx(f.mean(), abs=1e-12)
     # uniform draws: every weight exactly 1; the whole pool labelled: 1 too
-    np.testing.assert_array_equal(coda.importance_weights([1 / 5, 1 / 4, 1 / 3], 5), np.ones(3))
-    np.testing.assert_array_equal(coda.importance_weights([0.9, 0.5, 0.2, 0.5, 1.0], 5), np.ones(5))
+    np.testing.assert_array_equal(coda_weighted.importance_weights([1 / 5, 1 / 4, 1 / 3], 5), np.ones(3))
+    np.testing.assert_array_equal(coda_weighted.importance_weights([0.9, 0.5, 0.2, 0.5, 1.0], 5), np.ones(5))
     # hand case, n = 4, L = 2: v_1 = 1 + (2/3)(1/(4·0.5) − 1) = 2/3, v_2 = 1 + (2/2)(1/(3·0.25) − 1) = 4/3
-    np.testing.assert_allclose(coda.importance_weights([0.5, 0.25], 4, normalise=False), [2 / 3, 4 / 3])
-    np.testing.assert_allclose(coda.importance_weights([0.5, 0.25], 4), [2 / 3, 4 / 3])
+    np.testing.assert_allclose(coda_weighted.importance_weights([0.5, 0.25], 4, normalise=False),
+                               [2 / 3, 4 / 3])
+    np.testing.assert_allclose(coda_weighted.importance_weights([0.5, 0.25], 4), [2 / 3, 4 / 3])
     with pytest.raises(ValueError, match="q must hold"):
-        coda.importance_weights([0.0], 4)
+        coda_weighted.importance_weights([0.0], 4)
 
 
 def test_weighted_update_matches_a_loop_and_unit_weights_match_plain_counts():
@@ -294,7 +295,7 @@ def test_proposal_mixes_eig_with_uniform_and_epsilon_one_is_random_sampling():
     at = [0, 1, 2]
     excluded = np.zeros(60, bool)
     excluded[50:] = True
-    free, q = coda.coda_proposal(P, at, y[at], excluded=excluded, epsilon=0.25, prior=prior)
+    free, q = coda_weighted.coda_proposal(P, at, y[at], excluded=excluded, epsilon=0.25, prior=prior)
     np.testing.assert_array_equal(free, np.arange(3, 50))
     alpha = coda.coda_posterior(prior, at, y[at])
     post, pi = coda.coda_class_posterior(alpha, P)
@@ -303,18 +304,18 @@ def test_proposal_mixes_eig_with_uniform_and_epsilon_one_is_random_sampling():
     assert q.sum() == pytest.approx(1.0, abs=1e-12)
     # ε = 1: uniform over the free images, the draw is a seeded uniform choice, every weight 1,
     # so the belief is CODA's P(best) on randomly asked labels
-    free, q = coda.coda_proposal(P, at, y[at], excluded=excluded, epsilon=1.0, prior=prior)
+    free, q = coda_weighted.coda_proposal(P, at, y[at], excluded=excluded, epsilon=1.0, prior=prior)
     np.testing.assert_array_equal(q, np.full(47, 1 / 47))
-    i, qi = coda.coda_sample_next(P, at, y[at], excluded=excluded, epsilon=1.0, seed=4, prior=prior)
+    i, qi = coda_weighted.coda_sample_next(P, at, y[at], excluded=excluded, epsilon=1.0, seed=4, prior=prior)
     assert i == free[np.random.default_rng([4, 1]).choice(47, p=np.full(47, 1 / 47))]
     assert qi == 1 / 47
     labelled, qs = list(at), []
     for step in range(5):
-        i, qi = coda.coda_sample_next(P, labelled, y[labelled], epsilon=1.0, seed=step, prior=prior)
+        i, qi = coda_weighted.coda_sample_next(P, labelled, y[labelled], epsilon=1.0, seed=step, prior=prior)
         assert i not in labelled
         labelled.append(i)
         qs.append(qi)
-    w = coda.importance_weights([1 / 60, 1 / 59, 1 / 58] + qs, 60)
+    w = coda_weighted.importance_weights([1 / 60, 1 / 59, 1 / 58] + qs, 60)
     np.testing.assert_array_equal(w, np.ones(8))
     np.testing.assert_array_equal(coda.coda_belief(prior, labelled, y[labelled], weights=w)[0],
                                   coda.coda_belief(prior, labelled, y[labelled])[0])

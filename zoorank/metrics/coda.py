@@ -32,14 +32,8 @@ coda, ``coda/coda.py``, default settings) computes it:
    on i with π̂ held (:func:`coda_eig`), over the images some model disagrees on (the authors'
    candidate filter); the image of largest EIG is asked next.
 
-**Bias-corrected acquisition (an option, not the paper's).** CODA's update counts every label as a
-random draw from its class, but EIG asks the images the models disagree on. Following Active
-Testing (Kossen, Farquhar, Gal, Rainforth, ICML 2021), :func:`coda_sample_next` draws the next image
-from ``q = (1 − ε) · EIG / ΣEIG + ε / F`` over the F free images (EIG over a seeded subsample of
-candidates, 0 outside it; q is the draw's probability given that subsample), and each label enters
-the Dirichlet counts with its LURE weight (:func:`importance_weights`, normalised to mean 1) instead
-of 1 (``weights`` of :func:`coda_posterior` / :func:`coda_belief`). ε = 1 is random sampling with
-CODA's pick, every weight exactly 1.
+The bias-corrected acquisition (Active Testing's draws and weights, an option) is in
+:mod:`zoorank.metrics.coda_weighted`.
 
 Differences, stated: the released code adds 0.01 per label and 1 in the EIG's hypothetical
 update (its ``learning_rate`` and a fixed 1.0); here both add 1, the temperature carrying the
@@ -81,12 +75,9 @@ __all__ = [
     "coda_p_best",
     "coda_posterior",
     "coda_prior",
-    "coda_proposal",
     "coda_row_p_best",
-    "coda_sample_next",
     "consensus_confusion",
     "diagonal_base",
-    "importance_weights",
     "p_best_from_beta",
 ]
 
@@ -166,8 +157,9 @@ def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) 
 
 def coda_posterior(prior: CodaPrior, labelled=(), labels=(), weights=None) -> np.ndarray:
     """Dirichlet parameters (M, K, K) given the labels: each label ``y`` of image i adds 1 (or its
-    entry of ``weights``, one per label, ≥ 0: :func:`importance_weights`) to
-    ``alpha[m, y, ŷ_m(i)]`` for every model m. Cost O(M · L)."""
+    entry of ``weights``, one per label, ≥ 0:
+    :func:`~zoorank.metrics.coda_weighted.importance_weights`) to ``alpha[m, y, ŷ_m(i)]`` for every
+    model m. Cost O(M · L)."""
     m, k, _ = prior.alpha.shape
     at, y = check_labels(labelled, labels, prior.votes.shape[1], k)
     w = np.ones(len(at)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -177,26 +169,6 @@ def coda_posterior(prior: CodaPrior, labelled=(), labels=(), weights=None) -> np
     for j in range(m):
         np.add.at(alpha[j], (y, prior.votes[j, at]), w)
     return alpha
-
-
-def importance_weights(q, n: int, normalise: bool = True) -> np.ndarray:
-    """LURE weights (Farquhar, Gal, Rainforth, "On statistical bias in active learning", ICLR 2021;
-    the estimator of Active Testing) of L labels drawn one at a time without replacement from a
-    pool of ``n``, the l-th (1-based) with probability ``q[l − 1]`` among the n − l + 1 images then
-    free: ``v_l = 1 + (n − L) / (n − l) · (1 / ((n − l + 1) q_l) − 1)``, so that
-    ``Σ_l v_l f(i_l) / L`` is an unbiased estimate of f's pool mean. Every ``v_l`` is ≥ 0 and
-    exactly 1 under uniform draws; all are 1 when the whole pool is labelled (L = n).
-    ``normalise``: divided by their mean (self-normalised; their sum is then L). Cost O(L)."""
-    q = np.asarray(q, dtype=np.float64)
-    big = len(q)
-    if big > n or not np.all((q > 0) & (q <= 1)):
-        raise ValueError(f"q must hold at most n = {n} probabilities in (0, 1], got {q}")
-    if big == 0 or big == n:
-        return np.ones(big)
-    step = np.arange(1, big + 1)
-    v = 1.0 + (n - big) / (n - step) * (1.0 / ((n - step + 1) * q) - 1.0)
-    v = np.clip(v, 0.0, None)  # ≥ 0 in exact arithmetic; rounding only
-    return v / v.mean() if normalise and v.sum() > 0 else v
 
 
 def _span(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -316,7 +288,7 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     return out
 
 
-def _checked_with_mask(P, labelled, labels, excluded):
+def checked_with_mask(P, labelled, labels, excluded):
     """``P`` checked, the labels' positions and classes checked, and the mask (N,) of images not
     to ask: ``excluded`` (a mask, copied) or none, plus the labelled ones."""
     P = check_predictions(P)
@@ -341,7 +313,7 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s. Cost
     k × (:func:`coda_eig` + :func:`coda_class_posterior`).
     """
-    P, at, y, mask = _checked_with_mask(P, labelled, labels, excluded)
+    P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
     prior = coda_prior(P) if prior is None else prior
     alpha = coda_posterior(prior, at, y)
     rng = np.random.default_rng(seed)
@@ -360,49 +332,6 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
         mask[i] = True
         alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
     return np.sort(np.asarray(picks, dtype=np.int64))
-
-
-def coda_proposal(P, labelled=(), labels=(), weights=None, excluded=None,
-                  epsilon: float = 0.5, seed: int = 0, prior: CodaPrior | None = None,
-                  max_candidates: int = MAX_CANDIDATES, grid: int = GRID, lookahead: float = 1.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """The free images (positions, F) and the probability q (F,) of drawing each next:
-    ``q = (1 − ε) · EIG / ΣEIG + ε / F``, EIG (:func:`coda_eig`, under the posterior with the
-    labels' ``weights``) on a seeded subsample of ``max_candidates`` free images and 0 off it;
-    ``q = 1 / F`` when every EIG is 0 or ε = 1. Free: neither labelled nor ``excluded``."""
-    if not 0 <= epsilon <= 1:
-        raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-    P, at, y, mask = _checked_with_mask(P, labelled, labels, excluded)
-    prior = coda_prior(P) if prior is None else prior
-    free = np.flatnonzero(~mask)
-    uniform = np.full(len(free), 1.0 / max(len(free), 1))
-    if not len(free) or epsilon == 1:
-        return free, uniform
-    alpha = coda_posterior(prior, at, y, weights)
-    cand = subsample_candidates(free, max_candidates, seed)
-    post, pi = coda_class_posterior(alpha, prior.predictions)
-    gain = np.zeros(len(free))
-    gain[np.searchsorted(free, cand)] = coda_eig(alpha, pi, prior.votes, cand, post[cand], grid,
-                                                 lookahead)
-    if not gain.sum() > 0:
-        return free, uniform
-    return free, (1.0 - epsilon) * gain / gain.sum() + epsilon * uniform
-
-
-def coda_sample_next(P, labelled=(), labels=(), weights=None, excluded=None,
-                     epsilon: float = 0.5, seed: int = 0, prior: CodaPrior | None = None,
-                     max_candidates: int = MAX_CANDIDATES, grid: int = GRID,
-                     lookahead: float = 1.0) -> tuple[int, float]:
-    """The next image (position) of the bias-corrected acquisition, drawn from
-    :func:`coda_proposal`'s q by a generator seeded ``(seed, 1)`` (a stream apart from the
-    candidates' subsample), and its q (the input of :func:`importance_weights`). Raises when no
-    image is free."""
-    free, q = coda_proposal(P, labelled, labels, weights, excluded, epsilon, seed, prior,
-                            max_candidates, grid, lookahead)
-    if not len(free):
-        raise ValueError("no free image to ask")
-    j = int(np.random.default_rng([seed, 1]).choice(len(free), p=q))
-    return int(free[j]), float(q[j])
 
 
 def coda_belief(prior: CodaPrior, labelled=(), labels=(), grid: int = GRID, weights=None
