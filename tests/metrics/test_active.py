@@ -17,7 +17,12 @@ from zoorank.metrics.active import (
     select_diverse,
     uncertainty_batch,
 )
-from zoorank.metrics.label_posterior import labelled_p_best, probability_mass_set
+from zoorank.metrics.label_posterior import (
+    STOP_WIDENING,
+    labelled_p_best,
+    labelled_p_best_widened,
+    probability_mass_set,
+)
 
 
 def test_knn_predictions_match_a_reference_leave_one_out_vote():
@@ -150,6 +155,19 @@ def test_exactly_tied_models_never_clear_the_stopping_target(k):
         assert p == pytest.approx([0.5, 0.5], abs=0.03)
     with pytest.raises(ValueError, match="widen"):
         labelled_p_best(c, widen=0.5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 40])
+def test_p_best_at_several_widenings_from_one_mixture_equals_one_call_per_widening(n):
+    # the stopping rule's widened p(best) and the printed one share one posterior mixture; each
+    # must equal its own separate call exactly (same seed, same draws)
+    c = (np.random.default_rng(3).random((n, 6)) < np.linspace(0.5, 0.7, 6)).astype(float)
+    pair = labelled_p_best_widened(c, (1.0, STOP_WIDENING), 500, seed=7, population=100)
+    assert len(pair) == 2
+    for widen, got in zip((1.0, STOP_WIDENING), pair, strict=True):
+        np.testing.assert_array_equal(got, labelled_p_best(c, 500, seed=7, population=100, widen=widen))
+    with pytest.raises(ValueError, match="widen"):
+        labelled_p_best_widened(c, (1.0, 0.5))
 
 
 def test_probability_mass_set_is_the_fewest_models_holding_the_mass():

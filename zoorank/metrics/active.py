@@ -26,7 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoorank.metrics._checks import check_array
-from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best, probability_mass_set
+from zoorank.metrics.label_posterior import (
+    STOP_WIDENING,
+    labelled_p_best_widened,
+    probability_mass_set,
+)
 
 __all__ = [
     "LabelEvidence",
@@ -226,10 +230,10 @@ def label_evidence(Zs: Sequence[np.ndarray], labelled, codes, n_classes: int,
     preds = np.vstack([knn_predictions(Z, labelled, codes, n_classes) for Z in Zs])
     correct = (preds[:, labelled] == codes[None, :]).T.astype(np.float64)  # (L, M)
     pool = len(np.asarray(Zs[0]))
-    widened = (labelled_p_best(correct, resamples, seed, population=pool, widen=STOP_WIDENING)
-               if stop else None)
-    return LabelEvidence(labelled_p_best(correct, resamples, seed, population=pool),
-                         correct.mean(axis=0), len(codes), preds, widened)
+    p_best, *widened = labelled_p_best_widened(correct, (1.0, STOP_WIDENING)[: 2 if stop else 1], resamples,
+                                               seed, population=pool)
+    return LabelEvidence(p_best, correct.mean(axis=0), len(codes), preds,
+                         widened[0] if widened else None)
 
 
 def _committee(p_best: np.ndarray, size: int = 10) -> np.ndarray:

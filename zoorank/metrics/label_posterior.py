@@ -13,6 +13,8 @@ resampled real zoos by ``benchmarks/calibration.py`` (issue 30).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from zoorank.metrics._checks import check_array
@@ -23,6 +25,7 @@ __all__ = [
     "STOP_WIDENING",
     "TIE_TOLERANCE",
     "labelled_p_best",
+    "labelled_p_best_widened",
     "probability_mass_set",
     "tie_shares",
 ]
@@ -145,25 +148,41 @@ def labelled_p_best(correct, resamples: int = 2000, seed: int = 0,
     No sample: every model gets 1/M. All labels of the pool (L = N): the observed accuracies,
     ties within ``tolerance`` shared. Sums to 1. Cost O(M³ + resamples · M²).
     """
-    if not widen >= 1.0:
-        raise ValueError(f"widen must be ≥ 1, got {widen}")
+    return labelled_p_best_widened(correct, (widen,), resamples, seed, prior_samples, population,
+                                   tolerance)[0]
+
+
+def labelled_p_best_widened(correct, widens: Sequence[float], resamples: int = 2000, seed: int = 0,
+                            prior_samples: int = PRIOR_SAMPLES, population: int | None = None,
+                            tolerance: float = TIE_TOLERANCE) -> list[np.ndarray]:
+    """:func:`labelled_p_best` at each of ``widens``, from one posterior mixture: entry j equals
+    ``labelled_p_best(correct, ..., widen=widens[j])`` exactly (each widening draws from its own
+    generator seeded ``seed``), at the cost of one mixture (O(M³) per prior spread) instead of
+    one per widening."""
+    widens = [float(w) for w in widens]
+    if not all(w >= 1.0 for w in widens):
+        raise ValueError(f"widen must be ≥ 1, got {widens}")
     c = check_array(correct, "correct", min_rows=0, min_cols=1)
     n, m = c.shape
     if population is not None and population < n:
         raise ValueError(f"population ({population}) is smaller than the labelled samples ({n})")
     if n == 0 or m == 1:
-        return np.full(m, 1.0 / m)
-    rng = np.random.default_rng(seed)
-    total = np.zeros(m)
-    for weight, mean, cov in _posteriors(c, prior_samples, population):
-        if not np.any(cov):
-            total += weight * tie_shares(mean[None, :], tolerance)[0]
-            continue
-        w, V = np.linalg.eigh(cov * widen)
-        root = V * np.sqrt(np.clip(w, 0.0, None))
-        draws = mean + rng.standard_normal((max(16, int(round(resamples * weight))), m)) @ root.T
-        total += weight * tie_shares(draws, tolerance).mean(axis=0)
-    return total / total.sum()
+        return [np.full(m, 1.0 / m) for _ in widens]
+    mixture = _posteriors(c, prior_samples, population)
+    out = []
+    for widen in widens:
+        rng = np.random.default_rng(seed)
+        total = np.zeros(m)
+        for weight, mean, cov in mixture:
+            if not np.any(cov):
+                total += weight * tie_shares(mean[None, :], tolerance)[0]
+                continue
+            w, V = np.linalg.eigh(cov * widen)
+            root = V * np.sqrt(np.clip(w, 0.0, None))
+            draws = mean + rng.standard_normal((max(16, int(round(resamples * weight))), m)) @ root.T
+            total += weight * tie_shares(draws, tolerance).mean(axis=0)
+        out.append(total / total.sum())
+    return out
 
 
 def probability_mass_set(p_best, mass: float = 0.95) -> np.ndarray:
