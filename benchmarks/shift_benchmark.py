@@ -82,7 +82,8 @@ ATC_PAPER_CIFAR10_C: tuple[tuple[str, str | None, float, float, float, float], .
 ATC_PAPER_SOURCE = (
     "https://arxiv.org/pdf/2201.04234 as OCR'd in full in Mistral's documentation "
     "(github.com/mistralai/platform-docs-public, docs/capabilities/OCR/basic_ocr.md at commit "
-    "79ae40794038486c87fb46869b3210da60ea007b: the example output, pages 7, 28 and 29)")
+    "79ae40794038486c87fb46869b3210da60ea007b: the example output, pages 7, 28 and 29, a machine "
+    "OCR by mistral-ocr-2503-completion in which the CIFAR-10 rows of Table 1 and Table 3 agree)")
 #: the paper's setting (its Sec. 5, Table 2, App. F and G) against this benchmark's
 ATC_PAPER_SETTING = (
     "Their setting: per table, one architecture (DenseNet121 or ResNet18) trained from scratch on "
@@ -500,7 +501,8 @@ def summary(results: list[dict], labels: dict, args: argparse.Namespace) -> list
              f"- MAE on the corrupted domains: ATC {mean_over(corrupted, 'atc_accuracy', 'mae'):.1f} pp, "
              f"DoC {mean_over(corrupted, 'doc_accuracy', 'mae'):.1f} pp. The ATC paper's on CIFAR-10-C "
              f"(DenseNet121, no calibration): ATC-NE {paper['ATC-NE'][2]:.2f} pp, DoC "
-             f"{paper['DOC'][2]:.2f} pp; both papers' rows and the setting differences are in "
+             f"{paper['DOC'][2]:.2f} pp; its rows for both nets, with and without calibration, and the "
+             "setting differences are in "
              "'Published CIFAR-10 figures beside ours' below. " + PUBLISHED_MAE]
     for dom, lab in labels.items():
         tr, truth, cap = lab["traces"], lab["truth"], args.max_labels
@@ -551,7 +553,8 @@ def published_lines(results: list[dict], model_ids: Sequence[str]) -> list[str]:
             "ATC paper: Garg et al., ICLR 2022 (arXiv 2201.04234), row 'CIFAR10 / Synthetic' "
             "(CIFAR-10-C) of Table 1 (DenseNet121; Table 3 gives the same with standard "
             "deviations) and Table 4 (ResNet18); 'no TS' / 'TS' are its 'Pre T' / 'Post T' "
-            "columns (TS: temperature scaling on the source). Read from " + ATC_PAPER_SOURCE + ". "
+            "columns (TS: temperature scaling on the source); AC's figures are the same for both "
+            "nets as printed. Read from " + ATC_PAPER_SOURCE + ". "
             "The COT paper (Lu et al., NeurIPS 2023, arXiv 2305.15640) also tabulates AC, DoC and "
             "ATC on CIFAR-10; no stored copy of its tables was found, so none of its figures is "
             "quoted.", "", ATC_PAPER_SETTING]
