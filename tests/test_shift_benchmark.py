@@ -77,3 +77,34 @@ def test_simulated_pick_finds_the_only_accurate_model_after_one_label():
             trace = B.simulate(method, P, labels, [], seed, grid)
             assert [n for n, _ in trace] == grid
             assert B.labels_to_within(trace, truth, 0.5) == 1
+
+
+def _domain(name: str, truth: list[float], est: dict[str, list[float]]) -> dict:
+    """One domain's result as ``evaluate_domain`` returns it, for the keys the report reads."""
+    rows = {k: {"mae": B.mae(v, truth)} for k, v in est.items()}
+    return {"name": name, "truth": truth, "estimates": est, "rows": rows}
+
+
+def test_published_table_sits_beside_our_mae_with_its_source():
+    ids = ["uva-resnet", "cnn-w8-e1", "uva-densenet"]
+    est = {"average_confidence": [0.9, 0.9, 0.9], "doc_accuracy": [0.7, 0.5, 0.2],
+           "atc_accuracy": [0.6, 0.3, 0.5]}
+    results = [_domain("clean", [0.0, 0.0, 0.0], est),  # left out: not a corrupted domain
+               _domain("fog-s1", [0.8, 0.4, 0.4], est),
+               _domain("snow-s1", [0.6, 0.3, 0.2], est)]
+    text = "\n".join(B.published_lines(results, ids))
+    lines = text.splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line.rstrip(" |").split(" | ")
+            for line in lines if line.startswith("| ") and "`" in line}
+    # DoC, all nets: fog |.1|+|.1|+|.2| = .4, snow |.1|+|.2|+|0| = .3 → (40/3 + 30/3) / 2 pp;
+    # the UvA nets (0 and 2): fog (.1 + .2) / 2, snow (.1 + 0) / 2 → (15 + 5) / 2 pp
+    doc = rows["DOC (`doc_accuracy`)"]
+    assert doc[1:3] == [f"{(40 / 3 + 30 / 3) / 2:.1f}", "10.0"]
+    assert doc[3:] == [f"{v:.2f}" for v in B.ATC_PAPER_CIFAR10_C[1][2:]]
+    assert doc[3:] == ["13.87", "11.08", "13.93", "11.20"]  # as printed in the paper
+    # ATC: fog |.2|+|.1|+|.1| = .4, snow 0+0+.3 = .3; UvA: fog .15, snow .15 → 15.0
+    assert rows["ATC-NE (`atc_accuracy`)"][1:] == [f"{70 / 6:.1f}", "15.0", "4.21", "3.87", "4.87", "3.63"]
+    assert any(line.startswith("| ATC-MC (not run here) | — | — | 4.65 | 4.25 | 5.66 | 5.03")
+               for line in lines)
+    assert "arXiv 2201.04234" in text and B.ATC_PAPER_SOURCE in text and B.ATC_PAPER_SETTING in text
+    assert "79ae40794038486c87fb46869b3210da60ea007b" in B.ATC_PAPER_SOURCE
