@@ -77,3 +77,18 @@ def test_simulated_pick_finds_the_only_accurate_model_after_one_label():
             trace = B.simulate(method, P, labels, [], seed, grid)
             assert [n for n, _ in trace] == grid
             assert B.labels_to_within(trace, truth, 0.5) == 1
+
+
+def test_coda_exploration_methods_parse_and_run():
+    assert B.coda_explore("CODA ε=0.25") == 0.25 and B.coda_explore("CODA") is None
+    with pytest.raises(ValueError, match="ε"):
+        B.coda_explore("CODA ε=1.5")
+    # ε = 1 asks uniformly and picks by CODA's P(best): on a zoo where model 0 is always right and
+    # the others never, every pick after the first labels is model 0, as for plain CODA
+    labels = np.arange(40) % 3
+    P = _probs([labels.tolist(), ((labels + 1) % 3).tolist(), ((labels + 2) % 3).tolist()])
+    grid = B.label_grid(8)
+    for method in ("CODA ε=1", "CODA ε=0.5"):
+        trace = B.simulate(method, P, labels, [], 0, grid, coda={"grid": 64})
+        assert [n for n, _ in trace] == grid
+        assert trace[-1][1] == 0
