@@ -11,7 +11,9 @@ their standard errors). ``coda_ask_count_pick`` asks as CODA does and picks as t
 CODA's P(best) (:data:`SPECS`: every sampler under both pick rules); ``coda_is`` (``--epsilon``)
 draws from q = (1 − ε) EIG / ΣEIG + ε / F and weights each label by its importance weight
 (:func:`coda_weighted.coda_sample_next`, :func:`coda_weighted.importance_weights`);
-``coda_stochastic`` draws the same way at ε = 0.5 without the weights:
+``coda_stochastic`` draws the same way at ε = 0.5 without the weights; ``--explore ε`` runs CODA
+with an exploration share (each pick a uniform free image with probability ε, else the EIG
+argmax: ``coda_next``'s ``explore``):
 
 * *labels to a pick within 0.5 pp*: the fewest labels after which every pick up to the budget is
   within 0.5 pp of the best model's accuracy (``budget + 1`` when the last pick is not);
@@ -144,6 +146,7 @@ SPECS = {
     "model_picker": ("model_picker", "count"),
     "coda_is": ("coda_is", "posterior"),
     "coda_stochastic": ("coda_stochastic", "posterior"),
+    "coda_explore": ("coda_explore", "posterior"),
 }
 #: the bias-corrected CODA's ε (:func:`coda_weighted.coda_sample_next`; from the command line).
 EPSILON = [0.5]
@@ -161,6 +164,7 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
     settings = {**CODA, **(coda_args or {})}
     lookahead = settings.pop("lookahead", 1.0)
     epsilon = settings.pop("epsilon", EPSILON[0])
+    explore = settings.pop("explore", 0.0)
     prior = coda.coda_prior(P, **settings)
     order = None
     if sampler == "random":
@@ -180,6 +184,10 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
         elif sampler == "coda":
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                      max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
+        elif sampler == "coda_explore":  # ε-greedy: a uniform free image with probability ε
+            nxt = int(coda.coda_next(P, at, y[at], k=1, seed=1_000_003 * seed + t, prior=prior,
+                                     max_candidates=CANDIDATES[0], lookahead=lookahead,
+                                     explore=explore)[0])
         elif sampler in ("coda_is", "coda_stochastic"):  # the second: the same draws, unweighted
             nxt, q = coda_weighted.coda_sample_next(P, at, y[at], weights, epsilon=epsilon,
                                            seed=1_000_003 * seed + t, prior=prior,
@@ -265,6 +273,9 @@ def main() -> None:
     p.add_argument("--epsilon", nargs="*", type=float, default=[],
                    help="bias-corrected CODA (importance-weighted, q = (1 − ε) EIG / ΣEIG + ε / F) "
                    "at each ε given, beside the methods named")
+    p.add_argument("--explore", nargs="*", type=float, default=[],
+                   help="CODA with an exploration share: a uniform free image with probability ε "
+                   "per pick (coda_next's explore), at each ε given, beside the methods named")
     p.add_argument("--save", type=Path, help="write every method's per-seed regret curves here "
                    "(<domain>.npz, one (seeds, budget + 1) array per method)")
     p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
@@ -282,6 +293,10 @@ def main() -> None:
         name = f"coda_is ε={e:g}"
         methods[name] = ("coda_is", "posterior")
         coda_args[name] = {"epsilon": e}
+    for e in args.explore:
+        name = f"coda ε={e:g} (explore)"
+        methods[name] = ("coda_explore", "posterior")
+        coda_args[name] = {"explore": e}
     if args.digits:
         domains = digits_domains(Path(args.cache))
     elif args.npz:

@@ -344,6 +344,20 @@ def embedding_default(scores: dict[str, np.ndarray]) -> str:
 #: baseline of the CODA paper's code) it isolates CODA's pick.
 METHODS = ("CODA", "ModelPicker", "uncertainty", "random", "random + CODA pick", "zoorank ask")
 RANDOM_CODA = "random + CODA pick"
+#: CODA with an exploration share: ``"CODA ε=0.25"`` asks a uniform free image with probability
+#: 0.25 per pick (``coda_next``'s ``explore``); any ε in [0, 1] runs by that name, with its own
+#: trace cache (benchmarks/results/coda_labels.md, section 6).
+CODA_EXPLORE = "CODA ε="
+
+
+def coda_explore(method: str) -> float | None:
+    """ε of a ``"CODA ε=<x>"`` method name; None for another method."""
+    if not method.startswith(CODA_EXPLORE):
+        return None
+    eps = float(method[len(CODA_EXPLORE):])
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"method {method!r}: ε must be in [0, 1]")
+    return eps
 
 
 def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndarray], seed: int,
@@ -387,19 +401,26 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
             trace.append((len(at), int(np.argmax(ev.p_best))))
         return trace
     at: list[int] = []
-    prior = coda_prior(P) if method == "CODA" else None
+    eps = coda_explore(method)
+    is_coda = method == "CODA" or eps is not None
+    prior = coda_prior(P) if is_coda else None
     votes = P.argmax(axis=2)
     wanted = set(grid)
     while len(at) < max_labels:
         y = labels[at]
         if method == "CODA":
             nxt = int(coda_next(P, at, y, k=1, seed=seed + len(at), prior=prior, **(coda or {}))[0])
+        elif eps is not None:
+            # a seed per (seed, step): seed + step would hand seed s + 1 the exploration draws
+            # of seed s one step later, and the seeds would not be independent
+            nxt = int(coda_next(P, at, y, k=1, seed=1000 * seed + len(at), prior=prior,
+                                explore=eps, **(coda or {}))[0])
         else:
             nxt = S.model_picker_next(P, at, y, seed=seed + len(at))
         at.append(nxt)
         if len(at) in wanted:
             y = labels[at]
-            if method == "CODA":
+            if is_coda:
                 p = coda_belief(prior, at, y,
                             **({"grid": coda["grid"]} if coda and "grid" in coda else {}))[0]
             else:

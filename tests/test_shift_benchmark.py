@@ -108,3 +108,18 @@ def test_published_table_sits_beside_our_mae_with_its_source():
                for line in lines)
     assert "arXiv 2201.04234" in text and B.ATC_PAPER_SOURCE in text and B.ATC_PAPER_SETTING in text
     assert "79ae40794038486c87fb46869b3210da60ea007b" in B.ATC_PAPER_SOURCE
+
+
+def test_coda_exploration_methods_parse_and_run():
+    assert B.coda_explore("CODA ε=0.25") == 0.25 and B.coda_explore("CODA") is None
+    with pytest.raises(ValueError, match="ε"):
+        B.coda_explore("CODA ε=1.5")
+    # ε = 1 asks uniformly and picks by CODA's P(best): on a zoo where model 0 is always right and
+    # the others never, every pick after the first labels is model 0, as for plain CODA
+    labels = np.arange(40) % 3
+    P = _probs([labels.tolist(), ((labels + 1) % 3).tolist(), ((labels + 2) % 3).tolist()])
+    grid = B.label_grid(8)
+    for method in ("CODA ε=1", "CODA ε=0.5"):
+        trace = B.simulate(method, P, labels, [], 0, grid, coda={"grid": 64})
+        assert [n for n, _ in trace] == grid
+        assert trace[-1][1] == 0

@@ -319,3 +319,77 @@ def test_proposal_mixes_eig_with_uniform_and_epsilon_one_is_random_sampling():
     np.testing.assert_array_equal(w, np.ones(8))
     np.testing.assert_array_equal(coda.coda_belief(prior, labelled, y[labelled], weights=w)[0],
                                   coda.coda_belief(prior, labelled, y[labelled])[0])
+
+
+def _plain_coda_next(P, labelled, labels, k, seed):
+    """CODA's greedy batch written out (the acquisition before ``explore`` existed): the reference
+    that ``explore=0`` must reproduce bit for bit."""
+    prior = coda.coda_prior(P)
+    alpha = coda.coda_posterior(prior, labelled, labels)
+    mask = np.zeros(P.shape[1], bool)
+    mask[list(labelled)] = True
+    rng = np.random.default_rng(seed)
+    picks = []
+    for step in range(k):
+        free = np.flatnonzero(~mask)
+        cand = ms.subsample_candidates(free, ms.MAX_CANDIDATES, seed + step)
+        q, pi = coda.coda_class_posterior(alpha, prior.predictions)
+        gain = coda.coda_eig(alpha, pi, prior.votes, cand, q[cand])
+        scores = gain if gain.max() > 0 else ms.entropy(P[:, cand].mean(axis=0))
+        i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
+        picks.append(i)
+        mask[i] = True
+        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
+    return np.sort(picks)
+
+
+def test_explore_zero_is_plain_coda_bit_for_bit():
+    P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, seed=11)
+    for seed in range(3):
+        ref = _plain_coda_next(P, [0, 5], y[[0, 5]], 6, seed)
+        got = coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed, explore=0.0)
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed), ref)
+
+
+def test_explore_one_is_uniform_sampling_of_the_free_images():
+    P, y = _zoo([0.9, 0.7, 0.6], n=40, seed=12)
+    other, _ = _zoo([0.5, 0.95, 0.3], n=40, seed=13)
+    excluded = np.zeros(40, bool)
+    excluded[:10] = True
+    counts = np.zeros(40)
+    for seed in range(3000):
+        pick = coda.coda_next(P, [], [], excluded=excluded, k=1, seed=seed, explore=1.0)
+        counts[pick] += 1
+        if seed < 20:  # uniform draws do not look at the predictions
+            np.testing.assert_array_equal(
+                pick, coda.coda_next(other, [], [], excluded=excluded, k=1, seed=seed, explore=1.0))
+    assert counts[:10].sum() == 0
+    # 30 free images, 100 draws expected each: a chi-square test of uniformity
+    assert stats.chisquare(counts[10:]).pvalue > 1e-4
+    # a whole batch is a draw without replacement of distinct free images
+    batch = coda.coda_next(P, [11], y[[11]], excluded=excluded, k=29, seed=0, explore=1.0)
+    np.testing.assert_array_equal(batch, np.setdiff1d(np.arange(10, 40), [11]))
+
+
+@pytest.mark.parametrize("eps", [0.25, 0.5])
+def test_explore_share_of_uniform_picks_matches_epsilon(eps):
+    # a uniform pick differs from the greedy pick of the same seed except when it lands on it
+    # (1 in F free images): P(differs) = ε (1 − 1/F); binomial bound of 4 standard errors
+    P, y = _zoo([0.95, 0.7, 0.6], n=50, k=3, seed=14)
+    prior = coda.coda_prior(P)
+    seeds, free = 400, 48
+    differ = 0
+    for seed in range(seeds):
+        greedy = coda.coda_next(P, [0, 1], y[[0, 1]], k=1, seed=seed, prior=prior)
+        mixed = coda.coda_next(P, [0, 1], y[[0, 1]], k=1, seed=seed, prior=prior, explore=eps)
+        differ += int(mixed[0] != greedy[0])
+    p = eps * (1 - 1 / free)
+    assert abs(differ / seeds - p) < 4 * math.sqrt(p * (1 - p) / seeds)
+
+
+def test_explore_outside_zero_one_is_refused():
+    P, _ = _zoo([0.9, 0.7], n=20, seed=15)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="explore"):
+            coda.coda_next(P, k=1, explore=bad)

@@ -63,6 +63,7 @@ from zoorank.metrics.model_selection import (
 )
 
 __all__ = [
+    "EXPLORE",
     "GRID",
     "STRENGTH",
     "TEMPERATURE",
@@ -104,6 +105,17 @@ STRENGTH = 0.1
 #: development zoo, among 0.005 (the authors' released default: learning rate 0.01 over
 #: multiplier 2), 0.05 and 0.5 (benchmarks/results/coda_labels.md).
 TEMPERATURE = 0.05
+
+
+#: CODA's exploration share ε (:func:`coda_next`): the chance that a pick is a uniform draw
+#: among the free images rather than the image of largest EIG. 0: plain CODA. A pre-registered
+#: choice among 0, 0.25, 0.5 and 1 on the shift benchmark's development domains picked 1, which
+#: then needed 55 more labels than CODA on the UvA nets; so 0 stays
+#: (benchmarks/results/coda_labels.md, section 6).
+EXPLORE = 0.0
+#: the entropy word that keeps the exploration draws apart from the tie-breaking shuffle of the
+#: same ``seed``.
+_EXPLORE_STREAM = 0xE5
 
 
 def diagonal_base(k: int) -> np.ndarray:
@@ -303,31 +315,40 @@ def checked_with_mask(P, labelled, labels, excluded):
 
 def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
               prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
-              grid: int = GRID, lookahead: float = 1.0) -> np.ndarray:
+              grid: int = GRID, lookahead: float = 1.0, explore: float = EXPLORE) -> np.ndarray:
     """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
 
     One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
     assumed to be its most probable class under π̂(c | i) for the next pick. Candidates: every
     free image, or a seeded subsample of ``max_candidates``. When no free image splits the models
     (every EIG is 0), the rest are the free images of highest consensus entropy. ``prior``: a
-    :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s. Cost
-    k × (:func:`coda_eig` + :func:`coda_class_posterior`).
+    :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s.
+    ``explore`` (ε in [0, 1]): each pick is, with probability ε, a uniform draw among the free
+    images instead (coin and draw from their own generator of ``seed``; ε = 0 draws nothing and
+    is plain CODA, ε = 1 is uniform sampling without EIG). Cost k × (:func:`coda_eig` +
+    :func:`coda_class_posterior`), the EIG only on the greedy picks.
     """
+    if not 0.0 <= explore <= 1.0:
+        raise ValueError(f"explore must be in [0, 1], got {explore}")
     P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
     prior = coda_prior(P) if prior is None else prior
     alpha = coda_posterior(prior, at, y)
     rng = np.random.default_rng(seed)
+    explorer = np.random.default_rng([seed, _EXPLORE_STREAM]) if explore > 0 else None
     picks: list[int] = []
     for step in range(int(k)):
         free = np.flatnonzero(~mask)
         if not len(free):
             break
-        cand = subsample_candidates(free, max_candidates, seed + step)
         q, pi = coda_class_posterior(alpha, prior.predictions)
-        gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid, lookahead)
-        scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
-        order = np.lexsort((rng.permutation(len(cand)), -scores))
-        i = int(cand[order[0]])
+        if explorer is not None and explorer.random() < explore:
+            i = int(free[explorer.integers(len(free))])
+        else:
+            cand = subsample_candidates(free, max_candidates, seed + step)
+            gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid, lookahead)
+            scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
+            order = np.lexsort((rng.permutation(len(cand)), -scores))
+            i = int(cand[order[0]])
         picks.append(i)
         mask[i] = True
         alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0

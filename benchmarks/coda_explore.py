@@ -1,0 +1,107 @@
+"""CODA with an exploration share on the shift benchmark (benchmarks/results/coda_labels.md,
+section 6): the tables of the pre-registered choice of ε, read from the label traces that
+``shift_benchmark.py`` cached (it computes nothing new).
+
+Per domain and method: labels until the pick stays within ``--epsilon`` pp of the best (mean
+with censored runs counting as ``--max-labels`` + 5, median, runs that reached it), the paired
+differences random − method and method − CODA (mean ± SE over seeds), and the pick's regret
+after 10, 25, 50 and 100 labels. Then the development criterion: the mean over the development
+domains of each candidate's mean labels, the lowest winning (ties within 0.05 labels: the
+smaller ε)::
+
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 20 \\
+        --domains impulse_noise-s1 pixelate-s1 --criterion
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 60 \\
+        --domains motion_blur-s1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from shift_benchmark import CACHE, RANDOM_CODA, labels_to_within, paired, regret_after, top1
+
+#: the candidates of the protocol, by ε (ε = 1: random draws with CODA's pick).
+CANDIDATES = {0.0: "CODA", 0.25: "CODA ε=0.25", 0.5: "CODA ε=0.5", 1.0: RANDOM_CODA}
+REGRET_AT = (10, 25, 50, 100)
+
+
+def traces(folder: Path, domain: str, method: str, tag: str, seeds: int) -> list | None:
+    """The first ``seeds`` cached traces of ``method`` on ``domain``; None when fewer exist."""
+    path = folder / f"labels-{domain}-{tag}-{method.replace(' ', '_')}.json"
+    if not path.exists():
+        return None
+    tr = json.loads(path.read_text())
+    return tr[:seeds] if len(tr) >= seeds else None
+
+
+def _pm(diff: tuple[float, float, float]) -> str:
+    return f"{diff[0]:+.1f} ± {diff[1]:.1f}"
+
+
+def domain_table(folder: Path, domain: str, args: argparse.Namespace) -> tuple[str, dict]:
+    """The markdown table of one domain and each method's mean labels (censored = cap)."""
+    d = np.load(folder / f"{domain}.npz")
+    truth = top1(d["probs"], d["labels"])
+    cap = args.max_labels + 5
+    methods = [*CANDIDATES.values(), "random"]
+    need = {}
+    for m in methods:
+        tr = traces(folder, domain, m, args.tag, args.seeds)
+        if tr is not None:
+            need[m] = (np.minimum([labels_to_within(t, truth, args.epsilon) for t in tr], cap), tr)
+    rows = ["| method | labels to ≤ 0.5 pp: mean | median | reached | random − method (paired ± SE) "
+            "| method − CODA (paired ± SE) | " + " | ".join(f"regret @{n}" for n in REGRET_AT) + " |",
+            "|" + "---|" * (6 + len(REGRET_AT))]
+    means = {}
+    for m, (v, tr) in need.items():
+        means[m] = float(v.mean())
+        med = np.median(v)
+        d_rand = _pm(paired(v, need["random"][0], cap)) if "random" in need else "—"
+        d_coda = _pm(paired(need["CODA"][0], v, cap)) if "CODA" in need else "—"
+        shown = f">{args.max_labels}" if med > args.max_labels else f"{med:g}"
+        reg = [np.nanmean([regret_after(t, truth, n) for t in tr]) for n in REGRET_AT]
+        reached = f"{int((v <= args.max_labels).sum())}/{len(v)}"
+        rows.append(f"| {m} | {v.mean():.1f} | {shown} | {reached} | {d_rand} | {d_coda} | "
+                    + " | ".join(f"{r:.2f}" for r in reg) + " |")
+    best = float(truth.max())
+    head = (f"**{domain}** ({args.seeds} seeds; best model {100 * best:.1f}%, runner-up "
+            f"{100 * np.sort(truth)[-2]:.1f}%; censored = {cap})")
+    return head + "\n\n" + "\n".join(rows), means
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--domains", nargs="+", required=True)
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--max-labels", type=int, default=100)
+    p.add_argument("--epsilon", type=float, default=0.5, help="pp of the best that a pick may miss")
+    p.add_argument("--tag", default="m100-c100-g128-perm", help="the label caches' settings")
+    p.add_argument("--folder", type=Path, default=CACHE / "98158ef" / "predictions-n1000-s1000")
+    p.add_argument("--criterion", action="store_true", help="print the development criterion")
+    args = p.parse_args()
+    all_means = {}
+    for dom in args.domains:
+        text, means = domain_table(args.folder, dom, args)
+        all_means[dom] = means
+        print(text + "\n")
+    if args.criterion:
+        score = {eps: float(np.mean([all_means[d][m] for d in args.domains]))
+                 for eps, m in CANDIDATES.items() if all(m in all_means[d] for d in args.domains)}
+        low = min(score.values())
+        winner = min(eps for eps, v in score.items() if v <= low + 0.05)
+        print("| candidate | " + " | ".join(args.domains) + " | mean (criterion) |")
+        print("|" + "---|" * (len(args.domains) + 2))
+        for eps, v in score.items():
+            m = CANDIDATES[eps]
+            cells = " | ".join(f"{all_means[d][m]:.1f}" for d in args.domains)
+            print(f"| {m} (ε = {eps:g}) | {cells} | {'**' if eps == winner else ''}{v:.2f}"
+                  f"{'**' if eps == winner else ''} |")
+        print(f"\nwinner: ε = {winner:g} ({CANDIDATES[winner]})")
+
+
+if __name__ == "__main__":
+    main()
