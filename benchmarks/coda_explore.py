@@ -13,6 +13,12 @@ smaller ε)::
         --domains impulse_noise-s1 pixelate-s1 --criterion
     PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 60 \\
         --domains motion_blur-s1
+
+Section 6b's second look (``CODA ε=0``: plain CODA with independent per-seed candidate streams,
+against random; the verdict at ``--bound`` standard errors)::
+
+    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 120 \\
+        --domains motion_blur-s1 --verdict "CODA ε=0" --bound 2.59
 """
 
 from __future__ import annotations
@@ -26,16 +32,20 @@ from shift_benchmark import CACHE, RANDOM_CODA, labels_to_within, paired, regret
 
 #: the candidates of the protocol, by ε (ε = 1: random draws with CODA's pick).
 CANDIDATES = {0.0: "CODA", 0.25: "CODA ε=0.25", 0.5: "CODA ε=0.5", 1.0: RANDOM_CODA}
+#: plain CODA with each step's candidates seeded 1000 · s + labels so far (section 6b).
+CODA_INDEPENDENT = "CODA ε=0"
 REGRET_AT = (10, 25, 50, 100)
 
 
-def traces(folder: Path, domain: str, method: str, tag: str, seeds: int) -> list | None:
-    """The first ``seeds`` cached traces of ``method`` on ``domain``; None when fewer exist."""
+def traces(folder: Path, domain: str, method: str, tag: str, seeds: int, first: int = 0
+           ) -> list | None:
+    """Cached traces ``first`` .. ``seeds`` − 1 of ``method`` on ``domain``; None when fewer
+    exist."""
     path = folder / f"labels-{domain}-{tag}-{method.replace(' ', '_')}.json"
     if not path.exists():
         return None
     tr = json.loads(path.read_text())
-    return tr[:seeds] if len(tr) >= seeds else None
+    return tr[first:seeds] if len(tr) >= seeds else None
 
 
 def _pm(diff: tuple[float, float, float]) -> str:
@@ -47,10 +57,10 @@ def domain_table(folder: Path, domain: str, args: argparse.Namespace) -> tuple[s
     d = np.load(folder / f"{domain}.npz")
     truth = top1(d["probs"], d["labels"])
     cap = args.max_labels + 5
-    methods = [*CANDIDATES.values(), "random"]
+    methods = [*CANDIDATES.values(), CODA_INDEPENDENT, "random"]
     need = {}
     for m in methods:
-        tr = traces(folder, domain, m, args.tag, args.seeds)
+        tr = traces(folder, domain, m, args.tag, args.seeds, args.first_seed)
         if tr is not None:
             need[m] = (np.minimum([labels_to_within(t, truth, args.epsilon) for t in tr], cap), tr)
     rows = ["| method | labels to ≤ 0.5 pp: mean | median | reached | random − method (paired ± SE) "
@@ -68,8 +78,13 @@ def domain_table(folder: Path, domain: str, args: argparse.Namespace) -> tuple[s
         rows.append(f"| {m} | {v.mean():.1f} | {shown} | {reached} | {d_rand} | {d_coda} | "
                     + " | ".join(f"{r:.2f}" for r in reg) + " |")
     best = float(truth.max())
-    head = (f"**{domain}** ({args.seeds} seeds; best model {100 * best:.1f}%, runner-up "
-            f"{100 * np.sort(truth)[-2]:.1f}%; censored = {cap})")
+    if args.verdict:
+        mean, se, _ = paired(need[args.verdict][0], need["random"][0], cap)
+        z = mean / se
+        rows += ["", f"random − {args.verdict}: {mean:+.2f} ± {se:.2f} labels, z = {z:.2f} "
+                 f"(bound {args.bound:g}): {'met' if mean > 0 and z >= args.bound else 'not met'}"]
+    head = (f"**{domain}** (seeds {args.first_seed}–{args.seeds - 1}; best model {100 * best:.1f}%, "
+            f"runner-up {100 * np.sort(truth)[-2]:.1f}%; censored = {cap})")
     return head + "\n\n" + "\n".join(rows), means
 
 
@@ -82,6 +97,9 @@ def main() -> None:
     p.add_argument("--tag", default="m100-c100-g128-perm", help="the label caches' settings")
     p.add_argument("--folder", type=Path, default=CACHE / "98158ef" / "predictions-n1000-s1000")
     p.add_argument("--criterion", action="store_true", help="print the development criterion")
+    p.add_argument("--first-seed", type=int, default=0, help="read seeds first-seed .. seeds − 1")
+    p.add_argument("--verdict", help="a method: its paired difference from random in SEs")
+    p.add_argument("--bound", type=float, default=2.0, help="SEs the verdict needs")
     args = p.parse_args()
     all_means = {}
     for dom in args.domains:
