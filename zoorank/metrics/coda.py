@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from zoorank.metrics.model_selection import (
     MAX_CANDIDATES,
@@ -84,6 +84,8 @@ __all__ = [
 
 #: grid points of the P(best) integral.
 GRID = 256
+#: float64 values of the (combos, M, G + 1) CDF blocks :func:`coda_eig` evaluates at once (32 MB).
+_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,22 @@ def consensus_confusion(P) -> np.ndarray:
 def coda_class_posterior(alpha, P) -> tuple[np.ndarray, np.ndarray]:
     """CODA's class estimates from Dirichlet parameters ``alpha`` (M, K, K) and predictions ``P``
     (M, N, K): ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P[m, i, s]`` (N, K), and the class marginal
-    π̂ (K,), their mean over the N images. Cost O(M · N · K²)."""
+    π̂ (K,), their mean over the N images. Cost O(M · N · K²) (one matrix product per model)."""
+    return _normalised(_class_scores(alpha, P))
+
+
+def _class_scores(alpha, P) -> np.ndarray:
+    """``Σ_m P[m] alpha[m]ᵀ`` (N, K): :func:`coda_class_posterior` before normalising."""
     alpha = np.asarray(alpha, dtype=np.float64)
-    q = np.einsum("mcs,mns->nc", alpha, np.asarray(P, dtype=np.float64))
-    q /= np.clip(q.sum(axis=1, keepdims=True), 1e-300, None)
+    P = np.asarray(P, dtype=np.float64)
+    q = np.zeros(P.shape[1:])
+    for j in range(len(P)):
+        q += P[j] @ alpha[j].T
+    return q
+
+
+def _normalised(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    q = scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-300, None)
     return q, q.mean(axis=0)
 
 
@@ -224,10 +238,11 @@ def p_best_from_beta(a, b, grid: int = GRID) -> np.ndarray:
     return _p_best_cdf(cdf)
 
 
-def _rows(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Beta parameters (K, M) of every model's per-class accuracy ``θ_m[c, c]``."""
-    diag = np.diagonal(alpha, axis1=1, axis2=2)  # (M, K)
-    return diag.T, (alpha.sum(axis=2) - diag).T
+def _rows(alpha: np.ndarray, classes=slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    """Beta parameters (K, M) of every model's per-class accuracy ``θ_m[c, c]`` (of ``classes``
+    only, when given)."""
+    diag = np.diagonal(alpha, axis1=1, axis2=2)[:, classes]  # (M, K)
+    return diag.T, (alpha[:, classes].sum(axis=2) - diag).T
 
 
 def coda_row_p_best(alpha, grid: int = GRID) -> np.ndarray:
@@ -259,45 +274,96 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     agrees on get 0 (they are not candidates in the paper's code either). Cost O(U · M · grid)
     for U distinct (class, who-predicted-it) pairs.
     """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    pi = np.asarray(class_prior, dtype=np.float64)
-    votes = np.asarray(votes, dtype=np.int64)
-    cand = np.asarray(candidates, dtype=np.int64)
-    post = np.asarray(item_posterior, dtype=np.float64)
-    m, k, _ = alpha.shape
-    out = np.zeros(len(cand))
-    cv = votes[:, cand]  # (M, C)
-    split = (cv != cv[:1]).any(axis=0)
-    if not split.any():
-        return out
-    a0, b0 = _rows(alpha)  # (K, M)
-    # per class, one grid covering the rows now and after either update; CDFs of every model's
-    # row in its three states (now, right: a + 1, wrong: b + 1) on it
     if not lookahead > 0:
         raise ValueError(f"lookahead must be > 0, got {lookahead}")
-    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)  # (K, 3, M)
-    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
-    lo, hi = _span(a3.reshape(k, -1), b3.reshape(k, -1))
-    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)  # (K, G + 1)
-    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])  # (K, 3, M, G+1)
-    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
-    rows_now = _p_best_cdf(cdf[:, 0])  # (K, M)
-    now = pi @ rows_now
-    h_now = entropy(now)
-    classes = np.arange(k)
-    right = cv[:, split].T[:, None, :] == classes[None, :, None]  # (S, K, M)
-    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
-                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
-    combos, where = np.unique(keys, axis=0, return_inverse=True)
-    c = combos[:, 0]
-    state = np.where(combos[:, 1:] == 1, 1, 2)  # (U, M)
-    sel = cdf[c[:, None], state, np.arange(m)[None, :]]  # (U, M, G + 1)
-    after = now[None, :] + pi[c, None] * (_p_best_cdf(sel) - rows_now[c])
-    h_combo = entropy(np.clip(after, 0.0, None))
-    h_after = h_combo[where.reshape(-1)].reshape(-1, k)  # (S, K)
-    gain = h_now - (post[split] * h_after).sum(axis=1)
-    out[np.flatnonzero(split)] = np.clip(gain, 0.0, None)
-    return out
+    state = _EigState(np.asarray(alpha, dtype=np.float64), grid, lookahead)
+    return state.eig(class_prior, votes, candidates, item_posterior)
+
+
+class _EigState:
+    """:func:`coda_eig`'s per-class pieces, kept across :func:`coda_next`'s picks: a label of class
+    c changes row c of every model's alpha only, hence class c's grid, CDFs and P(best on c) only,
+    and the answer of a (class, who-predicted-it) pair only when the class is c.
+
+    ``cdf`` (K, 3, M, G + 1): every model's row of each class in its three states (now, right:
+    a + lookahead, wrong: b + lookahead) on one grid per class covering all three;
+    ``rows_now`` (K, M): P(best on c) now; ``deltas[c]``: P^c(best on c) − P(best on c) (M,)
+    of the pairs of class c met so far, by their who-predicted-it bits."""
+
+    def __init__(self, alpha: np.ndarray, grid: int, lookahead: float):
+        self.grid, self.lookahead = grid, lookahead
+        self.cdf = self._cdfs(*_rows(alpha))
+        self.rows_now = _p_best_cdf(self.cdf[:, 0])
+        self.deltas: list[dict[bytes, np.ndarray]] = [{} for _ in range(len(self.cdf))]
+
+    def _cdfs(self, a0: np.ndarray, b0: np.ndarray) -> np.ndarray:
+        k = len(a0)
+        a3 = np.stack([a0, a0 + self.lookahead, a0], axis=1)  # (K, 3, M)
+        b3 = np.stack([b0, b0, b0 + self.lookahead], axis=1)
+        lo, hi = _span(a3.reshape(k, -1), b3.reshape(k, -1))
+        edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, self.grid + 1)  # (K, G + 1)
+        # C order, as stats.beta.cdf returns it: _p_best_cdf's sums run in the memory order
+        cdf = np.empty(a3.shape + (self.grid + 1,))  # (K, 3, M, G + 1)
+        special.betainc(a3[..., None], b3[..., None], edges[:, None, None, :], out=cdf)
+        cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+        return cdf
+
+    def relabel(self, alpha: np.ndarray, c: int) -> None:
+        """Class ``c``'s pieces again, after its row of ``alpha`` changed."""
+        self.cdf[c] = self._cdfs(*_rows(alpha, [c]))[0]
+        self.rows_now[c] = _p_best_cdf(self.cdf[c:c + 1, 0])[0]
+        self.deltas[c] = {}
+
+    def _delta(self, c: np.ndarray, right: np.ndarray, bits: np.ndarray) -> np.ndarray:
+        """P^c(best on c) − P(best on c) (U, M) of the pairs (class ``c``, models ``right``)."""
+        out = np.empty(right.shape)
+        todo = [u for u in range(len(c)) if bits[u].tobytes() not in self.deltas[c[u]]]
+        for u in range(len(c)):
+            if bits[u].tobytes() in self.deltas[c[u]]:
+                out[u] = self.deltas[c[u]][bits[u].tobytes()]
+        m = right.shape[1]
+        step = max(1, _CHUNK // (m * (self.grid + 1)))
+        for lo in range(0, len(todo), step):
+            at = np.asarray(todo[lo:lo + step], dtype=np.int64)
+            state = np.where(right[at], 1, 2)
+            sel = self.cdf[c[at, None], state, np.arange(m)[None, :]]  # (u, M, G + 1)
+            out[at] = _p_best_cdf(sel) - self.rows_now[c[at]]
+            for u in at:
+                self.deltas[c[u]][bits[u].tobytes()] = out[u]
+        return out
+
+    def eig(self, class_prior, votes, candidates, item_posterior) -> np.ndarray:
+        """:func:`coda_eig` on the current pieces."""
+        pi = np.asarray(class_prior, dtype=np.float64)
+        votes = np.asarray(votes, dtype=np.int64)
+        cand = np.asarray(candidates, dtype=np.int64)
+        post = np.asarray(item_posterior, dtype=np.float64)
+        out = np.zeros(len(cand))
+        cv = votes[:, cand]  # (M, C)
+        split = (cv != cv[:1]).any(axis=0)
+        if not split.any():
+            return out
+        now = pi @ self.rows_now
+        h_now = entropy(now)
+        k, m = self.rows_now.shape
+        # the pairs: (c, nobody) for every class, (the class of model j, the models agreeing
+        # with j) for every split candidate and model
+        cs = cv[:, split].T  # (S, M)
+        c = np.concatenate([np.arange(k), cs.reshape(-1)])
+        right = np.concatenate([np.zeros((k, m), dtype=bool),
+                                (cs[:, :, None] == cs[:, None, :]).reshape(-1, m)])
+        bits = np.packbits(right, axis=1)
+        keys = np.concatenate([c[:, None].astype(">i8").view(np.uint8), bits], axis=1)
+        _, first, where = np.unique(keys.view(np.dtype((np.void, keys.shape[1]))).ravel(),
+                                    return_index=True, return_inverse=True)
+        cu = c[first]
+        after = now[None, :] + pi[cu, None] * self._delta(cu, right[first], bits[first])
+        h_combo = entropy(np.clip(after, 0.0, None))[where.reshape(-1)]
+        h_after = np.repeat(h_combo[None, :k], len(cs), axis=0)  # (S, K)
+        h_after[np.repeat(np.arange(len(cs)), m), cs.reshape(-1)] = h_combo[k:]
+        gain = h_now - (post[split] * h_after).sum(axis=1)
+        out[np.flatnonzero(split)] = np.clip(gain, 0.0, None)
+        return out
 
 
 def checked_with_mask(P, labelled, labels, excluded):
@@ -333,25 +399,35 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
     prior = coda_prior(P) if prior is None else prior
     alpha = coda_posterior(prior, at, y)
+    if not lookahead > 0:
+        raise ValueError(f"lookahead must be > 0, got {lookahead}")
     rng = np.random.default_rng(seed)
     explorer = np.random.default_rng([seed, _EXPLORE_STREAM]) if explore > 0 else None
+    scores_q = _class_scores(alpha, prior.predictions)
+    state = None
+    models = np.arange(len(alpha))
     picks: list[int] = []
     for step in range(int(k)):
         free = np.flatnonzero(~mask)
         if not len(free):
             break
-        q, pi = coda_class_posterior(alpha, prior.predictions)
+        q, pi = _normalised(scores_q)
         if explorer is not None and explorer.random() < explore:
             i = int(free[explorer.integers(len(free))])
         else:
             cand = subsample_candidates(free, max_candidates, seed + step)
-            gain = coda_eig(alpha, pi, prior.votes, cand, q[cand], grid, lookahead)
+            state = _EigState(alpha, grid, lookahead) if state is None else state
+            gain = state.eig(pi, prior.votes, cand, q[cand])
             scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
             order = np.lexsort((rng.permutation(len(cand)), -scores))
             i = int(cand[order[0]])
         picks.append(i)
         mask[i] = True
-        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
+        c = int(q[i].argmax())
+        alpha[models, c, prior.votes[:, i]] += 1.0
+        scores_q[:, c] += prior.predictions[models, :, prior.votes[:, i]].sum(axis=0)
+        if state is not None:
+            state.relabel(alpha, c)
     return np.sort(np.asarray(picks, dtype=np.int64))
 
 
