@@ -393,3 +393,121 @@ def test_explore_outside_zero_one_is_refused():
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="explore"):
             coda.coda_next(P, k=1, explore=bad)
+
+
+def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
+    """coda_eig as first written: one (class, who-predicted-it) key per candidate and class,
+    ``np.unique`` over them, ``stats.beta.cdf`` of every class's rows in their three states."""
+    m, k, _ = alpha.shape
+    out = np.zeros(len(cand))
+    cv = votes[:, cand]
+    split = (cv != cv[:1]).any(axis=0)
+    if not split.any():
+        return out
+    diag = np.diagonal(alpha, axis1=1, axis2=2)
+    a0, b0 = diag.T, (alpha.sum(axis=2) - diag).T
+    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)
+    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
+    lo, hi = coda._span(a3.reshape(k, -1), b3.reshape(k, -1))
+    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)
+    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])
+    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
+    rows_now = coda._p_best_cdf(cdf[:, 0])
+    now = pi @ rows_now
+    classes = np.arange(k)
+    right = cv[:, split].T[:, None, :] == classes[None, :, None]
+    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
+                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
+    combos, where = np.unique(keys, axis=0, return_inverse=True)
+    c = combos[:, 0]
+    sel = cdf[c[:, None], np.where(combos[:, 1:] == 1, 1, 2), np.arange(m)[None, :]]
+    after = now[None, :] + pi[c, None] * (coda._p_best_cdf(sel) - rows_now[c])
+    h_after = ms.entropy(np.clip(after, 0.0, None))[where.reshape(-1)].reshape(-1, k)
+    out[np.flatnonzero(split)] = np.clip(ms.entropy(now) - (post[split] * h_after).sum(axis=1), 0.0, None)
+    return out
+
+
+def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore):
+    """coda_next as first written: the class posterior (einsum) and :func:`_reference_eig` from
+    scratch at every pick."""
+    prior = coda.coda_prior(P)
+    alpha = coda.coda_posterior(prior, labelled, labels)
+    mask = np.zeros(P.shape[1], dtype=bool)
+    mask[labelled] = True
+    rng = np.random.default_rng(seed)
+    explorer = np.random.default_rng([seed, coda._EXPLORE_STREAM])
+    picks = []
+    for step in range(k):
+        free = np.flatnonzero(~mask)
+        q = np.einsum("mcs,mns->nc", alpha, prior.predictions)
+        q /= q.sum(axis=1, keepdims=True)
+        if explore > 0 and explorer.random() < explore:
+            i = int(free[explorer.integers(len(free))])
+        else:
+            cand = ms.subsample_candidates(free, max_candidates, seed + step)
+            gain = _reference_eig(alpha, q.mean(axis=0), prior.votes, cand, q[cand], grid)
+            scores = gain if gain.max() > 0 else ms.entropy(P[:, cand].mean(axis=0))
+            i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
+        picks.append(i)
+        mask[i] = True
+        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
+    return np.sort(picks)
+
+
+def _random_zoo(seed: int):
+    """A seeded zoo of 2–9 models, 2–30 classes, 40–300 images: Dirichlet predictions, or
+    softmaxes of normal logits lifting the true class (probability 0.5–0.9, graded over the
+    models) or another. Continuous: no two images' EIG tie exactly in exact arithmetic (on the
+    discrete predictions of :func:`_zoo` they do, and the last bits of the sums decide)."""
+    rng = np.random.default_rng(seed)
+    m, k, n = int(rng.integers(2, 10)), int(rng.integers(2, 31)), int(rng.integers(40, 301))
+    if seed % 2 == 0:
+        return rng.dirichlet(np.full(k, rng.choice([0.05, 0.3, 1.0])), size=(m, n))
+    y = rng.integers(k, size=n)
+    z = rng.standard_normal((m, n, k))
+    for j, acc in enumerate(np.linspace(0.5, 0.9, m)):
+        target = np.where(rng.random(n) < acc, y, (y + rng.integers(1, k, size=n)) % k)
+        z[j, np.arange(n), target] += 3.0
+    z = np.exp(z - z.max(axis=2, keepdims=True))
+    return z / z.sum(axis=2, keepdims=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_coda_eig_equals_the_first_formula_exactly(seed):
+    # the cached, chunked evaluation returns the very floats of the first one, chunks of one
+    # pair's CDFs included
+    P = _random_zoo(seed)
+    n, k = P.shape[1:]
+    prior = coda.coda_prior(P)
+    rng = np.random.default_rng(seed)
+    at = rng.choice(n, 8, replace=False)
+    alpha = coda.coda_posterior(prior, at, rng.integers(k, size=8))
+    q, pi = coda.coda_class_posterior(alpha, P)
+    cand = np.arange(n)
+    expected = _reference_eig(alpha, pi, prior.votes, cand, q, lookahead=3.0)
+    np.testing.assert_array_equal(coda.coda_eig(alpha, pi, prior.votes, cand, q, lookahead=3.0),
+                                  expected)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coda, "_CHUNK", 1)
+        np.testing.assert_array_equal(
+            coda.coda_eig(alpha, pi, prior.votes, cand, q, lookahead=3.0), expected)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_coda_next_picks_the_first_formulas_images(seed):
+    # the class posterior by matrix products, updated per pick, differs from the einsum in the
+    # last bits only (≤ 1e-12 here); the picks, the per-class cache across picks included, are the
+    # same images on every seeded zoo, with candidate subsampling and exploration draws
+    P = _random_zoo(seed)
+    n, k = P.shape[1:]
+    rng = np.random.default_rng(seed)
+    at = rng.choice(n, 5, replace=False)
+    y = rng.integers(k, size=5)
+    grid = coda.GRID if seed < 4 else 64
+    explore = 0.3 if seed % 3 == 2 else 0.0
+    kw = dict(k=8, seed=seed, max_candidates=n // 2 if seed % 4 else n, grid=grid, explore=explore)
+    np.testing.assert_array_equal(coda.coda_next(P, at, y, **kw), _reference_next(P, at, y, **kw))
+    alpha = coda.coda_posterior(coda.coda_prior(P), at, y)
+    q = np.einsum("mcs,mns->nc", alpha, coda.coda_prior(P).predictions)
+    np.testing.assert_allclose(coda.coda_class_posterior(alpha, P)[0], q / q.sum(axis=1, keepdims=True),
+                               rtol=0, atol=1e-12)
