@@ -61,11 +61,11 @@ def baseline_module(rev: str):
     return module
 
 
-def measured(fn):
-    """(result, wall seconds, peak traced MB) of ``fn()``."""
+def measured(fn, *args, **kwargs):
+    """(result, wall seconds, peak traced MB) of ``fn(*args, **kwargs)``."""
     tracemalloc.start()
     t = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     wall = time.perf_counter() - t
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -98,14 +98,13 @@ def main() -> None:
         labelled = np.arange(args.labels)
         labels = P.mean(axis=0)[labelled].argmax(axis=1)
         kb = int(base_k.get(cfg, args.k))
-        got, t, mem = measured(lambda: coda.coda_next(P, labelled, labels, k=args.k, seed=1))
+        got, t, mem = measured(coda.coda_next, P, labelled, labels, k=args.k, seed=1)
         if not kb:
-            (pb, _), tb, mb = measured(lambda: coda.coda_belief(coda.coda_prior(P), labelled, labels))
+            _, tb, mb = measured(coda.coda_belief, coda.coda_prior(P), labelled, labels)
             print(f"| {m} | {kk} | coda_next k={args.k} | not run | {t:.2f} | | | {mem:.0f} | |")
-            print(f"| {m} | {kk} | coda_prior + coda_belief | not run | {tb:.2f} | | | {mb:.0f} | |",
-                  flush=True)
+            print(f"| {m} | {kk} | coda_belief | not run | {tb:.2f} | | | {mb:.0f} | |", flush=True)
             continue
-        got_b, t_b, mem_b = measured(lambda: base.coda_next(P, labelled, labels, k=kb, seed=1))
+        got_b, t_b, mem_b = measured(base.coda_next, P, labelled, labels, k=kb, seed=1)
         if kb == args.k:
             equal = np.array_equal(got_b, got)
             scaled = ""
@@ -116,8 +115,8 @@ def main() -> None:
               f"{mem_b:.0f} | {mem:.0f} | {'identical picks' if equal else 'PICKS DIFFER'} |",
               flush=True)
         prior_b, prior = base.coda_prior(P), coda.coda_prior(P)
-        (pb_b, _), tb_b, mb_b = measured(lambda: base.coda_belief(prior_b, labelled, labels))
-        (pb, _), tb, mb = measured(lambda: coda.coda_belief(prior, labelled, labels))
+        (pb_b, _), tb_b, mb_b = measured(base.coda_belief, prior_b, labelled, labels)
+        (pb, _), tb, mb = measured(coda.coda_belief, prior, labelled, labels)
         diff = np.abs(pb_b - pb).max()
         print(f"| {m} | {kk} | coda_belief | {tb_b:.2f} | {tb:.2f} | {tb_b / tb:.1f}× | {mb_b:.0f} | "
               f"{mb:.0f} | {'identical' if diff == 0 else f'max |Δ| {diff:.1e}'} |", flush=True)
