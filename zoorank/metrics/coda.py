@@ -176,9 +176,23 @@ def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) 
     """
     if strength < 0 or temperature <= 0:
         raise ValueError(f"strength must be ≥ 0 and temperature > 0, got {strength}, {temperature}")
+    return _prior_and_scores(P, strength, temperature)[0]
+
+
+def _prior_and_scores(P, strength: float = STRENGTH, temperature: float = TEMPERATURE
+                      ) -> tuple[CodaPrior, np.ndarray]:
+    """:func:`coda_prior` and its class scores (N, K) (:func:`_class_scores`)."""
     P = check_predictions(P)
     alpha = (diagonal_base(P.shape[2])[None] + strength * consensus_confusion(P)) / temperature
-    return CodaPrior(alpha, P, top1_votes(P), coda_class_posterior(alpha, P)[1])
+    scores = _class_scores(alpha, P)
+    return CodaPrior(alpha, P, top1_votes(P), _normalised(scores)[1]), scores
+
+
+def _add_label(scores: np.ndarray, prior: CodaPrior, i: int, c: int) -> None:
+    """``scores`` (:func:`_class_scores`) after a label ``c`` of image ``i`` (in place): column c
+    gains every model's probabilities of its vote on i. O(M · N)."""
+    models = np.arange(len(prior.votes))
+    scores[:, c] += prior.predictions[models, :, prior.votes[:, i]].sum(axis=0)
 
 
 def coda_posterior(prior: CodaPrior, labelled=(), labels=(), weights=None) -> np.ndarray:
@@ -397,13 +411,17 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
     P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
-    prior = coda_prior(P) if prior is None else prior
+    if prior is None:  # the prior's class scores, plus each label's column: O(L · M · N)
+        prior, scores_q = _prior_and_scores(P)
+        for i, c in zip(at, y):
+            _add_label(scores_q, prior, i, c)
+    else:
+        scores_q = _class_scores(coda_posterior(prior, at, y), prior.predictions)
     alpha = coda_posterior(prior, at, y)
     if not lookahead > 0:
         raise ValueError(f"lookahead must be > 0, got {lookahead}")
     rng = np.random.default_rng(seed)
     explorer = np.random.default_rng([seed, _EXPLORE_STREAM]) if explore > 0 else None
-    scores_q = _class_scores(alpha, prior.predictions)
     state = None
     models = np.arange(len(alpha))
     picks: list[int] = []
@@ -425,7 +443,7 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
         mask[i] = True
         c = int(q[i].argmax())
         alpha[models, c, prior.votes[:, i]] += 1.0
-        scores_q[:, c] += prior.predictions[models, :, prior.votes[:, i]].sum(axis=0)
+        _add_label(scores_q, prior, i, c)
         if state is not None:
             state.relabel(alpha, c)
     return np.sort(np.asarray(picks, dtype=np.int64))
