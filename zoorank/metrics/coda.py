@@ -285,8 +285,9 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     (on the diagonal where the model predicted c), which moves only that class's P(best), so
     ``PBest^c = PBest + π̂_c (P^c(best on c) − P(best on c))`` with π̂ held. The answer depends on
     (c, the models predicting c) only; each distinct one is evaluated once. Images every model
-    agrees on get 0 (they are not candidates in the paper's code either). Cost O(U · M · grid)
-    for U distinct (class, who-predicted-it) pairs.
+    agrees on get 0 (they are not candidates in the paper's code either). Cost O(K · M · grid +
+    U · M · grid) for U distinct (class, who-predicted-it) pairs, memory O(K · M · grid) (the
+    pairs' CDFs in blocks of :data:`_CHUNK` values).
     """
     if not lookahead > 0:
         raise ValueError(f"lookahead must be > 0, got {lookahead}")
@@ -405,8 +406,11 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     :func:`coda_prior` to reuse (default: built here); ``lookahead``: :func:`coda_eig`'s.
     ``explore`` (ε in [0, 1]): each pick is, with probability ε, a uniform draw among the free
     images instead (coin and draw from their own generator of ``seed``; ε = 0 draws nothing and
-    is plain CODA, ε = 1 is uniform sampling without EIG). Cost k × (:func:`coda_eig` +
-    :func:`coda_class_posterior`), the EIG only on the greedy picks.
+    is plain CODA, ε = 1 is uniform sampling without EIG). Cost: one O(M · N · K²) product for
+    the class posterior, each label and pick then adding its class's column (O(M · N)); one
+    :func:`coda_eig` set-up (O(K · M · grid)) whose per-class pieces are kept across the picks, a
+    pick's assumed label recomputing its class's only, and per greedy pick O(U · M · grid) for the
+    U (class, who-predicted-it) pairs not met before (benchmarks/results/bench_coda.md).
     """
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
