@@ -455,12 +455,12 @@ def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore)
 
 
 def _random_zoo(seed: int):
-    """A seeded zoo of 2–9 models, 2–30 classes, 40–300 images: Dirichlet predictions, or
+    """A seeded zoo of 2–9 models, 2–60 classes, 40–300 images: Dirichlet predictions, or
     softmaxes of normal logits lifting the true class (probability 0.5–0.9, graded over the
     models) or another. Continuous: no two images' EIG tie exactly in exact arithmetic (on the
     discrete predictions of :func:`_zoo` they do, and the last bits of the sums decide)."""
     rng = np.random.default_rng(seed)
-    m, k, n = int(rng.integers(2, 10)), int(rng.integers(2, 31)), int(rng.integers(40, 301))
+    m, k, n = int(rng.integers(2, 10)), int(rng.integers(2, 61)), int(rng.integers(40, 301))
     if seed % 2 == 0:
         return rng.dirichlet(np.full(k, rng.choice([0.05, 0.3, 1.0])), size=(m, n))
     y = rng.integers(k, size=n)
@@ -495,10 +495,10 @@ def test_coda_eig_equals_the_first_formula_exactly(seed):
 
 @pytest.mark.parametrize("seed", range(24))
 def test_coda_next_picks_the_first_formulas_images(seed):
-    # the class posterior by matrix products, updated per label and per pick, differs from the
-    # einsum in the last bits only (≤ 1e-12 here); the picks, the per-class cache across picks
-    # included, are the same images on every seeded zoo, with candidate subsampling and
-    # exploration draws
+    # the class posterior by matrix products (beyond coda._EINSUM_K classes), updated per label
+    # and per pick, differs from the einsum in the last bits only (≤ 1e-12 here); the picks, the
+    # per-class cache across picks included, are the same images on every seeded zoo, with
+    # candidate subsampling and exploration draws
     P = _random_zoo(seed)
     n, k = P.shape[1:]
     rng = np.random.default_rng(seed)

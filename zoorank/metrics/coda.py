@@ -86,6 +86,10 @@ __all__ = [
 GRID = 256
 #: float64 values of the (combos, M, G + 1) CDF blocks :func:`coda_eig` evaluates at once (32 MB).
 _CHUNK = 1 << 22
+#: classes up to which the class posterior is one ``einsum`` rather than a matrix product per
+#: model (small products pay BLAS's threading: 0.26 s against 0.03 s at M = 32, K = 10,
+#: N = 10,000 on 2 shared cores; benchmarks/results/bench_coda.md).
+_EINSUM_K = 32
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ def _class_scores(alpha, P) -> np.ndarray:
     """``Σ_m P[m] alpha[m]ᵀ`` (N, K): :func:`coda_class_posterior` before normalising."""
     alpha = np.asarray(alpha, dtype=np.float64)
     P = np.asarray(P, dtype=np.float64)
+    if P.shape[2] <= _EINSUM_K:
+        return np.einsum("mcs,mns->nc", alpha, P)
     q = np.zeros(P.shape[1:])
     for j in range(len(P)):
         q += P[j] @ alpha[j].T
@@ -332,10 +338,14 @@ class _EigState:
     def _delta(self, c: np.ndarray, right: np.ndarray, bits: np.ndarray) -> np.ndarray:
         """P^c(best on c) − P(best on c) (U, M) of the pairs (class ``c``, models ``right``)."""
         out = np.empty(right.shape)
-        todo = [u for u in range(len(c)) if bits[u].tobytes() not in self.deltas[c[u]]]
-        for u in range(len(c)):
-            if bits[u].tobytes() in self.deltas[c[u]]:
-                out[u] = self.deltas[c[u]][bits[u].tobytes()]
+        keys = [row.tobytes() for row in bits]
+        todo = []
+        for u, key in enumerate(keys):
+            known = self.deltas[c[u]].get(key)
+            if known is None:
+                todo.append(u)
+            else:
+                out[u] = known
         m = right.shape[1]
         step = max(1, _CHUNK // (m * (self.grid + 1)))
         for lo in range(0, len(todo), step):
@@ -344,7 +354,7 @@ class _EigState:
             sel = self.cdf[c[at, None], state, np.arange(m)[None, :]]  # (u, M, G + 1)
             out[at] = _p_best_cdf(sel) - self.rows_now[c[at]]
             for u in at:
-                self.deltas[c[u]][bits[u].tobytes()] = out[u]
+                self.deltas[c[u]][keys[u]] = out[u].copy()
         return out
 
     def eig(self, class_prior, votes, candidates, item_posterior) -> np.ndarray:
