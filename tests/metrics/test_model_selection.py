@@ -427,10 +427,28 @@ def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
     return out
 
 
+def _reference_prior(P) -> coda.CodaPrior:
+    """coda_prior as first written: ``P`` checked, its confusions from ``P`` checked again (all
+    models at once), the consensus by ``mean``."""
+    P = ms.check_predictions(P)
+    again = ms.check_predictions(P)
+    m, _, k = P.shape
+    pseudo = again.mean(axis=0).argmax(axis=1)
+    conf = np.zeros((m, k, k))
+    for j in range(m):
+        np.add.at(conf[j], pseudo, again[j])
+    sums = conf.sum(axis=2, keepdims=True)
+    conf /= np.where(sums > 0, sums, 1.0)
+    alpha = (coda.diagonal_base(k)[None] + coda.STRENGTH * conf) / coda.TEMPERATURE
+    q = np.einsum("mcs,mns->nc", alpha, P)
+    return coda.CodaPrior(alpha, P, P.argmax(axis=2), (q / q.sum(axis=1, keepdims=True)).mean(axis=0))
+
+
 def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore):
-    """coda_next as first written: the class posterior (einsum) and :func:`_reference_eig` from
-    scratch at every pick."""
-    prior = coda.coda_prior(P)
+    """coda_next as first written: the prior of ``P`` checked (:func:`_reference_prior`), the class
+    posterior (einsum) and :func:`_reference_eig` from scratch at every pick."""
+    P = ms.check_predictions(P)
+    prior = _reference_prior(P)
     alpha = coda.coda_posterior(prior, labelled, labels)
     mask = np.zeros(P.shape[1], dtype=bool)
     mask[labelled] = True
@@ -470,6 +488,24 @@ def _random_zoo(seed: int):
         z[j, np.arange(n), target] += 3.0
     z = np.exp(z - z.max(axis=2, keepdims=True))
     return z / z.sum(axis=2, keepdims=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_coda_prior_equals_the_first_formula_exactly(seed):
+    # the confusions' renormalisation one model at a time, and the in-place one of coda_next,
+    # return the very floats of the whole-array checks
+    P = _random_zoo(seed)
+    expected = _reference_prior(P)
+    got = coda.coda_prior(P)
+    for field in ("alpha", "predictions", "votes"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(expected, field))
+    np.testing.assert_allclose(got.class_prior, expected.class_prior, rtol=0, atol=1e-15)
+    checked = ms.check_predictions(P)
+    inside, _ = coda._prior_and_scores(checked.copy(), in_place=True)
+    np.testing.assert_array_equal(inside.alpha, _reference_prior(checked).alpha)
+    np.testing.assert_array_equal(inside.predictions, _reference_prior(checked).predictions)
+    cand = np.random.default_rng(seed).choice(P.shape[1], 30, replace=False)
+    np.testing.assert_array_equal(checked.mean(axis=0)[cand], checked[:, cand].mean(axis=0))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -137,12 +137,24 @@ def consensus_confusion(P) -> np.ndarray:
     """``M̂`` (M, K, K): row c of model m is the mean of m's class probabilities over the images
     whose consensus top-1 (:func:`consensus`, ties: the lowest class) is c; a class no image's
     consensus picks gets a row of zeros. Cost O(M · N · K)."""
-    P = check_predictions(P)
-    m, _, k = P.shape
-    pseudo = P.mean(axis=0).argmax(axis=1)
+    return _confusion(check_predictions(P))
+
+
+def _confusion(P: np.ndarray, recheck: bool = False) -> np.ndarray:
+    """:func:`consensus_confusion` of checked ``P``; ``recheck``: of ``check_predictions(P)``,
+    renormalised one model at a time (the same values, without a second (M, N, K) array)."""
+    m, n, k = P.shape
+
+    def model(j: int) -> np.ndarray:
+        return P[j] / P[j].sum(axis=1, keepdims=True) if recheck else P[j]
+
+    total = np.zeros((n, k))
+    for j in range(m):  # the mean over the models, summed in their order as np.mean does
+        total += model(j)
+    pseudo = (total / m).argmax(axis=1)
     out = np.zeros((m, k, k))
     for j in range(m):
-        np.add.at(out[j], pseudo, P[j])
+        np.add.at(out[j], pseudo, model(j))
     sums = out.sum(axis=2, keepdims=True)
     return out / np.where(sums > 0, sums, 1.0)
 
@@ -185,11 +197,16 @@ def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) 
     return _prior_and_scores(P, strength, temperature)[0]
 
 
-def _prior_and_scores(P, strength: float = STRENGTH, temperature: float = TEMPERATURE
-                      ) -> tuple[CodaPrior, np.ndarray]:
-    """:func:`coda_prior` and its class scores (N, K) (:func:`_class_scores`)."""
-    P = check_predictions(P)
-    alpha = (diagonal_base(P.shape[2])[None] + strength * consensus_confusion(P)) / temperature
+def _prior_and_scores(P, strength: float = STRENGTH, temperature: float = TEMPERATURE,
+                      in_place: bool = False) -> tuple[CodaPrior, np.ndarray]:
+    """:func:`coda_prior` and its class scores (N, K) (:func:`_class_scores`). ``in_place``:
+    ``P`` is a checked array of the caller's own, renormalised in place (as
+    :func:`check_predictions` would)."""
+    if in_place:
+        np.divide(P, P.sum(axis=2, keepdims=True), out=P)
+    else:
+        P = check_predictions(P)
+    alpha = (diagonal_base(P.shape[2])[None] + strength * _confusion(P, recheck=True)) / temperature
     scores = _class_scores(alpha, P)
     return CodaPrior(alpha, P, top1_votes(P), _normalised(scores)[1]), scores
 
@@ -425,8 +442,9 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
     P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
+    consensus = P.mean(axis=0)  # (N, K), before P becomes the prior's (one copy of P)
     if prior is None:  # the prior's class scores, plus each label's column: O(L · M · N)
-        prior, scores_q = _prior_and_scores(P)
+        prior, scores_q = _prior_and_scores(P, in_place=True)
         for i, c in zip(at, y):
             _add_label(scores_q, prior, i, c)
     else:
@@ -450,7 +468,7 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
             cand = subsample_candidates(free, max_candidates, seed + step)
             state = _EigState(alpha, grid, lookahead) if state is None else state
             gain = state.eig(pi, prior.votes, cand, q[cand])
-            scores = gain if gain.max() > 0 else entropy(P[:, cand].mean(axis=0))
+            scores = gain if gain.max() > 0 else entropy(consensus[cand])
             order = np.lexsort((rng.permutation(len(cand)), -scores))
             i = int(cand[order[0]])
         picks.append(i)
