@@ -167,7 +167,8 @@ def coda_class_posterior(alpha, P) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _class_scores(alpha, P) -> np.ndarray:
-    """``Σ_m P[m] alpha[m]ᵀ`` (N, K): :func:`coda_class_posterior` before normalising."""
+    """``Σ_m P[m] alpha[m]ᵀ`` (N, K): :func:`coda_class_posterior` before normalising. Beyond
+    :data:`_EINSUM_K` classes its sums run in BLAS's order (the einsum's to ~1e-16)."""
     alpha = np.asarray(alpha, dtype=np.float64)
     P = np.asarray(P, dtype=np.float64)
     if P.shape[2] <= _EINSUM_K:
@@ -179,6 +180,7 @@ def _class_scores(alpha, P) -> np.ndarray:
 
 
 def _normalised(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """π̂(c | i) (N, K) and π̂ (K,) from :func:`_class_scores`."""
     q = scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-300, None)
     return q, q.mean(axis=0)
 
