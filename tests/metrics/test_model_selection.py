@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zoorank.metrics import coda, coda_weighted
+from zoorank.metrics import coda, coda_eig, coda_weighted
 from zoorank.metrics import model_selection as ms
 
 
@@ -408,11 +408,11 @@ def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
     a0, b0 = diag.T, (alpha.sum(axis=2) - diag).T
     a3 = np.stack([a0, a0 + lookahead, a0], axis=1)
     b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
-    lo, hi = coda._span(a3.reshape(k, -1), b3.reshape(k, -1))
+    lo, hi = coda_eig._span(a3.reshape(k, -1), b3.reshape(k, -1))
     edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)
     cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])
     cdf[..., 0], cdf[..., -1] = 0.0, 1.0
-    rows_now = coda._p_best_cdf(cdf[:, 0])
+    rows_now = coda_eig._p_best_cdf(cdf[:, 0])
     now = pi @ rows_now
     classes = np.arange(k)
     right = cv[:, split].T[:, None, :] == classes[None, :, None]
@@ -421,7 +421,7 @@ def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
     combos, where = np.unique(keys, axis=0, return_inverse=True)
     c = combos[:, 0]
     sel = cdf[c[:, None], np.where(combos[:, 1:] == 1, 1, 2), np.arange(m)[None, :]]
-    after = now[None, :] + pi[c, None] * (coda._p_best_cdf(sel) - rows_now[c])
+    after = now[None, :] + pi[c, None] * (coda_eig._p_best_cdf(sel) - rows_now[c])
     h_after = ms.entropy(np.clip(after, 0.0, None))[where.reshape(-1)].reshape(-1, k)
     out[np.flatnonzero(split)] = np.clip(ms.entropy(now) - (post[split] * h_after).sum(axis=1), 0.0, None)
     return out
@@ -524,7 +524,7 @@ def test_coda_eig_equals_the_first_formula_exactly(seed):
     np.testing.assert_array_equal(coda.coda_eig(alpha, pi, prior.votes, cand, q, lookahead=3.0),
                                   expected)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(coda, "_CHUNK", 1)
+        patch.setattr(coda_eig, "_CHUNK", 1)
         np.testing.assert_array_equal(
             coda.coda_eig(alpha, pi, prior.votes, cand, q, lookahead=3.0), expected)
 
