@@ -204,7 +204,8 @@ def report(runs: list[dict], target: float, markdown: Path | None) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=Path("/tmp/head_stopping.jsonl"))
-    p.add_argument("--uva", default="/tmp/zoorank-coda-labels/uva_2000.npz")
+    p.add_argument("--uva", default="/tmp/zoorank-coda-labels/uva_2000.npz",
+                   help="the UvA nets' cached predictions ('' skips them)")
     p.add_argument("--uva-pool", type=int, default=1000)
     p.add_argument("--shift-dir",
                    default=str(Path.home() / ".cache/zoorank-shift/98158ef/predictions-n1000-s1000"))
@@ -220,7 +221,7 @@ def main() -> None:
     p.add_argument("--markdown", type=Path)
     args = p.parse_args()
     if not args.report:
-        zoos = [("uva4", args.uva, args.uva_pool)] + [
+        zoos = [("uva4", args.uva, args.uva_pool)] * bool(args.uva) + [
             (d, str(Path(args.shift_dir) / f"{d}.npz"), args.shift_pool) for d in args.domains]
         tasks = [(z, path, size, seed, args.round, args.budget)
                  for seed in range(args.first_seed, args.first_seed + args.seeds)
