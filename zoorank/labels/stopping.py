@@ -138,8 +138,14 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
     change = math.nan
     p_stop = ev.stop_p_best()
     looks = "" if p_stop == p_lead else f" ({p_stop:.2f} allowing for the repeated looks)"
+    # a classifier zoo with labels stops on another p than CODA's (module docstring): say which
+    heads_p = (f"p(best) from its head's accuracy on the labelled images (the paired posterior, "
+               f"widened for the repeated looks) {p_stop:.2f}"
+               if heads and ev.p_best_stop is not None else None)
     if p_stop >= target and ev.predictions is not None and (spent or not heads):
-        stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f}{looks} ≥ {target:.2f}."
+        stop, verdict = True, (f"Stop: the leader's {heads_p} ≥ {target:.2f} (CODA's p(best) "
+                               f"{p_lead:.2f})." if heads_p else
+                               f"Stop: the leader's p(best) {p_lead:.2f}{looks} ≥ {target:.2f}.")
     elif budget_left == 0:
         stop, verdict = True, f"Stop: the label budget ({max_labels}) is spent."
     else:
@@ -161,7 +167,9 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
             likely = "likely" if change >= 0.5 else "possible" if change >= 0.1 else "unlikely"
             verdict = (f"Go on: another round of {k} labels is {likely} to change the leader "
                        f"(in {change:.0%} of simulated rounds it does)"
-                       + (f"; allowing for the repeated looks the leader's p(best) is "
+                       + (f"; the rule reads the leader's {heads_p}, below {target:.2f}."
+                          if heads_p else
+                          f"; allowing for the repeated looks the leader's p(best) is "
                           f"{p_stop:.2f}, below {target:.2f}." if p_lead >= target else "."))
     sentences.append(verdict)
     rows = [{"model_id": ids[i],
