@@ -6,7 +6,8 @@ When every model of the pool has them, the labels' maths is CODA's
 (:mod:`zoorank.metrics.coda`): ``zoorank ask`` asks the images of largest expected
 information gain on P(best) (or, by ``--sampler``, uncertainty sampling's, ModelPicker's or uniform
 at random), and
-p(best | labels) is CODA's P(best). A zoo where some model has no
+p(best | labels) is CODA's P(best); the stopping rule reads issue 30's posterior of the heads'
+correctness on the labels instead (:func:`coda_evidence`). A zoo where some model has no
 head (or a head of another width) keeps the embedding kNN committee of
 :mod:`zoorank.metrics.active`: one signal for the whole pool.
 
