@@ -6,7 +6,8 @@ When every model of the pool has them, the labels' maths is CODA's
 (:mod:`zoorank.metrics.coda`): ``zoorank ask`` asks the images of largest expected
 information gain on P(best) (or, by ``--sampler``, uncertainty sampling's, ModelPicker's or uniform
 at random), and
-p(best | labels) is CODA's P(best). A zoo where some model has no
+p(best | labels) is CODA's P(best); the stopping rule reads issue 30's posterior of the heads'
+correctness on the labels instead (:func:`coda_evidence`). A zoo where some model has no
 head (or a head of another width) keeps the embedding kNN committee of
 :mod:`zoorank.metrics.active`: one signal for the whole pool.
 
@@ -25,6 +26,7 @@ from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence, random_batch
 from zoorank.metrics.coda import CodaPrior, coda_belief, coda_change_probability, coda_next, coda_prior
+from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best
 from zoorank.metrics.model_selection import model_picker_eig, model_picker_posterior, uncertainty_scores
 
 #: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
@@ -87,13 +89,21 @@ def _prior(pool: Pool) -> CodaPrior:
 def coda_evidence(pool: Pool) -> LabelEvidence:
     """:class:`LabelEvidence` of a classifier zoo: CODA's P(best) given the pool's labels (its
     consensus prior before any label), the heads' top-1 ``accuracy`` on the labelled images (NaN
-    without labels) and their top-1 ``predictions`` (M × n)."""
+    without labels), their top-1 ``predictions`` (M × n) and the stopping rule's ``p_best_stop``:
+    :func:`~zoorank.metrics.label_posterior.labelled_p_best` of the heads' top-1 correctness on
+    the labelled images (the pool as the population), widened by
+    :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` (None without labels). CODA's P(best)
+    of the leader stays small on zoos of many near-tied classifiers whatever the labels (0.15
+    with all 1,000 labels of the shift benchmark's motion_blur zoo), so the rule reads the
+    correctness posterior; its stops with CODA asking: ``benchmarks/results/head_stopping.md``."""
     prior = _prior(pool)
     p_best, _ = coda_belief(prior, pool.labelled, pool.codes)
     votes = prior.votes
-    accuracy = ((votes[:, pool.labelled] == pool.codes[None, :]).mean(axis=1) if len(pool.codes)
-                else np.full(len(votes), np.nan))
-    return LabelEvidence(p_best, accuracy, len(pool.codes), votes)
+    if not len(pool.codes):
+        return LabelEvidence(p_best, np.full(len(votes), np.nan), 0, votes)
+    correct = (votes[:, pool.labelled] == pool.codes[None, :]).T.astype(np.float64)  # (L, M)
+    p_stop = labelled_p_best(correct, population=len(pool.sample_id), widen=STOP_WIDENING)
+    return LabelEvidence(p_best, correct.mean(axis=0), len(pool.codes), votes, p_stop)
 
 
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
