@@ -321,32 +321,11 @@ def test_proposal_mixes_eig_with_uniform_and_epsilon_one_is_random_sampling():
                                   coda.coda_belief(prior, labelled, y[labelled])[0])
 
 
-def _plain_coda_next(P, labelled, labels, k, seed):
-    """CODA's greedy batch written out (the acquisition before ``explore`` existed): the reference
-    that ``explore=0`` must reproduce bit for bit."""
-    prior = coda.coda_prior(P)
-    alpha = coda.coda_posterior(prior, labelled, labels)
-    mask = np.zeros(P.shape[1], bool)
-    mask[list(labelled)] = True
-    rng = np.random.default_rng(seed)
-    picks = []
-    for step in range(k):
-        free = np.flatnonzero(~mask)
-        cand = ms.subsample_candidates(free, ms.MAX_CANDIDATES, seed + step)
-        q, pi = coda.coda_class_posterior(alpha, prior.predictions)
-        gain = coda.coda_eig(alpha, pi, prior.votes, cand, q[cand])
-        scores = gain if gain.max() > 0 else ms.entropy(P[:, cand].mean(axis=0))
-        i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
-        picks.append(i)
-        mask[i] = True
-        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
-    return np.sort(picks)
-
-
 def test_explore_zero_is_plain_coda_bit_for_bit():
     P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, seed=11)
     for seed in range(3):
-        ref = _plain_coda_next(P, [0, 5], y[[0, 5]], 6, seed)
+        # the greedy batch written out, from scratch at every pick (no exploration draw)
+        ref = _reference_next(P, [0, 5], y[[0, 5]], 6, seed, ms.MAX_CANDIDATES, coda.GRID, 0.0)
         got = coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed, explore=0.0)
         np.testing.assert_array_equal(got, ref)
         np.testing.assert_array_equal(coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed), ref)
