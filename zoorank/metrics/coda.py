@@ -280,17 +280,18 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
     """
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must be in [0, 1], got {explore}")
+    if not lookahead > 0:
+        raise ValueError(f"lookahead must be > 0, got {lookahead}")
     P, at, y, mask = checked_with_mask(P, labelled, labels, excluded)
     consensus = P.mean(axis=0)  # (N, K), before P becomes the prior's (one copy of P)
     if prior is None:  # the prior's class scores, plus each label's column: O(L · M · N)
         prior, scores_q = _prior_and_scores(P, in_place=True)
         for i, c in zip(at, y):
             _add_label(scores_q, prior, i, c)
+        alpha = coda_posterior(prior, at, y)
     else:
-        scores_q = _class_scores(coda_posterior(prior, at, y), prior.predictions)
-    alpha = coda_posterior(prior, at, y)
-    if not lookahead > 0:
-        raise ValueError(f"lookahead must be > 0, got {lookahead}")
+        alpha = coda_posterior(prior, at, y)
+        scores_q = _class_scores(alpha, prior.predictions)
     rng = np.random.default_rng(seed)
     explorer = np.random.default_rng([seed, _EXPLORE_STREAM]) if explore > 0 else None
     state = None
