@@ -230,10 +230,9 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
             f"{ds}: {e.get('model_id')}, p(best | labels) {_number(e.get('p_best'))} after "
             f"{e.get('labels')} labels" for ds, e in few.items()))
     caveats = len(doc.get("caveats") or [])
-    detail = (f"top set ({top.get('size', 0)} of {top.get('of', 0)}, a {top.get('level')} set), "
-              f"{caveats} caveat{'s' if caveats != 1 else ''}")
-    lines.append(f"Report ({detail}): {report}" if report else
-                 f"Report ({detail}): `zoorank report {config or CONFIG}` writes it")
+    detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
+              f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")
+    lines.append(detail + (report or f"`zoorank report {config or CONFIG}`"))
     lines.append(f"Decision (the pick's checkpoint, for pipelines): {where}")
     return lines
 
