@@ -12,26 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from decision_schema import NESTED, documented_keys
 
 from zoorank.config.loading import parse_config
 from zoorank.store import Store
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "decision-json.md"
-NESTED = ("pick", "shortlist", "expected_regret_pp", "next_step", "top_set")
-
-
-def documented_keys() -> dict[str, set[str]]:
-    """The keys docs/reference/decision-json.md documents: '' → top-level keys, 'pick' → the
-    keys of pick, ... (the first cell of every table row, in backticks)."""
-    keys: dict[str, set[str]] = {"": set()}
-    for line in DOC.read_text().splitlines():
-        found = re.match(r"\|\s*`([^`]+)`\s*\|", line)
-        if not found or "<dataset>" in found.group(1):
-            continue
-        parts = found.group(1).split(".")
-        parent, key = (".".join(parts[:-1]), parts[-1])
-        keys.setdefault(parent, set()).add(key)
-    return keys
 
 
 def _oracle_rows(models) -> pd.DataFrame:
