@@ -102,7 +102,9 @@ def _check_the_decision(result: dict, printed: str) -> None:
     first = csv[csv["rank"].notna() & (csv["flags"].fillna("") == "")].iloc[0]
     assert doc["pick"]["model_id"] == first["model_id"]
     zoo = {m["id"]: m for m in yaml.safe_load(open(f"{result['zoo']}/zoo.yaml"))}
-    assert doc["pick"]["checkpoint"] == zoo[first["model_id"]]["checkpoint"]
+    # zoo.yaml names checkpoints relative to its folder; decision.json the file itself
+    assert doc["pick"]["checkpoint"] == str(Path(result["zoo"]) /
+                                            zoo[first["model_id"]]["checkpoint"])
     short = doc["shortlist"]
     assert short["models"] and short["models"] == list(csv["model_id"][:len(short["models"])])
     assert {"hits", "zoos", "hit_rate", "held_out_zoos"} <= set(short)
