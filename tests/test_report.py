@@ -362,6 +362,32 @@ def test_first_heading_names_the_pick_and_the_metric_record_is_a_caveat(decided_
     assert str(escape("none under a distribution shift")) in details
 
 
+def test_the_few_label_pick_of_decision_json_is_on_the_card_and_in_the_console(
+        decided_report, tmp_path, capsys):
+    import shutil
+
+    from zoorank.decide.verdict import update_few_label
+    from zoorank.report import run_report
+
+    root, config, _, _ = decided_report
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    few = {"model_id": "proj-b", "p_best": 0.87, "labels": 60, "posterior": "heads' correctness"}
+    update_few_label(Store(str(copy)), "digits", few)
+    capsys.readouterr()
+    run_report(config)
+    page = (copy / "report" / "index.html").read_text()
+    card = page[:page.index("<details id='caveats'>")]
+    line = re.search(r"<p class='few-label'>(.*?)</p>", card).group(1)
+    assert line == ("<b>Few-label pick (digits, 60 labels):</b> proj-b, p(best | labels) 0.87 "
+                    "(heads&#39; correctness).")
+    # the next step counts the 60 labels given back against the measured 200
+    assert "zoorank ask CONFIG --budget 140" in card
+    out = capsys.readouterr().out
+    assert "Few-label pick: digits: proj-b, p(best | labels) 0.87 after 60 labels" in out
+
+
 def _served(root):
     """The report's folder over HTTP on 127.0.0.1 (a page from a server is a secure context:
     the Clipboard API works there as it does for a user opening a file); yields its base URL."""
