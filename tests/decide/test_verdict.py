@@ -112,8 +112,8 @@ def test_the_disagreement_line_counts_the_metrics_best_models(ranked):
     on_pick = sum(b == doc["pick"]["model_id"] for b in bests)
     in_short = sum(b in doc["shortlist"]["models"] for b in bests)
     assert doc["disagreement"].startswith(
-        f"{on_pick} of {len(bests)} label-free metrics put the pick first, {in_short} a "
-        f"shortlisted model (Kendall's W {consensus['kendall_w']:.2f}")
+        f"Label-free metrics: {on_pick} of {len(bests)} put the pick first, {in_short} a "
+        f"shortlisted model; Kendall's W {consensus['kendall_w']:.2f} (")
     assert "\n" not in doc["disagreement"]
 
 

@@ -224,11 +224,11 @@ def disagreement_line(settings: Mapping[str, Any], pick: str | None,
     where = f" over {len(consensus)} datasets" if len(consensus) > 1 else ""
     w = (f"Kendall's W {ws[0]:.2f}" if len(ws) == 1
          else f"Kendall's W {min(ws):.2f}–{max(ws):.2f}")
-    verdict = "agree" if min(ws) >= WEAK_W and on_pick == len(bests) else (
-        "broadly agree" if min(ws) >= WEAK_W else "weak agreement")
-    what = "label-free metric rankings" if len(consensus) > 1 else "label-free metrics"
-    return (f"{on_pick} of {len(bests)} {what}{where} put the pick first, {in_short} a "
-            f"shortlisted model ({w}, {verdict}).")
+    verdict = "they agree" if min(ws) >= WEAK_W and on_pick == len(bests) else (
+        "broad agreement" if min(ws) >= WEAK_W else "weak")
+    what = "Label-free metric rankings" if len(consensus) > 1 else "Label-free metrics"
+    return (f"{what}{where}: {on_pick} of {len(bests)} put the pick first, {in_short} a "
+            f"shortlisted model; {w} ({verdict}).")
 
 
 def caveat_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
