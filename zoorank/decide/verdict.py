@@ -121,11 +121,13 @@ def pick_row(board: pd.DataFrame) -> tuple[dict[str, Any] | None, list[str]]:
     if board.empty or "rank" not in board:
         return None, []
     ranked = board[board["rank"].notna()].sort_values(["rank", "model_id"], kind="stable")
-    rows = ranked.to_dict("records")
+    flags = [_flags(r) for r in ranked[["flags"]].to_dict("records")] if "flags" in ranked \
+        else [set()] * len(ranked)
+    ids = [str(m) for m in ranked["model_id"]]
     for accept in (lambda f: not f, lambda f: not (f & BLOCKING), lambda f: True):
-        for i, row in enumerate(rows):
-            if accept(_flags(row)):
-                return row, [str(r["model_id"]) for r in rows[:i]]
+        first = next((i for i, f in enumerate(flags) if accept(f)), None)
+        if first is not None:
+            return ranked.iloc[first].to_dict(), ids[:first]
     return None, []
 
 
