@@ -165,9 +165,11 @@ def _listed(prefix: str, ids: Sequence[str], width: int = PLAIN_WIDTH) -> str:
     shown: list[str] = []
     for i, m in enumerate(ids):
         more = f" (+{len(ids) - i - 1} more)" if i < len(ids) - 1 else ""
-        if not _fits(prefix + ", ".join([*shown, m]) + more, width) and shown:
+        if not _fits(prefix + ", ".join([*shown, m]) + more, width):
             break
         shown.append(m)
+    if not shown:  # not even one id fits beside the prefix
+        return prefix + "listed in the report"
     rest = len(ids) - len(shown)
     return prefix + ", ".join(shown) + (f" (+{rest} more)" if rest else "")
 
@@ -201,16 +203,16 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     short = doc.get("shortlist") or {}
     ids = [str(m) for m in short.get("models") or []]
     if short.get("hits") is not None and short.get("zoos"):
-        record = (f"held a model within 0.5 pp of the best on {short['hits']} of "
-                  f"{short['zoos']} held-out zoos")
+        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} held-out zoos"
     else:
         record = "hit rate not measured yet"
     lines.append(_listed(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids))
     regret = doc.get("expected_regret_pp") or {}
     if regret.get("median") is not None:
+        p90 = regret.get("p90")
         lines.append(f"Expected regret of the pick: median {float(regret['median']):.2f} pp, 90th "
-                     f"percentile {float(regret.get('p90') or 0):.2f} pp ({regret.get('zoos')} "
-                     "held-out zoos)")
+                     f"percentile {'—' if p90 is None else f'{float(p90):.2f}'} pp "
+                     f"({regret.get('zoos')} held-out zoos)")
     else:
         lines.append("Expected regret of the pick: not measured yet")
     if doc.get("disagreement"):
