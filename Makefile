@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-logo
 
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
+	for b in benchmarks/performance/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
 
 # requirements.lock: what install.sh installs, pinned; run after changing pyproject's dependencies
 # (needs uv on PATH or in .venv: `pip install uv`)

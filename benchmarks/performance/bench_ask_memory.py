@@ -1,5 +1,5 @@
 """ASK MEMORY: the driver's peak RSS of ``zoorank ask`` and ``zoorank label`` on the zoo of
-``benchmarks/bench_scale.py`` with labels (issue 32, item 5).
+``benchmarks/performance/bench_scale.py`` with labels (issue 32, item 5).
 
 Setup: bench_scale's zoo (N seeded random-init ``small_cnn`` checkpoints, width 8, 28 px) on
 2,000 Fashion-MNIST test images, without the dataset's own labels (the class names come from the
@@ -17,7 +17,8 @@ own driver process:
 Prints wall seconds and the driver's peak RSS (exact, from ``wait4``: ``harness.run_child``) and
 writes them to ``--markdown``. Never asserts; not run in CI::
 
-    .venv/bin/python benchmarks/bench_ask_memory.py --models 1000 --baseline-src /tmp/zoorank-80dfd23
+    .venv/bin/python benchmarks/performance/bench_ask_memory.py --models 1000 \\
+        --baseline-src /tmp/zoorank-80dfd23
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import time
 from pathlib import Path
 
 import bench_scale
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd

@@ -17,8 +17,8 @@ scaling figure shows what adding nodes costs there, not what a real cluster gain
 Inputs are local files (every node of this cluster sees the same disk; tests/test_cluster.py
 covers S3), so the figures hold no moto server's CPU.
 
-    .venv/bin/python benchmarks/bench_cluster.py                  # about 10 min on 2 idle cores
-    .venv/bin/python benchmarks/bench_cluster.py --workers 1,2 --rss-sizes 10000
+    .venv/bin/python benchmarks/performance/bench_cluster.py                  # about 10 min on 2 idle cores
+    .venv/bin/python benchmarks/performance/bench_cluster.py --workers 1,2 --rss-sizes 10000
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import pyarrow.parquet as pq
 import yaml
 from harness import MB, ratio, run_child, table, timed
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))  # the loopback cluster lives beside the tests that use it
 
 from loopback_cluster import BIN, LoopbackCluster, base_env  # noqa: E402

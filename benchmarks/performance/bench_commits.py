@@ -13,7 +13,7 @@
 Prints, never asserts::
 
     git archive 6aea0a2 zoorank | tar -x -C /tmp/zoorank-base
-    .venv/bin/python benchmarks/bench_commits.py --baseline /tmp/zoorank-base
+    .venv/bin/python benchmarks/performance/bench_commits.py --baseline /tmp/zoorank-base
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 from harness import ratio, run_child, table, timed
 

@@ -11,8 +11,8 @@ limit (``--limit-gb``, default 6), so a case that would take more fails with Mem
 the machine; its figure is then "> limit". The corpus is generated (``tests/hostile_corpus.py``);
 nothing asserts, it prints.
 
-    .venv/bin/python benchmarks/bench_decode.py              # 224 px, before and after
-    .venv/bin/python benchmarks/bench_decode.py --no-before  # after only
+    .venv/bin/python benchmarks/performance/bench_decode.py              # 224 px, before and after
+    .venv/bin/python benchmarks/performance/bench_decode.py --no-before  # after only
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import resource
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 from harness import MB, peak_rss, table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 GOAL_BYTES = 1024**3

@@ -19,8 +19,9 @@ measure that checkout for a before/after figure (``--only chunks``).
 
 Prints, never asserts; not run in CI. Example (the defaults take a few minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/bench_embed.py
-    .venv/bin/python benchmarks/bench_embed.py --models 4 --images 1024 --size 64 --tiny 8 --many 100
+    .venv/bin/python benchmarks/performance/bench_embed.py
+    .venv/bin/python benchmarks/performance/bench_embed.py --models 4 --images 1024 --size 64 --tiny 8 \\
+        --many 100
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from harness import MB, ratio, run_child, timed
@@ -50,7 +52,7 @@ from zoorank.data.images import decode_image
 from zoorank.data.views import clean_view
 from zoorank.zoo import load_model, resolve_models  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
 #: every figure line printed, for the results file
 REPORT = harness.Report()

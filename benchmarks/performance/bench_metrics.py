@@ -27,9 +27,9 @@ Timings on the 2-core development machines are shared with other work and noisy:
 run (the fastest of ``--repeat`` runs), printed with its CPU seconds (all threads), which other load
 inflates less than wall time. Nothing here asserts: it prints.
 
-    .venv/bin/python benchmarks/bench_metrics.py --quick
-    .venv/bin/python benchmarks/bench_metrics.py --sizes 2000,10000 --dims 512,2048
-    .venv/bin/python benchmarks/bench_metrics.py --sizes 50000 --dims 512 --data synthetic
+    .venv/bin/python benchmarks/performance/bench_metrics.py --quick
+    .venv/bin/python benchmarks/performance/bench_metrics.py --sizes 2000,10000 --dims 512,2048
+    .venv/bin/python benchmarks/performance/bench_metrics.py --sizes 50000 --dims 512 --data synthetic
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from harness import table
@@ -60,7 +61,7 @@ NC_REFERENCE = 5000
 NC_K = 100
 CL_CHUNK = 10_000
 KNN_K = 10
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CIFAR = REPO.parent / "shared" / "data" / "cifar10"
 
 # --------------------------------------------------------------------------------------------

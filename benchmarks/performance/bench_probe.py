@@ -6,15 +6,17 @@ upsampled to 32 px), then times ``evaluate`` for timm ``resnet18`` (random init,
 a bare forward of the same network over the same 5k images (no metrics): the compute bound of the
 embedding part. Prints, never asserts::
 
-    .venv/bin/python benchmarks/bench_probe.py                 # 1000 × 4, 3 repeats
-    .venv/bin/python benchmarks/bench_probe.py --samples 256 --repeats 1
+    .venv/bin/python benchmarks/performance/bench_probe.py                 # 1000 × 4, 3 repeats
+    .venv/bin/python benchmarks/performance/bench_probe.py --samples 256 --repeats 1
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import torch
@@ -22,7 +24,7 @@ from harness import ratio, table, timed
 
 from zoorank.probe import build_probe_set, evaluate
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _CANDIDATES = [Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data")),
                REPO.parents[1] / "shared" / "data"]
 SHARED = next((p / "cifar10" / "test.parquet" for p in _CANDIDATES

@@ -20,8 +20,8 @@ shows both and the ratio of this tree's RANK seconds to the baseline's.
 
 Prints, never asserts. Example (a few minutes on 2 busy cores)::
 
-    .venv/bin/python benchmarks/bench_rank.py --models 100,1000,2000
-    .venv/bin/python benchmarks/bench_rank.py --models 100,1000 --baseline-tree ../before
+    .venv/bin/python benchmarks/performance/bench_rank.py --models 100,1000,2000
+    .venv/bin/python benchmarks/performance/bench_rank.py --models 100,1000 --baseline-tree ../before
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd

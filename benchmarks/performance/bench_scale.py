@@ -26,10 +26,10 @@ local disk in this process: the per-model overhead of object storage is the diff
 
 Prints, never asserts; not run in CI::
 
-    .venv/bin/python benchmarks/bench_scale.py --models 50 100
-    .venv/bin/python benchmarks/bench_scale.py --models 100 1000 2000
-    .venv/bin/python benchmarks/bench_scale.py --models 300 --s3 --latency-ms 20
-    .venv/bin/python benchmarks/bench_scale.py --models 1000 --baseline-tree ../before --rounds 2
+    .venv/bin/python benchmarks/performance/bench_scale.py --models 50 100
+    .venv/bin/python benchmarks/performance/bench_scale.py --models 100 1000 2000
+    .venv/bin/python benchmarks/performance/bench_scale.py --models 300 --s3 --latency-ms 20
+    .venv/bin/python benchmarks/performance/bench_scale.py --models 1000 --baseline-tree ../before --rounds 2
 """
 
 from __future__ import annotations
@@ -42,12 +42,13 @@ import sys
 import threading
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import psutil
 import yaml
 from harness import MB, ratio, run_child, table, timed
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))  # the fault proxy (a test helper)
 sys.path.insert(0, str(REPO))
 import zoorank.runtime  # noqa: E402,F401  (loopback Ray environment, set before Ray starts)

@@ -13,8 +13,8 @@ direct estimate: a plain forward of timm ``resnet18`` at 32 px over the same num
 
 Prints, never asserts. Example (the full run takes several minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/bench_score.py --models 32
-    .venv/bin/python benchmarks/bench_score.py --models 8 --q 10
+    .venv/bin/python benchmarks/performance/bench_score.py --models 32
+    .venv/bin/python benchmarks/performance/bench_score.py --models 8 --q 10
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from harness import ratio, table, timed

@@ -7,14 +7,17 @@ and, alone, :func:`~zoorank.metrics.uncertainty.top_set`. Baseline in the same p
 ``arch.bootstrap.MCS(method="max")`` on the equivalent F × n loss matrix (its own bootstrap, block
 size 1), which runs all n − 1 elimination steps. Prints, never asserts::
 
-    .venv/bin/python benchmarks/bench_top_set.py --models 60,400,2000 --resamples 1000
+    .venv/bin/python benchmarks/performance/bench_top_set.py --models 60,400,2000 --resamples 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from harness import ratio, table, timed

@@ -13,9 +13,9 @@
 
 Prints, never asserts; figures are what the run measured, whichever way they point. Examples::
 
-    .venv/bin/python benchmarks/bench_tune.py                       # digits, CPU, ~10-20 min
-    .venv/bin/python benchmarks/bench_tune.py --quick               # a smoke run
-    .venv/bin/python benchmarks/bench_tune.py --dataset cifar10 --limit 2000 --epochs 3
+    .venv/bin/python benchmarks/performance/bench_tune.py                       # digits, CPU, ~10-20 min
+    .venv/bin/python benchmarks/performance/bench_tune.py --quick               # a smoke run
+    .venv/bin/python benchmarks/performance/bench_tune.py --dataset cifar10 --limit 2000 --epochs 3
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ from zoorank.tune.objective import evaluate_probe  # noqa: E402
 from zoorank.tune.search import prepare_search, run_search  # noqa: E402
 from zoorank.tune.trial import make_trainer  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ZOORANK_SHARED_DATA", REPO.parent / "shared" / "data"))
 METRICS = ["lidar", "rankme", "rankme_aug", "clid"]
 ORACLES = ["knn_accuracy", "linear_probe_accuracy"]

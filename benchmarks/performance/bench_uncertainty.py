@@ -8,7 +8,7 @@ the ratio (score without folds + fold work) / (score without folds); the goal is
 
 Prints, never asserts. Example (a few minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/bench_uncertainty.py --models 8 --samples 2000 --dim 256
+    .venv/bin/python benchmarks/performance/bench_uncertainty.py --models 8 --samples 2000 --dim 256
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 from bench_score import build_store
 from harness import ratio, table, timed

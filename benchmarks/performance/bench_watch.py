@@ -8,19 +8,21 @@ thread on a local Ray started first. Per checkpoint: the delay from its arrival 
 round that put it on the leaderboard. Then one more checkpoint: a round adding it to the watched
 pool against a single ``run_all`` over every checkpoint on a fresh store. Prints, never asserts::
 
-    .venv/bin/python benchmarks/bench_watch.py                  # 6 models, one every 10 s
-    .venv/bin/python benchmarks/bench_watch.py --models 3 --every 5
+    .venv/bin/python benchmarks/performance/bench_watch.py                  # 6 models, one every 10 s
+    .venv/bin/python benchmarks/performance/bench_watch.py --models 3 --every 5
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 from harness import ratio, table, timed
 

@@ -39,18 +39,20 @@ fingerprint check is skipped here (``_read_as_stored``); nothing is written to t
 
 Prints, never asserts; ``--markdown`` writes the tables::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/active_labels.py demo=/tmp/samplers/demo/run.yaml \\
+    PYTHONPATH=. .venv/bin/python benchmarks/science/active_labels.py demo=/tmp/samplers/demo/run.yaml \\
         --seeds 20 --round 20 --max-labels 300 --markdown benchmarks/results/active_labels.md
-    PYTHONPATH=. .venv/bin/python benchmarks/active_labels.py demo=... --quick   # 2 seeds, 60 labels
+    PYTHONPATH=. .venv/bin/python benchmarks/science/active_labels.py demo=... --quick   # 2 seeds, 60 labels
 """
 
 from __future__ import annotations
 
 import argparse
 import pickle
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 

@@ -42,9 +42,9 @@ The zoos:
   is each model's accuracy on all of them; each replication draws the evaluation subset as the
   score stage does (``select_samples(ids, --images, seed)``) for the top set, and a uniformly
   random labelled subset for the labels. ``uva``: the four UvA CIFAR-10 classifiers
-  (``benchmarks/uva_models.py``, argmax of their own heads, ``benchmarks/uva_accuracy.py``'s
+  (``benchmarks/zoos/uva_models.py``, argmax of their own heads, ``benchmarks/science/uva_accuracy.py``'s
   loading) on the first ``--uva-images`` CIFAR-10 test images. ``--real`` embedding zoos (demo,
-  digits, cifar10: the stores ``benchmarks/default_lozo.py`` reads, :data:`EMBEDDING_ZOOS`; their
+  digits, cifar10: the stores ``benchmarks/science/default_lozo.py`` reads, :data:`EMBEDDING_ZOOS`; their
   clean embeddings cached under ``--cache``): the truth is each model's leave-one-out kNN
   accuracy with every label of the pool, and the labels' correctness is the product's few-label
   kNN among the labelled images (:func:`few_label_correct`), so the few-label kNN's bias against
@@ -52,17 +52,19 @@ The zoos:
 
 Prints and writes ``--markdown`` (default ``benchmarks/results/calibration.md``), never asserts::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/calibration.py            # the default set
-    PYTHONPATH=. .venv/bin/python benchmarks/calibration.py --quick    # a minute, smaller
+    PYTHONPATH=. .venv/bin/python benchmarks/science/calibration.py            # the default set
+    PYTHONPATH=. .venv/bin/python benchmarks/science/calibration.py --quick    # a minute, smaller
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from scipy import stats
@@ -408,7 +410,7 @@ def uva_correctness(n: int, cache: Path) -> np.ndarray | None:
     return correct
 
 
-#: the embedding zoos of ``benchmarks/default_lozo.py`` (its docstring and
+#: the embedding zoos of ``benchmarks/science/default_lozo.py`` (its docstring and
 #: ``results/default_lozo.md`` say how each store is built: ``zoorank demo --out /tmp/lozo/demo``,
 #: ``validate_ranking.py --dataset digits|cifar10 --out /tmp/lozo/...``): name → run config.
 EMBEDDING_ZOOS = {"demo": "/tmp/lozo/demo/run.yaml", "digits": "/tmp/lozo/digits/validate_run.json",
@@ -473,7 +475,7 @@ def embedding_zoo(name: str, spec: str, cache: Path) -> Zoo | None:
         if got is None:
             print(f"{name}: not run (no store at {spec}; build it with "
                   f"`zoorank demo --out /tmp/lozo/demo` or "
-                  f"`benchmarks/validate_ranking.py --dataset {name} --out /tmp/lozo/{name}`)")
+                  f"`benchmarks/science/validate_ranking.py --dataset {name} --out /tmp/lozo/{name}`)")
             return None
         ids, Zs, codes = got
         cache.mkdir(parents=True, exist_ok=True)
@@ -557,7 +559,7 @@ def run(args: argparse.Namespace) -> list[str]:
     missing = [n.partition("=")[0] for n in args.real
                if not any(z.name.startswith(n.partition("=")[0] + " ") for z in real)]
     lines += ["Real zoos: " + (", ".join(z.name for z in real) or "none") + ". Embedding zoos "
-              "(demo, digits, cifar10): the stores of `benchmarks/default_lozo.py` (`zoorank demo "
+              "(demo, digits, cifar10): the stores of `benchmarks/science/default_lozo.py` (`zoorank demo "
               "--out /tmp/lozo/demo`; `validate_ranking.py --dataset digits|cifar10 --out "
               "/tmp/lozo/...`), their clean embeddings cached under `--cache`; their truth is each "
               "model's leave-one-out kNN accuracy (k = 5) with every label of the pool, and the "

@@ -6,15 +6,18 @@ digits 300..; evaluated on digits 0..300 with seeded Gaussian pixel noise of σ 
 80} (0..255 scale; σ 0 is the source). Truth: each head's top-1 on each domain. For every
 estimator of ``zoorank.metrics.classifier``: Kendall τ against the truth over the zoo and the mean
 absolute error (pp), per domain and averaged over the shifted domains. A sanity check of the
-implementations on real heads, not the shift benchmark (that is ``benchmarks/shift_benchmark.py``).
+implementations on real heads, not the shift benchmark (that is ``benchmarks/science/shift_benchmark.py``).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/classifier_estimates_digits.py
+    PYTHONPATH=. .venv/bin/python benchmarks/science/classifier_estimates_digits.py
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from scipy import stats

@@ -23,16 +23,18 @@ Inputs: ``--npz FILE ...`` (arrays ``probs`` or ``logits`` (M, N, K), ``labels``
 ``model_ids``), or by default the four UvA CIFAR-10 classifiers on the first ``--images`` test
 images, their predictions computed once through zoorank's loading path and cached::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_labels.py --seeds 20
+    PYTHONPATH=. .venv/bin/python benchmarks/science/coda_labels.py --seeds 20
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 

@@ -21,7 +21,7 @@ other zoos, and its pick's regret on the held-out zoo is reported beside every c
 is fitted on the held-out zoo. Writes the markdown table and the record the report reads
 (``zoorank/report/metric_record.json``)::
 
-    PYTHONPATH=$PWD:$PWD/benchmarks .venv/bin/python benchmarks/default_lozo.py \\
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/science/default_lozo.py \\
         demo=/tmp/lozo/demo/run.yaml digits=/tmp/lozo/digits/validate_run.json \\
         cifar10=/tmp/lozo/cifar10/validate_run.json \\
         uva_classifiers=/tmp/lozo/uva/run.yaml@classifier \\
@@ -35,10 +35,12 @@ import argparse
 import datetime
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd
@@ -220,7 +222,7 @@ def record(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, Any
                          "not_run": [i["zoo"] for i in infos if i["zoo"] not in zoos],
                          "picked_out_of_sample_on": list(held.loc[held["pick"] == cand, "zoo"]),
                          "failed_out_of_sample": cand in lozo["failed"]}
-    return {"generated_by": "benchmarks/default_lozo.py", "command": command, "commit": commit,
+    return {"generated_by": "benchmarks/science/default_lozo.py", "command": command, "commit": commit,
             "date": str(datetime.date.today()), "oracle": ORACLE,
             "regret_tolerance_pp": REGRET_TOLERANCE,
             "zoos": {i["zoo"]: {"kind": i["kind"], "models": i["models"],

@@ -21,7 +21,7 @@ bins against the share of those rounds whose leader is right) show whether that 
 over-confident.
 
 Zoos: the four UvA CIFAR-10 classifiers (``--uva``, 2,000 cached test images; pools of ``--uva-pool``
-drawn per seed as ``benchmarks/coda_labels.py`` draws them) and the shift benchmark's domains
+drawn per seed as ``benchmarks/science/coda_labels.py`` draws them) and the shift benchmark's domains
 (``--shift-dir``, 31 classifiers, 1,000 images each; pools of ``--shift-pool`` drawn per seed: on a
 fixed pool the product's CODA is deterministic, every free image being a candidate, so seeds differ
 only through the pool). Runs go seed-major (every zoo's seed 0, then seed 1, ...), ``--jobs``
@@ -29,9 +29,9 @@ processes, each finished run appended to ``--out`` (JSON lines) at once; ``--rep
 file and writes the tables (``--markdown``), so a run cut short by the clock still reports every
 finished seed::
 
-    PYTHONPATH=.:benchmarks OMP_NUM_THREADS=1 .venv/bin/python benchmarks/head_stopping.py \\
+    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python benchmarks/science/head_stopping.py \\
         --out /tmp/head_stopping.jsonl
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/head_stopping.py --out /tmp/head_stopping.jsonl \\
+    PYTHONPATH=. .venv/bin/python benchmarks/science/head_stopping.py --out /tmp/head_stopping.jsonl \\
         --report --markdown benchmarks/results/head_stopping.md
 """
 
@@ -40,9 +40,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from coda_labels import load_npz
@@ -62,7 +64,7 @@ BINS = np.linspace(0.0, 1.0, 11)
 
 
 def draw_pool(n_all: int, size: int, seed: int) -> np.ndarray:
-    """The sorted image positions of seed ``seed``'s pool (``benchmarks/coda_labels.py``'s draw)."""
+    """The sorted image positions of seed ``seed``'s pool (``benchmarks/science/coda_labels.py``'s draw)."""
     rng = np.random.default_rng(1000 + seed)
     return np.sort(rng.choice(n_all, size=min(size, n_all), replace=False))
 

@@ -14,14 +14,17 @@ in-sample selection. Treat a δ that helps on one zoo as a hypothesis for the ne
 
 Prints, never asserts. Examples (stores of ``zoorank demo`` and ``validate_ranking.py``)::
 
-    .venv/bin/python benchmarks/lidar_delta.py zoorank-demo/store
-    .venv/bin/python benchmarks/lidar_delta.py /tmp/zoorank-validate/cifar10/store --dataset cifar10
+    .venv/bin/python benchmarks/science/lidar_delta.py zoorank-demo/store
+    .venv/bin/python benchmarks/science/lidar_delta.py /tmp/zoorank-validate/cifar10/store --dataset cifar10
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 

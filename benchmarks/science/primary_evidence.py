@@ -25,9 +25,9 @@ oracle's own top set (not counted where that set holds every model: issue 30), o
 within the oracle's noise, and it holds at most half the zoo; a candidate without a value on a zoo
 is "not run" there, neither a pass nor a miss; :func:`choose_default` turns the rows into the
 in-sample order of issue 24 (the default itself is now chosen out of sample by
-``benchmarks/default_lozo.py``). Prints, never asserts::
+``benchmarks/science/default_lozo.py``). Prints, never asserts::
 
-    .venv/bin/python benchmarks/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
+    .venv/bin/python benchmarks/science/primary_evidence.py demo=/tmp/evidence/demo/run.yaml \\
         digits=/tmp/zoorank-validate/digits/validate_run.json \\
         --markdown benchmarks/results/primary_evidence.md
 """
@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd
@@ -299,7 +301,7 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], seconds: f
     lines = [f"{seconds:.0f} s (reads the stores, recomputes the top sets from the stored fold "
              "values; no embedding or scoring).", "",
              "The default primary metric is now chosen out of sample, by leave-one-zoo-out "
-             "(`benchmarks/default_lozo.py`, `benchmarks/results/default_lozo.md`); this file "
+             "(`benchmarks/science/default_lozo.py`, `benchmarks/results/default_lozo.md`); this file "
              "keeps the top-set view of the same candidates.", "",
              "Top set: the rank-consistent Model Confidence Set (Hansen, Lunde & Nason 2011, T_max) "
              "over the fold bootstrap at the run's confidence, as the RANK stage computes it "

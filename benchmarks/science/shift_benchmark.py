@@ -2,8 +2,8 @@
 classifier zoo under distribution shift, and how many labels pick a near-best model.
 
 Zoo: the four UvA CIFAR-10 classifiers of ``../shared/zoos/uva_cifar10`` (module code
-``benchmarks/uva_models.py``, loaded through zoorank's checkpoint path) and the 27 classifiers of
-``benchmarks/shift_zoo.py`` (three architectures × three widths × three epochs of one run, trained
+``benchmarks/zoos/uva_models.py``, loaded through zoorank's checkpoint path) and the 27 classifiers of
+``benchmarks/zoos/shift_zoo.py`` (three architectures × three widths × three epochs of one run, trained
 once with Ray Tune and cached with the commit of their training code).
 
 Domains: the first ``--images`` rows of the CIFAR-10 test copy, clean and with the
@@ -33,18 +33,20 @@ each seed presents the models in its own order; CODA scores a seeded subsample o
 half a second a step on two busy cores; traces cached per method, so runs can share the work).
 Writes ``benchmarks/results/shift_benchmark.md`` (``--markdown`` elsewhere) through the harness::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py           # full
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/shift_benchmark.py --quick   # minutes
+    PYTHONPATH=. .venv/bin/python benchmarks/science/shift_benchmark.py           # full
+    PYTHONPATH=. .venv/bin/python benchmarks/science/shift_benchmark.py --quick   # minutes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import shift_zoo as Z

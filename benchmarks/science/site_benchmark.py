@@ -18,8 +18,8 @@ torchvision's dataset roots under ``--data`` (``download=False``). When somethin
 script says exactly what (file or folder expected, and torchvision's message), prints the static
 baseline (which needs only the published figures) and exits 0.
 
-    .venv/bin/python benchmarks/site_benchmark.py --data ~/datasets --torch-home ~/.cache/torch/hub
-    .venv/bin/python benchmarks/site_benchmark.py --baseline-only     # the published figures alone
+    .venv/bin/python benchmarks/science/site_benchmark.py --data ~/datasets --torch-home ~/.cache/torch/hub
+    .venv/bin/python benchmarks/science/site_benchmark.py --baseline-only     # the published figures alone
 
 Cost: one forward pass of each model over each training set (about 1.2 M images × 11 models at the
 full protocol; ``--samples N`` takes a seeded subset of N images per dataset), features cached
@@ -36,11 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "benchmarks" / "data" / "site_published.json"
 
 #: dataset → (torchvision class, keyword arguments of its training split). Caltech101 and SUN397

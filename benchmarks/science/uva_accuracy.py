@@ -1,21 +1,23 @@
 """Top-1 accuracy of the UvA CIFAR-10 classifiers as loaded by zoorank (issue 17).
 
-Checks the module code of ``benchmarks/uva_models.py`` against the accuracy measured in
+Checks the module code of ``benchmarks/zoos/uva_models.py`` against the accuracy measured in
 ``../shared/zoos/uva_cifar10/README.md`` on the JPEG q75 copy of the CIFAR-10 test set: each model
 is resolved and loaded through zoorank's own checkpoint path (the config of ``validate_uva.py``,
 strict loading, the restricted unpickler where ``weights_only`` refuses), its features go through
 the checkpoint's own final linear layer, and the argmax is compared with the label. Prints a
 markdown table, never asserts::
 
-    PYTHONPATH=benchmarks .venv/bin/python benchmarks/uva_accuracy.py --images 10000
+    .venv/bin/python benchmarks/science/uva_accuracy.py --images 10000
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pyarrow.parquet as pq

@@ -17,9 +17,9 @@ metric) lives in ``results/validate_ranking.md`` beside its numbers.
 
 Prints, never asserts. Run from the repository root::
 
-    .venv/bin/python benchmarks/validate_ranking.py                      # CIFAR-10, ~25-35 min CPU
-    .venv/bin/python benchmarks/validate_ranking.py --dataset digits     # quick path check
-    .venv/bin/python benchmarks/validate_ranking.py --report-only        # markdown from the store
+    .venv/bin/python benchmarks/science/validate_ranking.py                      # CIFAR-10, ~25-35 min CPU
+    .venv/bin/python benchmarks/science/validate_ranking.py --dataset digits     # quick path check
+    .venv/bin/python benchmarks/science/validate_ranking.py --report-only        # markdown from the store
 
 The CIFAR-10 run writes ``benchmarks/results/validate_ranking.md``; other runs write
 ``<out>/validate_ranking.md`` unless ``--markdown`` says otherwise.
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import pandas as pd
 from harness import table, timed
@@ -44,7 +45,7 @@ from harness import table, timed
 import zoorank.runtime  # noqa: F401  (loopback Ray environment, usage stats off)
 from zoorank.demo import DemoSize, _datasets, run_config, tune_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "validate_ranking.md"
 
 
@@ -411,7 +412,7 @@ def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> 
                for k, v in t.items() if k != "total") + f"; **total {t['total'] / 60:.1f} min**.",
            f"* Store: `{info['store']}`; HTML report: `{info.get('report', '')}`."]
     body = [
-        "Produced by `benchmarks/validate_ranking.py` (issue 6). Every number below is read from the"
+        "Produced by `benchmarks/science/validate_ranking.py` (issue 6). Every number below is read from the"
         " run's store (`agreement`, `leaderboard`) or computed from it with"
         " `zoorank.metrics.agreement.agreement`; nothing was edited by hand.",
         "", "## Run", "", *[line for line in run if line],

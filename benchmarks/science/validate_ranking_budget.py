@@ -1,6 +1,6 @@
 """The label-budget curve on the validation zoo (issue 12): how many labels beat label-free ranking?
 
-Takes the store of a finished ``benchmarks/validate_ranking.py`` run (its ``validate_run.json`` has
+Takes the store of a finished ``benchmarks/science/validate_ranking.py`` run (its ``validate_run.json`` has
 the run config), turns on the few-label oracle (``oracle.transferability``: LogME, H-score, NLEEP,
 GBC on seeded stratified subsets of the oracle's train split with k labels per class), reruns RANK
 and REPORT on that store, and writes a markdown report: the command, date, machine, load and wall
@@ -9,8 +9,8 @@ linear-probe accuracy, the per-seed τ, the best label-free metric's τ (the zer
 and the crossover (smallest k whose mean τ beats it). Every figure is read from the store's
 ``agreement`` and ``oracle``. Prints, never asserts.
 
-    .venv/bin/python benchmarks/validate_ranking.py                    # the zoo (~25-35 min CPU)
-    .venv/bin/python benchmarks/validate_ranking_budget.py             # + the budget (~5-10 min)
+    .venv/bin/python benchmarks/science/validate_ranking.py                    # the zoo (~25-35 min CPU)
+    .venv/bin/python benchmarks/science/validate_ranking_budget.py             # + the budget (~5-10 min)
 
 Writes ``benchmarks/results/validate_ranking_budget.md`` unless ``--markdown`` says otherwise.
 """
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ from validate_ranking import fmt_tau
 
 import zoorank.runtime  # noqa: F401  (loopback Ray environment, usage stats off)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORACLE_NAMES = {"knn_accuracy": "kNN", "linear_probe_accuracy": "linear probe"}
 
 
@@ -88,8 +89,8 @@ def write_markdown(info: dict[str, Any], path: Path) -> Path:
     t = info["timings"]
     zoo = info["zoo_run"]
     lines = [
-        "Produced by `benchmarks/validate_ranking_budget.py` (issue 12) on the store of a "
-        "`benchmarks/validate_ranking.py` run. Every number is read from that store "
+        "Produced by `benchmarks/science/validate_ranking_budget.py` (issue 12) on the store of a "
+        "`benchmarks/science/validate_ranking.py` run. Every number is read from that store "
         "(`agreement` rows with `labels_per_class`, `oracle` cells "
         "`<score>@k<k>s<seed>`); nothing was edited by hand.",
         "",

@@ -2,21 +2,23 @@
 
 ``../shared/zoos/uva_cifar10`` (see its README) holds supervised classifiers and unsupervised
 autoencoders trained by someone else. This script ranks all eight with the module code of
-``benchmarks/uva_models.py`` (ResNet, ResNetPreAct: 64-d; GoogleNet: 128-d; DenseNet: 184-d; four
+``benchmarks/zoos/uva_models.py`` (ResNet, ResNetPreAct: 64-d; GoogleNet: 128-d; DenseNet: 184-d; four
 autoencoders: 64-, 128-, 256-, 384-d latents; a zoo that mixes widths) on CIFAR-10 test images
 with the label oracle (kNN and linear probe), and writes a markdown table: Kendall τ of every
 label-free metric against each oracle, whether the oracle's best model is in the top set, the top
 set's size, the consensus and the width warning. Prints, never asserts::
 
-    PYTHONPATH=benchmarks .venv/bin/python benchmarks/validate_uva.py --images 1000
+    .venv/bin/python benchmarks/science/validate_uva.py --images 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 import harness
 import yaml
 from harness import table, timed
@@ -24,7 +26,7 @@ from harness import table, timed
 import zoorank.runtime  # noqa: F401  (loopback Ray environment)
 from zoorank.config import DEFAULT_METRICS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: ../shared beside the checkout (a worktree under /work/wt/<name> finds /work/shared too)
 SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
               ROOT.parent / "shared")
@@ -132,8 +134,8 @@ def main() -> None:
           *([args.note] if args.note else []), "",
           "Zoo: the eight checkpoints of ../shared/zoos/uva_cifar10 — four supervised "
           "classifiers (ResNet and ResNetPreAct 64-d, GoogleNet 128-d, DenseNet 184-d pooled "
-          "features; module code in benchmarks/uva_models.py, loaded strictly; top-1 checked by "
-          "benchmarks/uva_accuracy.py) and four convolutional autoencoders (64/128/256/384-d "
+          "features; module code in benchmarks/zoos/uva_models.py, loaded strictly; top-1 checked by "
+          "benchmarks/science/uva_accuracy.py) and four convolutional autoencoders (64/128/256/384-d "
           "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
           "", summary(out / "store")]
