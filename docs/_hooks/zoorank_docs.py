@@ -94,6 +94,7 @@ def _group_index(group: str, paths: list[Path]) -> str:
     for path in paths:
         h = _header(path.read_text())
         title = h["title"].split(" — ", 1)[-1] if " — " in h["title"] else h["title"]
+        title = re.sub(r"\s*\((?:issues?|contract) [^)]*\)", "", title)
         command = f"`{_cell(h['command'])}`" if h["command"] else "—"
         rows.append(f"| [{path.stem}]({path.stem}.md) | {title} | {h['date'] or '—'} | "
                     f"{('`' + h['commit'] + '`') if h['commit'] else '—'} | {command} |")
@@ -399,3 +400,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return GENERATORS[name]()
 
     return MARKER.sub(generate, markdown)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """reST roles in rendered docstrings (``:class:`x``` → ``x``): mkdocstrings keeps them as text."""
+    return re.sub(r":(?:mod|func|class|data|meth|attr|obj):(<code>)~?", r"\1", html)
