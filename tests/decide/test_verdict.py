@@ -158,7 +158,7 @@ def test_console_verdict_is_at_most_8_lines_within_100_columns(ranked, capsys):
     assert 6 <= len(lines) <= 8, lines
     assert all(len(line) <= PLAIN_WIDTH for line in lines), lines
     assert lines[0].startswith(f"Pick: {doc['pick']['model_id']} (rankme ")
-    assert lines[-1] == "Decision (the pick's checkpoint, for pipelines): /s/decision.json"
+    assert lines[-1] == "Checkpoint and verdict, as JSON: /s/decision.json"
     assert any(line.startswith("Next step: zoorank ask run.yaml --budget 200 (measured: ")
                for line in lines)
     assert "Few-label pick: digits: proj-b, p(best | labels) 0.81 after 60 labels" in lines

@@ -193,7 +193,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     top = doc.get("top_set") or {}
     if not pick:
         return ["Pick: none (no model could be ranked: see the failed models)",
-                f"Decision (for pipelines): {where}"]
+                f"Verdict, as JSON: {where}"]
     lines = []
     value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
              if pick.get("metric") else "")
@@ -235,7 +235,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
               f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")
     lines.append(detail + (report or f"`zoorank report {config or CONFIG}`"))
-    lines.append(f"Decision (the pick's checkpoint, for pipelines): {where}")
+    lines.append(f"Checkpoint and verdict, as JSON: {where}")
     return lines
 
 
