@@ -117,7 +117,7 @@ def _check_the_decision(result: dict, printed: str) -> None:
     assert len(verdict) <= 8
     tail = "".join(printed.split())
     assert tail.endswith("".join("".join(verdict).split()))  # wrapped or not, in this order
-    assert f"Next step: zoorank ask {result['config']} --budget " in printed.replace("\n", " ")
+    assert f"Next step: zoorank ask {result['config']} --budget " in " ".join(printed.split())
 
 
 def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):
