@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from zoorank.config import RunConfig
     from zoorank.store import Store
 
-__all__ = ["Result", "run", "open"]
+__all__ = ["Result", "run", "open", "validate"]
 
 #: a config as :func:`run` and :func:`open` take it: a YAML file, a mapping of its keys, or a
 #: validated :class:`~zoorank.config.RunConfig`.
@@ -104,8 +104,8 @@ class Result:
         Parameters
         ----------
         label_free : bool, default True
-            Only the label-free metrics; False adds the other ``<dataset>/<metric>`` columns
-            (the label oracle's accuracies, few-label scores, priors are not included).
+            Only the label-free metrics; False adds every other ``<dataset>/<metric>`` column (the
+            label oracle's accuracies, few-label scores).
 
         Returns
         -------
@@ -118,8 +118,8 @@ class Result:
 
         from zoorank.metrics import registry
 
-        datasets = set(self.settings.get("dataset_weights") or {}) | set(
-            self.settings.get("primary_metric") or {})
+        datasets = {c.split("/", 1)[1] for c in self.leaderboard.columns
+                    if c.startswith("rank/")} | set(self.settings.get("primary_metric") or {})
         # <dataset>/<metric> only: <dataset>/<metric>/rank and rank/<dataset> are ranks
         cols = [c for c in self.leaderboard.columns
                 if c.count("/") == 1 and c.split("/")[0] in datasets
@@ -305,6 +305,34 @@ def open(store_or_config: str | os.PathLike | Mapping | RunConfig) -> Result:  #
     return _read(Store(_as_config(target, {}).store))
 
 
+def validate(config: ConfigLike, **overrides: Any) -> RunConfig:
+    """The validated config that :func:`run` would run, without running anything.
+
+    Parameters
+    ----------
+    config : str, os.PathLike, Mapping or RunConfig
+        A YAML config file, a mapping of its keys, or a :class:`~zoorank.config.RunConfig`.
+    **overrides
+        Config keys, as :func:`run` takes them.
+
+    Returns
+    -------
+    RunConfig
+        The config with the overrides applied; every field has its default filled in.
+
+    Raises
+    ------
+    zoorank.errors.ConfigError
+        The config or an override is invalid; the message names the file and field.
+
+    Examples
+    --------
+    >>> zoorank.api.validate("cfg.yaml", rank={"confidence": 0.9}).rank.confidence  # doctest: +SKIP
+    0.9
+    """
+    return _as_config(config, overrides)
+
+
 # -- helpers ---------------------------------------------------------------------------------------
 def _is_config_file(target: str | os.PathLike) -> bool:
     text = os.fspath(target)
@@ -371,7 +399,8 @@ def _read(store: Store) -> Result:
         from zoorank.store.uris import join, redact
 
         report = redact(join(store.uri, report))
-    return Result(store=store.root if store.is_local else store.name, leaderboard=board, pick=pick, shortlist=shortlist,
+    return Result(store=store.root if store.is_local else store.name, leaderboard=board,
+                  pick=pick, shortlist=shortlist,
                   warnings=_warnings(board, settings, decision, tables[FAILED]),
                   report_path=report, decision=decision, settings=settings, _store=store)
 
