@@ -43,10 +43,11 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:
-    if name in _API:
+    if name in _API or name == "api":
         # by name: modules that read ``zoorank.__version__`` from any layer must not depend on
         # the API (top layer) through this package (import-linter follows static imports)
-        return getattr(importlib.import_module("zoorank.api"), name)
+        api = importlib.import_module("zoorank.api")
+        return api if name == "api" else getattr(api, name)
     raise AttributeError(f"module 'zoorank' has no attribute {name!r}")
 
 
