@@ -151,9 +151,10 @@ class Result:
         Notes
         -----
         The same table reads with ``deltalake.DeltaTable(uri).to_pandas()``, Polars
-        (``pl.read_delta``) or DuckDB (``delta_scan``); the ``metrics`` and ``oracle`` tables keep
-        the rows of earlier settings beside the current ones (their ``fingerprint`` tells them
-        apart): :meth:`metrics` holds only the values the leaderboard was built from.
+        (``pl.read_delta``) or DuckDB (over ``DeltaTable(uri).to_pyarrow_dataset()``). The
+        ``metrics`` and ``oracle`` tables keep the rows of earlier settings beside the current
+        ones (their ``fingerprint`` tells them apart): :meth:`metrics` holds only the values the
+        leaderboard was built from.
         """
         return self._opened().read_frame(name)
 
