@@ -224,7 +224,8 @@ def run(config: ConfigLike, *, address: str | None = None, **overrides: Any) -> 
     ----------
     config : str, os.PathLike, Mapping or RunConfig
         A YAML config file, a mapping of its keys, or a validated
-        :class:`~zoorank.config.RunConfig`.
+        :class:`~zoorank.config.RunConfig`. A file's relative paths are read as
+        ``zoorank run`` reads them; a mapping's are taken from the working directory.
     address : str, optional
         The Ray cluster to join (``auto``, ``ray://host:10001``); default: a local Ray started
         on demand (or the one ``RAY_ADDRESS`` names).
