@@ -115,8 +115,8 @@ def test_open_of_a_missing_path_raises_and_creates_nothing(tmp_path):
 # -- open: a hand-written store (no Ray) -----------------------------------------------------------
 @pytest.fixture
 def ranked_store(store_root):
-    """The rank fixtures' store after RANK (no decision.json: written directly, as before it
-    existed); returns (root, config)."""
+    """The rank fixtures' store after RANK, without decision.json (a store ranked before it was
+    written); returns (root, config)."""
     from rank_fixtures import config_dict
 
     from zoorank.config.loading import parse_config
@@ -128,6 +128,7 @@ def ranked_store(store_root):
     store = Store(config.store)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
                        store.read_frame("oracle"), show=False)
+    (store_root / "decision.json").unlink(missing_ok=True)
     return store_root, config
 
 
