@@ -68,16 +68,17 @@ class Result:
     decision : dict
         ``<store>/decision.json`` as a dict: the pick, the shortlist and its measured record,
         the expected regret, the next step, the top set, the few-label picks and the caveats
-        (keys in the docs' store reference). Empty for a store ranked before it was written.
+        (its keys: the decision.json reference page). Empty for a store ranked before it was
+        written.
     settings : dict
         The settings the leaderboard was built with (the metric that orders it per dataset,
         the aggregation, the top set's details).
 
     Examples
     --------
-    >>> result = zoorank.open("./zoorank-store")          # doctest: +SKIP
-    >>> result.leaderboard[["rank", "model_id", "p_best"]].head()  # doctest: +SKIP
-    >>> result.table("metrics").query("metric == 'rankme'")  # doctest: +SKIP
+    >>> result = zoorank.open("./zoorank-store")
+    >>> result.leaderboard[["rank", "model_id", "p_best"]].head()
+    >>> result.table("metrics").query("metric == 'rankme'")
     """
 
     store: str
@@ -252,8 +253,8 @@ def run(config: ConfigLike, *, address: str | None = None, **overrides: Any) -> 
 
     Examples
     --------
-    >>> result = zoorank.run("cfg.yaml", store="./store-a")  # doctest: +SKIP
-    >>> result.pick  # doctest: +SKIP
+    >>> result = zoorank.run("cfg.yaml", store="./store-a")
+    >>> result.pick
     'resnet18-lr0.3-s0'
     """
     from zoorank import pipeline
@@ -289,8 +290,8 @@ def open(store_or_config: str | os.PathLike | Mapping | RunConfig) -> Result:  #
 
     Examples
     --------
-    >>> zoorank.open("./zoorank-store").shortlist  # doctest: +SKIP
-    >>> zoorank.open("cfg.yaml").leaderboard.head()  # doctest: +SKIP
+    >>> zoorank.open("./zoorank-store").shortlist
+    >>> zoorank.open("cfg.yaml").leaderboard.head()
     """
     from zoorank.errors import InputError
     from zoorank.store import Store
@@ -329,7 +330,7 @@ def validate(config: ConfigLike, **overrides: Any) -> RunConfig:
 
     Examples
     --------
-    >>> zoorank.api.validate("cfg.yaml", rank={"confidence": 0.9}).rank.confidence  # doctest: +SKIP
+    >>> zoorank.api.validate("cfg.yaml", rank={"confidence": 0.9}).rank.confidence
     0.9
     """
     return _as_config(config, overrides)
