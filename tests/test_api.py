@@ -175,6 +175,18 @@ def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(
     assert "proj-b (rankme = 14.38 on digits)" in repr(result)
 
 
+@pytest.mark.parametrize("flags, pick", [
+    (["", "", ""], "a"),
+    (["duplicates", "", ""], "b"),                          # passed over for the first unflagged
+    (["collapsed", "failed:lidar", "duplicates"], "b"),     # all flagged: the first not blocking
+    (["collapsed", "non_finite", "collapsed"], "a"),         # all blocking: the first ranked
+])
+def test_a_store_without_decision_json_picks_as_the_decision_does(flags, pick):
+    board = pd.DataFrame({"model_id": ["a", "b", "c", "d"], "rank": [1.0, 2.0, 3.0, np.nan],
+                          "flags": [*flags, ""]})
+    assert zoorank.api._verdict(board, {}, {})[0] == pick
+
+
 def test_table_reads_every_delta_table_of_the_store(ranked_store):
     from deltalake import DeltaTable
 

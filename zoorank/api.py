@@ -55,8 +55,8 @@ class Result:
         columns), the rank interval (``rank_low``, ``rank_high``), ``p_best``, ``in_top_set`` and
         the health ``flags``.
     pick : str or None
-        The model id to take: the leaderboard's first model (``decision.json``'s ``pick``).
-        None when nothing could be ranked.
+        The model id to take (``decision.json``'s ``pick``): the leaderboard's first model
+        without a health flag. None when nothing could be ranked.
     shortlist : list of str
         The model ids to read first, best first: the shortlist rule's models
         (``decision.json``'s ``shortlist``).
@@ -418,12 +418,28 @@ def _verdict(board: pd.DataFrame, settings: Mapping[str, Any],
     if decision:  # null pick when nothing could be ranked
         pick = (decision.get("pick") or {}).get("model_id")
         listed = (decision.get("shortlist") or {}).get("models")
-    else:  # the board is in the leaderboard's order (flagged models below their rank peers)
-        pick = ranked["model_id"].iloc[0] if len(ranked) else None
-        listed = None
+    else:
+        pick, listed = _first_unflagged(ranked), None
     if listed is None:
         listed = shortlist_for(board, settings)["models"] if len(ranked) else []
     return (str(pick) if pick is not None else None), [str(m) for m in listed]
+
+
+def _first_unflagged(ranked: pd.DataFrame) -> str | None:
+    """The decision's rule for its pick: the first ranked model without a health flag; when every
+    one has a flag, the first without a blocking flag, then the first. Cost O(n log n)."""
+    from zoorank.metrics.health import BLOCKING
+
+    ranked = ranked.sort_values(["rank", "model_id"], kind="stable")
+    texts = ranked["flags"] if "flags" in ranked else [None] * len(ranked)
+    flags = [{f.split(":")[-1] for f in text.split(",") if f} if isinstance(text, str) else set()
+             for text in texts]
+    ids = [str(m) for m in ranked["model_id"]]
+    for accept in (lambda f: not f, lambda f: not (f & BLOCKING), lambda f: True):
+        chosen = next((m for m, f in zip(ids, flags) if accept(f)), None)
+        if chosen is not None:
+            return chosen
+    return None
 
 
 def _warnings(board: pd.DataFrame, settings: Mapping[str, Any], decision: Mapping[str, Any],
