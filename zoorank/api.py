@@ -61,8 +61,9 @@ class Result:
         The model ids to read first, best first: the shortlist rule's models
         (``decision.json``'s ``shortlist``).
     warnings : list of str
-        What to check before trusting the pick, one sentence each: the decision's caveats,
-        health flags, metrics that disagree, confounds, failed models.
+        What to check before trusting the pick, one sentence each: the decision's caveats
+        (health flags, metrics that disagree, confounds such as the embedding width), then the
+        failed models.
     report_path : str or None
         The HTML report (``<store>/report/index.html``), None when it was not written.
     decision : dict
@@ -444,19 +445,23 @@ def _first_unflagged(ranked: pd.DataFrame) -> str | None:
 
 def _warnings(board: pd.DataFrame, settings: Mapping[str, Any], decision: Mapping[str, Any],
               failed: pd.DataFrame) -> list[str]:
-    """The sentences to read before trusting the pick, each once, in this order: the decision's
-    caveats, health flags, metrics that disagree, a too-narrow spread, confounds, failures."""
-    detail = settings.get("decision") or {}
-    out = [str(c) for c in decision.get("caveats") or []]
-    flagged = list(detail.get("flagged") or [])
-    if flagged:
-        out.append(f"health flags on {len(flagged)} model(s): " + ", ".join(flagged[:6])
-                   + (" ..." if len(flagged) > 6 else "") + " (the leaderboard's flags column)")
-    if detail.get("metrics_agree") is False and detail.get("consensus_sentence"):
-        out.append(str(detail["consensus_sentence"]))
-    if detail.get("width_warning"):
-        out.append(str(detail["width_warning"]))
-    out += [str(c["sentence"]) for c in detail.get("confounds") or [] if c.get("sentence")]
+    """The sentences to read before trusting the pick, each once: ``decision.json``'s caveats
+    (else the same checks from the leaderboard's settings: health flags, metrics that disagree,
+    the width confound, other confounds), then the failed and unranked models."""
+    if decision:
+        out = [str(c) for c in decision.get("caveats") or []]
+    else:
+        detail = settings.get("decision") or {}
+        out = []
+        flagged = list(detail.get("flagged") or [])
+        if flagged:
+            out.append(f"health flags on {len(flagged)} model(s): " + ", ".join(flagged[:6])
+                       + (" ..." if len(flagged) > 6 else "") + " (the leaderboard's flags column)")
+        if detail.get("metrics_agree") is False and detail.get("consensus_sentence"):
+            out.append(str(detail["consensus_sentence"]))
+        if detail.get("width_warning"):
+            out.append(str(detail["width_warning"]))
+        out += [str(c["sentence"]) for c in detail.get("confounds") or [] if c.get("sentence")]
     if len(failed):
         models = list(dict.fromkeys(str(m) for m in failed["model_id"]))
         out.append(f"{len(failed)} failed or missing (model, dataset) entries, of "
