@@ -166,7 +166,8 @@ def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(
     root, _ = ranked_store
     doc = {"pick": {"model_id": "proj-b", "metric": "rankme", "value": 14.38, "dataset": "digits"},
            "shortlist": {"models": ["proj-b", "rot-0"]}, "caveats": ["a caveat"],
-           "schema_version": 1}
+           "disagreement": "2 of 2 label-free metrics put the pick first.",
+           "next_step": {"command": "zoorank ask CONFIG --budget 40"}, "schema_version": 1}
     write_decision(Store(str(root)), doc)
     result = zoorank.open(str(root))
     assert (result.pick, result.shortlist) == ("proj-b", ["proj-b", "rot-0"])
@@ -174,7 +175,11 @@ def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(
     # the caveats stand for the checks of the settings (here the width confound), failures follow
     assert result.warnings[0] == "a caveat" and len(result.warnings) == 2
     assert "broken" in result.warnings[1]
-    assert "proj-b (rankme = 14.38 on digits)" in repr(result)
+    shown = repr(result).splitlines()
+    assert "  pick:      proj-b (rankme = 14.38 on digits)" in shown
+    assert "  agreement: 2 of 2 label-free metrics put the pick first." in shown
+    assert "  next step: zoorank ask CONFIG --budget 40" in shown
+    assert "zoorank ask CONFIG --budget 40" in result._repr_html_()
 
 
 @pytest.mark.parametrize("flags, pick", [

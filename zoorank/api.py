@@ -182,11 +182,23 @@ class Result:
                 f" on {pick['dataset']})" if pick.get("dataset") else ")")
         return self.pick
 
+    def _decision_rows(self) -> list[tuple[str, str]]:
+        """(name, text) of decision.json's one-line answers: the metrics' agreement on the pick,
+        the next step."""
+        rows = []
+        if self.decision.get("disagreement"):
+            rows.append(("agreement", str(self.decision["disagreement"])))
+        step = self.decision.get("next_step") or {}
+        if step.get("command"):
+            rows.append(("next step", str(step["command"])))
+        return rows
+
     def __repr__(self) -> str:
         lines = [f"zoorank.Result: {self.store} ({self._ranked()} of {len(self.leaderboard)} "
                  "models ranked)",
                  f"  pick:      {self._pick_text()}",
                  f"  shortlist: {', '.join(self.shortlist) or 'none'}",
+                 *[f"  {name + ':':<10} {text}" for name, text in self._decision_rows()],
                  f"  warnings:  {len(self.warnings)}" + (" (.warnings)" if self.warnings else ""),
                  f"  report:    {self.report_path or 'not written'}"]
         return "\n".join(lines)
@@ -198,6 +210,7 @@ class Result:
             report = f'<a href="{esc(Path(self.report_path).as_uri())}">{report}</a>'
         rows = [("store", esc(self.store)), ("pick", f"<b>{esc(self._pick_text())}</b>"),
                 ("shortlist", esc(", ".join(self.shortlist) or "none")),
+                *[(name, esc(text)) for name, text in self._decision_rows()],
                 ("models", f"{self._ranked()} of {len(self.leaderboard)} ranked"),
                 ("report", report)]
         parts = ["<div><table>"]
