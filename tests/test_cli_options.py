@@ -89,6 +89,19 @@ def test_address_is_refused_where_nothing_starts_ray(argv, capsys):
     assert err.value.code == 2 and "unrecognized arguments: --address" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["run", "c.yaml", "--interval", "5"], "--interval: only with --watch"),
+    (["run", "c.yaml", "--until", "2h", "--settle", "1"], "--until, --settle: only with --watch"),
+    (["demo", "--data", "/x"], "--data: the digits are built in"),
+])
+def test_options_that_would_do_nothing_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as err:
+        main(argv)
+    err_text = capsys.readouterr().err
+    assert err.value.code == 2 and message in err_text
+    assert err_text.startswith(f"usage: zoorank {argv[0]} ")
+
+
 def test_the_epilog_lists_every_environment_variable():
     text = build_parser().format_help()
     assert "environment variables:" in text

@@ -26,6 +26,8 @@ from zoorank import __version__
 from zoorank.errors import EXIT_NOTHING_RANKED, NothingRankedError, ZoorankError
 
 STAGES = ("embed", "score", "rank", "report")
+#: ``run --watch``'s options when not given (they mean nothing without ``--watch``).
+WATCH_DEFAULTS = {"interval": 60.0, "settle": 30.0}
 #: every environment variable zoorank reads: (name, what it does). The epilog of ``zoorank
 #: --help`` and ``docs/reference/environment.md`` list them (a test keeps the three in step with
 #: the code).
@@ -131,14 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p, "the decision (the store's decision.json)")
     p.add_argument("--watch", action="store_true",
                    help="keep ranking: re-list the checkpoint globs and rank what is new")
-    p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
-                   help="--watch: seconds between polls (default: %(default)s)")
+    p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                   help=f"--watch: seconds between polls (default: {WATCH_DEFAULTS['interval']:g})")
     p.add_argument("--until", metavar="TIME|COUNT",
                    help="--watch: stop at a time (HH:MM, ISO, or 30m / 2h from now) or once "
                         "COUNT models are ranked (default: until Ctrl-C / SIGTERM)")
-    p.add_argument("--settle", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--settle", type=float, default=None, metavar="SECONDS",
                    help="--watch: a checkpoint younger than this, or whose size changed since "
-                        "the last poll, is not read yet (default: %(default)s)")
+                        f"the last poll, is not read yet (default: {WATCH_DEFAULTS['settle']:g})")
     for stage in STAGES:
         p = _subparser(sub, stage, help=f"the {stage.upper()} stage only")
         _add_config(p)
@@ -256,6 +258,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the config file to write (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return parser
+
+
+def _check_combinations(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Options that would do nothing in this combination are usage errors (exit 2)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices.get(args.command, parser)  # its usage line in the message
+    if args.command == "run":
+        given = [f"--{k}" for k in ("interval", "until", "settle") if getattr(args, k) is not None]
+        if given and not args.watch:
+            parser.error(f"{', '.join(given)}: only with --watch")
+        for key, value in WATCH_DEFAULTS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
+    if args.command == "demo" and args.data and args.dataset == "digits":
+        parser.error("--data: the digits are built in; --data is for --dataset cifar10 or "
+                     "fashion_mnist")
 
 
 def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
@@ -572,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    _check_combinations(parser, args)
     args.debug = bool(getattr(args, "debug", False))
     args.quiet = bool(getattr(args, "quiet", False))
     as_json = bool(getattr(args, "json", False))
