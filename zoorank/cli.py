@@ -383,7 +383,10 @@ def _decision(config: Any) -> dict[str, Any]:
     from zoorank.decide.leaderboard import read_leaderboard
 
     board, _ = read_leaderboard(store)
-    rows = [] if board is None else board.head(10).reset_index().to_dict("records")
+    top = None if board is None else board.head(10)
+    if top is not None and "model_id" not in top.columns:
+        top = top.reset_index()
+    rows = [] if top is None else top.to_dict("records")
     return {"pick": ({"model_id": rows[0].get("model_id")} if rows else None),
             "leaderboard": rows, "store": uris.redact(config.store),
             "leaderboard_csv": store.uri_of("leaderboard.csv"),
