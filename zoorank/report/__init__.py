@@ -58,7 +58,7 @@ from zoorank.decide.verdict import build_decision, read_decision
 from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
-from zoorank.report.page import Image, Plot, Section, Table, page_images, render_page
+from zoorank.report.page import Image, Plot, Section, Table, page_images, render_page, walk
 from zoorank.report.plots import (
     MAX_RANK_CHART_MODELS,
     MAX_RELIABILITY_HISTOGRAMS,
@@ -190,6 +190,9 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     if len(failed):
         console.print(f"{len(failed)} failed or missing (model, dataset) entries (listed in the "
                       "report)", style="yellow")
+    interactive = sum(len(s.plots) for s in walk(sections))
+    console.print(f"report: written ({len(images)} images, {interactive} interactive plots)",
+                  markup=False, highlight=False)
     print_verdict(decision, report=where, store=store.name)
     return where
 
