@@ -486,5 +486,5 @@ def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoint
             heads[current] = line.removeprefix("  head: ")
     assert heads == {"cls": "timm forward_head, 10 classes", "off": "off (head: false)",
                      "init": "none (seeded random init: no trained head)",
-                     "py": "python head_attribute, 7 classes"}
+                     "py": "python: head (found), 7 classes"}
     assert "classifier head: fc.weight → 10 classes" in zoorank("inspect", checkpoints["cls10"])

@@ -119,8 +119,10 @@ class ModelSpec(Strict):
     #: the classifier head (:mod:`zoorank.zoo.label_space`): None (default) keeps a trained head
     #: whose outputs line up with a dataset's classes (torchscript: none unless declared); true
     #: keeps it and makes a head that does not line up a config error; false drops it (features
-    #: only, as before heads were kept). ``embed.heads: false`` turns every head off.
-    head: bool | None = None
+    #: only, as before heads were kept); a python model's classifier submodule by its dotted path
+    #: (``fc``, ``classifier.3``, ``output_net.2``) or method name (:mod:`zoorank.zoo.heads`), as
+    #: true otherwise. ``embed.heads: false`` turns every head off.
+    head: bool | Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.\w+)*$", max_length=200)] | None = None
     #: per dataset name: how its classes map to the head's outputs, ``{class name or index: head
     #: output index}`` (every class mapped), or ``imagenet`` (WordNet ids into ImageNet-1k's order).
     label_map: dict[Name, dict[str | int, Annotated[int, Field(ge=0)]] | Literal["imagenet"]] = (
@@ -135,6 +137,14 @@ class ModelSpec(Strict):
             # timm architecture names make a readable default id; others need one.
             raise ValueError("'id' is required unless 'checkpoint' is a glob or source is timm")
         return self
+
+    @field_validator("head", mode="before")
+    @classmethod
+    def _head_words(cls, value: Any) -> Any:
+        # "true"/"false" quoted in YAML are the booleans, not submodules of those names
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        return value
 
 
 class FromTuneSpec(Strict):

@@ -107,6 +107,26 @@ def check_heads(entries: Sequence[Entry]) -> None:
             head_columns(space, outputs, e.model.model_id)
 
 
+def print_head_notes(entries: Sequence[Entry]) -> None:
+    """One line per distinct head choice of the python models, and a warning for each that looks
+    like a classifier ranked by its features (:func:`zoorank.zoo.heads.head_notes`)."""
+    from zoorank.console import output_console
+    from zoorank.zoo.heads import head_notes
+
+    lines, warnings = head_notes(
+        (e.model, e.dataset, len(e.label_space.classes) if e.label_space is not None
+         and e.label_space.classes else None) for e in entries)
+    if not lines and not warnings:
+        return
+    from rich.text import Text
+
+    console = output_console()
+    for line in lines:
+        console.print(Text(line))
+    for line in warnings:
+        console.print(Text(f"warning: {line}", style="yellow"))
+
+
 def label_space_errors(rows: pd.DataFrame) -> None:
     """Raise ConfigError (exit 2) naming each failed entry whose head's label space does not fit
     its dataset (recorded by the worker as ``ConfigError: dataset ..., model ...: ...``); the
@@ -143,6 +163,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         precision = res.precision
     entries = catalog.plan_entries(precision)
     check_heads(entries)
+    print_head_notes(entries)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}

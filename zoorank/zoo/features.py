@@ -39,8 +39,12 @@ class _LayerReached(Exception):
 
 #: how a head is run (:class:`FeatureExtractor`'s ``head``): timm's ``forward_features`` +
 #: ``forward_head``; a transformers ``*ForImageClassification``; a python module's
-#: ``forward_features``/``forward_head`` or ``head`` attribute; a torchscript (features, logits).
-HEAD_KINDS = ("timm", "transformers", "forward_head", "head_attribute", "torchscript")
+#: ``forward_features``/``forward_head``, a submodule (``module:<dotted path>``) or a method
+#: (``method:<name>``) (:mod:`zoorank.zoo.heads`); a torchscript (features, logits).
+HEAD_KINDS = ("timm", "transformers", "forward_head", "module:<path>", "method:<name>",
+              "torchscript")
+#: the head's key before submodules could be named: the submodule ``head``.
+_LEGACY_KEYS = {"head_attribute": "module:head"}
 
 
 class FeatureExtractor(nn.Module):
@@ -66,28 +70,45 @@ class FeatureExtractor(nn.Module):
         self.source = source
         self.pooling = pooling
         self.layer = layer
+        head = _LEGACY_KEYS.get(head, head) if head else head
         self.head = head
         self.forward_kwargs = dict(forward_kwargs or {})
         self._captured: list[Any] = []
         self._head_io: list[Any] = []
+        #: a python model's head as a callable (a submodule, or the model's bound method)
+        self._head_fn: Any = None
         if layer is not None:
             model.get_submodule(layer).register_forward_hook(self._capture)
         if head == "transformers":  # the base model's output, pooled as without a head
             model.base_model.register_forward_hook(self._capture_head_io)
-        elif head == "head_attribute":
-            model.head.register_forward_hook(self._capture_head_io, with_kwargs=False)
-            model.head.register_forward_pre_hook(self._capture_head_input)
+        elif head and head.startswith("module:"):
+            self._head_fn = model.get_submodule(head.removeprefix("module:"))
+            self._head_fn.register_forward_hook(self._capture_head_call)
+        elif head and head.startswith("method:"):
+            name = head.removeprefix("method:")
+            self._head_fn = getattr(model, name)
+            # an instance attribute shadows the class's method: the forward's self.<name>(z)
+            # calls the wrapper, which records the call (the module is this extractor's own)
+            object.__setattr__(model, name, self._method_wrapper(self._head_fn))
 
     def _capture(self, module: nn.Module, args: Any, output: Any) -> None:
         self._captured.append(output)
         if self.head is None:
             raise _LayerReached
 
-    def _capture_head_input(self, module: nn.Module, args: Any) -> None:
-        self._head_io.append(args[0] if args else None)
-
     def _capture_head_io(self, module: nn.Module, args: Any, output: Any) -> None:
         self._head_io.append(output)
+
+    def _capture_head_call(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._head_io.append((args[0] if args else None, output))
+
+    def _method_wrapper(self, bound: Any) -> Any:
+        def head(*args: Any, **kwargs: Any) -> Any:
+            out = bound(*args, **kwargs)
+            self._head_io.append((args[0] if args else next(iter(kwargs.values()), None), out))
+            return out
+
+        return head
 
     def _run(self, x: torch.Tensor) -> Any:
         if self.source == "transformers":
@@ -136,11 +157,14 @@ class FeatureExtractor(nn.Module):
         if head == "transformers":
             logits = self._run(x).logits
             return self._pool_transformers(self._head_io[0]), logits
-        if head == "head_attribute":
-            self._run(x)
-            if len(self._head_io) < 2:
-                raise CheckpointError("the model's head did not run in its forward pass")
-            return pool_features(self._head_io[0]), self._head_io[1]
+        if self._head_fn is not None:
+            out = self._run(x)
+            if self._head_io:  # the head's first call in the forward: (features, logits)
+                features, logits = self._head_io[0]
+                return pool_features(features), logits
+            # a forward that returns the features: the head takes them (the same single pass)
+            feats = pool_features(out)
+            return feats, self._head_fn(feats)
         out = self._run(x)  # torchscript declared head: true → (features, logits)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckpointError("head: true declares that the torchscript module returns "
