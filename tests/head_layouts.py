@@ -77,6 +77,19 @@ class FirstLayerFc(nn.Module):
         return self.out(torch.relu(self.fc(x.flatten(1))))
 
 
+class DataDependent(MethodHead):
+    """A forward that branches on a value (``.item()``): it cannot run on the meta device, so its
+    head is found by the worker's own forward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.trunk(x)
+        return self.head(z if float(z.abs().sum().item()) >= 0 else -z)
+
+
+def data_dependent(width: int = 8, classes: int = 10) -> nn.Module:
+    return DataDependent(width, classes)
+
+
 def method_head(width: int = 8, classes: int = 10) -> nn.Module:
     return MethodHead(width, classes)
 

@@ -242,13 +242,19 @@ def test_a_required_head_that_maps_to_no_class_is_a_config_error(ray_session, sh
     with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'ten-classes'.*10 outputs"):
         run_embed(early)
     assert Store(early.store).read_manifest().empty
-    # a head whose width only its forward tells: the entry fails, then EMBED raises
-    late = config("late", {"id": "seq-head", "source": "python",
+    # a Sequential head declares no width: its forward on the meta device tells, before too
+    meta = config("meta", {"id": "seq-head", "source": "python",
                            "name": "head_factories:headed_cnn",
                            "model_kwargs": {"sequential": True}})
     with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'seq-head'.*10 outputs"):
+        run_embed(meta)
+    assert Store(meta.store).read_manifest().empty
+    # a head whose width only a real forward tells: the entry fails, then EMBED raises
+    late = config("late", {"id": "data-dependent", "source": "python",
+                           "name": "head_layouts:data_dependent"})
+    with pytest.raises(ConfigError, match=r"dataset 'tiny', model 'data-dependent'.*10 outputs"):
         run_embed(late)
-    row = _manifest_row(late, "tiny", "seq-head")
+    row = _manifest_row(late, "tiny", "data-dependent")
     assert row["status"] == "failed" and "ConfigError" in row["error"]
 
 
