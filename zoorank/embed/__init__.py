@@ -122,9 +122,9 @@ def print_head_notes(entries: Sequence[Entry]) -> None:
 
     console = output_console()
     for line in lines:
-        console.print(Text(line))
+        console.print(Text(line), soft_wrap=True)
     for line in warnings:
-        console.print(Text(f"warning: {line}", style="yellow"))
+        console.print(Text(f"warning: {line}", style="yellow"), soft_wrap=True)
 
 
 def label_space_errors(rows: pd.DataFrame) -> None:

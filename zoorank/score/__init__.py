@@ -154,7 +154,7 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     _drop_stale(store, plan, metrics)
     skipped = skipped_line(config, models)
     if skipped:  # metrics the config makes impossible: one line, no rows, no failure flags
-        console.print(f"score: {skipped}", markup=False, highlight=False)
+        console.print(f"score: {skipped}", markup=False, highlight=False, soft_wrap=True)
     state = {(r.dataset, r.model_id): r.status for r in manifest.itertuples(index=False)}
     for dataset, mid in plan.missing:
         why = {"pending": "its embedding was interrupted (pending)",
