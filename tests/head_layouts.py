@@ -77,17 +77,21 @@ class FirstLayerFc(nn.Module):
         return self.out(torch.relu(self.fc(x.flatten(1))))
 
 
-class DataDependent(MethodHead):
-    """A forward that branches on a value (``.item()``): it cannot run on the meta device, so its
-    head is found by the worker's own forward."""
+class UnusedProjector(nn.Module):
+    """A self-supervised encoder: ``forward`` returns the features; its ``head`` is a projector
+    that only training calls (no classifier)."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.trunk = _trunk(width)
+        self.head = nn.Sequential(nn.Linear(width, 16), nn.ReLU(), nn.Linear(16, 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.trunk(x)
-        return self.head(z if float(z.abs().sum().item()) >= 0 else -z)
+        return self.trunk(x)
 
 
-def data_dependent(width: int = 8, classes: int = 10) -> nn.Module:
-    return DataDependent(width, classes)
+def unused_projector(width: int = 8) -> nn.Module:
+    return UnusedProjector(width)
 
 
 def method_head(width: int = 8, classes: int = 10) -> nn.Module:

@@ -19,7 +19,7 @@ from torch import nn
 from zoorank.config import RunConfig
 from zoorank.errors import ConfigError
 from zoorank.zoo import load_model, resolve_models
-from zoorank.zoo.heads import head_notes
+from zoorank.zoo.heads import head_choices, head_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 UVA = REPO.parent / "shared" / "zoos" / "uva_cifar10" / "classifiers"
@@ -126,25 +126,50 @@ def test_hand_written_layouts_give_the_modules_own_features_and_logits(tmp_path,
         torch.testing.assert_close(logits, logits_of(reference, x))
 
 
+def _done(model_id: str, dim: int, logit_dim: int = 0, dataset: str = "cifar10") -> dict:
+    """A manifest row of a done entry, as EMBED writes it."""
+    return {"dataset": dataset, "model_id": model_id, "status": "done", "dim": dim,
+            "logit_dim": logit_dim}
+
+
 def test_an_fc_that_is_a_first_layer_is_no_head_and_the_classifier_gets_a_warning(tmp_path):
     from head_layouts import first_layer_fc
 
     resolved = _resolve(tmp_path, name="head_layouts:first_layer_fc", input_size=16)
     search = resolved.head_search
-    assert search.layout is None and search.checked and search.output_width == 10
+    assert search.layout is None and search.checked  # fc is not the last Linear: out is
     reference = _seeded(first_layer_fc)
     x = _x(size=16)
     feats, logits = _run(resolved, x)
     assert logits is None
     with torch.no_grad():
         torch.testing.assert_close(feats, reference(x))  # ranked by its output, as before
-    lines, warnings = head_notes([(resolved, "cifar10", 10)])
-    assert lines == ["heads: none found (no forward_head, head, fc or classifier): 1 python "
-                     "model(s) (m)"]
-    (warning,) = warnings
+    assert head_choices([resolved]) == [
+        "heads: none found (no forward_head, head, fc or classifier): 1 python model(s) (m)"]
+    (warning,) = head_warnings({"m": resolved}, [_done("m", 10)], {"cifar10": 10})
     assert "model m" in warning and "its output has 10 values" in warning
     assert "head: out" in warning and "head: false" in warning
-    assert head_notes([(resolved, "other", 7)])[1] == []  # 7 classes: no look-alike
+    assert head_warnings({"m": resolved}, [_done("m", 10)], {"cifar10": 7}) == []
+
+
+def test_a_found_head_the_forward_does_not_run_is_dropped_by_the_first_forward(tmp_path):
+    from head_layouts import unused_projector
+
+    resolved = _resolve(tmp_path, name="head_layouts:unused_projector")
+    assert resolved.head_search.key == "module:head"  # found by its name ...
+    net = load_model(resolved)
+    reference = _seeded(unused_projector)
+    x = _x()
+    with torch.no_grad():
+        for _ in range(2):  # ... dropped by the first forward, for good
+            feats, logits = net.features_and_logits(x)
+            assert logits is None
+            torch.testing.assert_close(feats, reference(x))
+    assert net.head_dropped == "head: it does not run in the forward"
+    (warning,) = head_warnings({"m": resolved}, [_done("m", 8)], {"cifar10": 4})
+    assert warning.startswith("model m: head (found) is not its classifier")
+    assert "head: head.2" in warning  # its last Linear with 4 outputs
+    assert head_warnings({"m": resolved}, [_done("m", 8, logit_dim=4)], {"cifar10": 4}) == []
 
 
 # -- head: <name> ---------------------------------------------------------------------------------
@@ -168,7 +193,8 @@ def test_a_named_head_the_forward_does_not_run_takes_the_forwards_features(tmp_p
     auto = _resolve(tmp_path, **spec)
     assert auto.head_search.layout is None  # output_net is no name looked for
     # ... but the warning names it for a 10-class dataset
-    assert "head: output_net.2" in head_notes([(auto, "cifar10", 10)])[1][0]
+    (warning,) = head_warnings({"m": auto}, [_done("m", 128)], {"cifar10": 10})
+    assert "its Linear output_net.2 has 10 outputs" in warning and "(head: output_net.2)" in warning
     resolved = _resolve(tmp_path, **spec, head="output_net.2")
     assert resolved.head_search.key == "module:output_net.2"
     assert resolved.head_search.layout.describe() == "output_net.2 (named by head:)"
@@ -189,8 +215,10 @@ def test_a_head_name_that_is_no_submodule_is_a_config_error_listing_the_linears(
     text = str(err.value)
     assert "models[0] (m)" in text and "'classifer.4'" in text
     assert "classifier.4 (10 outputs)" in text and "classifier.1 (12 outputs)" in text
-    with pytest.raises(ConfigError, match="head: 'trunk.0'.*Linear"):  # a conv: no 2-D output
-        _resolve(tmp_path, name="head_layouts:method_head", head="trunk.0")
+    # a conv: a submodule, but its first forward gives no (batch, classes) output
+    conv = _resolve(tmp_path, name="head_layouts:method_head", head="trunk.0")
+    with pytest.raises(ConfigError, match=r"model m: head: 'trunk.0' neither runs .*\(2, 8, 32, 32\)"):
+        _run(conv, _x(2))
     with pytest.raises(ConfigError, match="no classifier head was found.*head: out"):
         _resolve(tmp_path, name="head_layouts:first_layer_fc", input_size=16, head=True)
     config = RunConfig.model_validate({

@@ -107,24 +107,26 @@ def check_heads(entries: Sequence[Entry]) -> None:
             head_columns(space, outputs, e.model.model_id)
 
 
-def print_head_notes(entries: Sequence[Entry]) -> None:
-    """One line per distinct head choice of the python models, and a warning for each that looks
-    like a classifier ranked by its features (:func:`zoorank.zoo.heads.head_notes`)."""
-    from zoorank.console import output_console
-    from zoorank.zoo.heads import head_notes
-
-    lines, warnings = head_notes(
-        (e.model, e.dataset, len(e.label_space.classes) if e.label_space is not None
-         and e.label_space.classes else None) for e in entries)
-    if not lines and not warnings:
-        return
+def print_head_notes(entries: Sequence[Entry], rows: pd.DataFrame | None = None) -> None:
+    """Before the run (``rows`` None): one line per distinct head choice of the python models;
+    after it (the run's manifest ``rows``): a warning for each python model that looks like a
+    classifier ranked by its features (:mod:`zoorank.zoo.heads`)."""
     from rich.text import Text
 
+    from zoorank.console import output_console
+    from zoorank.zoo.heads import head_choices, head_warnings
+
+    if rows is None:
+        lines = head_choices({e.model.model_id: e.model for e in entries}.values())
+    else:
+        classes = {e.dataset: len(e.label_space.classes) for e in entries
+                   if e.label_space is not None and e.label_space.classes}
+        lines = [f"warning: {w}" for w in head_warnings(
+            {e.model.model_id: e.model for e in entries},
+            rows.to_dict("records") if not rows.empty else [], classes)]
     console = output_console()
     for line in lines:
-        console.print(Text(line), soft_wrap=True)
-    for line in warnings:
-        console.print(Text(f"warning: {line}", style="yellow"), soft_wrap=True)
+        console.print(Text(line, style="yellow" if rows is not None else ""), soft_wrap=True)
 
 
 def label_space_errors(rows: pd.DataFrame) -> None:
@@ -237,6 +239,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 release_gpu_request()
         store.compact_table(MANIFEST)  # few files and a checkpointed log for every reader
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
+    print_head_notes(entries, out)
     label_space_errors(out)
     from zoorank.zoo import describe_preprocessing
 

@@ -29,39 +29,36 @@ from zoorank.zoo.label_space import heads_wanted
 from zoorank.zoo.specs import python_factory
 
 if TYPE_CHECKING:
+    from zoorank.zoo.heads import HeadLayout
     from zoorank.zoo.resolve import ResolvedModel
 
 
 _INIT_SEED = 0
 
 
-def python_head(resolved: ResolvedModel, model: nn.Module) -> str | None:
-    """How a built python model's head runs (a :attr:`HeadLayout.key
-    <zoorank.zoo.heads.HeadLayout.key>`), or None without one: the driver's choice
-    (:attr:`ResolvedModel.head_search`), else (the model could not be built on the meta device
-    there) :func:`~zoorank.zoo.heads.search_head` with one forward of a zero input here. A name
-    that is no usable head is a ConfigError naming the model."""
+def python_head(resolved: ResolvedModel, model: nn.Module) -> HeadLayout | None:
+    """A built python model's head (:mod:`zoorank.zoo.heads`), or None without one: the driver's
+    choice (:attr:`ResolvedModel.head_search`), else (the factory could not be built on the meta
+    device there) :func:`~zoorank.zoo.heads.search_head` on the built model here. Its first
+    forward checks it (:class:`FeatureExtractor`). A name that is no submodule or method is a
+    ConfigError naming the model."""
     from zoorank.errors import ConfigError
     from zoorank.zoo.heads import HeadNameError, search_head
 
-    spec = resolved.spec
     search = resolved.head_search
     if search is None or not search.checked:
-        size = resolved.geometry.input_size
         try:
-            search = search_head(model.eval(), spec.head, torch.zeros(2, 3, size, size))
+            search = search_head(model, resolved.spec.head)
         except HeadNameError as err:
             raise ConfigError(f"model {resolved.model_id}: {err}") from None
     layout = search.layout
-    if layout is None:
-        return None
-    if layout.kind == "module":
+    if layout is not None and layout.kind == "module":
         try:
             model.get_submodule(layout.name)
         except AttributeError:
             raise CheckpointError(f"model {resolved.model_id}: its head {layout.name!r} is not "
                                   "a submodule of the built model") from None
-    return layout.key
+    return layout
 
 
 @contextlib.contextmanager
@@ -226,8 +223,10 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
                              state=state)
         except CheckpointError as err:
             raise CheckpointError(f"model {resolved.model_id}: {err}") from None
+    named = False
     if spec.source == "python" and heads_wanted(spec):
-        head = python_head(resolved, model)
+        layout = python_head(resolved, model)
+        head, named = (layout.key, layout.declared) if layout is not None else (None, False)
     if spec.layer is not None:
         _check_layer(model, spec)
     extractor = FeatureExtractor(
@@ -237,6 +236,8 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
         layer=spec.layer,
         forward_kwargs=forward_kwargs,
         head=head,
+        head_named=named,
+        model_id=resolved.model_id,
     )
     extractor.eval().requires_grad_(False)
     return extractor.to(device)

@@ -64,6 +64,8 @@ class FeatureExtractor(nn.Module):
         layer: str | None = None,
         forward_kwargs: dict[str, Any] | None = None,
         head: str | None = None,
+        head_named: bool = False,
+        model_id: str | None = None,
     ) -> None:
         super().__init__()
         self.model = model
@@ -77,6 +79,13 @@ class FeatureExtractor(nn.Module):
         self._head_io: list[Any] = []
         #: a python model's head as a callable (a submodule, or the model's bound method)
         self._head_fn: Any = None
+        #: the python head was named by ``head: NAME`` (else found by layout): the first forward
+        #: checks it (:meth:`_python_head`)
+        self._head_named = head_named
+        self._head_checked = False
+        #: why the first forward did not keep a found head (None: kept, or none)
+        self.head_dropped: str | None = None
+        self.model_id = model_id
         if layer is not None:
             model.get_submodule(layer).register_forward_hook(self._capture)
         if head == "transformers":  # the base model's output, pooled as without a head
@@ -158,18 +167,50 @@ class FeatureExtractor(nn.Module):
             logits = self._run(x).logits
             return self._pool_transformers(self._head_io[0]), logits
         if self._head_fn is not None:
-            out = self._run(x)
-            if self._head_io:  # the head's first call in the forward: (features, logits)
-                features, logits = self._head_io[0]
-                return pool_features(features), logits
-            # a forward that returns the features: the head takes them (the same single pass)
-            feats = pool_features(out)
-            return feats, self._head_fn(feats)
+            return self._python_head(self._run(x))
         out = self._run(x)  # torchscript declared head: true → (features, logits)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckpointError("head: true declares that the torchscript module returns "
                                   f"(features, logits); it returned {type(out).__name__}")
         return pool_features(out[0]), out[1]
+
+    def _python_head(self, out: Any) -> tuple[torch.Tensor, Any]:
+        """(features, logits) of a python model's forward output ``out``: the head's first call in
+        the forward (its input, its output), else (a forward that returns the features) the head
+        applied to the pooled output. The first forward checks the head (:mod:`.heads`): a found
+        submodule must run and give a 2-D output the forward returns, a found method must give a
+        2-D output; one that does not is dropped (features only, :attr:`head_dropped` says why); a
+        named head that does neither is a ConfigError."""
+        call = self._head_io[0] if self._head_io else None
+        if call is not None:
+            feats, logits = pool_features(call[0]), call[1]
+        elif self._head_named or self.head.startswith("method:") or self._head_checked:
+            feats = pool_features(out)
+            try:
+                logits = self._head_fn(feats)
+            except Exception as err:  # noqa: BLE001 - checked below: not this model's head
+                if self._head_checked:
+                    raise
+                logits = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        else:
+            feats, logits = pool_features(out), "it does not run in the forward"
+        if not self._head_checked:
+            self._head_checked = True
+            why = _head_mismatch(logits, out, strict=call is not None and not self._head_named
+                                 and self.head.startswith("module:"))
+            if why is not None:
+                name = self.head.split(":", 1)[1]
+                if self._head_named:
+                    from zoorank.errors import ConfigError
+
+                    who = f"model {self.model_id}: " if self.model_id else ""
+                    raise ConfigError(f"{who}head: {name!r} neither runs in the model's forward "
+                                      f"with a (batch, classes) output nor takes its output "
+                                      f"({why})")
+                self.head_dropped = f"{name}: {why}"
+                self.head, self._head_fn = None, None
+                return pool_features(out), None
+        return feats, logits
 
     def _pool_transformers(self, out: Any) -> torch.Tensor:
         if self.pooling == "pooler":
@@ -183,6 +224,31 @@ class FeatureExtractor(nn.Module):
         if hidden.ndim == 4:
             return hidden.mean(dim=(2, 3)).float()
         return (hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1)).float()
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, Mapping):
+        return [v for v in out.values() if isinstance(v, torch.Tensor)]
+    if isinstance(out, (tuple, list)):
+        return [v for v in out if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _head_mismatch(logits: Any, out: Any, strict: bool) -> str | None:
+    """Why ``logits`` (a head's output, or the reason it has none) are not a classifier's for a
+    model whose forward returned ``out``, or None: they must be a 2-D tensor and, ``strict`` (a
+    submodule found by name that ran), one of the tensors the forward returns (by shape)."""
+    if isinstance(logits, str):
+        return logits
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        return f"its output is {shape}, not (batch, classes)"
+    if strict and tuple(logits.shape) not in {tuple(t.shape) for t in _tensors(out)}:
+        return (f"its output {tuple(logits.shape)} is not what the forward returns "
+                f"({[tuple(t.shape) for t in _tensors(out)]})")
+    return None
 
 
 def _takes_pre_logits(model: nn.Module) -> bool:

@@ -15,15 +15,17 @@ logits its output, from one forward of the model (a forward hook on the submodul
 around the method). A head the forward does not call (a ``forward`` that returns the features) is
 applied to the forward's pooled output instead: the same single pass through the trunk.
 
-A found head is checked by one forward on the meta device (no memory, no weights; input
-``2 × 3 × input_size²``): a submodule must run in that forward and give a 2-D output the forward
-returns; a method must either do that or take the forward's pooled output. The first candidate
-that passes is the head. A named head must run or take the output, else it is a config error that
-lists the model's ``nn.Linear`` submodules. Where the model cannot be built or run on the meta
-device, the check happens on the worker with one real forward of a zero input instead.
+The search reads the model's structure only: on the driver from a meta-device build (no memory,
+no weights; the factory runs, the forward never does), else on the worker from the built model.
+What only a forward tells is checked by the model's first forward where it embeds
+(:class:`zoorank.zoo.features.FeatureExtractor`): a submodule found by name must run and give a
+2-D output that the forward returns (an MLP's first layer named ``fc`` does not: the model keeps
+its features only), a found method must run or take the forward's output, and a named head that
+does neither is a config error. User code never runs a forward on the driver: a forward may
+sleep, write files or kill its process, and the worker's failure contract covers that.
 
-Costs: one meta-device build and forward per distinct (factory, kwargs, head, input size) on the
-driver (cached per process); nothing per image.
+Costs: one meta-device build per distinct (factory, kwargs, head) on the driver (cached per
+process); nothing per image.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import difflib
 import inspect as _inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -79,14 +81,14 @@ class HeadLayout:
 class HeadSearch:
     """What the driver found of a python model's head before anything runs.
 
-    ``layout`` None: no head (or, with ``checked`` false, not known until the model runs on its
-    worker: ``reason`` says why). ``output_width``: the width of the forward's pooled output;
-    ``linears``: (dotted path, outputs) of the model's ``nn.Linear`` submodules, in module order.
+    ``layout`` None: no head (or, with ``checked`` false, not known until the model is built on
+    its worker: ``reason`` says why); a found layout is still checked by the model's first forward
+    there (module docstring). ``linears``: (dotted path, outputs) of the model's ``nn.Linear``
+    submodules, in module order.
     """
 
     layout: HeadLayout | None
     checked: bool = True
-    output_width: int | None = None
     linears: tuple[tuple[str, int], ...] = ()
     reason: str = ""
 
@@ -103,8 +105,8 @@ class HeadSearch:
         if self.layout is not None:
             return self.layout.describe()
         if not self.checked:
-            return f"decided when the model runs ({self.reason})" if self.reason else \
-                "decided when the model runs"
+            return f"looked for when the model is built ({self.reason})" if self.reason else \
+                "looked for when the model is built"
         return "none found (no forward_head, head, fc or classifier)"
 
     def candidate(self, classes: int | None = None) -> str | None:
@@ -157,14 +159,22 @@ def _classes_of(module: nn.Module | None) -> int | None:
 
 
 def auto_candidates(model: nn.Module) -> list[HeadLayout]:
-    """The layouts :data:`AUTO_NAMES` point at, in order (before any forward checks them)."""
+    """The layouts :data:`AUTO_NAMES` point at, in order (before any forward checks them).
+
+    ``fc`` and ``classifier`` count only where their Linear (the submodule, or the last Linear
+    inside it) is the model's last ``nn.Linear``, as a classifier is: an MLP's first layer named
+    ``fc`` is not a head. O(modules)."""
+    linears = [p for p, _ in linear_modules(model)]
     out: list[HeadLayout] = []
     for name in AUTO_NAMES:
         value = model._modules.get(name) if name in model._modules else getattr(model, name, None)
         if _is_head_module(value):
             path = name
-            if name != "head" and not isinstance(value, nn.Linear):
-                path = _last_linear(value, name) or name  # a Sequential classifier: its last Linear
+            if name != "head":
+                if not isinstance(value, nn.Linear):  # a Sequential classifier: its last Linear
+                    path = _last_linear(value, name) or name
+                if path in linears and path != linears[-1]:
+                    continue
             out.append(HeadLayout("module", path, classes=_classes_of(_submodule(model, path))))
         elif name == "head" and _method(model, name) is not None:
             out.append(HeadLayout("method", name))
@@ -196,128 +206,14 @@ def linear_text(linears: Iterable[tuple[str, int]]) -> str:
     return f"its Linear submodules, last first: {shown}" + (f" (+{more} more)" if more > 0 else "")
 
 
-@dataclass
-class _Probe:
-    """What one forward showed: the outputs of each hooked candidate, the forward's output."""
-
-    calls: dict[str, Any] = field(default_factory=dict)
-    output: Any = None
-    error: str | None = None
-
-
-def _tensors(out: Any) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, Mapping):
-        return [v for v in out.values() if isinstance(v, torch.Tensor)]
-    if isinstance(out, (tuple, list)):
-        return [v for v in out if isinstance(v, torch.Tensor)]
-    return []
-
-
-def _probe(model: nn.Module, layouts: list[HeadLayout], x: torch.Tensor) -> _Probe:
-    """One forward of ``model`` on ``x`` recording the first output of each layout's head."""
-    seen = _Probe()
-    handles, patched = [], []
-
-    def record(key: str, output: Any) -> None:
-        seen.calls.setdefault(key, output)
-
-    for layout in layouts:
-        if layout.kind == "module":
-            module = _submodule(model, layout.name)
-            if module is not None:
-                handles.append(module.register_forward_hook(
-                    lambda m, a, out, key=layout.key: record(key, out)))
-        elif layout.kind == "method":
-            bound = _method(model, layout.name)
-
-            def wrapper(*args: Any, _bound: Any = bound, _key: str = layout.key, **kw: Any) -> Any:
-                out = _bound(*args, **kw)
-                record(_key, out)
-                return out
-
-            object.__setattr__(model, layout.name, wrapper)
-            patched.append(layout.name)
-    try:
-        with torch.no_grad():
-            seen.output = model(x)
-    except Exception as err:  # noqa: BLE001 - the search falls back to the worker's forward
-        seen.error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    finally:
-        for h in handles:
-            h.remove()
-        for name in patched:
-            model.__dict__.pop(name, None)
-    return seen
-
-
-def _width(out: Any) -> int | None:
-    from zoorank.zoo.features import pool_features
-
-    try:
-        return int(pool_features(out).shape[1])
-    except Exception:  # noqa: BLE001 - an output that holds no tensor has no width
-        return None
-
-
-def _applied(model: nn.Module, layout: HeadLayout, output: Any) -> torch.Tensor | None:
-    """The head applied to the forward's pooled output (a head the forward does not call), or
-    None when it does not take it or gives no 2-D output."""
-    from zoorank.zoo.features import pool_features
-
-    head = _method(model, layout.name) if layout.kind == "method" else \
-        _submodule(model, layout.name)
-    if head is None:
-        return None
-    try:
-        with torch.no_grad():
-            out = head(pool_features(output))
-    except Exception:  # noqa: BLE001 - it does not take the output: not this head
-        return None
-    return out if isinstance(out, torch.Tensor) and out.ndim == 2 else None
-
-
-def _passes(model: nn.Module, layout: HeadLayout, seen: _Probe, strict: bool
-            ) -> tuple[bool, int | None]:
-    """(whether ``layout`` is the head by the probe, its number of outputs). A submodule found by
-    name (``strict``) must run and give a 2-D output the forward returns; a method, or a named
-    head, may instead take the forward's pooled output."""
-    out = seen.calls.get(layout.key)
-    if isinstance(out, torch.Tensor):
-        shapes = {tuple(t.shape) for t in _tensors(seen.output)}
-        if out.ndim == 2 and (tuple(out.shape) in shapes or not strict):
-            return True, int(out.shape[1])
-        return False, None
-    if layout.key in seen.calls or (strict and layout.kind == "module"):
-        return False, None
-    applied = _applied(model, layout, seen.output)
-    return applied is not None, None if applied is None else int(applied.shape[1])
-
-
-def search_head(model: nn.Module, head: bool | str | None, probe: torch.Tensor | None = None
-                ) -> HeadSearch:
-    """Find ``model``'s head (module docstring) for a ``head`` setting (None/true: look for it;
-    a string: the named submodule or method); ``probe``: an input for the checking forward (meta
-    or real), None to take the first candidate unchecked. ``head: false`` is the caller's (no
-    search). Raises HeadNameError for a name that is no usable head, or ``head: true`` where a
-    checked search finds none."""
+def search_head(model: nn.Module, head: bool | str | None) -> HeadSearch:
+    """Find ``model``'s head from its structure (module docstring) for a ``head`` setting
+    (None/true: look for it; a string: the named submodule or method). ``head: false`` is the
+    caller's (no search). Raises HeadNameError for a name that is no submodule or method, and
+    for ``head: true`` where none is found."""
     linears = tuple(linear_modules(model))
     if isinstance(head, str):
-        layout = named_layout(model, head)
-        if probe is None:
-            return HeadSearch(layout, checked=False, linears=linears, reason="not run")
-        seen = _probe(model, [layout], probe)
-        if seen.error:
-            return HeadSearch(layout, checked=False, linears=linears, reason=seen.error)
-        ok, classes = _passes(model, layout, seen, strict=False)
-        if not ok:
-            raise HeadNameError(
-                f"head: {head!r} neither runs in the model's forward with a (batch, classes) "
-                f"output nor takes the forward's output (width {_width(seen.output)}); "
-                + linear_text(linears))
-        return HeadSearch(HeadLayout(layout.kind, layout.name, True, classes), True,
-                          _width(seen.output), linears)
+        return HeadSearch(named_layout(model, head), linears=linears)
     if callable(getattr(model, "forward_features", None)) and \
             callable(getattr(model, "forward_head", None)):
         classes = getattr(model, "num_classes", None)
@@ -326,98 +222,106 @@ def search_head(model: nn.Module, head: bool | str | None, probe: torch.Tensor |
         return HeadSearch(HeadLayout("forward_head", classes=classes if isinstance(
             classes, int) else None), linears=linears)
     candidates = auto_candidates(model)
-    if probe is None:
-        first = candidates[0] if candidates else None
-        return HeadSearch(first, checked=False, linears=linears, reason="not run")
-    seen = _probe(model, candidates, probe)
-    if seen.error:
-        return HeadSearch(None, checked=False, linears=linears, reason=seen.error)
-    width = _width(seen.output)
-    for layout in candidates:
-        ok, classes = _passes(model, layout, seen, strict=layout.kind == "module")
-        if ok:
-            return HeadSearch(HeadLayout(layout.kind, layout.name, False, classes), True, width,
-                              linears)
+    if candidates:
+        return HeadSearch(candidates[0], linears=linears)
     if head is True:
-        best = HeadSearch(None, True, width, linears).candidate()
+        best = HeadSearch(None, linears=linears).candidate()
         raise HeadNameError("head: true, but no classifier head was found (looked for "
                             "forward_features + forward_head, head, fc, classifier); name it"
                             + (f", e.g. head: {best}" if best else "") + "; "
                             + linear_text(linears))
-    return HeadSearch(None, True, width, linears)
+    return HeadSearch(None, linears=linears)
 
 
 # -- on the driver: a meta-device build -------------------------------------------------------------
 
 
 @lru_cache(maxsize=256)
-def _meta_search(name: str, kwargs_json: str, head: bool | str | None, size: int) -> HeadSearch:
+def _meta_search(name: str, kwargs_json: str, head: bool | str | None) -> HeadSearch:
     from zoorank.zoo.specs import python_factory
 
     try:
         with torch.device("meta"):
             model = python_factory(name)(**json.loads(kwargs_json))
-        if not isinstance(model, nn.Module):
-            return HeadSearch(None, checked=False, reason=f"the factory returned "
-                              f"{type(model).__name__}")
-        model.eval()
     except Exception as err:  # noqa: BLE001 - the worker builds it for real and says why
         return HeadSearch(None, checked=False,
                           reason=f"not built on the meta device: {type(err).__name__}")
-    probe = torch.empty(2, 3, size, size, device="meta")
-    return search_head(model, head, probe)
+    if not isinstance(model, nn.Module):
+        return HeadSearch(None, checked=False,
+                          reason=f"the factory returned {type(model).__name__}")
+    return search_head(model, head)
 
 
-def meta_head_search(spec: Any, input_size: int) -> HeadSearch:
+def meta_head_search(spec: Any) -> HeadSearch:
     """:func:`search_head` of a python model spec on a meta-device build (no weights, cached per
-    process); unchecked (``auto``) where the model cannot be built or run there. HeadNameError as
-    :func:`search_head`."""
+    process; the forward never runs); unchecked (``auto``: the worker searches) where the model
+    cannot be built there. HeadNameError as :func:`search_head`."""
     from zoorank.zoo.specs import kwargs_json
 
-    return _meta_search(spec.name, kwargs_json(spec), spec.head, int(input_size))
+    return _meta_search(spec.name, kwargs_json(spec), spec.head)
 
 
 # -- what EMBED says --------------------------------------------------------------------------------
 
 
-def head_notes(pairs: Iterable[tuple[Any, str, int | None]]) -> tuple[list[str], list[str]]:
-    """(one line per distinct head choice among the python models, warnings) for
-    (resolved model, dataset, its number of classes or None) pairs of a run.
-
-    A warning for a python model with no head found whose output width, or one of whose
-    ``nn.Linear`` submodules, equals the dataset's number of classes: it looks like a classifier
-    ranked by its features; the warning names the fix (``head: <best candidate>`` or
-    ``head: false``). O(pairs).
+def head_choices(models: Iterable[Any]) -> list[str]:
+    """One line per distinct head choice among the python models (resolved models with a
+    :attr:`~zoorank.zoo.resolve.ResolvedModel.head_search`), naming up to five of them. O(models).
     """
     chosen: dict[str, list[str]] = {}
-    warnings: list[str] = []
-    warned: set[str] = set()
-    for model, dataset, classes in pairs:
+    for model in models:
         search = getattr(model, "head_search", None)
-        if search is None:
-            continue
-        ids = chosen.setdefault(search.describe(), [])
-        if model.model_id not in ids:
-            ids.append(model.model_id)
-        if search.layout is not None or not search.checked or not classes \
-                or model.model_id in warned:
-            continue
-        fits = [p for p, out in search.linears if out == classes]
-        if search.output_width == classes:
-            why = f"its output has {classes} values"
-        elif fits:
-            why = f"its Linear {fits[-1]} has {classes} outputs"
-        else:
-            continue
-        warned.add(model.model_id)
-        best = search.candidate(classes)
-        warnings.append(
-            f"model {model.model_id}: no classifier head found, so it is ranked by its features, "
-            f"but {why}, as many as {dataset!r} has classes. If it is a classifier, name its head "
-            + (f"(head: {best})" if best else "(head: <the submodule that gives the logits>)")
-            + "; else set head: false")
+        if search is not None:
+            ids = chosen.setdefault(search.describe(), [])
+            if model.model_id not in ids:
+                ids.append(model.model_id)
     lines = []
     for what, ids in chosen.items():
         shown = ", ".join(ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
         lines.append(f"heads: {what}: {len(ids)} python model(s) ({shown})")
-    return lines, warnings
+    return lines
+
+
+def head_warnings(models: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
+                  classes: Mapping[str, int | None]) -> list[str]:
+    """Warnings for python models that look like classifiers ranked by their features, from the
+    ``done`` manifest rows of a run (``dataset``, ``model_id``, ``dim``, ``logit_dim``), the
+    resolved ``models`` by id and each dataset's number of ``classes``; each names the fix
+    (``head: <best candidate>``, or ``head: false``). At most one per model. O(rows).
+
+    * a head was found but the first forward did not keep it (no logits): it is not the
+      classifier (a submodule that does not give what the forward returns);
+    * no head was found, and the model's output width, or one of its ``nn.Linear`` submodules,
+      equals the dataset's number of classes.
+    """
+    out: list[str] = []
+    warned: set[str] = set()
+    for row in rows:
+        model = models.get(str(row.get("model_id")))
+        search = getattr(model, "head_search", None)
+        k = classes.get(str(row.get("dataset")))
+        if search is None or model.model_id in warned or row.get("status") != "done" \
+                or int(row.get("logit_dim") or 0) > 0:
+            continue
+        dataset, dim = row.get("dataset"), int(row.get("dim") or 0)
+        best = search.candidate(k)
+        fix = ("If it is a classifier, name its head "
+               + (f"(head: {best})" if best else "(head: <the submodule that gives the logits>)")
+               + "; else set head: false")
+        if search.layout is not None:
+            warned.add(model.model_id)
+            out.append(f"model {model.model_id}: {search.layout.describe()} is not its classifier "
+                       "(it does not give what the model's forward returns), so the model is "
+                       f"ranked by its features. {fix}")
+            continue
+        fits = [p for p, n in search.linears if k is not None and n == k]
+        if k and dim == k:
+            why = f"its output has {k} values"
+        elif fits:
+            why = f"its Linear {fits[-1]} has {k} outputs"
+        else:
+            continue
+        warned.add(model.model_id)
+        out.append(f"model {model.model_id}: no classifier head found, so it is ranked by its "
+                   f"features, but {why}, as many as {dataset!r} has classes. {fix}")
+    return out

@@ -217,15 +217,13 @@ def head_classes(resolved: Any) -> tuple[str, int | None]:
     if search is None:
         from zoorank.zoo.heads import meta_head_search
 
-        search = meta_head_search(spec, resolved.geometry.input_size)
+        search = meta_head_search(spec)
     if search.layout is None:
         if not search.checked:
             return f"python: {search.describe()}", None
-        hint = f"; output width {search.output_width}" if search.output_width else ""
-        if search.linears:
-            from zoorank.zoo.heads import linear_text
+        from zoorank.zoo.heads import linear_text
 
-            hint += f"; {linear_text(search.linears)}"
+        hint = f"; {linear_text(search.linears)}" if search.linears else ""
         return f"python: {search.describe()}{hint}", 0
     return f"python: {search.layout.describe()}", search.layout.classes
 

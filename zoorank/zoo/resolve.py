@@ -279,7 +279,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         )
     directory_from_hub = directory is not None and not Path(spec.name).expanduser().is_dir()
     geometry, normalization, origin = resolve_preprocessing(spec, label, directory)
-    head_search = _head_search(spec, label, geometry.input_size)
+    head_search = _head_search(spec, label)
     revision = None
     if spec.pretrained:
         digest, revision = _pretrained_digest(spec, label, digests)
@@ -316,10 +316,10 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     )
 
 
-def _head_search(spec: ModelSpec, label: str, input_size: int) -> HeadSearch | None:
+def _head_search(spec: ModelSpec, label: str) -> HeadSearch | None:
     """A python model's head, found on a meta-device build (:mod:`zoorank.zoo.heads`); None for
     other sources and with heads off. ConfigError for ``head: NAME`` on another source, a name
-    that is no usable head, and ``head: true`` where none is found."""
+    that is no submodule or method, and ``head: true`` where none is found."""
     if isinstance(spec.head, str) and spec.source != "python":
         raise ConfigError(f"{label}: head: {spec.head!r} names a submodule, which only python "
                           f"models take; a {spec.source} model's head is "
@@ -332,7 +332,7 @@ def _head_search(spec: ModelSpec, label: str, input_size: int) -> HeadSearch | N
     from zoorank.zoo.heads import HeadNameError, meta_head_search
 
     try:
-        return meta_head_search(spec, input_size)
+        return meta_head_search(spec)
     except HeadNameError as err:
         raise ConfigError(f"{label}: {err}") from None
 
