@@ -495,7 +495,7 @@ def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoint
                      "init": "none (seeded random init: no trained head)",
                      "py": "python: head (found), 7 classes",
                      "tv": "python: fc (found), 10 classes",
-                     "meth": "python: head() method (found), 10 classes",
+                     "meth": "python: head() method (found), classes known after a forward",
                      # the named Linear's own width (12), not the model's output's (5)
                      "named": "python: classifier.1 (named by head:), 12 classes",
                      "none": "python: none found (no forward_head, head, fc or classifier); "
