@@ -498,7 +498,7 @@ def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoint
                      "meth": "python: head() method (found), classes known after a forward",
                      # the named Linear's own width (12), not the model's output's (5)
                      "named": "python: classifier.1 (named by head:), 12 classes",
-                     "none": "python: none found (no forward_head, head, fc or classifier); "
+                     "none": "python: none found (no forward_head, head, fc, classifier or heads); "
                              "its Linear submodules, last first: out (10 outputs), fc (32 outputs)"}
     assert "classifier head: fc.weight → 10 classes" in zoorank("inspect", checkpoints["cls10"])
     uva = REPO.parent / "shared" / "zoos" / "uva_cifar10" / "classifiers" / "GoogleNet.ckpt"

@@ -73,27 +73,34 @@ def test_a_torchvision_resnet_head_is_fc_with_its_pooled_input_as_features(tmp_p
 
 
 @pytest.mark.parametrize(("factory", "path"), [("densenet121", "classifier"),
-                                               ("mobilenet_v3_small", "classifier.3")])
+                                               ("mobilenet_v3_small", "classifier.3"),
+                                               ("squeezenet1_0", "classifier")])
 def test_torchvision_classifiers_heads_are_the_last_linear_of_classifier(tmp_path, factory, path):
+    """DenseNet's classifier is a Linear, MobileNetV3's the last Linear of a Sequential,
+    SqueezeNet's a Sequential of a 1×1 conv and a pooling whose (B, K, 1, 1) output is squeezed."""
     import torchvision.models as tvm
 
-    resolved = _resolve(tmp_path, name=f"torchvision.models:{factory}",
+    size = 64 if factory == "squeezenet1_0" else 32  # SqueezeNet's stride needs > 32 px
+    resolved = _resolve(tmp_path, name=f"torchvision.models:{factory}", input_size=size,
                         model_kwargs={"num_classes": 10, "weights": None})
     assert resolved.head_search.key == f"module:{path}"
     reference = _seeded(getattr(tvm, factory), num_classes=10, weights=None)
-    x = _x(2)
+    x = _x(2, size)
     feats, logits = _run(resolved, x)
     with torch.no_grad():
         want_logits = reference(x)
         if factory == "densenet121":
             z = torch.relu(reference.features(x))
             want_feats = torch.flatten(nn.functional.adaptive_avg_pool2d(z, 1), 1)
+        elif factory == "squeezenet1_0":  # the classifier's input map, averaged over space
+            want_feats = reference.features(x).mean(dim=(2, 3))
         else:  # mobilenet: the input of classifier.3 is classifier[:3] of the pooled features
             pooled = torch.flatten(reference.avgpool(reference.features(x)), 1)
             want_feats = reference.classifier[:3](pooled)
     torch.testing.assert_close(logits, want_logits)
     torch.testing.assert_close(feats, want_feats)
-    torch.testing.assert_close(reference.get_submodule(path)(feats), logits)
+    if factory != "squeezenet1_0":  # a Linear head maps the features to the logits
+        torch.testing.assert_close(reference.get_submodule(path)(feats), logits)
 
 
 # -- layouts written by hand ------------------------------------------------------------------------
@@ -145,7 +152,7 @@ def test_an_fc_that_is_a_first_layer_is_no_head_and_the_classifier_gets_a_warnin
     with torch.no_grad():
         torch.testing.assert_close(feats, reference(x))  # ranked by its output, as before
     assert head_choices([resolved]) == [
-        "heads: none found (no forward_head, head, fc or classifier): 1 python model(s) (m)"]
+        "heads: none found (no forward_head, head, fc, classifier or heads): 1 python model(s) (m)"]
     (warning,) = head_warnings({"m": resolved}, [_done("m", 10)], {"cifar10": 10})
     assert "model m" in warning and "its output has 10 values" in warning
     assert "head: out" in warning and "head: false" in warning

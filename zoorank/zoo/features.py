@@ -183,7 +183,7 @@ class FeatureExtractor(nn.Module):
         named head that does neither is a ConfigError."""
         call = self._head_io[0] if self._head_io else None
         if call is not None:
-            feats, logits = pool_features(call[0]), call[1]
+            feats, logits = pool_features(call[0]), _squeezed(call[1])
         elif self._head_named or self.head.startswith("method:") or self._head_checked:
             feats = pool_features(out)
             try:
@@ -224,6 +224,14 @@ class FeatureExtractor(nn.Module):
         if hidden.ndim == 4:
             return hidden.mean(dim=(2, 3)).float()
         return (hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1)).float()
+
+
+def _squeezed(logits: Any) -> Any:
+    """``(B, K, 1, ...)`` logits (a convolutional classifier, SqueezeNet's) as ``(B, K)``."""
+    if isinstance(logits, torch.Tensor) and logits.ndim > 2 and all(
+            n == 1 for n in logits.shape[2:]):
+        return logits.flatten(1)
+    return logits
 
 
 def _tensors(out: Any) -> list[torch.Tensor]:

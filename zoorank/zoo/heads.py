@@ -6,8 +6,10 @@ head the way its author wrote it. Its head is, in this order (``head`` unset or 
 1. ``forward_features`` + ``forward_head`` (timm's convention; no head when ``num_classes`` is 0);
 2. a submodule ``head`` (its input is the features, its output the logits), or a *method*
    ``head`` (features → logits);
-3. a submodule ``fc`` (torchvision's ResNets), then ``classifier`` (DenseNet, MobileNet, VGG):
-   the submodule itself when it is an ``nn.Linear``, else the last ``nn.Linear`` inside it.
+3. a submodule ``fc`` (torchvision's ResNets), then ``classifier`` (DenseNet, MobileNet, VGG),
+   then ``heads`` (torchvision's ViT): the submodule itself when it is an ``nn.Linear``, else the
+   last ``nn.Linear`` inside it (the whole submodule when it holds none: SqueezeNet's conv
+   classifier), where that Linear is the model's last.
 
 ``head: NAME`` names it instead: a submodule by its dotted path (``fc``, ``classifier.3``,
 ``output_net.2``) or a method of the model. Either way the features are the head's input and the
@@ -41,8 +43,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-#: submodule or method names looked for, in this order, after timm's convention.
-AUTO_NAMES = ("head", "fc", "classifier")
+#: submodule or method names looked for, in this order, after timm's convention (``heads``:
+#: torchvision's ViT).
+AUTO_NAMES = ("head", "fc", "classifier", "heads")
 #: at most this many Linear submodules are named in a message.
 _SHOWN = 8
 
@@ -107,7 +110,7 @@ class HeadSearch:
         if not self.checked:
             return f"looked for when the model is built ({self.reason})" if self.reason else \
                 "looked for when the model is built"
-        return "none found (no forward_head, head, fc or classifier)"
+        return "none found (no forward_head, head, fc, classifier or heads)"
 
     def candidate(self, classes: int | None = None) -> str | None:
         """The submodule most likely to be the classifier: the last ``nn.Linear`` with ``classes``
@@ -161,7 +164,7 @@ def _classes_of(module: nn.Module | None) -> int | None:
 def auto_candidates(model: nn.Module) -> list[HeadLayout]:
     """The layouts :data:`AUTO_NAMES` point at, in order (before any forward checks them).
 
-    ``fc`` and ``classifier`` count only where their Linear (the submodule, or the last Linear
+    ``fc``, ``classifier`` and ``heads`` count only where their Linear (the submodule, or the last Linear
     inside it) is the model's last ``nn.Linear``, as a classifier is: an MLP's first layer named
     ``fc`` is not a head. O(modules)."""
     linears = [p for p, _ in linear_modules(model)]
@@ -227,7 +230,8 @@ def search_head(model: nn.Module, head: bool | str | None) -> HeadSearch:
     if head is True:
         best = HeadSearch(None, linears=linears).candidate()
         raise HeadNameError("head: true, but no classifier head was found (looked for "
-                            "forward_features + forward_head, head, fc, classifier); name it"
+                            "forward_features + forward_head, head, fc, classifier, heads); "
+                            "name it"
                             + (f", e.g. head: {best}" if best else "") + "; "
                             + linear_text(linears))
     return HeadSearch(None, linears=linears)
