@@ -11,6 +11,10 @@
   and command of every results file, read from its header), and the navigation lists them under
   "Benchmarks" (:func:`on_config`).
 
+* **Pages written on other branches.** :data:`PENDING` names pages that other work adds. Until a
+  page exists, its navigation entry is dropped and a link to it is rendered as its text (both
+  logged), so the site builds before and after it lands, and links to it from the start.
+
 Nothing is written into ``docs/``: the generated pages exist only in the build.
 """
 
@@ -40,6 +44,12 @@ GROUPS = {
 #: a config field without a description fails the strict build (True once the schema describes every
 #: field: a new field must come with its description)
 REQUIRE_DESCRIPTIONS = False
+#: pages other work writes (linked and in the navigation as soon as they exist)
+PENDING = {
+    "concepts/decision.md", "reference/decision-json.md", "concepts/validation-zoos.md",
+    "concepts/few-label-pick.md", "how-to/classifier-heads.md", "concepts/calibration.md",
+    "reference/environment.md", "reference/config-paths.md", "tutorials/python-api.md",
+}
 MARKER = re.compile(r"<!--\s*zoorank:([\w-]+)\s*-->")
 ISSUE = re.compile(r"\b(issues?|contracts?)\s+\d+", re.I)
 
@@ -105,9 +115,36 @@ def _group_index(group: str, paths: list[Path]) -> str:
             f"as committed.\n\n{table}\n")
 
 
+def _missing(path: str, docs_dir: str) -> bool:
+    return path in PENDING and not (Path(docs_dir) / path).is_file()
+
+
+def _prune(nav: list, docs_dir: str) -> list:
+    """The navigation without the pending pages that do not exist yet."""
+    out = []
+    for item in nav:
+        if isinstance(item, dict):
+            (title, value), = item.items()
+            if isinstance(value, list):
+                value = _prune(value, docs_dir)
+                if value:
+                    out.append({title: value})
+            elif isinstance(value, str) and _missing(value, docs_dir):
+                log.info("navigation: %s not written yet, left out", value)
+            else:
+                out.append(item)
+        elif isinstance(item, str) and _missing(item, docs_dir):
+            log.info("navigation: %s not written yet, left out", item)
+        else:
+            out.append(item)
+    return out
+
+
 def on_config(config: Any) -> Any:
-    """Fill the "Benchmarks" section of the navigation with the results pages, by group."""
-    for item in config["nav"] or []:
+    """Fill the "Benchmarks" section of the navigation with the results pages, by group; leave out
+    the pending pages not written yet."""
+    config["nav"] = _prune(config["nav"] or [], config["docs_dir"])
+    for item in config["nav"]:
         if isinstance(item, dict) and "Benchmarks" in item:
             section = item["Benchmarks"]
             for group, paths in _results().items():
@@ -391,7 +428,33 @@ GENERATORS = {"config": config_reference, "cli": cli_reference, "metrics": metri
               "store": store_reference}
 
 
+LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
+
+
+def _unlink_pending(markdown: str, page: Any, docs_dir: str) -> str:
+    """A link to a pending page that does not exist yet, as its text."""
+    base = Path(page.file.src_uri).parent
+
+    def unlink(match: re.Match) -> str:
+        target = (base / match.group(2)).as_posix()
+        parts: list[str] = []
+        for part in target.split("/"):
+            if part == "..":
+                parts = parts[:-1]
+            elif part != ".":
+                parts.append(part)
+        target = "/".join(parts)
+        if _missing(target, docs_dir):
+            log.info("%s: link to %s (not written yet) left as text", page.file.src_uri, target)
+            return match.group(1)
+        return match.group(0)
+
+    return LINK.sub(unlink, markdown)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    markdown = _unlink_pending(markdown, page, config["docs_dir"])
+
     def generate(match: re.Match) -> str:
         name = match.group(1)
         if name not in GENERATORS:
