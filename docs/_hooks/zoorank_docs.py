@@ -452,8 +452,27 @@ def _unlink_pending(markdown: str, page: Any, docs_dir: str) -> str:
     return LINK.sub(unlink, markdown)
 
 
+RESULT_SPAN = re.compile(r"(?<!\[)`benchmarks/results/([\w-]+)\.md`")
+
+
+def _link_results(markdown: str, page: Any) -> str:
+    """A code span naming a results file (`` `benchmarks/results/x.md` ``) links to its page."""
+    if page.file.generated_by is not None:
+        return markdown  # a results page: left as written
+    depth = page.file.src_uri.count("/")
+    groups = {p.stem: g for g, paths in _results().items() for p in paths}
+
+    def link(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in groups:
+            return match.group(0)
+        return f"[{match.group(0)}]({'../' * depth}benchmarks/{groups[name]}/{name}.md)"
+
+    return RESULT_SPAN.sub(link, markdown)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    markdown = _unlink_pending(markdown, page, config["docs_dir"])
+    markdown = _link_results(_unlink_pending(markdown, page, config["docs_dir"]), page)
 
     def generate(match: re.Match) -> str:
         name = match.group(1)
