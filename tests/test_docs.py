@@ -98,3 +98,29 @@ def test_every_results_file_is_a_page_of_its_scripts_group(hooks):
             script = next(REPO.glob(f"benchmarks/*/{path.stem}.py"), None)
             if script is not None:
                 assert script.parent.name == group, (path.name, script)
+
+
+def _yaml_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for page in _user_facing_pages():
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)):
+            blocks.append((f"{page.relative_to(REPO)}#{i}", block))
+    return blocks
+
+
+@pytest.mark.parametrize("where,block", _yaml_blocks(), ids=[w for w, _ in _yaml_blocks()])
+def test_every_config_shown_in_the_docs_validates(where, block):
+    """A YAML block with `datasets` and `models` is a run config, one with `search` or `backbone`
+    a tune config: each validates as written (a fragment, e.g. one `rank:` key, is skipped)."""
+    import yaml
+
+    from zoorank.config.loading import parse_config
+    from zoorank.tune.config import parse_tune_config
+
+    doc = yaml.safe_load(block)
+    if isinstance(doc, dict) and {"datasets", "models"} <= doc.keys():
+        parse_config(doc)
+    elif isinstance(doc, dict) and {"dataset", "backbone"} <= doc.keys():
+        parse_tune_config(doc)
+    else:
+        pytest.skip("a fragment of a config")
