@@ -50,7 +50,7 @@ PENDING = {
     "concepts/few-label-pick.md", "how-to/classifier-heads.md", "concepts/calibration.md",
     "reference/environment.md", "reference/config-paths.md", "tutorials/python-api.md",
 }
-MARKER = re.compile(r"<!--\s*zoorank:([\w-]+)\s*-->")
+MARKER = re.compile(r"^<!--\s*zoorank:([\w-]+)\s*-->[ \t]*$", re.M)
 ISSUE = re.compile(r"\b(issues?|contracts?)\s+\d+", re.I)
 
 
