@@ -424,8 +424,23 @@ def store_reference() -> str:
             + keys)
 
 
-GENERATORS = {"config": config_reference, "cli": cli_reference, "metrics": metrics_reference,
-              "store": store_reference}
+def examples_page() -> str:
+    """Every config of ``examples/`` as written (each validated by the test suite)."""
+    table = (ROOT / "examples" / "README.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    parts = []
+    listed = re.findall(r"^\| \[([^]]+\.yaml)\]", table, re.M)
+    paths = sorted((ROOT / "examples").glob("*.yaml"),
+                   key=lambda p: (listed.index(p.name) if p.name in listed else len(listed), p.name))
+    for path in paths:
+        what = next((re.sub(r"\[[^]]+\]\([^)]+\)", "", row).split("|")[2].strip()
+                     for row in rows if f"[{path.name}]" in row), "")
+        parts += [f"## `{path.name}`", _rst(what), f"```yaml\n{path.read_text().rstrip()}\n```"]
+    return "\n\n".join(p for p in parts if p)
+
+
+GENERATORS = {"examples": examples_page, "config": config_reference, "cli": cli_reference,
+              "metrics": metrics_reference, "store": store_reference}
 
 
 LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
