@@ -43,7 +43,7 @@ GROUPS = {
 }
 #: a config field without a description fails the strict build (True once the schema describes every
 #: field: a new field must come with its description)
-REQUIRE_DESCRIPTIONS = False
+REQUIRE_DESCRIPTIONS = True
 #: pages other work writes (linked and in the navigation as soon as they exist)
 PENDING = {
     "concepts/decision.md", "reference/decision-json.md", "concepts/validation-zoos.md",
