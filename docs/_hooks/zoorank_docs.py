@@ -350,8 +350,9 @@ def cli_reference() -> str:
     parts = ["## `zoorank`", _cell(parser.description or ""),
              f"```\n{parser.format_usage().strip().removeprefix('usage: ')}\n```",
              "| option | meaning |\n|---|---|\n" + "\n".join(common)]
-    if parser.epilog:
-        parts.append(f"```\n{parser.epilog.strip()}\n```")
+    if parser.epilog:  # the environment variables and exit status: pages of their own
+        parts.append("`zoorank --help` also lists the [environment variables](environment.md) and "
+                     "the exit status ([failure handling](../concepts/failure-handling.md)).")
     return "\n\n".join(p for p in parts + _commands(parser, "zoorank") if p)
 
 
