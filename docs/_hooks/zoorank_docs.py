@@ -500,6 +500,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return MARKER.sub(generate, markdown)
 
 
+RESULT_CODE = re.compile(r'(?<!">)<code>(?:benchmarks/)?results/([\w-]+)\.md</code>')
+
+
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    """reST roles in rendered docstrings (``:class:`x``` → ``x``): mkdocstrings keeps them as text."""
-    return re.sub(r":(?:mod|func|class|data|meth|attr|obj):(<code>)~?", r"\1", html)
+    """reST roles in rendered docstrings (``:class:`x``` → ``x``): mkdocstrings keeps them as text.
+    A results file named in included text (``benchmarks/README.md``'s `results/x.md`) links to its
+    page, as :func:`_link_results` does for a page's own markdown."""
+    from mkdocs.utils import get_relative_url
+
+    html = re.sub(r":(?:mod|func|class|data|meth|attr|obj):(<code>)~?", r"\1", html)
+    if page.file.generated_by is not None:
+        return html
+    groups = {p.stem: g for g, paths in _results().items() for p in paths}
+
+    def link(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in groups:
+            return match.group(0)
+        url = get_relative_url(f"benchmarks/{groups[name]}/{name}/", page.url)
+        return f'<a href="{url}">{match.group(0)}</a>'
+
+    return RESULT_CODE.sub(link, html)
