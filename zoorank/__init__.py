@@ -12,8 +12,6 @@ The Python API (:mod:`zoorank.api`)::
 """
 
 import importlib
-import sys
-import types
 from importlib.metadata import PackageNotFoundError, version
 
 try:
@@ -23,23 +21,6 @@ except PackageNotFoundError:  # running from a source tree without an install
 
 #: the API's names, imported from zoorank.api on first use
 _API = ("Result", "open", "run")
-
-
-class _Package(types.ModuleType):
-    """The ``zoorank`` module, whose ``run`` is the API's function although ``zoorank/run/`` is a
-    subpackage (the task runner): importing a submodule binds it as an attribute of its parent,
-    which would replace the function with the subpackage as soon as any stage is imported. That
-    one binding is skipped; the subpackage stays in ``sys.modules``, where every
-    ``from zoorank.run.runner import ...`` finds it (``import zoorank.run.runner as r``, which
-    walks the attributes, would find the function: the code base uses the ``from`` form)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "run" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:

@@ -634,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(null, 1)  # the exit's own flush of stdout must not raise again
             os.close(null)
         return 141
-    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.run.runner mid-task
+    except SystemExit as err:  # SIGTERM: _terminate_cleanly, or zoorank.tasks.runner mid-task
         if err.code != 143:
             raise
         _error(f"zoorank: terminated (SIGTERM); {_RESUMES}")

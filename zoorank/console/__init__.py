@@ -5,7 +5,7 @@ On a terminal, rich's Console at the terminal's width. Off a terminal (a pipe, a
 :data:`PLAIN_WIDTH` columns, and tables are drawn without box borders (``plain(console)``), which
 can wrap but never be cut.
 
-Live progress bars (EMBED's, and every stage's task bar in :mod:`zoorank.run.runner`) follow the
+Live progress bars (EMBED's, and every stage's task bar in :mod:`zoorank.tasks.runner`) follow the
 terminal: they show only when stdout and stderr are both a terminal (not piped, not redirected to
 a log, ``TERM`` not ``dumb``); ``ZOORANK_PROGRESS=0`` turns them off (``--quiet`` sets it) and
 ``ZOORANK_PROGRESS=1`` on wherever the output goes.
