@@ -100,19 +100,22 @@ def _result_page(path: Path) -> str:
 
 
 def _group_index(group: str, paths: list[Path]) -> str:
-    rows = []
+    items = []
     for path in paths:
         h = _header(path.read_text())
         title = h["title"].split(" — ", 1)[-1] if " — " in h["title"] else h["title"]
         title = re.sub(r"\s*\((?:issues?|contract) [^)]*\)", "", title)
-        command = f"`{_cell(h['command'])}`" if h["command"] else "—"
-        rows.append(f"| [{path.stem}]({path.stem}.md) | {title} | {h['date'] or '—'} | "
-                    f"{('`' + h['commit'] + '`') if h['commit'] else '—'} | {command} |")
-    table = ("| results | what | date | commit | command |\n|---|---|---|---|---|\n"
-             + "\n".join(rows)) if rows else "No results file yet."
+        when = ", ".join(x for x in (h["date"], f"commit `{h['commit']}`" if h["commit"] else "") if x)
+        command = re.sub(r"^\S*\.venv/bin/python", "python", h["command"])
+        item = f"- **[{path.stem}]({path.stem}.md)**: {_rst(title)}" + (f" ({when})" if when else "")
+        if command:
+            item += f"\n\n    ```\n    {command}\n    ```"
+        items.append(item)
+    listing = "\n\n".join(items) if items else "No results file yet."
     return (f"# {group.capitalize()} benchmarks\n\n{GROUPS[group]} Scripts: "
             f"`benchmarks/{group}/`; each page below is a results file of `benchmarks/results/`, "
-            f"as committed.\n\n{table}\n")
+            f"as committed, with the date and commit it was measured at and its command.\n\n"
+            f"{listing}\n")
 
 
 def _missing(path: str, docs_dir: str) -> bool:
