@@ -68,7 +68,13 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
-from zoorank.decide.verdict import DECISION_JSON, build_decision, read_decision, write_decision
+from zoorank.decide.verdict import (
+    DECISION_JSON,
+    build_decision,
+    read_decision,
+    with_current_config,
+    write_decision,
+)
 from zoorank.errors import NothingRankedError
 from zoorank.oracle.label_oracle import run_oracle
 from zoorank.oracle.measures import oracle_direction
@@ -91,7 +97,7 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
              catalog: Catalog | None = None, context: RunContext | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
-    Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
+    Skipped (nothing recomputed, no table written) when the leaderboard's commit records the same
     inputs (:func:`zoorank.catalog.stage_inputs.rank_inputs`: the code, the fresh metric, oracle, fold
     and health rows, the manifest, the labels, the settings); otherwise a line says why it
     recomputes (the code or the inputs that changed since the leaderboard's commit).
@@ -126,7 +132,9 @@ def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
 
 def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | None:
     """The stored leaderboard when its commit was computed from ``inputs`` and its files are
-    there (then RANK does nothing but say so); else None."""
+    there (then RANK recomputes nothing and says so; it only renames the config in
+    decision.json's next step when this command read the config through another path); else
+    None."""
     version, info = leaderboard_commit(store)
     if version is None or info.get(INPUTS_KEY) != inputs.fingerprint or not all(
             store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD, DECISION_JSON)):
@@ -142,8 +150,9 @@ def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | 
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
             output_console().print(line, markup=False, highlight=False)
+    decision = with_current_config(store)  # the next step names the path this command read
     if show:
-        print_verdict(read_decision(store), store=store.name)
+        print_verdict(decision, store=store.name)
     return board
 
 

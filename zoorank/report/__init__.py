@@ -54,7 +54,7 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
-from zoorank.decide.verdict import build_decision, read_decision
+from zoorank.decide.verdict import build_decision, with_current_config
 from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
@@ -201,8 +201,9 @@ def current_decision(store: Store, board: pd.DataFrame, settings: dict,
                      models: Sequence[Any]) -> dict[str, Any]:
     """The stored decision.json when it belongs to this leaderboard (same metric rows), else the
     same document built here from the leaderboard (a store ranked before decision.json existed,
-    or a RANK that committed its leaderboard but not yet its decision); not written. O(n log n)."""
-    stored = read_decision(store)
+    or a RANK that committed its leaderboard but not yet its decision; not written). The stored
+    next step names the config path this command read (:func:`with_current_config`). O(n log n)."""
+    stored = with_current_config(store)
     if stored is not None and stored.get("leaderboard_fingerprint") == settings.get(
             "metrics_fingerprint"):
         return stored
