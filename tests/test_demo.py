@@ -123,16 +123,6 @@ def _check_the_decision(result: dict, printed: str) -> None:
         f"zoorank ask {result['config']} --budget {doc['next_step']['budget']}"
 
 
-def test_the_demo_shows_paths_under_the_working_directory_relative_to_it(tmp_path, monkeypatch):
-    from zoorank.demo import shown
-
-    monkeypatch.chdir(tmp_path)
-    assert shown(tmp_path / "zoorank-demo" / "run.yaml") == "zoorank-demo/run.yaml"
-    assert shown(str(tmp_path / "zoorank-demo" / "store")) == "zoorank-demo/store"
-    assert shown("/elsewhere/run.yaml") == "/elsewhere/run.yaml"  # outside: as given
-    assert shown("s3://bucket/store/report/index.html") == "s3://bucket/store/report/index.html"
-
-
 def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoorank", "demo", "--dataset", "cifar10",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)

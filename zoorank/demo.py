@@ -25,6 +25,7 @@ import yaml
 
 from zoorank.config import DatasetSpec, RunConfig
 from zoorank.config.loading import parse_config
+from zoorank.console import shown_path as shown
 from zoorank.decide import next_step
 from zoorank.errors import InputError
 from zoorank.store.layout import AGREEMENT
@@ -160,18 +161,6 @@ def write_run_config(out: Path, data: dict) -> Path:
               f"#   zoorank report {path}\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def shown(path: str | Path) -> str:
-    """``path`` as the console shows it: relative to the working directory when it lies under
-    it (``zoorank-demo/run.yaml``), else as given."""
-    text = str(path)
-    if "://" in text:
-        return text
-    try:
-        return str(Path(text).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return text
 
 
 def agreement_table(store: str | Store) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
-from zoorank.console import PLAIN_WIDTH, output_console
+from zoorank.console import PLAIN_WIDTH, output_console, shown_path
 from zoorank.decide.next_step import CONFIG, ask_command, current_config
 from zoorank.decide.verdict import DECISION_JSON
 from zoorank.metrics import registry
@@ -191,7 +191,8 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     if not doc:
         return []
     config = config or current_config()
-    where = f"{store}/{DECISION_JSON}" if store else DECISION_JSON
+    where = shown_path(f"{store}/{DECISION_JSON}") if store else DECISION_JSON
+    report = shown_path(report) if report else report
     pick = doc.get("pick") or {}
     top = doc.get("top_set") or {}
     if not pick:
