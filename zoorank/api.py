@@ -191,6 +191,8 @@ class Result:
         step = self.decision.get("next_step") or {}
         if step.get("command"):
             rows.append(("next step", str(step["command"])))
+        elif step:
+            rows.append(("next step", f"none ({step.get('short') or 'nothing to ask'})"))
         return rows
 
     def __repr__(self) -> str:

@@ -308,3 +308,40 @@ def test_a_skipped_rank_renames_the_config_in_the_next_step_and_writes_no_table(
     # labels given back through the API (no path known) keep the stored path
     doc = update_few_label(store, "digits", {"model_id": "proj-b", "p_best": 0.8, "labels": 20})
     assert doc["next_step"]["command"] == "zoorank ask /abs/b/zoo.yaml --budget 180"
+
+
+def test_the_next_step_never_asks_for_more_images_than_are_left_without_a_label():
+    from zoorank.decide.next_step import next_step
+
+    assert next_step("encoder", unlabelled=None)["budget"] == 200  # not known: the measured one
+    assert next_step("encoder", unlabelled=500)["budget"] == 200
+    assert next_step("encoder", unlabelled=50)["budget"] == 50
+    assert next_step("encoder", labelled=180, unlabelled=50)["budget"] == 20
+    done = next_step("classifier", unlabelled=0, dataset="digits")
+    assert done["command"] is None and done["budget"] is None and done["unlabelled"] == 0
+    assert done["short"] == "every image of digits already has a label"
+
+
+def test_on_a_dataset_whose_every_image_has_a_label_the_verdict_asks_for_none(ranked, capsys):
+    """scikit-learn's digits carry a label for every image: `zoorank ask` would have nothing to
+    ask (it exits 2), so the decision, the console and the report's card say so instead."""
+    from sklearn.datasets import load_digits
+
+    from zoorank.catalog import build_catalog
+    from zoorank.decide.leaderboard import print_verdict, read_leaderboard
+    from zoorank.decide.verdict import build_decision
+    from zoorank.report.decision_screen import decision_section
+    from zoorank.report.page import render_page
+
+    root, config, store, _ = ranked
+    unlabelled = build_catalog(config).unlabelled()
+    limit = config.datasets[0].limit
+    assert len(load_digits().target[:limit]) == limit and unlabelled == {"digits": 0}
+    board, settings = read_leaderboard(store)
+    doc = build_decision(board, settings, {}, "/s", unlabelled=unlabelled)
+    assert doc["next_step"]["command"] is None and doc["next_step"]["unlabelled"] == 0
+    print_verdict(doc)
+    assert "Next step: none (every image of digits already has a label)" in \
+        capsys.readouterr().out.splitlines()
+    html = render_page("r", [decision_section(board, settings, pd.DataFrame(), None, doc)])
+    assert "<b>Next step:</b> none: every image of digits already has a label.</p>" in html

@@ -88,18 +88,31 @@ def zoo_kind(signal: str | None) -> str:
     return "classifier" if "head" in str(signal or "").split(",") else "encoder"
 
 
-def next_step(kind: str, labelled: int = 0, config: str | None = None) -> dict[str, Any]:
-    """``{command, budget, basis, kind, source, config, ...}``: ask for the measured budget of
-    ``kind`` (:data:`LABELS_TO_SETTLE`), less the ``labelled`` images already given back; with
-    the budget spent, ``command`` and ``budget`` are None and ``basis`` says so. ``config``: the
-    run config's path the command names (default: :func:`current_config`; None when unknown, and
-    the command then says :data:`CONFIG`)."""
+def next_step(kind: str, labelled: int = 0, config: str | None = None,
+              unlabelled: int | None = None, dataset: str | None = None) -> dict[str, Any]:
+    """``{command, budget, basis, kind, source, config, unlabelled, ...}``: ask for the measured
+    budget of ``kind`` (:data:`LABELS_TO_SETTLE`), less the ``labelled`` images already given
+    back, and at most the ``unlabelled`` images of the pick's ``dataset`` left to ask for (None:
+    not known); with the budget spent, or no image left without a label, ``command`` and
+    ``budget`` are None and ``basis`` says why. ``config``: the run config's path the command
+    names (default: :func:`current_config`; None when unknown, and the command then says
+    :data:`CONFIG`)."""
     entry = LABELS_TO_SETTLE[kind]
     measured = int(entry["budget"])
     left = measured - max(0, int(labelled))
     config = current_config() if config is None else config
     out = {"kind": kind, "source": entry["source"], "measured_budget": measured,
-           "labelled": int(labelled), "config": config}
+           "labelled": int(labelled), "config": config,
+           "unlabelled": None if unlabelled is None else max(0, int(unlabelled))}
+    if unlabelled is not None and unlabelled <= 0:
+        where = f"of {dataset} " if dataset else ""
+        return {**out, "command": None, "budget": None,
+                "short": f"every image {where}already has a label",
+                "basis": (f"Every image {where}already has a label, so there is nothing to ask "
+                          "for: the label oracle (`oracle:` in the config) measures the models on "
+                          "them, and the report compares the label-free ranking with it.")}
+    if unlabelled is not None:
+        left = min(left, int(unlabelled))
     if left <= 0:
         return {**out, "command": None, "budget": None, "short": "the measured budget is spent",
                 "basis": (f"{labelled} labels given back, at least the {measured} that settled "

@@ -93,12 +93,23 @@ def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -
     entries = dict(doc.get("few_label") or {})
     entries[dataset] = dict(few_label, updated=now_iso())
     doc["few_label"] = entries
-    pick, step = doc.get("pick") or {}, doc.get("next_step") or {}
+    step = doc.get("next_step") or {}
     if step.get("kind") in LABELS_TO_SETTLE:  # the labels given back count against the budget
-        doc["next_step"] = next_step(step["kind"], labelled_on(entries, pick.get("dataset")),
-                                     current_config() or step.get("config"))
+        doc["next_step"] = _stepped(doc, current_config() or step.get("config"))
     write_decision(store, doc)
     return doc
+
+
+def _stepped(doc: Mapping[str, Any], config: str | None) -> dict[str, Any]:
+    """``doc``'s next step again, from its kind, the labels its few-label picks count on the
+    pick's dataset, and ``config``; the images left without a label go down by the labels given
+    back since it was written."""
+    pick, step = doc.get("pick") or {}, doc.get("next_step") or {}
+    labelled = labelled_on(doc.get("few_label"), pick.get("dataset"))
+    unlabelled = step.get("unlabelled")
+    if unlabelled is not None:
+        unlabelled = max(0, int(unlabelled) - max(0, labelled - int(step.get("labelled") or 0)))
+    return next_step(step["kind"], labelled, config, unlabelled, pick.get("dataset"))
 
 
 def with_current_config(store: Store) -> dict[str, Any] | None:
@@ -112,9 +123,7 @@ def with_current_config(store: Store) -> dict[str, Any] | None:
     if doc is None or config is None or step.get("config") == config \
             or step.get("kind") not in LABELS_TO_SETTLE:
         return doc
-    pick = doc.get("pick") or {}
-    doc["next_step"] = next_step(step["kind"], labelled_on(doc.get("few_label"),
-                                                           pick.get("dataset")), config)
+    doc["next_step"] = _stepped(doc, config)
     write_decision(store, doc)
     return doc
 
@@ -303,12 +312,15 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
 
 def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Mapping[str, Any],
                    store_name: str, previous: Mapping[str, Any] | None = None,
-                   config: str | None = None) -> dict[str, Any]:
+                   config: str | None = None,
+                   unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The decision document (module docstring) of a decided leaderboard (``board`` and
     ``settings`` as RANK wrote them; ``models``: model_id → resolved zoo entry). ``previous``: the
     stored document, whose ``few_label`` is kept. ``config``: the run config's path for the next
     step's command (default: the one the running command set,
-    :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). Cost O(n log n)."""
+    :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). ``unlabelled``: dataset →
+    its images without a label (:meth:`zoorank.catalog.Catalog.unlabelled`), so that the next
+    step never asks for more than are left; None: not known. Cost O(n log n)."""
     from zoorank import __version__
 
     row, passed_over = pick_row(board)
@@ -326,9 +338,9 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
         caveats.append(str(short["coverage_note"]))
     caveats += metric_caveats(settings) + caveat_lines(board, settings)
     config = config or current_config() or ((previous or {}).get("next_step") or {}).get("config")
-    step = next_step(zoo_kind(pick["signal"] if pick else None),
-                     labelled_on(few_label, pick["dataset"] if pick else None), config) \
-        if pick else None
+    dataset = pick["dataset"] if pick else None
+    step = next_step(zoo_kind(pick["signal"]), labelled_on(few_label, dataset), config,
+                     (unlabelled or {}).get(dataset), dataset) if pick else None
     return {
         "schema_version": SCHEMA_VERSION,
         "zoorank_version": __version__,

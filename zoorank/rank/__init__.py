@@ -121,7 +121,8 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
         return board
     _say_why(store, inputs)
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
-                              manifest, folds=folds, health=health, inputs=inputs)
+                              manifest, folds=folds, health=health, inputs=inputs,
+                              unlabelled=catalog.unlabelled())
 
 
 def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
@@ -216,6 +217,7 @@ def write_rank_outputs(
     folds: pd.DataFrame | None = None,
     health: pd.DataFrame | None = None,
     inputs: StageInputs | None = None,
+    unlabelled: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
@@ -223,6 +225,8 @@ def write_rank_outputs(
     when their bytes change) and ``decision.json``, prints the top rows and the verdict and
     returns the leaderboard. ``inputs``
     (:func:`zoorank.catalog.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
+    ``unlabelled``: dataset → images without a label, which bounds the next step's label budget
+    (:meth:`zoorank.catalog.Catalog.unlabelled`, derived from the labels in ``inputs``).
     """
     from zoorank.oracle import budget
 
@@ -265,7 +269,7 @@ def write_rank_outputs(
     # the verdict (decision.json) beside the leaderboard; the few-label picks `zoorank label`
     # recorded are kept
     decision = build_decision(board, settings, {m.model_id: m for m in models}, store.name,
-                              read_decision(store))
+                              read_decision(store), unlabelled=unlabelled)
     store.replace_table(LEADERBOARD, board, metadata)
     write_decision(store, decision)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
