@@ -345,3 +345,18 @@ def test_on_a_dataset_whose_every_image_has_a_label_the_verdict_asks_for_none(ra
         capsys.readouterr().out.splitlines()
     html = render_page("r", [decision_section(board, settings, pd.DataFrame(), None, doc)])
     assert "<b>Next step:</b> none: every image of digits already has a label.</p>" in html
+
+
+def test_labels_given_back_count_once_against_the_budget_and_keep_the_unlabelled_bound(tmp_path):
+    """RANK after a merge counted 180 of 240 images still without a label; recording the
+    few-label pick of those 60 labels then asks for 200 - 60 = 140 (not fewer: the 60 are not
+    taken off the 180 a second time)."""
+    from zoorank.decide.next_step import next_step
+    from zoorank.decide.verdict import update_few_label, write_decision
+
+    store = Store(str(tmp_path))
+    write_decision(store, {"pick": {"model_id": "a", "dataset": "photos"}, "few_label": {},
+                           "next_step": next_step("encoder", 0, "zoo.yaml", 180, "photos")})
+    doc = update_few_label(store, "photos", {"model_id": "a", "p_best": 0.4, "labels": 60})
+    assert doc["next_step"]["budget"] == 140 and doc["next_step"]["unlabelled"] == 180
+    assert doc["next_step"]["command"] == "zoorank ask zoo.yaml --budget 140"

@@ -102,14 +102,11 @@ def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -
 
 def _stepped(doc: Mapping[str, Any], config: str | None) -> dict[str, Any]:
     """``doc``'s next step again, from its kind, the labels its few-label picks count on the
-    pick's dataset, and ``config``; the images left without a label go down by the labels given
-    back since it was written."""
+    pick's dataset, and ``config``; the images left without a label stay those RANK counted
+    (an upper bound once more labels are given back: `zoorank ask` never asks a labelled one)."""
     pick, step = doc.get("pick") or {}, doc.get("next_step") or {}
     labelled = labelled_on(doc.get("few_label"), pick.get("dataset"))
-    unlabelled = step.get("unlabelled")
-    if unlabelled is not None:
-        unlabelled = max(0, int(unlabelled) - max(0, labelled - int(step.get("labelled") or 0)))
-    return next_step(step["kind"], labelled, config, unlabelled, pick.get("dataset"))
+    return next_step(step["kind"], labelled, config, step.get("unlabelled"), pick.get("dataset"))
 
 
 def with_current_config(store: Store) -> dict[str, Any] | None:
