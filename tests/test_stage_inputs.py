@@ -403,6 +403,8 @@ def test_rank_and_report_name_the_config_path_as_typed_and_rank_skips_through_an
     decision = tmp_path / "store" / "decision.json"
     store = Store(cfg["store"])
 
+    assert main(["report", "cfgs/run.yaml"]) == 2  # nothing ranked yet: says what to run
+    assert "run `zoorank rank cfgs/run.yaml` first" in capsys.readouterr().err
     assert main(["rank", "cfgs/run.yaml"]) == 0
     step = json.loads(decision.read_text())["next_step"]
     assert step["command"] == f"zoorank ask cfgs/run.yaml --budget {step['budget']}"

@@ -42,6 +42,13 @@ def current_config() -> str | None:
     return _CONFIG_PATH.get()
 
 
+def config_shown() -> str:
+    """The running command's config path for a command line a message suggests (quoted for a
+    POSIX shell), or :data:`CONFIG` when it is not known."""
+    config = current_config()
+    return CONFIG if config is None else shlex.quote(config)
+
+
 def ask_command(config: str | None, budget: int) -> str:
     """``zoorank ask CONFIG --budget N``, with the path quoted for a POSIX shell (:data:`CONFIG`
     when ``config`` is None)."""

@@ -54,6 +54,7 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.decide.next_step import config_shown
 from zoorank.decide.verdict import build_decision, with_current_config
 from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
@@ -100,7 +101,8 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
     board, settings, written = read_rank_outputs(store)
     if board is None:
-        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
+        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank "
+                         f"{config_shown()}` first")
     catalog = context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
@@ -108,7 +110,7 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
         raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
-                         "run `zoorank rank CONFIG` first")
+                         f"run `zoorank rank {config_shown()}` first")
     agree_all = written[AGREEMENT]
     agree = agree_all[agree_all["labels_per_class"].isna()] if "labels_per_class" in agree_all \
         else agree_all
