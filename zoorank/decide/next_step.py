@@ -54,6 +54,7 @@ def ask_command(config: str | None, budget: int) -> str:
     when ``config`` is None)."""
     return f"zoorank ask {CONFIG if config is None else shlex.quote(config)} --budget {budget}"
 
+
 #: kind of zoo → the measured label budget that settles the pick and what it rests on.
 LABELS_TO_SETTLE: dict[str, dict[str, Any]] = {
     # benchmarks/results/head_stopping.md, "Stops", row "all zoos", rule b (the product's rule):
