@@ -189,8 +189,9 @@ def test_the_installed_record_is_consistent():
 
 
 def test_the_record_is_package_data():
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert S.RECORD in pyproject["tool"]["setuptools"]["package-data"]["zoorank.decide"]
