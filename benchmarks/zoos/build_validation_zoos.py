@@ -649,6 +649,60 @@ def write_table(zoos: list[Zoo], table: Path) -> pd.DataFrame | None:
     return frame
 
 
+RESULTS_TITLE = "Validation zoos: labelled zoos of real checkpoints, ranked by the product"
+
+
+def markdown(frame: pd.DataFrame | None, zoos: list[Zoo]) -> str:
+    """``benchmarks/results/validation_zoos.md``'s body: every zoo, built or not."""
+    built = {} if frame is None else dict(tuple(frame.groupby("zoo", sort=False)))
+    rows = []
+    for z in zoos:
+        info_path = CACHE / "zoos" / z.name / "info.json"
+        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        sub = built.get(z.name)
+        if sub is None:
+            cells = ["—", "—", "—", "—", "not built"]
+        else:
+            t = sub["truth"].to_numpy(dtype=np.float64)
+            best = sub["model_id"].iloc[int(np.nanargmax(t))]
+            cells = [str(len(sub)), str(int(sub["n_images"].iloc[0])),
+                     f"`{sub['ordering_metric'].iloc[0]}`",
+                     f"`{best}` ({100 * np.nanmax(t):.1f}%)",
+                     f"{info.get('seconds', float('nan')) / 60:.0f} min at `{info.get('commit', '?')}`"]
+        rows.append([f"`{z.name}`", KINDS[z.kind], z.domain, z.description,
+                     "heads' top-1" if z.board == "heads" else "kNN accuracy",
+                     *cells[:3], cells[3], "**held out**" if z.held_out else "calibration",
+                     cells[4]])
+    n_built = len(built)
+    kinds = sorted({KINDS[z.kind] for z in zoos if z.name in built})
+    lines = [
+        f"{n_built} of {len(zoos)} zoos built ({', '.join(kinds) or 'none'}); "
+        f"{len([z for z in zoos if z.held_out])} held out of every choice (`benchmarks/zoos/"
+        "held_out.md`, committed before any zoo was built).", "",
+        "Build all (cached; a built zoo is skipped):", "", "```",
+        "PYTHONPATH=. .venv/bin/python benchmarks/zoos/build_validation_zoos.py", "```", "",
+        "One zoo: `--only NAME`; the list: `--list`; the table of the built zoos: "
+        "`benchmarks/zoos/validation_zoos.parquet` (one row per zoo and model: the board's rank, "
+        "the ordering metric and its value, every label-free value, the truth).", "",
+        "Every zoo is a `zoorank` run config (`run.yaml` in the cache) taken through embed, score "
+        "and rank with the label oracle on (kNN and linear probe on a stratified half of the "
+        "ranked images each way) and the default metrics, four folds for the rank intervals and, "
+        "on zoos of encoders, an augmented view of 128 × 4. The board is the product's: its order, "
+        "its ordering metric (the heads' `nuclear_norm_accuracy` on a board of classifier heads, "
+        "else the default primary metric, `rankme`) and its health flags. **Truth**: the heads' "
+        "top-1 on all ranked images for a board of classifier heads, else the kNN oracle's "
+        "accuracy (k = 20, on the oracle's test half).", "",
+        harness_table(["zoo", "kind", "dataset / domain", "checkpoints", "truth", "models",
+                       "images", "ordered by", "labels' best", "role", "build"], rows), ""]
+    return "\n".join(lines)
+
+
+def harness_table(header: list[str], rows: list[list[Any]]) -> str:
+    import harness
+
+    return harness.table(header, rows, "l" * len(header))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -658,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-only", action="store_true", help="only write the table of built zoos")
     p.add_argument("--table", type=Path, default=TABLE, help="where the table goes (default: "
                                                              "%(default)s)")
+    p.add_argument("--markdown", type=Path, default=None,
+                   help="also write the zoos' page (benchmarks/results/validation_zoos.md)")
     args = p.parse_args(argv)
     zoos = all_zoos()
     names = [z.name for z in zoos]
@@ -691,6 +747,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{time.perf_counter() - start:.0f} s", flush=True)
     frame = write_table(zoos, args.table)
     print(f"table: {args.table} ({0 if frame is None else frame['zoo'].nunique()} zoos)")
+    if args.markdown:
+        import harness
+
+        harness.write_results(args.markdown, RESULTS_TITLE, markdown(frame, zoos))
     for line in failed:
         print(f"FAILED {line}")
     return 1 if failed else 0
