@@ -52,14 +52,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+# the harness puts the benchmark groups on sys.path and PYTHONPATH: the Ray workers import the
+# model code (zoo_models, shift_zoo, uva_models) and the trainers by name
+import harness  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-for p in (str(HERE), str(HERE.parent), str(ROOT)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-# Ray workers import the model code (zoo_models, shift_zoo, uva_models) by name
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(HERE), str(HERE.parent), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 for key, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
                    "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1"}.items():
@@ -629,8 +628,6 @@ def build(zoo: Zoo, force: bool = False) -> pd.DataFrame:
 
 
 def _commit() -> str:
-    import harness
-
     return harness.commit()
 
 
@@ -698,8 +695,6 @@ def markdown(frame: pd.DataFrame | None, zoos: list[Zoo]) -> str:
 
 
 def harness_table(header: list[str], rows: list[list[Any]]) -> str:
-    import harness
-
     return harness.table(header, rows, "l" * len(header))
 
 
@@ -748,8 +743,6 @@ def main(argv: list[str] | None = None) -> int:
     frame = write_table(zoos, args.table)
     print(f"table: {args.table} ({0 if frame is None else frame['zoo'].nunique()} zoos)")
     if args.markdown:
-        import harness
-
         harness.write_results(args.markdown, RESULTS_TITLE, markdown(frame, zoos))
     for line in failed:
         print(f"FAILED {line}")
