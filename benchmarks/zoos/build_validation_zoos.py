@@ -253,6 +253,11 @@ def cifar_classifiers(head: bool = True) -> list[dict[str, Any]]:
                            "checkpoint": str(folder / f"{mid}.safetensors"), "input_size": 32,
                            "crop_pct": 1.0, "family": cfg["arch"], **CIFAR_NORM})
     uva = [m for m in uva_config(CACHE, IMAGES, 2)["models"] if m["family"] == "classifier"]
+    if head:
+        # the UvA modules return features from forward and keep their classifier in output_net:
+        # zoo_models.uva_classifier gives them the head convention (forward_features/forward_head)
+        uva = [{**m, "name": "zoo_models:uva_classifier",
+                "model_kwargs": {"arch": m["name"].split(":", 1)[1]}} for m in uva]
     models += [{**m, "id": f"uva-{m['id']}", "family": "uva"} for m in uva]
     if not head:
         models = [{**m, "head": False} for m in models]

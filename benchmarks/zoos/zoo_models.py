@@ -107,3 +107,26 @@ def ae_encoder(latent_dim: int = 32, width: int = 16, depth: int = 2, size: int 
     """zoorank's factory of a :class:`ConvAutoencoder`'s encoder (``name: zoo_models:ae_encoder``,
     ``state_dict_prefix: encoder.``)."""
     return _Encoder(latent_dim, width, depth, size)
+
+
+def _uva_features(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return type(self).forward(self, x)  # uva_models' forward: the pooled features
+
+
+def _uva_logits(self: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    return self.output_net[-1](features)  # the checkpoint's own final linear layer
+
+
+def uva_classifier(arch: str) -> nn.Module:
+    """A UvA CIFAR-10 classifier of ``uva_models`` (``resnet``, ``resnet_preact``, ``googlenet``,
+    ``densenet``) with the python-model head convention: ``forward_features`` = its pooled features,
+    ``forward_head`` = its final linear layer (``output_net``'s last module). The module and its
+    state dict are ``uva_models``' own, so the checkpoint loads strictly."""
+    import types
+
+    import uva_models
+
+    net = getattr(uva_models, arch)()
+    net.forward_features = types.MethodType(_uva_features, net)
+    net.forward_head = types.MethodType(_uva_logits, net)
+    return net
