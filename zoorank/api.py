@@ -440,20 +440,13 @@ def _verdict(board: pd.DataFrame, settings: Mapping[str, Any],
 
 
 def _first_unflagged(ranked: pd.DataFrame) -> str | None:
-    """The decision's rule for its pick: the first ranked model without a health flag; when every
-    one has a flag, the first without a blocking flag, then the first. Cost O(n log n)."""
-    from zoorank.metrics.health import BLOCKING
+    """The decision's pick (:func:`zoorank.decide.verdict.pick_row`): the first ranked model
+    without a health flag; when every one has a flag, the first without a blocking flag, then the
+    first. Cost O(n log n)."""
+    from zoorank.decide.verdict import pick_row
 
-    ranked = ranked.sort_values(["rank", "model_id"], kind="stable")
-    texts = ranked["flags"] if "flags" in ranked else [None] * len(ranked)
-    flags = [{f.split(":")[-1] for f in text.split(",") if f} if isinstance(text, str) else set()
-             for text in texts]
-    ids = [str(m) for m in ranked["model_id"]]
-    for accept in (lambda f: not f, lambda f: not (f & BLOCKING), lambda f: True):
-        chosen = next((m for m, f in zip(ids, flags) if accept(f)), None)
-        if chosen is not None:
-            return chosen
-    return None
+    row, _ = pick_row(ranked)
+    return None if row is None else str(row["model_id"])
 
 
 def _warnings(board: pd.DataFrame, settings: Mapping[str, Any], decision: Mapping[str, Any],
