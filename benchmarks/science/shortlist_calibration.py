@@ -93,7 +93,9 @@ def zoo_cases(table: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
         base = {"zoo": zoo, "kind": z["kind"].iloc[0], "board": z["board"].iloc[0],
                 "held_out": bool(z["held_out"].iloc[0]), "n_models": len(z), "truth": truth,
                 "ids": z["model_id"].to_numpy(), "domain": z["domain"].iloc[0],
-                "in_top_set": z["in_top_set"].to_numpy(dtype=bool)}
+                "in_top_set": z["in_top_set"].to_numpy(dtype=bool),
+                "rank": z["rank"].to_numpy(dtype=np.float64),
+                "flags": z["flags"].fillna("").astype(str).to_numpy()}
         ordering = z["ordering_metric"].dropna().unique()
         own = str(ordering[0]) if len(ordering) else None
         if own is not None:
@@ -130,12 +132,25 @@ def evaluate(case: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]
 
 
 def pick_regret(case: Mapping[str, Any]) -> float:
-    """pp between the best truth and the truth of the first eligible model in the case's order."""
-    s = case["rank_scores"]
-    if not np.isfinite(s).any():
-        return float("nan")
-    pick = int(np.argmax(np.where(np.isfinite(s), s, -np.inf)))  # first of the best: board order
+    """pp between the best truth and the truth of the pick. On a board's own order the pick is
+    the product's (:func:`zoorank.decide.verdict.pick_row`: the first ranked model without a
+    health flag, else the first without a blocking one); on a metric's re-ordering, its first
+    eligible model (the protocol's 'first eligible model'; equal to the product's pick wherever no
+    ranked model carries a non-blocking flag)."""
     t = case["truth"]
+    if case["own_board"]:
+        from zoorank.decide.verdict import pick_row
+
+        frame = pd.DataFrame({"model_id": case["ids"], "rank": case["rank"], "flags": case["flags"]})
+        row, _ = pick_row(frame)
+        if row is None:
+            return float("nan")
+        pick = int(np.flatnonzero(case["ids"] == row["model_id"])[0])
+    else:
+        s = case["rank_scores"]
+        if not np.isfinite(s).any():
+            return float("nan")
+        pick = int(np.argmax(np.where(np.isfinite(s), s, -np.inf)))  # first of the best
     return float(100 * (np.nanmax(t) - t[pick]))
 
 
@@ -315,7 +330,14 @@ def markdown(table: pd.DataFrame, results: Mapping[str, Any], record: Mapping[st
     others = [m for m in results if m not in own]
     lines = [f"{seconds:.1f} s; {table['zoo'].nunique()} zoos, {len(table)} models"
              + ("" if look else " (--no-look: the held-out zoos were not read)") + ".", "",
-             PROTOCOL.read_text().strip(), "", "## Zoos", "", zoo_section(table), "",
+             PROTOCOL.read_text().strip(), "",
+             "**After the protocol was written** (before the one look): the pick whose regret is "
+             "reported is the product's pick, `zoorank.decide.verdict.pick_row` (the first ranked "
+             "model without any health flag, else the first without a blocking one), which landed "
+             "on main after the protocol; the protocol said 'the board's first eligible model'. "
+             "The two differ only on boards where a non-blocking flag (e.g. `failed:alpha_req`) "
+             "sits on a model ranked above the pick. The shortlist rule itself is unchanged.", "",
+             "## Zoos", "", zoo_section(table), "",
              "## Summary", "",
              "Per metric: the rule, its hits over the zoos each predicted by a rule chosen without "
              "it (leave one zoo out on the calibration zoos, plus the one look at the held-out "
