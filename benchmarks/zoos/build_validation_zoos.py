@@ -82,6 +82,12 @@ HELD_OUT = frozenset({
     "enc-cifar10-gaussian_noise", "ssl-fashion", "ae-fashion", "traj-cls-fashion",
     "sweep-ssl-fashion"})
 
+#: held out of protocol 2 of the shortlist (shortlist_protocol_2.md), named before they were built
+HELD_OUT_2 = frozenset({
+    "cls-cifar10-speckle_noise", "cls-cifar10-zoom_blur", "cls-cifar10-spatter",
+    "sweep-cls-cifar10", "enc-cifar10-snow", "enc-cifar10-zoom_blur",
+    "ssl-cifar10-gaussian_noise", "ae-cifar10"})
+
 KINDS = {"classifiers": "supervised classifiers", "ssl": "SSL encoders",
          "autoencoders": "autoencoders", "trajectory": "checkpoints along one training run",
          "sweep": "width/depth sweep"}
@@ -103,6 +109,10 @@ class Zoo:
     @property
     def held_out(self) -> bool:
         return self.name in HELD_OUT
+
+    @property
+    def held_out_2(self) -> bool:
+        return self.name in HELD_OUT_2
 
     @property
     def truth(self) -> str:
@@ -165,14 +175,16 @@ def cifar_corruptions() -> tuple[tuple[str, int], ...]:
     return CORRUPTIONS
 
 
-def cifar_domain(corruption: str | None, severity: int = 0) -> dict[str, Any]:
-    """The first IMAGES CIFAR-10 test rows, clean or with one imagecorruptions corruption."""
+def cifar_domain(corruption: str | None, severity: int = 0, start: int = 0) -> dict[str, Any]:
+    """IMAGES CIFAR-10 test rows from ``start``, clean or with one imagecorruptions corruption."""
     name = "cifar10-clean" if corruption is None else f"cifar10-{corruption}"
+    name += f"-from{start}" if start else ""
 
     def make() -> tuple[np.ndarray, np.ndarray]:
         from shift_benchmark import corrupt
 
-        pixels, labels = _decode_parquet(DATA / "cifar10" / "test.parquet", np.arange(IMAGES))
+        pixels, labels = _decode_parquet(DATA / "cifar10" / "test.parquet",
+                                         np.arange(start, start + IMAGES))
         return corrupt(pixels, corruption, severity), labels
 
     return _image_set(name.replace("_", "-"), _parquet(name, make))
@@ -467,6 +479,35 @@ def ae_digits() -> list[dict[str, Any]]:
                            lambda m: m.split("-")[0], 8, GREY_NORM, prefix="encoder.")
 
 
+SWEEP_CIFAR = [{"id": f"w{w}-d{d}", "model": "sweep_net", "kwargs": {"width": w, "depth": d},
+                "save_epochs": [2], "lr": 3e-3, "seed": 0}
+               for w in (8, 16, 32, 64) for d in (1, 2, 3)]
+AE_NORM = {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
+AE_CIFAR = [{"id": f"ae{d}", "model": "autoencoder",
+             "kwargs": {"latent_dim": d, "width": 16, "depth": 3, "size": 32},
+             "save_epochs": [1, 3], "lr": 3e-3, "seed": 0} for d in (8, 16, 32, 64, 128, 256)]
+
+
+def cifar_train(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return _decode_parquet(DATA / "cifar10" / "train.parquet", np.arange(n))
+
+
+def sweep_cifar_classifiers() -> list[dict[str, Any]]:
+    """SweepNet widths 8, 16, 32, 64 × depths 1, 2, 3, 2 epochs on 6,000 CIFAR-10 images."""
+    folder = _trained("sweep-cls-cifar10", SWEEP_CIFAR, lambda: cifar_train(6000), CIFAR_NORM)
+    spec = {t["id"]: t["kwargs"] for t in SWEEP_CIFAR}
+    return _python_entries(folder, "sweep_net", lambda m: spec[m.rsplit("-", 1)[0]],
+                           lambda m: "depth" + m.split("-d")[1][0], 32, CIFAR_NORM)
+
+
+def ae_cifar() -> list[dict[str, Any]]:
+    """Conv autoencoders with latents 8 … 256, epochs 1 and 3 on 4,000 CIFAR-10 images."""
+    folder = _trained("ae-cifar10", AE_CIFAR, lambda: cifar_train(4000), AE_NORM)
+    spec = {t["id"]: t["kwargs"] for t in AE_CIFAR}
+    return _python_entries(folder, "ae_encoder", lambda m: spec[m.split("-")[0]],
+                           lambda m: m.split("-")[0], 32, AE_NORM, prefix="encoder.")
+
+
 # -- the zoos -------------------------------------------------------------------------------------
 
 def _cifar_zoos() -> list[Zoo]:
@@ -539,6 +580,29 @@ def all_zoos() -> list[Zoo]:
         Zoo("sweep-cls-fashion", "sweep", "heads", "Fashion-MNIST test", sweep_classifiers,
             lambda: fashion_test(), "supervised SweepNets, widths 4, 8, 16, 32 × depths 1, 2, 3, "
             "2 epochs on 6,000 Fashion-MNIST training images", augmented=False),
+        # protocol 2's held-out zoos (HELD_OUT_2)
+        *(Zoo(f"cls-cifar10-{c}", "classifiers", "heads", f"CIFAR-10 test, {c} severity {s}",
+              cifar_classifiers, lambda c=c, s=s: cifar_domain(c, s),
+              "the 31 CIFAR-10 classifiers of cls-cifar10-clean", augmented=False)
+          for c, s in (("speckle_noise", 2), ("zoom_blur", 3), ("spatter", 4))),
+        Zoo("sweep-cls-cifar10", "sweep", "heads", "CIFAR-10 test rows 1,000–1,999, clean",
+            sweep_cifar_classifiers, lambda: cifar_domain(None, start=IMAGES),
+            "supervised SweepNets, widths 8, 16, 32, 64 × depths 1, 2, 3, 2 epochs on 6,000 "
+            "CIFAR-10 training images", augmented=False),
+        Zoo("enc-cifar10-snow", "classifiers", "embeddings", "CIFAR-10 test, snow severity 2",
+            lambda: cifar_classifiers(head=False), lambda: cifar_domain("snow", 2),
+            "the 31 CIFAR-10 classifiers' penultimate features (head: false)"),
+        Zoo("enc-cifar10-zoom_blur", "classifiers", "embeddings", "CIFAR-10 test, zoom_blur severity 3",
+            lambda: cifar_classifiers(head=False), lambda: cifar_domain("zoom_blur", 3),
+            "the 31 CIFAR-10 classifiers' penultimate features (head: false)"),
+        Zoo("ssl-cifar10-gaussian_noise", "ssl", "embeddings",
+            f"CIFAR-10 test, gaussian_noise severity {corruptions['gaussian_noise']}",
+            lambda: from_search(ssl_cifar10(), keep=lambda e: _epoch(e, 3) in (1, 3)),
+            lambda: cifar_domain("gaussian_noise", corruptions["gaussian_noise"]),
+            "the ssl-cifar10 zoo on a shifted domain"),
+        Zoo("ae-cifar10", "autoencoders", "embeddings", "CIFAR-10 test, clean", ae_cifar,
+            lambda: cifar_domain(None), "conv autoencoders, latents 8–256 × epochs 1, 3 on 4,000 "
+            "CIFAR-10 training images"),
         Zoo("sweep-cls-fashion-noise", "sweep", "heads",
             "Fashion-MNIST test, gaussian_noise severity 2", sweep_classifiers,
             lambda: fashion_test(noise=True), "the sweep-cls-fashion zoo on a shifted domain",
@@ -654,6 +718,7 @@ def write_table(zoos: list[Zoo], table: Path) -> pd.DataFrame | None:
     # the held-out flag is the list's, whatever it was when a zoo was built
     frame = pd.concat(frames, ignore_index=True)
     frame["held_out"] = frame["zoo"].isin(HELD_OUT)
+    frame["held_out_2"] = frame["zoo"].isin(HELD_OUT_2)
     frame.to_parquet(CACHE / "validation_zoos.parquet")
     if table != CACHE / "validation_zoos.parquet":
         table.parent.mkdir(parents=True, exist_ok=True)
@@ -683,7 +748,9 @@ def markdown(frame: pd.DataFrame | None, zoos: list[Zoo]) -> str:
                      f"{info.get('seconds', float('nan')) / 60:.0f} min at `{info.get('commit', '?')}`"]
         rows.append([f"`{z.name}`", KINDS[z.kind], z.domain, z.description,
                      "heads' top-1" if z.board == "heads" else "kNN accuracy",
-                     *cells[:3], cells[3], "**held out**" if z.held_out else "calibration",
+                     *cells[:3], cells[3],
+                     "**held out**" if z.held_out else
+                     "**held out (protocol 2)**" if z.held_out_2 else "calibration",
                      cells[4]])
     n_built = len(built)
     kinds = sorted({KINDS[z.kind] for z in zoos if z.name in built})
@@ -727,11 +794,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     zoos = all_zoos()
     names = [z.name for z in zoos]
-    assert HELD_OUT <= set(names), sorted(HELD_OUT - set(names))
+    assert HELD_OUT | HELD_OUT_2 <= set(names), sorted((HELD_OUT | HELD_OUT_2) - set(names))
     if args.list:
         for z in zoos:
             built = (CACHE / "zoos" / z.name / "rows.parquet").exists()
-            print(f"{z.name:<28} {z.kind:<12} {z.board:<10} {'held out' if z.held_out else '':<8} "
+            role = "held out" if z.held_out else "held-2" if z.held_out_2 else ""
+            print(f"{z.name:<28} {z.kind:<12} {z.board:<10} {role:<8} "
                   f"{'built' if built else '':<5} {z.domain}")
         return 0
     unknown = sorted(set(args.only or ()) - set(names))
