@@ -195,3 +195,23 @@ def test_the_record_is_package_data():
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert S.RECORD in pyproject["tool"]["setuptools"]["package-data"]["zoorank.decide"]
+
+
+def test_the_installed_conformal_fraction_is_its_scores_order_statistic():
+    rec = S.load_record()
+    if rec.get("protocol") != 2:
+        pytest.skip("no conformal record installed")
+    for e in rec["metrics"].values():
+        c = e["conformal"]
+        scores = sorted(math.inf if v is None else v for v in c["scores"].values())
+        m = len(scores)
+        assert m == c["calibration_zoos"] == len(e["calibration_zoos"])
+        k = math.ceil((m + 1) * (1 - c["alpha"]) - 1e-12)  # split conformal, level 1 − α
+        assert c["order_statistic"] == k
+        f = scores[k - 1] if k <= m else math.inf
+        assert (c["fraction"] is None) == (not math.isfinite(f))
+        assert e["rule"]["fraction"] == pytest.approx(min(f, 0.5))
+        assert c["guaranteed"] == (f <= 0.5)
+        # in sample, the rule holds every calibration zoo whose score is at most its fraction
+        assert e["in_sample"]["hit_rate"] == pytest.approx(
+            sum(s <= e["rule"]["fraction"] + 1e-12 for s in scores) / m)
