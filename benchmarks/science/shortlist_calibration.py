@@ -7,12 +7,13 @@ The protocol (rule grid, selection, what is reported) is ``shortlist_protocol.md
 script, committed before the selection first ran; this script implements it and copies it into the
 results file. Reads the table of ``benchmarks/zoos/build_validation_zoos.py`` only (seconds)::
 
-    .venv/bin/python benchmarks/science/shortlist_calibration.py                # the one look
+    .venv/bin/python benchmarks/science/shortlist_calibration.py                # its one look
     .venv/bin/python benchmarks/science/shortlist_calibration.py --no-look \\
         --markdown /tmp/shortlist.md --record /tmp/record.json                 # calibration zoos only
 
-Writes ``benchmarks/results/shortlist.md`` (through the harness) and the record the product reads,
-``zoorank/decide/shortlist_record.json`` (:func:`zoorank.decide.shortlist.shortlist_for`).
+Writes ``benchmarks/results/shortlist.md`` (through the harness) and, with ``--record PATH``, its
+record. Protocol 1's look failed (see the results file); the record the product reads,
+``zoorank/decide/shortlist_record.json``, is protocol 2's (``shortlist_conformal.py``).
 ``--no-look`` drops the held-out zoos' rows as the table is read: nothing of them is computed.
 """
 
@@ -379,12 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--table", type=Path, default=TABLE)
     harness.results_option(p, "shortlist")
-    p.add_argument("--record", type=Path, default=RECORD, help="the record (JSON) to write")
+    p.add_argument("--record", type=Path, default=None,
+                   help="write protocol 1's record here (the product's record is protocol 2's)")
     p.add_argument("--no-look", action="store_true",
                    help="drop the held-out zoos as the table is read (no look at them)")
     args = p.parse_args(argv)
     start = time.perf_counter()
     table = pd.read_parquet(args.table)
+    if "held_out_2" in table:  # zoos built later for protocol 2 are no part of protocol 1
+        table = table[~table["held_out_2"].astype(bool)].reset_index(drop=True)
     look = not args.no_look
     if not look:
         table = table[~table["held_out"]].reset_index(drop=True)
@@ -412,8 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     body = markdown(table, results, record, look, time.perf_counter() - start)
     print(body)
     harness.write_results(args.markdown, TITLE, body, command)
-    args.record.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    print(f"record: {args.record}")
+    if args.record is not None:
+        args.record.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        print(f"record: {args.record}")
     return 0
 
 

@@ -3,11 +3,11 @@ holds a model within 0.5 pp of the labels' best) was measured on validation zoos
 on.
 
 The rules and their records come from ``shortlist_record.json`` beside this module, written by
-``benchmarks/science/shortlist_calibration.py`` over the validation zoos of
-``benchmarks/zoos/build_validation_zoos.py``: per metric that can order a board, the rule (a rank
-cut-off or a band around the leader, :mod:`zoorank.metrics.shortlist`), the rank rule used where a
-band cannot apply (a board of several datasets or of mixed signals), and the measured figures. A
-metric without a record gets half the board, stated as unmeasured.
+``benchmarks/science/shortlist_conformal.py`` (split conformal prediction across the validation
+zoos of ``benchmarks/zoos/build_validation_zoos.py``, then one look at zoos built after its
+protocol): per metric that can order a board, the rule (:mod:`zoorank.metrics.shortlist`; a rank
+fraction, so it is also the rank rule used on a board of several datasets or of mixed signals)
+and the measured figures. A metric without a record gets half the board, stated as unmeasured.
 
 :func:`shortlist_for` is the contract the decision, the report, the console and the Python API
 code against.
