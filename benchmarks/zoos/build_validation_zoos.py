@@ -755,9 +755,12 @@ def markdown(frame: pd.DataFrame | None, zoos: list[Zoo]) -> str:
     n_built = len(built)
     kinds = sorted({KINDS[z.kind] for z in zoos if z.name in built})
     lines = [
-        f"{n_built} of {len(zoos)} zoos built ({', '.join(kinds) or 'none'}); "
-        f"{len([z for z in zoos if z.held_out])} held out of every choice (`benchmarks/zoos/"
-        "held_out.md`, committed before any zoo was built).", "",
+        f"{n_built} of {len(zoos)} zoos built ({', '.join(kinds) or 'none'}), "
+        f"{0 if frame is None else len(frame)} models; "
+        f"{len([z for z in zoos if z.held_out])} held out of every choice of the shortlist's "
+        f"protocol 1 and {len([z for z in zoos if z.held_out_2])} more, built later, of its "
+        "protocol 2 (`benchmarks/zoos/held_out.md`: each list committed before its zoos were "
+        "built).", "",
         "Build all (cached; a built zoo is skipped):", "", "```",
         "PYTHONPATH=. .venv/bin/python benchmarks/zoos/build_validation_zoos.py", "```", "",
         "One zoo: `--only NAME`; the list: `--list`; the table of the built zoos: "
