@@ -724,20 +724,46 @@ def reading_lines(zoos: list[dict], stops: list[tuple[str, str, str, dict]], bud
     return lines
 
 
+def measure(z: Zoo, args: argparse.Namespace, budgets: list[int], target: float) -> dict:
+    """Every replication of one zoo (label-free and labelled), as plain data: what
+    :func:`run` renders, and what ``--save`` keeps for ``--merge``."""
+    t0 = time.perf_counter()
+    images = args.images if z.kind == "simulated" else min(args.images, len(z.correct) // 2)
+    lf = label_free(z, args.reps, images, args.folds, args.fraction, args.resamples,
+                    args.confidence, args.seed)
+    pool = args.pool if z.kind == "simulated" else len(z.correct)
+    labs = labelled(z, args.label_reps, pool, budgets, args.round, args.max_labels, target,
+                    args.seed, args.label_resamples, args.baseline_reps)
+    prod = labs["product"]
+    print(f"{z.name:<30} coverage {lf['coverage']:.3f} (baseline {lf['baseline']:.3f})  stop "
+          f"fired {prod['fires']}/{prod['reps']} right {prod['right']}  "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    return {"name": z.name, "kind": z.kind, "models": z.size, "images": images, "pool": pool,
+            "lf": lf, "labs": labs}
+
+
 def run(args: argparse.Namespace) -> list[str]:
+    import pickle
+
     from zoorank.labels.stopping import TARGET
 
-    zoos = [] if args.no_simulated else simulated_zoos()
-    real = []
-    for spec in args.real:
-        name, _, where = spec.partition("=")
-        zoo = embedding_zoo(name, where or EMBEDDING_ZOOS.get(name, ""), args.cache)
-        if zoo is not None:
-            real.append(zoo)
-    if not args.no_uva:
-        c = uva_correctness(args.uva_images, args.cache)
-        if c is not None:
-            real.append(Zoo("uva classifiers (4, resampled)", "real", correct=c))
+    budgets = [b for b in args.budgets if b <= args.pool]
+    if args.merge:
+        measured = [m for path in args.merge for m in pickle.loads(path.read_bytes())]
+    else:
+        zoos = [] if args.no_simulated else simulated_zoos()
+        for spec in args.real:
+            name, _, where = spec.partition("=")
+            zoo = embedding_zoo(name, where or EMBEDDING_ZOOS.get(name, ""), args.cache)
+            if zoo is not None:
+                zoos.append(zoo)
+        if not args.no_uva:
+            c = uva_correctness(args.uva_images, args.cache)
+            if c is not None:
+                zoos.append(Zoo("uva classifiers (4, resampled)", "real", correct=c))
+        measured = [measure(z, args, budgets, TARGET) for z in zoos]
+    if args.save:
+        args.save.write_bytes(pickle.dumps(measured))
     lines: list[str] = []
     cov_rows, lf_rows, lab_rows, stop_rows = [], [], [], []
     reliab: list[str] = []
@@ -745,39 +771,32 @@ def run(args: argparse.Namespace) -> list[str]:
     stops: list[tuple[str, str, str, dict]] = []
     budget_rows: list[list[str]] = []
     pooled: dict[str, list] = {"simulated": [], "real": []}
-    budgets = [b for b in args.budgets if b <= args.pool]
-    for z in zoos + real:
-        t0 = time.perf_counter()
-        status = tuned_or_held_out(z.name)
-        images = args.images if z.kind == "simulated" else min(args.images, len(z.correct) // 2)
-        lf = label_free(z, args.reps, images, args.folds, args.fraction, args.resamples,
-                        args.confidence, args.seed)
+    for z in measured:
+        status = tuned_or_held_out(z["name"])
+        lf, labs, images, pool = z["lf"], z["labs"], z["images"], z["pool"]
         se, se0 = wilson_free(lf["coverage"], lf["reps"]), wilson_free(lf["baseline"], lf["reps"])
-        cov_rows.append((z.name, images, lf["coverage"], se, lf["baseline"], se0, lf["reps"]))
+        cov_rows.append((z["name"], images, lf["coverage"], se, lf["baseline"], se0, lf["reps"]))
         ece_all, _ = reliability(lf["pairs"])
         ece_lead, rows_lead = reliability(lf["pairs"], leader_only=True)
-        lf_rows.append((z.name, ece_all, ece_lead))
-        pool = args.pool if z.kind == "simulated" else len(z.correct)
-        labs = labelled(z, args.label_reps, pool, budgets, args.round, args.max_labels, TARGET,
-                        args.seed, args.label_resamples, args.baseline_reps)
+        lf_rows.append((z["name"], ece_all, ece_lead))
         prod = labs["product"]
         summaries.append({
-            "name": z.name, "status": status, "models": z.size,
+            "name": z["name"], "status": status, "models": z["models"],
             "free": leader_summary([[pr] for pr in lf["pairs"]], seed=args.seed),
             "labels": leader_summary([[prod["pairs"][b][r] for b in budgets]
                                       for r in range(prod["reps"])], seed=args.seed)})
         for b in budgets:
             pb = prod["pairs"][b]
             p_l, o_l = _leader_or_all(pb, leader_only=True)
-            budget_rows.append([z.name, b, _share(int((o_l > 0).sum()), len(pb)),
+            budget_rows.append([z["name"], b, _share(int((o_l > 0).sum()), len(pb)),
                                 f"{p_l.mean():.2f}", f"{o_l.mean():.2f}",
                                 f"{_ece(p_l, o_l)[0]:.3f}", f"{brier(pb):.3f}",
                                 f"{brier(uniform(pb)):.3f}"])
         eces = {}
         for name, lab in labs.items():
-            stop_rows.append((z.name, name, lab["fires"], lab["reps"], lab["right"],
+            stop_rows.append((z["name"], name, lab["fires"], lab["reps"], lab["right"],
                               lab["regret"]))
-            stops.append((z.name, status, name, lab))
+            stops.append((z["name"], status, name, lab))
             if name not in ("product", "baseline"):  # the product's pairs again
                 continue
             all_pairs = [pr for b in budgets for pr in lab["pairs"][b]]
@@ -787,19 +806,15 @@ def run(args: argparse.Namespace) -> list[str]:
             floors = (ece_floor(all_pairs), ece_floor(all_pairs, leader_only=True))
             eces[name] = (e_all, e_lead, per_budget, lab["reps"], floors)
             if name == "product":
-                pooled[z.kind] += all_pairs
+                pooled[z["kind"]] += all_pairs
                 rows_product = rows_l
-        lab_rows.append((z.name, pool, eces))
-        reliab += [f"#### {z.name}", "", "label-free p(best), leader:", "",
+        lab_rows.append((z["name"], pool, eces))
+        reliab += [f"#### {z['name']}", "", "label-free p(best), leader:", "",
                    _reliability_table(rows_lead), "", "p(best | labels), leader, all budgets:", "",
                    _reliability_table(rows_product), ""]
-        pe, be, sl = eces["product"], eces["baseline"], summaries[-1]["labels"]
-        print(f"{z.name:<30} coverage {lf['coverage']:.3f} ± {se:.3f} (baseline "
-              f"{lf['baseline']:.3f})  leader ECE labels {sl['ece']:.3f} Brier {sl['brier']:.3f} "
-              f"(uniform {sl['brier_uniform']:.3f}) sharpness {sl['sharpness']:.2f}  ECE labels "
-              f"all pairs {pe[0]:.3f} (baseline {be[0]:.3f})  stop fired "
-              f"{prod['fires']}/{prod['reps']} right {prod['right']}  "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        sl = summaries[-1]["labels"]
+        print(f"{z['name']:<30} leader ECE labels {sl['ece']:.3f} Brier {sl['brier']:.3f} "
+              f"(uniform {sl['brier_uniform']:.3f}) sharpness {sl['sharpness']:.2f}", flush=True)
     if args.json:
         import json
 
@@ -808,20 +823,20 @@ def run(args: argparse.Namespace) -> list[str]:
              "stops": [{"zoo": n, "status": st, "method": m,
                         **{k: lab[k] for k in ("fires", "reps", "right", "stops", "regret")}}
                        for n, st, m, lab in stops]}, indent=1, default=float))
-    missing = [n.partition("=")[0] for n in args.real
-               if not any(z.name.startswith(n.partition("=")[0] + " ") for z in real)]
-    lines += ["Real zoos: " + (", ".join(z.name for z in real) or "none") + ". Embedding zoos "
+    real = [z["name"] for z in measured if z["kind"] == "real"]
+    missing = [f"{n} (no store)" for n in EMBEDDING_ZOOS
+               if not any(r.startswith(n + " ") for r in real)]
+    if not any(r.startswith("uva") for r in real):
+        missing.append("uva classifiers (no checkpoints)")
+    lines += ["Real zoos: " + (", ".join(real) or "none") + ". Embedding zoos "
               "(demo, digits, cifar10): the stores of `benchmarks/default_lozo.py` (`zoorank demo "
               "--out DIR/demo`; `validate_ranking.py --dataset digits|cifar10 --out DIR/...`), "
               "their clean embeddings cached under `--cache`; their truth is each "
               "model's leave-one-out kNN accuracy (k = 5) with every label of the pool, and the "
               "labels' correctness is the product's few-label kNN among the labelled images. "
               "Label-free rows of real zoos run the fold path on the per-image correctness. "
-              "Not run: " + ", ".join([*(f"{n} (no store)" for n in missing),
-                                       *([] if real and any("uva" in z.name for z in real)
-                                         else ["uva classifiers (no checkpoints)"]),
-                                       "the UvA autoencoders (no per-image accuracy without a "
-                                       "probe)"]) + ".", "",
+              "Not run: " + ", ".join([*missing, "the UvA autoencoders (no per-image accuracy "
+                                       "without a probe)"]) + ".", "",
               "**Tuned on or held out.** The posterior's prior spread grid and the stopping "
               "rule's widening (`STOP_WIDENING`) were chosen on other draws (seed 1001, "
               "`benchmarks/science/stop_tuning.py`) of the six simulated settings and of the UvA "
@@ -959,6 +974,11 @@ def main() -> None:
     p.add_argument("--append", action="store_true",
                    help="append this run's tables (with its own command line) to --markdown")
     p.add_argument("--cache", type=Path, default=Path("/tmp/zoorank-calibration"))
+    p.add_argument("--save", type=Path, default=None,
+                   help="keep this run's replications (pickle) for a later --merge")
+    p.add_argument("--merge", type=Path, nargs="+", default=None,
+                   help="render the replications of earlier --save runs (zoos run apart) instead "
+                        "of measuring")
     p.add_argument("--json", type=Path, default=None,
                    help="also write the lead figures and the stops as JSON here")
     p.add_argument("--seed", type=int, default=0)
