@@ -123,7 +123,7 @@ def run_config_dict(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSi
                   {"name": "simclr", "samples": size.views[0], "per_sample": size.views[1]}],
         "score": {"nc_k": size.nc_k, "nc_reference_size": size.nc_reference},
         "oracle": {"knn": True, "linear_probe": True, **budget_oracle(evaluate, size)},
-        # no primary_metric: the default (README, "Which metric orders the board"; chosen out
+        # no primary_metric: the default (docs/concepts/primary-metric.md; chosen out
         # of sample, issue 30) orders the demo's zoo, by RankMe.
         "rank": {"bootstrap": 200},
     }

@@ -149,7 +149,7 @@ def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
     """The confidence the report claims for the top set: ``{"level": ..., "sentence": ...}``.
 
     The one place the report takes the level from (Contract 8: a level printed is a level
-    measured). At the settings ``benchmarks/calibration.py`` measured
+    measured). At the settings ``benchmarks/science/calibration.py`` measured
     (:data:`~zoorank.metrics.uncertainty.MEASURED_SETTINGS`) the level is the lowest coverage it
     measured there (:func:`~zoorank.metrics.uncertainty.measured_coverage`, the worst simulated
     zoo); at any other settings the nominal level is printed as nominal, with that said."""
@@ -161,13 +161,13 @@ def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
     if not measured_here:
         return {"level": f"nominal {nominal:.0%}",
                 "sentence": (f"{guarantee} Its coverage was not measured at these settings "
-                             "(benchmarks/calibration.py measures the defaults: confidence 0.95, "
+                             "(benchmarks/science/calibration.py measures the defaults: confidence 0.95, "
                              "8 folds of half the images), so the level is nominal.").strip()}
     level = measured_coverage()
     worst = min(MEASURED_COVERAGE, key=lambda k: MEASURED_COVERAGE[k][0])
     return {"level": f"{level:.0%}",
             "sentence": (f"{guarantee} Measured on simulated zoos with known truth "
-                         f"(benchmarks/calibration.py), the set held every truly best model in "
+                         f"(benchmarks/science/calibration.py), the set held every truly best model in "
                          f"{level:.0%} of simulations in the hardest setting ({worst}); read it as "
                          f"a {level:.0%} set, not {nominal:.0%}. {p_best_claim()}").strip()}
 

@@ -2,7 +2,7 @@
 validation zoos (issue 30, item 5), shown on the report's first screen before the recommendation.
 
 The record is a data file of the package, ``metric_record.json``, written by
-``benchmarks/default_lozo.py`` (with its command, commit and date): per metric and validation zoo,
+``benchmarks/science/default_lozo.py`` (with its command, commit and date): per metric and validation zoo,
 Kendall τ against the kNN oracle, the regret of the metric's leader (the labels' best accuracy
 minus that of the metric's point-best unflagged model, pp) and whether its top set held the
 labels' best model; the zoos' kinds; which metrics failed when chosen out of sample.
@@ -48,7 +48,7 @@ def summarise(metric: str, record: Mapping[str, Any] | None = None) -> dict[str,
     entry = (record.get("metrics") or {}).get(base)
     zoos_all = list(record.get("zoos") or {})
     kinds_all = _kinds(record, zoos_all)
-    source = (f"benchmarks/default_lozo.py, commit {record.get('commit')}, "
+    source = (f"benchmarks/science/default_lozo.py, commit {record.get('commit')}, "
               f"{record.get('date')}")
     uncovered = (f"Validation zoos so far: {len(zoos_all)} ({', '.join(kinds_all)}); none under "
                  "a distribution shift. If this zoo is of another kind, or its images differ from "
