@@ -174,8 +174,8 @@ def main() -> None:
                  "the held-out means): " + ", ".join(sorted(near)) + ".", ""]
     body += ["## Verdicts (pre-registered)", ""]
     for text, met, figures in verdicts(results, held, default, with_source, emb):
-        body.append(f"- **{text}: {'met' if met else 'NOT MET'}.** Held-out mean τ / regret: "
-                    f"{figures}.")
+        body.append(f"- **{text}: {'met' if met else 'NOT MET'}.** Held-out "
+                    f"{'mean regret' if text.startswith('H3') else 'mean τ'}: {figures}.")
     body += ["", "## In-sample against held-out, per estimator", "",
              f"Mean over the domains of each group (n = domains): Kendall τ against each model's "
              "true top-1, the leader's regret (pp: the best model's top-1 minus the estimator's "
