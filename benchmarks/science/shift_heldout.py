@@ -2,13 +2,13 @@
 
 ``zoorank.metrics.classifier.DEFAULT_CLASSIFIER_METRIC`` (``nuclear_norm_accuracy``, a zoo
 without a labelled source set) and ``DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE`` (``cot_accuracy``)
-were chosen by the shift benchmark (``benchmarks/shift_benchmark.py``) as the highest mean
+were chosen by the shift benchmark (``benchmarks/science/shift_benchmark.py``) as the highest mean
 Kendall τ over its nine corrupted domains, and ``benchmarks/results/shift_benchmark.md`` reports
 them on the same nine: an in-sample selection. This script measures them on fifteen domains that
 chose nothing, :data:`shift_benchmark.HELDOUT_CORRUPTIONS` (six corruption types not among the
 nine, and the nine types at another severity; the rule that picked them is written beside the
 constant), beside the in-sample figures, on the same 31 classifiers (the four UvA
-nets and the 27 of ``benchmarks/shift_zoo.py``, the cached trained zoo: this script never
+nets and the 27 of ``benchmarks/zoos/shift_zoo.py``, the cached trained zoo: this script never
 trains), the same 1,000 target and 1,000 source images. The in-sample figures beside them are
 those the choice was made on (:data:`IN_SAMPLE`, quoted from ``shift_benchmark.md``'s run at
 ``df995bb``: same zoo, images and estimator code; on the loaded 2-core machine the nine domains'
@@ -31,7 +31,7 @@ Protocol (fixed and committed before any figure on the held-out domains was comp
 
 Writes ``benchmarks/results/shift_heldout.md`` (``--markdown`` elsewhere)::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/science/shift_heldout.py
+    PYTHONPATH=. .venv/bin/python benchmarks/science/shift_heldout.py
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def main() -> None:
     zoo_dir = args.cache / Z.training_commit() / "zoo"
     if not (zoo_dir / "zoo.json").exists():
         raise SystemExit(f"no trained zoo at {zoo_dir} (zoo.json missing): this script never trains; "
-                         "run benchmarks/shift_benchmark.py first")
+                         "run benchmarks/science/shift_benchmark.py first")
     models, zoo_folder = B.zoo(args.cache, args.train, 0.5, args.uva_tmp)
     folder = zoo_folder.parent / f"predictions-n{args.images}-s{args.source}"
     g = groups()

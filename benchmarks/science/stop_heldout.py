@@ -12,7 +12,7 @@ and the calibration of the printed p(best | labels), on zoos none of those choic
   1,000 images the pool; read from the predictions ``shift_heldout.py`` caches (run it first).
   A domain whose best model is under 20 % top-1 is left out, as there.
 * **B, new simulated settings** (:func:`new_settings`): correctness simulated as in
-  ``benchmarks/calibration.py`` (a shared per-image difficulty), at settings the tuning never
+  ``benchmarks/science/calibration.py`` (a shared per-image difficulty), at settings the tuning never
   drew: other zoo sizes, accuracy levels, gaps and error correlations.
 
 Protocol (fixed and committed before any figure on these zoos was computed):
@@ -34,7 +34,7 @@ Protocol (fixed and committed before any figure on these zoos was computed):
 
 Writes ``benchmarks/results/stop_heldout.md`` (``--markdown`` elsewhere)::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/science/stop_heldout.py
+    PYTHONPATH=. .venv/bin/python benchmarks/science/stop_heldout.py
 """
 
 from __future__ import annotations

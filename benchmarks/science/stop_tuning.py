@@ -3,7 +3,7 @@ runs, reconstructed and committed.
 
 ``zoorank.metrics.label_posterior.SPREAD_GRID`` (prior spreads from 0.25 pp, commit ``07723fc``)
 and ``STOP_WIDENING`` = 2.5 (commit ``d314c90``) were chosen on *tuning draws*: the labelled runs
-of ``benchmarks/calibration.py`` (``calibration.labelled``) with seed 1001 instead of the reported
+of ``benchmarks/science/calibration.py`` (``calibration.labelled``) with seed 1001 instead of the reported
 run's 0, 200 runs per setting, on the six simulated settings and the UvA classifiers. The script
 that ran them was never committed; the constants' comments and ``benchmarks/results/
 calibration.md`` kept its figures. This is that script, rebuilt from them:
@@ -32,7 +32,7 @@ a posterior that has since changed.
 
 Writes ``benchmarks/results/stop_tuning.md`` (``--markdown`` elsewhere)::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/science/stop_tuning.py
+    PYTHONPATH=. .venv/bin/python benchmarks/science/stop_tuning.py
 """
 
 from __future__ import annotations
