@@ -1,4 +1,4 @@
-"""Calibration harness: zoos whose truth is known, run through zoorank's own uncertainty code (issue 30).
+"""Calibration harness: zoos whose truth is known, run through zoorank's own uncertainty code.
 
 What it measures, per zoo:
 
@@ -27,7 +27,7 @@ What it measures, per zoo:
 
 Baselines, on the same replications: the top set without the small-sample correction
 (``fold_scale(..., small_sample=False)``) and p(best | labels) by the Bayesian bootstrap zoorank
-used before issue 30 (:func:`bootstrap_p_best`, on the first ``--baseline-reps``). Each ECE comes
+used before its paired posterior (:func:`bootstrap_p_best`, on the first ``--baseline-reps``). Each ECE comes
 with its *floor*, the ECE a perfectly calibrated p(best) would show on the same predictions by
 chance (:func:`ece_floor`).
 
@@ -160,7 +160,7 @@ def label_free_once(values: np.ndarray, seed: int, folds: int, fraction: float, 
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(in_top_set, p_best) of one replication by the product's path (module docstring);
     ``small_sample=False``: the fold bootstrap without its small-sample correction (the baseline
-    this issue replaced)."""
+    the correction replaced)."""
     ids = np.arange(values.shape[0], dtype=np.int64)
     keep = select_samples(ids, images, seed)
     v, ids = values[keep], ids[keep]
@@ -201,7 +201,7 @@ def label_free(z: Zoo, reps: int, images: int, folds: int, fraction: float, resa
 
 def bootstrap_p_best(correct: np.ndarray, resamples: int, seed: int, prior_samples: int = 2
                      ) -> np.ndarray:
-    """The baseline: p(best | labels) as zoorank computed it before issue 30 (a Bayesian bootstrap
+    """The baseline: p(best | labels) as zoorank computed it before the paired posterior (a Bayesian bootstrap
     of the labelled rows plus two fair-coin pseudo-samples per model, exact ties split), copied
     here so the harness measures both on the same draws."""
     n, m = correct.shape
