@@ -693,9 +693,11 @@ def reading_lines(zoos: list[dict], stops: list[tuple[str, str, str, dict]], bud
     what the stopping rule's record rests on."""
     def names(key: str, verdict: str) -> str:
         hit = [z for z in zoos if confidence_verdict(z[key]) == verdict]
-        return ", ".join(f"{z['name']} (mean p {z[key]['confident_p']:.2f}, "
-                         f"share of best held {z[key]['confident_outcome']:.2f}, {z[key]['confident']} of "
-                         f"{z[key]['predictions']} predictions)" for z in hit) or "none"
+        return ", ".join(f"{z['name']} (mean p {z[key]['confident_p']:.2f}, share of best held "
+                         f"{z[key]['confident_outcome']:.2f}, {z[key]['confident']} of "
+                         f"{z[key]['predictions']} predictions; the leader within the tolerance "
+                         f"of the best in {z[key]['confident_right']} of them)"
+                         for z in hit) or "none"
 
     lines = [f"- **p(best | labels) is over-confident where the leader prints ≥ {CONFIDENT:g}** "
              f"on: {names('labels', 'over-confident')}. Under-confident there on: "
