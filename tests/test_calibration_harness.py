@@ -151,6 +151,9 @@ def test_leader_summary_hand_computed_on_runs_of_two_predictions():
     assert s["right"] == 3 and s["confident_right"] == 1
     lo, hi = s["brier_ci"]
     assert lo <= s["brier"] <= hi
+    # two runs: the bootstrap's skills are those of run 1, run 2 or both, so they bracket it
+    lo, hi = s["skill_ci"]
+    assert lo <= s["skill"] <= hi
 
 
 def test_a_leader_saying_point_nine_for_a_three_way_tie_reads_over_confident():

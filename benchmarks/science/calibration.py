@@ -445,14 +445,17 @@ def leader_summary(runs: list[list[tuple[np.ndarray, np.ndarray]]], boot: int = 
     sizes = np.array([len(run) for run in runs])
     start = np.r_[0, np.cumsum(sizes)[:-1]]
     sq = np.array([np.sum((np.asarray(x) - y) ** 2) for x, y in flat])
+    sq_uniform = np.array([np.sum((1.0 / len(x) - y) ** 2) for x, y in flat])
     confident = p >= CONFIDENT
     rng = np.random.default_rng(seed)
-    eces, briers, conf_out = [], [], []
+    eces, briers, skills, conf_out = [], [], [], []
     for _ in range(boot):
         pick = rng.integers(0, len(runs), len(runs))
         idx = np.concatenate([np.arange(start[i], start[i] + sizes[i]) for i in pick])
         eces.append(_ece(p[idx], o[idx])[0])
         briers.append(sq[idx].mean())
+        if sq_uniform[idx].mean() > 1e-9:
+            skills.append(1.0 - sq[idx].mean() / sq_uniform[idx].mean())
         sel = idx[confident[idx]]
         if len(sel):
             conf_out.append(o[sel].mean())
@@ -464,6 +467,7 @@ def leader_summary(runs: list[list[tuple[np.ndarray, np.ndarray]]], boot: int = 
             # every model tied (uniform Brier 0): the uniform p is exact, no skill to measure
             "skill": (1.0 - float(sq.mean()) / brier(uniform(flat))
                       if brier(uniform(flat)) > 1e-9 else float("nan")),
+            "skill_ci": _interval(np.array(skills)) if skills else (np.nan, np.nan),
             "sharpness": float(p.mean()), "sharpness_uniform": float(np.mean(1.0 / size)),
             "confident": int(confident.sum()),
             "confident_p": float(p[confident].mean()) if confident.any() else float("nan"),
@@ -665,14 +669,15 @@ def lead_rows(zoos: list[dict], key: str) -> list[list[str]]:
                      f"{s['ece']:.3f} {_ci(s['ece_ci'])}", f"{s['floor']:.3f}",
                      f"{s['ece_uniform']:.3f}",
                      f"{s['brier']:.3f} {_ci(s['brier_ci'])}", f"{s['brier_uniform']:.3f}",
-                     f"{s['skill']:+.2f}" if np.isfinite(s["skill"]) else "— (all tied)",
+                     (f"{s['skill']:+.2f} {_ci(s['skill_ci'], '+.2f')}" if np.isfinite(s["skill"])
+                      else "— (all tied)"),
                      f"{s['sharpness']:.2f} (1/M {s['sharpness_uniform']:.2f})",
                      conf, confidence_verdict(s)])
     return rows
 
 
 LEAD_HEADER = ["zoo", "tuned on / held out", "runs", "leader ECE [95% CI]", "floor",
-               "uniform p: leader ECE", "Brier [95% CI]", "uniform p: Brier", "Brier skill",
+               "uniform p: leader ECE", "Brier [95% CI]", "uniform p: Brier", "Brier skill [95% CI]",
                "sharpness: mean leader p", f"leader p ≥ {CONFIDENT:g}: n, mean p vs mean outcome "
                "[95% CI]", "reading"]
 
@@ -705,12 +710,15 @@ def reading_lines(zoos: list[dict], stops: list[tuple[str, str, str, dict]], bud
              f"- **The label-free p(best)** is over-confident at ≥ {CONFIDENT:g} on: "
              f"{names('free', 'over-confident')}; under-confident on: "
              f"{names('free', 'under-confident')}."]
-    worse = [z["name"] for z in zoos if z["labels"]["skill"] <= 0]  # NaN (all tied): not worse
+    # no better than the uniform p: the skill's bootstrap interval reaches 0 (NaN: all tied)
+    worse = [z["name"] for z in zoos if not z["labels"]["skill_ci"][0] > 0]
     lines.append("- **Brier skill of p(best | labels) against a uniform p** (budgets "
-                 f"{', '.join(map(str, budgets))} pooled): "
-                 + "; ".join(f"{z['name']} {z['labels']['skill']:+.2f}" for z in zoos)
-                 + (f". No better than the uniform p on: {', '.join(worse)}." if worse else
-                    ". Better than the uniform p on every zoo."))
+                 f"{', '.join(map(str, budgets))} pooled; 95% interval by a bootstrap over runs): "
+                 + "; ".join(f"{z['name']} {z['labels']['skill']:+.2f} "
+                             f"{_ci(z['labels']['skill_ci'], '+.2f')}" for z in zoos)
+                 + (f". Not distinguishable from the uniform p (interval reaching 0) on: "
+                    f"{', '.join(worse)}." if worse else
+                    ". Better than the uniform p on every zoo (every interval above 0)."))
     prod = [(z, st, lab) for z, st, m, lab in stops if m == "product"]
     fires = sum(lab["fires"] for _, _, lab in prod)
     right = sum(lab["right"] for _, _, lab in prod)
