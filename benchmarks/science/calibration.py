@@ -911,7 +911,8 @@ def run(args: argparse.Namespace) -> list[str]:
               f"`STOP_WIDENING` = {STOP_WIDENING:g} for the repeated looks; *product, unwidened "
               "stop*: the same leader at its calibrated p(best) (the rule before the widening); "
               "*baseline*: the Bayesian bootstrap. *Fired*: runs in which the rule stopped "
-              "before the budget, of the runs (Wilson 95% interval); *labels at stop*: median "
+              "at one of its looks (every round, the last at the budget), of the runs (Wilson "
+              "95% interval); *labels at stop*: median "
               "(min–max) over the stops; *right*: the pick's full-data accuracy is within "
               f"{100 * TOL:g} pp of the best, of the stops (Wilson 95% interval).", "",
               harness.table(["zoo", "tuned on / held out", "posterior", "fired (of runs)",

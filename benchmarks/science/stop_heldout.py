@@ -187,7 +187,8 @@ def main() -> None:
              f"{'met' if not over else 'NOT MET'}.** "
              + ("Over-confident on: " + ", ".join(over) + "." if over else "")]
     body += ["", "## The stopping rule, per zoo", "",
-             "*Fired*: runs in which the rule stopped before the budget (Wilson 95%); *labels at "
+             "*Fired*: runs in which the rule stopped at one of its looks (every round, the last at "
+             "the budget; Wilson 95%); *labels at "
              "stop*: median (min–max); *right*: of the stops (Wilson 95%). *product, unwidened "
              "stop*: the same runs stopping on the calibrated p(best), for comparison (not the "
              "rule).", "",
