@@ -166,7 +166,9 @@ def main() -> None:
         args.save.write_bytes(pickle.dumps({"summaries": summaries, "stops": stops, "left": left}))
         print(f"saved {len(summaries)} zoo(s) to {args.save}")
         return
-    body = [f"{time.perf_counter() - start:.0f} s. Predictions: `{folder}`. Protocol: the "
+    took = ("Rendered from the saved runs of " + ", ".join(f"`{m.name}`" for m in args.merge)
+            if args.merge else f"{time.perf_counter() - start:.0f} s")
+    body = [f"{took}. Predictions: `{folder}`. Protocol: the "
             "docstring of `benchmarks/science/stop_heldout.py`, committed before this run (one "
             f"look). Stop: leader's p(best | labels) widened by {STOP_WIDENING:g} ≥ {TARGET}; "
             f"labels in random order, {round_size} a round, up to {max_labels}.", ""]
