@@ -7,7 +7,7 @@
 2. The same per-model commits with the code of another checkout (``--baseline DIR``, e.g. a
    ``git archive`` of the commit before), in a subprocess: the old against the new cost of one
    model's commit.
-3. ``zoorank.run.retry.call`` around a call that succeeds, against the bare call: the policy's cost
+3. ``zoorank.tasks.retry.call`` around a call that succeeds, against the bare call: the policy's cost
    on the path where nothing fails.
 
 Prints, never asserts::
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         lines += [ratio("one model per commit: baseline", old[1], "now", new[1]),
                   ratio("a 32-model commit: baseline", old[32], "now", new[32])]
 
-    from zoorank.run import retry
+    from zoorank.tasks import retry
 
     n = 20000
     _, bare = timed(lambda: [len("x") for _ in range(n)])
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     lines.append(f"retry policy on a call that succeeds: {1e6 * (wrapped - bare) / n:.1f} µs per "
                  f"call ({(wrapped - bare) / n / new[1]:.2%} of one single-model commit)")
     print("\n".join(lines))
-    harness.write_results(args.markdown, "bench_commits — one store commit (issues 23, 26)",
+    harness.write_results(args.markdown, "bench_commits — one store commit",
                           "\n".join(lines))
 
 

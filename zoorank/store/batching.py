@@ -11,7 +11,7 @@ rows of finished tasks and commits them together:
   1,000-model table gets ~32 files before compaction instead of 1,000;
 - :data:`BATCH_SECONDS` (T = 10 s): a finished task's rows wait at most this long. The batch's age
   is checked when a result is added and, while the stage waits for the next result, by the task
-  runner (:func:`zoorank.run.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
+  runner (:func:`zoorank.tasks.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
   and waits no longer than the batch has left), so a finished model's rows are committed within T
   (plus one commit) even while the next task is still running.
 

@@ -21,20 +21,21 @@ goes on; the next run tries it again, because only ``done`` work is skipped.
 At most ``max_in_flight`` tasks are submitted at once (the rest wait here, not in Ray's queue, so
 the stage's thread counts hold). Ctrl-C, and SIGTERM (turned into ``SystemExit(143)`` while tasks
 run), cancel every task in flight (``ray.cancel(force=True)`` ends their workers)
-before the exception goes on. A progress bar shows on stderr when stdout is a terminal and
-``ZOORANK_PROGRESS`` is not ``0``.
+before the exception goes on. A progress bar shows on stderr when the console takes bars
+(:func:`zoorank.console.progress_enabled`: stdout and stderr a terminal, ``ZOORANK_PROGRESS`` not
+``0``).
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from zoorank.console import progress_enabled
 
 #: names of the ``ray.exceptions`` that mean the worker (or its node) is gone, not that the task
 #: raised. Resolved lazily: importing this module does not import Ray.
@@ -122,13 +123,11 @@ class _Node:
 
 
 class _Progress:
-    """A rich bar of tasks done (stderr), only when stdout is a terminal."""
+    """A rich bar of tasks done (stderr), only where :func:`~zoorank.console.progress_enabled`."""
 
     def __init__(self, label: str | None, total: int) -> None:
         self.progress = None
-        if label is None or os.environ.get("ZOORANK_PROGRESS", "1") == "0":
-            return
-        if not sys.stdout.isatty():
+        if label is None or not progress_enabled():
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
