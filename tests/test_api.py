@@ -234,6 +234,11 @@ def test_run_returns_the_pick_of_the_ordering_metric_and_writes_the_report(tiny_
     assert (manifest["status"] == "done").sum() == 6
     if result.decision:  # RANK writes decision.json: its pick is the result's
         assert result.decision["pick"]["model_id"] == result.pick
+    # the next step names the config file as it was given to run; digits has a label for
+    # every image, so there is nothing to ask for
+    step = result.decision["next_step"]
+    assert step["config"] == str(path) and step["unlabelled"] == 0 and step["command"] is None
+    assert "  next step: none (every image of digits already has a label)" in repr(result)
     assert result.pick in repr(result) and result.pick in result._repr_html_()
 
 

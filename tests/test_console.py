@@ -233,3 +233,32 @@ def test_leaderboard_print_of_a_thousand_models_is_the_top_rows_and_where_the_re
     assert sum("sweep-" in line for line in lines) <= 11  # 10 rows + the top-set line
     assert lines[-1] == ("the whole leaderboard (1000 models): /s/leaderboard.csv (and "
                          "leaderboard.md, the report)")
+
+
+def test_paths_under_the_working_directory_are_shown_relative_to_it(tmp_path, monkeypatch):
+    from zoorank.console import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "zoorank-demo" / "run.yaml") == "zoorank-demo/run.yaml"
+    assert shown_path(str(tmp_path / "store" / "decision.json")) == "store/decision.json"
+    assert shown_path("store/report/index.html") == "store/report/index.html"
+    assert shown_path("/elsewhere/run.yaml") == "/elsewhere/run.yaml"  # outside: as given
+    assert shown_path("s3://bucket/store/report/index.html") == \
+        "s3://bucket/store/report/index.html"
+
+
+def test_the_verdict_names_a_store_under_the_working_directory_relative_to_it(
+        tmp_path, monkeypatch, capsys):
+    from zoorank.decide.leaderboard import print_verdict
+
+    monkeypatch.chdir(tmp_path)
+    doc = {"pick": {"model_id": "m", "metric": "rankme", "value": 3.0, "dataset": "d"},
+           "shortlist": {"models": ["m"]}, "top_set": {"size": 1, "of": 2, "level": "94%"},
+           "next_step": {"command": "zoorank ask CONFIG --budget 200", "budget": 200},
+           "caveats": []}
+    print_verdict(doc, report=str(tmp_path / "s" / "report" / "index.html"),
+                  config="cfg/zoo.yaml", store=str(tmp_path / "s"))
+    lines = capsys.readouterr().out.splitlines()
+    assert "Next step: zoorank ask cfg/zoo.yaml --budget 200" in lines
+    assert lines[-2].endswith(": s/report/index.html")
+    assert lines[-1] == "Checkpoint and verdict, as JSON: s/decision.json"

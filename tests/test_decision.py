@@ -240,6 +240,9 @@ def test_oracle_top_set_of_a_known_case():
     assert apart["overlap"] == [] and apart["regret"] == pytest.approx(0.40)
     assert apart["noise"] == pytest.approx(0.0, abs=1e-12) and not apart["within_noise"]
     assert "do not overlap" in apart["sentence"] and "40.0 pp" in apart["sentence"]
+    # one model is "1 model" in the sentence, two are "2 models"
+    assert apart["sentence"].startswith("On digits, the label-free top set of 1 model and the "
+                                        "oracle's own 95% top set by knn accuracy, 2 models, do")
     # rows of an oracle run before fold values: no oracle top set
     old = _oracle_rows(folds).assign(params="{}")
     assert oracle_top_sets(config, board, old, ["a"]) == {}

@@ -124,3 +124,49 @@ def test_every_config_shown_in_the_docs_validates(where, block):
         parse_tune_config(doc)
     else:
         pytest.skip("a fragment of a config")
+
+
+def _docstring_nodes(tree) -> set[int]:
+    import ast
+
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_no_tracker_numbers_in_the_products_messages_templates_or_rendered_docstrings():
+    """What zoorank prints or renders (every string literal of the package that is not a
+    docstring: console lines, errors, help, report sentences; the report's templates), and the
+    docstrings the site renders (the objects of the Python API page, every registered metric's
+    function) name no tracker number. Internal docstrings and comments may."""
+    import ast
+    import importlib
+    import inspect
+
+    import zoorank.metrics  # noqa: F401  (registers every metric)
+    from zoorank.metrics.registry import REGISTRY
+
+    hits = []
+    for path in sorted((REPO / "zoorank").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = _docstring_nodes(tree)
+        hits += [f"{path.relative_to(REPO)}:{node.lineno}: {node.value[:60]!r}"
+                 for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and id(node) not in docstrings and TRACKER.search(node.value)]
+    hits += [str(p.relative_to(REPO)) for p in sorted((REPO / "zoorank").rglob("*"))
+             if p.suffix in (".j2", ".html", ".js", ".css") and TRACKER.search(p.read_text())]
+    rendered = re.findall(r"^::: ([\w.]+)", (REPO / "docs/reference/api.md").read_text(), re.M)
+    assert "zoorank.api.run" in rendered
+    for name in rendered:
+        module, _, attr = name.rpartition(".")
+        obj = getattr(importlib.import_module(module), attr)
+        members = [v for k, v in vars(obj).items() if not k.startswith("_")] \
+            if inspect.isclass(obj) else []
+        hits += [f"{name}: {getattr(o, '__name__', o)}" for o in [obj, *members]
+                 if TRACKER.search(inspect.getdoc(o) or "")]
+    hits += [f"metric {name}" for name, m in REGISTRY.items()
+             if TRACKER.search((m.function.__doc__ if m.function else "") or "")
+             or TRACKER.search(m.description or "")]
+    assert not hits, hits

@@ -355,6 +355,8 @@ def test_first_heading_names_the_pick_and_the_metric_record_is_a_caveat(decided_
     rule_html = page[page.index("id='shortlist-rule'"):page.index("id='regret'")]
     assert (f"{short['hits']} of {short['zoos']}" in rule_html if short["hits"] is not None
             else "not measured yet" in rule_html)
+    if short.get("mean_size") is not None:  # the mean size to one decimal, as a size reads
+        assert f"with {short['mean_size']:.1f} models on average" in rule_html
     # the metric's record, computed here from the package's file: mean τ and zoo counts
     metric = settings["ordered_by"]
     record = load_record()

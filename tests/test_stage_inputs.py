@@ -382,3 +382,43 @@ def test_merged_labels_rerender_the_report_and_every_labelled_dataset_is_summari
 
     assert main(["report", str(config_path)]) == 0
     assert "is current (inputs unchanged): not re-rendered" in _out(capsys)
+
+
+@pytest.mark.timeout(300)
+def test_rank_and_report_name_the_config_path_as_typed_and_rank_skips_through_another_path(
+        tmp_path, capsys, monkeypatch):
+    """`zoorank rank cfgs/run.yaml` (typed relative to the working directory) writes and prints
+    that path in the next step; `zoorank rank /abs/.../run.yaml` is skipped (the path is no input
+    of RANK) and names the absolute path; `zoorank report cfgs/run.yaml` shows the relative one
+    on its decision card."""
+    import yaml
+
+    from zoorank.cli import main
+
+    cfg, _ = _two_dataset_label_store(tmp_path)
+    (tmp_path / "cfgs").mkdir()
+    config_path = tmp_path / "cfgs" / "run.yaml"
+    config_path.write_text(yaml.safe_dump(cfg))
+    monkeypatch.chdir(tmp_path)
+    decision = tmp_path / "store" / "decision.json"
+    store = Store(cfg["store"])
+
+    assert main(["report", "cfgs/run.yaml"]) == 2  # nothing ranked yet: says what to run
+    assert "run `zoorank rank cfgs/run.yaml` first" in capsys.readouterr().err
+    assert main(["rank", "cfgs/run.yaml"]) == 0
+    step = json.loads(decision.read_text())["next_step"]
+    assert step["command"] == f"zoorank ask cfgs/run.yaml --budget {step['budget']}"
+    assert f"Next step: zoorank ask cfgs/run.yaml --budget {step['budget']}" in _out(capsys)
+    version = store.table_version("leaderboard")
+
+    assert main(["rank", str(config_path)]) == 0
+    out = _out(capsys)
+    assert "rank: inputs unchanged" in out and "skipped" in out
+    assert store.table_version("leaderboard") == version
+    assert f"Next step: zoorank ask {config_path} --budget" in out
+    assert json.loads(decision.read_text())["next_step"]["config"] == str(config_path)
+
+    assert main(["report", "cfgs/run.yaml"]) == 0
+    html = (tmp_path / "store" / "report" / "index.html").read_text()
+    assert f"<code id='next-step-command'>zoorank ask cfgs/run.yaml --budget {step['budget']}" \
+        in html

@@ -191,6 +191,8 @@ class Result:
         step = self.decision.get("next_step") or {}
         if step.get("command"):
             rows.append(("next step", str(step["command"])))
+        elif step:
+            rows.append(("next step", f"none ({step.get('short') or 'nothing to ask'})"))
         return rows
 
     def __repr__(self) -> str:
@@ -273,10 +275,14 @@ def run(config: ConfigLike, *, address: str | None = None, **overrides: Any) -> 
     """
     from zoorank import pipeline
     from zoorank.catalog.context import RunContext
+    from zoorank.decide.next_step import config_path
 
     cfg = _as_config(config, overrides)
     context = RunContext(cfg, address=address)
-    pipeline.run_all(cfg, context=context)
+    # the next step's command names the file as given (a mapping or RunConfig has no path)
+    path = os.fspath(config) if isinstance(config, (str, os.PathLike)) else None
+    with config_path(path):
+        pipeline.run_all(cfg, context=context)
     return _read(context.store)
 
 

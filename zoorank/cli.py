@@ -314,12 +314,21 @@ def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
         return 0, None
 
     from zoorank.config.loading import load_config
+    from zoorank.decide.next_step import config_path
 
     config = load_config(args.config, store=args.store)
     if command == "zoo":
         return _zoo(config, args)
+    # the verdict's next step (console and decision.json) names the config as the user typed it
+    with config_path(args.config):
+        return _stage_command(config, args)
+
+
+def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    """A command that runs stages on ``config``: (exit status, its result for ``--json``)."""
     from zoorank import pipeline
 
+    command = args.command
     if command == "ask":
         asked = pipeline.run_ask(config, budget=args.budget, round_=args.round,
                                  dataset=args.dataset, max_labels=args.max_labels,

@@ -25,6 +25,8 @@ import yaml
 
 from zoorank.config import DatasetSpec, RunConfig
 from zoorank.config.loading import parse_config
+from zoorank.console import shown_path as shown
+from zoorank.decide import next_step
 from zoorank.errors import InputError
 from zoorank.store.layout import AGREEMENT
 
@@ -237,16 +239,18 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     rcfg = parse_config(rdict, "<demo config>")
     config_path = write_run_config(out_dir, rdict)
     context = RunContext(rcfg, address=address, stores={store.uri: store})
-    with deferred_verdict():  # printed last, below the evidence
+    # the next step names run.yaml as a user in this directory would type it
+    with deferred_verdict(), next_step.config_path(shown(config_path)):
         report = run_all(rcfg, context=context)
     timings["rank"] = time.perf_counter() - t1
     table = agreement_table(context.store)
     _print_agreement(table)  # the crossover verdicts were printed once, by the report
-    print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
-    print(f"config: {config_path}  (a rerun skips finished work)")
-    print(f"  rerun a stage: zoorank run|score|rank|report {config_path}")
+    print(f"\nzoo: {shown(zoo_dir)}/zoo.yaml  store: {shown(rcfg.store)}")
+    print(f"config: {shown(config_path)}  (a rerun skips finished work)")
+    print(f"  rerun a stage: zoorank run|score|rank|report {shown(config_path)}")
     print(f"time: tune {timings['tune']:.0f} s, embed+score+rank+report {timings['rank']:.0f} s\n")
     decision = read_decision(context.store)
-    print_verdict(decision, report=report, config=str(config_path), store=context.store.name)
+    print_verdict(decision, report=shown(report), config=shown(config_path),
+                  store=shown(context.store.name))
     return {"store": rcfg.store, "zoo": zoo_dir, "report": report, "agreement": table,
             "timings": timings, "config": str(config_path), "decision": decision}

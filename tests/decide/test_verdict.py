@@ -130,7 +130,8 @@ def test_next_step_asks_for_the_measured_embedding_budget(ranked):
     # an embedding zoo: benchmarks/results/active_labels.md measured 200 labels
     assert LABELS_TO_SETTLE["encoder"]["budget"] == 200
     assert step["kind"] == "encoder" and step["budget"] == 200
-    assert step["command"] == "zoorank ask CONFIG --budget 200"
+    assert step["command"] == "zoorank ask CONFIG --budget 200"  # built without a config path
+    assert step["config"] is None
     assert "66%" in step["basis"] and step["source"] == "benchmarks/results/active_labels.md"
 
 
@@ -253,3 +254,115 @@ def test_a_pick_passes_over_flagged_models_and_says_so():
     board["rank"] = np.nan
     empty = build_decision(board, settings, {}, "/s")
     assert empty["pick"] is None and empty["next_step"] is None
+
+
+def test_the_next_step_names_the_config_path_the_command_read_and_quotes_it():
+    from zoorank.decide.next_step import CONFIG, config_path, next_step
+
+    assert next_step("encoder")["command"] == f"zoorank ask {CONFIG} --budget 200"
+    assert next_step("encoder")["config"] is None
+    with config_path("runs/zoo.yaml"):
+        step = next_step("encoder", labelled=60)
+    assert step["command"] == "zoorank ask runs/zoo.yaml --budget 140"
+    assert step["config"] == "runs/zoo.yaml"
+    # a path a shell would split is quoted, so the printed command runs as pasted
+    with config_path("my runs/zoo.yaml"):
+        assert next_step("classifier")["command"] == "zoorank ask 'my runs/zoo.yaml' --budget 220"
+    assert next_step("encoder")["config"] is None  # the path does not outlive its command
+
+
+def test_a_skipped_rank_renames_the_config_in_the_next_step_and_writes_no_table(ranked, tmp_path):
+    """RANK run through one path to the config, then through another: the second RANK is skipped
+    (the path is no input of RANK), the leaderboard keeps its version, and decision.json's next
+    step names the second path; nothing else in it changes. `zoorank label` keeps the path."""
+    import shutil
+
+    from zoorank.catalog import build_catalog
+    from zoorank.catalog.stage_inputs import dataset_labels, rank_inputs
+    from zoorank.decide.next_step import config_path
+    from zoorank.decide.verdict import read_decision, update_few_label
+    from zoorank.rank import _unchanged, write_rank_outputs
+
+    root, config, _, oracle = ranked
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    store = Store(str(copy))
+    catalog = build_catalog(config, store=store)
+    empty = pd.DataFrame()
+
+    def inputs():
+        return rank_inputs(config, catalog.models, empty, empty, empty, empty, empty,
+                           dataset_labels(catalog), [])
+
+    with config_path("a/zoo.yaml"):
+        first = inputs()
+        write_rank_outputs(config, store, catalog.models, store.read_metrics(), oracle,
+                           show=False, inputs=first)
+    written = read_decision(store)
+    assert written["next_step"]["command"] == "zoorank ask a/zoo.yaml --budget 200"
+    assert written["next_step"]["config"] == "a/zoo.yaml"
+    version = store.table_version("leaderboard")
+    with config_path("/abs/b/zoo.yaml"):
+        assert inputs().fingerprint == first.fingerprint
+        assert _unchanged(store, inputs(), show=False) is not None  # skipped
+    assert store.table_version("leaderboard") == version
+    renamed = read_decision(store)
+    assert renamed["next_step"]["command"] == "zoorank ask /abs/b/zoo.yaml --budget 200"
+    assert {k: v for k, v in renamed.items() if k != "next_step"} == \
+        {k: v for k, v in written.items() if k != "next_step"}
+    # labels given back through the API (no path known) keep the stored path
+    doc = update_few_label(store, "digits", {"model_id": "proj-b", "p_best": 0.8, "labels": 20})
+    assert doc["next_step"]["command"] == "zoorank ask /abs/b/zoo.yaml --budget 180"
+
+
+def test_the_next_step_never_asks_for_more_images_than_are_left_without_a_label():
+    from zoorank.decide.next_step import next_step
+
+    assert next_step("encoder", unlabelled=None)["budget"] == 200  # not known: the measured one
+    assert next_step("encoder", unlabelled=500)["budget"] == 200
+    assert next_step("encoder", unlabelled=50)["budget"] == 50
+    assert next_step("encoder", labelled=180, unlabelled=50)["budget"] == 20
+    done = next_step("classifier", unlabelled=0, dataset="digits")
+    assert done["command"] is None and done["budget"] is None and done["unlabelled"] == 0
+    assert done["short"] == "every image of digits already has a label"
+
+
+def test_on_a_dataset_whose_every_image_has_a_label_the_verdict_asks_for_none(ranked, capsys):
+    """scikit-learn's digits carry a label for every image: `zoorank ask` would have nothing to
+    ask (it exits 2), so the decision, the console and the report's card say so instead."""
+    from sklearn.datasets import load_digits
+
+    from zoorank.catalog import build_catalog
+    from zoorank.decide.leaderboard import print_verdict, read_leaderboard
+    from zoorank.decide.verdict import build_decision
+    from zoorank.report.decision_screen import decision_section
+    from zoorank.report.page import render_page
+
+    root, config, store, _ = ranked
+    unlabelled = build_catalog(config).unlabelled()
+    limit = config.datasets[0].limit
+    assert len(load_digits().target[:limit]) == limit and unlabelled == {"digits": 0}
+    board, settings = read_leaderboard(store)
+    doc = build_decision(board, settings, {}, "/s", unlabelled=unlabelled)
+    assert doc["next_step"]["command"] is None and doc["next_step"]["unlabelled"] == 0
+    print_verdict(doc)
+    assert "Next step: none (every image of digits already has a label)" in \
+        capsys.readouterr().out.splitlines()
+    html = render_page("r", [decision_section(board, settings, pd.DataFrame(), None, doc)])
+    assert "<b>Next step:</b> none: every image of digits already has a label.</p>" in html
+
+
+def test_labels_given_back_count_once_against_the_budget_and_keep_the_unlabelled_bound(tmp_path):
+    """RANK after a merge counted 180 of 240 images still without a label; recording the
+    few-label pick of those 60 labels then asks for 200 - 60 = 140 (not fewer: the 60 are not
+    taken off the 180 a second time)."""
+    from zoorank.decide.next_step import next_step
+    from zoorank.decide.verdict import update_few_label, write_decision
+
+    store = Store(str(tmp_path))
+    write_decision(store, {"pick": {"model_id": "a", "dataset": "photos"}, "few_label": {},
+                           "next_step": next_step("encoder", 0, "zoo.yaml", 180, "photos")})
+    doc = update_few_label(store, "photos", {"model_id": "a", "p_best": 0.4, "labels": 60})
+    assert doc["next_step"]["budget"] == 140 and doc["next_step"]["unlabelled"] == 180
+    assert doc["next_step"]["command"] == "zoorank ask zoo.yaml --budget 140"

@@ -255,6 +255,12 @@ class Catalog:
         frame["fingerprint"] = self.labels_fingerprint(dataset)
         return frame
 
+    def unlabelled(self) -> dict[str, int]:
+        """dataset → its selected images without a label (its own label column, or labels given
+        back by ``zoorank label``): what ``zoorank ask`` could still ask for. O(samples)."""
+        return {name: len(index) if index.label is None else int(index.label.isna().sum())
+                for name, index in self.indexes.items()}
+
     def labels_fingerprint(self, dataset: str) -> str:
         """Fingerprint of a dataset's sample list and labels (ids, label values, label names):
         changing ``label_column`` (or the labels) changes it; the image bytes do not enter."""

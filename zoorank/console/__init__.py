@@ -27,6 +27,21 @@ PLAIN_WIDTH = 100
 ENV_PROGRESS = "ZOORANK_PROGRESS"
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """A local path as the console shows it: relative to the working directory when it lies
+    under it (``zoorank-store/report/index.html``), else as given (an absolute path elsewhere, a
+    URI)."""
+    from pathlib import Path
+
+    text = os.fspath(path)
+    if "://" in text:
+        return text
+    try:
+        return str(Path(text).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return text
+
+
 def progress_enabled() -> bool:
     """Whether live progress bars show: ``ZOORANK_PROGRESS=0`` never, ``1`` always (also in a log:
     the bars' final state is printed once), unset (or ``auto``) when stdout and stderr are both a

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,8 +21,8 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
-from zoorank.console import PLAIN_WIDTH, output_console
-from zoorank.decide.next_step import CONFIG
+from zoorank.console import PLAIN_WIDTH, output_console, shown_path
+from zoorank.decide.next_step import CONFIG, ask_command, current_config
 from zoorank.decide.verdict import DECISION_JSON
 from zoorank.metrics import registry
 from zoorank.store import Store
@@ -185,10 +186,13 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     measured record, the pick's expected regret, the metrics' disagreement, the next step, the
     few-label pick (when labels were given back), where the report (``report``: its path; None:
     not written by this command) and decision.json (under ``store``) are. ``config``: the config's
-    path, put in the next step's command."""
+    path, put in the next step's command (default: the running command's,
+    :func:`zoorank.decide.next_step.config_path`; else the one the stored command names)."""
     if not doc:
         return []
-    where = f"{store}/{DECISION_JSON}" if store else DECISION_JSON
+    config = config or current_config()
+    where = shown_path(f"{store}/{DECISION_JSON}") if store else DECISION_JSON
+    report = shown_path(report) if report else report
     pick = doc.get("pick") or {}
     top = doc.get("top_set") or {}
     if not pick:
@@ -219,8 +223,8 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
         lines.append(str(doc["disagreement"]))
     step = doc.get("next_step") or {}
     if step.get("command"):
-        command = str(step["command"]).replace(f" {CONFIG} ", f" {config} ") if config else \
-            str(step["command"])
+        command = ask_command(config, int(step["budget"])) if config and step.get("budget") \
+            else str(step["command"])
         line = f"Next step: {command}"
         lines.append(f"{line} ({step['short']})" if step.get("short")
                      and _fits(f"{line} ({step['short']})") else line)
@@ -234,7 +238,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     caveats = len(doc.get("caveats") or [])
     detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
               f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")
-    lines.append(detail + (report or f"`zoorank report {config or CONFIG}`"))
+    lines.append(detail + (report or f"`zoorank report {shlex.quote(config) if config else CONFIG}`"))
     lines.append(f"Checkpoint and verdict, as JSON: {where}")
     return lines
 

@@ -7,12 +7,53 @@ figure names the results file it was taken from. A new measurement changes the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import shlex
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-#: the placeholder for the run config's path in a stored command (RANK does not know the path the
-#: config was read from; the console of a command that does substitutes it).
+#: the placeholder for the run config's path in a command, where the path is not known (a config
+#: built in Python, or a stage called directly rather than through ``zoorank CMD CONFIG`` or
+#: :func:`zoorank.run` on a file).
 CONFIG = "CONFIG"
+
+#: the run config's path as the user wrote it, set by the commands that read a config file
+#: (:func:`config_path`). Never part of a stage's fingerprint: the same config read through
+#: another path is the same run.
+_CONFIG_PATH: ContextVar[str | None] = ContextVar("zoorank_config_path", default=None)
+
+
+@contextmanager
+def config_path(path: str | os.PathLike | None) -> Iterator[None]:
+    """Within it, the next step names ``path`` (the config file as the user typed it, relative
+    to the working directory or absolute) instead of :data:`CONFIG`: in ``decision.json`` and on
+    the console. ``None`` leaves the path unknown."""
+    token = _CONFIG_PATH.set(None if path is None else os.fspath(path))
+    try:
+        yield
+    finally:
+        _CONFIG_PATH.reset(token)
+
+
+def current_config() -> str | None:
+    """The config path set by :func:`config_path`, or None."""
+    return _CONFIG_PATH.get()
+
+
+def config_shown() -> str:
+    """The running command's config path for a command line a message suggests (quoted for a
+    POSIX shell), or :data:`CONFIG` when it is not known."""
+    config = current_config()
+    return CONFIG if config is None else shlex.quote(config)
+
+
+def ask_command(config: str | None, budget: int) -> str:
+    """``zoorank ask CONFIG --budget N``, with the path quoted for a POSIX shell (:data:`CONFIG`
+    when ``config`` is None)."""
+    return f"zoorank ask {CONFIG if config is None else shlex.quote(config)} --budget {budget}"
+
 
 #: kind of zoo → the measured label budget that settles the pick and what it rests on.
 LABELS_TO_SETTLE: dict[str, dict[str, Any]] = {
@@ -55,21 +96,37 @@ def zoo_kind(signal: str | None) -> str:
     return "classifier" if "head" in str(signal or "").split(",") else "encoder"
 
 
-def next_step(kind: str, labelled: int = 0, config: str = CONFIG) -> dict[str, Any]:
-    """``{command, budget, basis, kind, source}``: ask for the measured budget of ``kind``
-    (:data:`LABELS_TO_SETTLE`), less the ``labelled`` images already given back; with the budget
-    spent, ``command`` and ``budget`` are None and ``basis`` says so."""
+def next_step(kind: str, labelled: int = 0, config: str | None = None,
+              unlabelled: int | None = None, dataset: str | None = None) -> dict[str, Any]:
+    """``{command, budget, basis, kind, source, config, unlabelled, ...}``: ask for the measured
+    budget of ``kind`` (:data:`LABELS_TO_SETTLE`), less the ``labelled`` images already given
+    back, and at most the ``unlabelled`` images of the pick's ``dataset`` left to ask for (None:
+    not known); with the budget spent, or no image left without a label, ``command`` and
+    ``budget`` are None and ``basis`` says why. ``config``: the run config's path the command
+    names (default: :func:`current_config`; None when unknown, and the command then says
+    :data:`CONFIG`)."""
     entry = LABELS_TO_SETTLE[kind]
     measured = int(entry["budget"])
     left = measured - max(0, int(labelled))
+    config = current_config() if config is None else config
     out = {"kind": kind, "source": entry["source"], "measured_budget": measured,
-           "labelled": int(labelled)}
+           "labelled": int(labelled), "config": config,
+           "unlabelled": None if unlabelled is None else max(0, int(unlabelled))}
+    if unlabelled is not None and unlabelled <= 0:
+        where = f"of {dataset} " if dataset else ""
+        return {**out, "command": None, "budget": None,
+                "short": f"every image {where}already has a label",
+                "basis": (f"Every image {where}already has a label, so there is nothing to ask "
+                          "for: the label oracle (`oracle:` in the config) measures the models on "
+                          "them, and the report compares the label-free ranking with it.")}
+    if unlabelled is not None:
+        left = min(left, int(unlabelled))
     if left <= 0:
         return {**out, "command": None, "budget": None, "short": "the measured budget is spent",
                 "basis": (f"{labelled} labels given back, at least the {measured} that settled "
                           f"the pick on the measured zoos; more labels are unlikely to change "
                           f"the few-label pick. {entry['basis']}")}
-    return {**out, "command": f"zoorank ask {config} --budget {left}", "budget": left,
+    return {**out, "command": ask_command(config, left), "budget": left,
             "short": str(entry["short"]),
             "basis": (f"{labelled} labels already given back; " if labelled else "")
             + str(entry["basis"])}

@@ -93,12 +93,12 @@ def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame
             if shared:
                 shown = ", ".join(shared[:3]) + (f" (+{len(shared) - 3} more)"
                                                  if len(shared) > 3 else "")
-                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
-                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, "
+                sentence = (f"On {ds}, the label-free top set of {_models(len(top))} and the "
+                            f"oracle's own {c:.0%} top set by {name}, {_models(len(members))}, "
                             f"share {len(shared)}: {shown}.")
             elif math.isfinite(regret):
-                sentence = (f"On {ds}, the label-free top set of {len(top)} models and the "
-                            f"oracle's own {c:.0%} top set by {name}, {len(members)} models, do "
+                sentence = (f"On {ds}, the label-free top set of {_models(len(top))} and the "
+                            f"oracle's own {c:.0%} top set by {name}, {_models(len(members))}, do "
                             f"not overlap: the best {name} inside the label-free top set is "
                             f"{100 * regret:.1f} pp below the oracle's best, "
                             f"{'within' if within else 'beyond'} the oracle's noise "
@@ -111,3 +111,7 @@ def oracle_top_sets(config: RunConfig, board: pd.DataFrame, oracle: pd.DataFrame
                 "n_folds": int(folds.shape[1]), "overlap": shared, "regret": regret,
                 "noise": noise, "within_noise": within, "sentence": sentence}
     return out
+
+
+def _models(n: int) -> str:
+    return f"{n} model" + ("" if n == 1 else "s")

@@ -16,7 +16,8 @@ Keys (all written, ``null`` where they do not apply):
   measured record (hits of ``zoos``, ``hit_rate``, ``mean_size``, ``held_out_zoos`` ...)
 * ``expected_regret_pp``: ``{median, p90, zoos}`` — the pick's measured regret on held-out zoos
 * ``disagreement``: one line on how far the label-free metrics agree
-* ``next_step``: ``{command, budget, basis, kind, source, ...}`` — ``zoorank ask CONFIG --budget N``
+* ``next_step``: ``{command, budget, basis, kind, source, config, ...}`` — ``zoorank ask CONFIG
+  --budget N`` with the config's path where the command that ran knows it
   (:mod:`zoorank.decide.next_step`)
 * ``top_set``: the Model Confidence Set of the ordering metric (a detail), with its measured level
 * ``few_label``: per dataset, the few-label pick after ``zoorank label`` (else ``{}``)
@@ -37,7 +38,13 @@ import numpy as np
 import pandas as pd
 
 from zoorank.decide.metric_record import summarise
-from zoorank.decide.next_step import CONFIG, LABELS_TO_SETTLE, labelled_on, next_step, zoo_kind
+from zoorank.decide.next_step import (
+    LABELS_TO_SETTLE,
+    current_config,
+    labelled_on,
+    next_step,
+    zoo_kind,
+)
 from zoorank.decide.shortlist import shortlist_for
 from zoorank.metrics.health import BLOCKING
 from zoorank.metrics.uncertainty import (
@@ -86,9 +93,34 @@ def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -
     entries = dict(doc.get("few_label") or {})
     entries[dataset] = dict(few_label, updated=now_iso())
     doc["few_label"] = entries
-    pick, step = doc.get("pick") or {}, doc.get("next_step") or {}
+    step = doc.get("next_step") or {}
     if step.get("kind") in LABELS_TO_SETTLE:  # the labels given back count against the budget
-        doc["next_step"] = next_step(step["kind"], labelled_on(entries, pick.get("dataset")))
+        doc["next_step"] = _stepped(doc, current_config() or step.get("config"))
+    write_decision(store, doc)
+    return doc
+
+
+def _stepped(doc: Mapping[str, Any], config: str | None) -> dict[str, Any]:
+    """``doc``'s next step again, from its kind, the labels its few-label picks count on the
+    pick's dataset, and ``config``; the images left without a label stay those RANK counted
+    (an upper bound once more labels are given back: `zoorank ask` never asks a labelled one)."""
+    pick, step = doc.get("pick") or {}, doc.get("next_step") or {}
+    labelled = labelled_on(doc.get("few_label"), pick.get("dataset"))
+    return next_step(step["kind"], labelled, config, step.get("unlabelled"), pick.get("dataset"))
+
+
+def with_current_config(store: Store) -> dict[str, Any] | None:
+    """The stored decision, its next step renamed to the config path the running command set
+    (:func:`zoorank.decide.next_step.config_path`) and written back when that path differs from
+    the stored one (a RANK skipped because its inputs are unchanged, run through another path to
+    the same config); None before the first RANK. Nothing else in the document changes."""
+    doc = read_decision(store)
+    config = current_config()
+    step = (doc or {}).get("next_step") or {}
+    if doc is None or config is None or step.get("config") == config \
+            or step.get("kind") not in LABELS_TO_SETTLE:
+        return doc
+    doc["next_step"] = _stepped(doc, config)
     write_decision(store, doc)
     return doc
 
@@ -277,10 +309,15 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
 
 def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Mapping[str, Any],
                    store_name: str, previous: Mapping[str, Any] | None = None,
-                   config: str = CONFIG) -> dict[str, Any]:
+                   config: str | None = None,
+                   unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The decision document (module docstring) of a decided leaderboard (``board`` and
     ``settings`` as RANK wrote them; ``models``: model_id → resolved zoo entry). ``previous``: the
-    stored document, whose ``few_label`` is kept. Cost O(n log n)."""
+    stored document, whose ``few_label`` is kept. ``config``: the run config's path for the next
+    step's command (default: the one the running command set,
+    :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). ``unlabelled``: dataset →
+    its images without a label (:meth:`zoorank.catalog.Catalog.unlabelled`), so that the next
+    step never asks for more than are left; None: not known. Cost O(n log n)."""
     from zoorank import __version__
 
     row, passed_over = pick_row(board)
@@ -297,9 +334,10 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     if short.get("coverage_note"):
         caveats.append(str(short["coverage_note"]))
     caveats += metric_caveats(settings) + caveat_lines(board, settings)
-    step = next_step(zoo_kind(pick["signal"] if pick else None),
-                     labelled_on(few_label, pick["dataset"] if pick else None), config) \
-        if pick else None
+    config = config or current_config() or ((previous or {}).get("next_step") or {}).get("config")
+    dataset = pick["dataset"] if pick else None
+    step = next_step(zoo_kind(pick["signal"]), labelled_on(few_label, dataset), config,
+                     (unlabelled or {}).get(dataset), dataset) if pick else None
     return {
         "schema_version": SCHEMA_VERSION,
         "zoorank_version": __version__,

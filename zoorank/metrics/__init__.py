@@ -1,9 +1,9 @@
-"""Label-free metrics and their label oracle (contract 3): pure functions on arrays.
+"""Label-free metrics and their label oracle: pure functions on arrays.
 
 Every function takes NumPy arrays or torch tensors (any float dtype, any device), validates them
 through :func:`zoorank.metrics._checks.check_array`, and returns a Python float or a NumPy array.
-Nothing here reads files or starts Ray. Conventions and defaults follow ``specs/`` and are stated
-in each docstring.
+Nothing here reads files or starts Ray. Each docstring states its convention and defaults, with
+the paper they come from.
 
 Importing this package imports every family module, so every metric is registered in
 :mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).

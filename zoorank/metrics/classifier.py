@@ -282,8 +282,8 @@ def consensus_agreement(predictions: Any, n_classes: int | None = None) -> np.nd
     """Agreement of each model with the zoo's majority vote: the share of images on which its
     argmax equals the plurality vote of all M models (itself included; ties → lowest class).
 
-    An estimate of accuracy when the zoo's vote is mostly right (the consensus baseline of issue
-    31). ``predictions``: (M × n) argmax class codes. One model: 1.0. Returns (M,) in [0, 1].
+    An estimate of accuracy when the zoo's vote is mostly right (the consensus baseline of the
+    shift benchmark). ``predictions``: (M × n) argmax class codes. One model: 1.0. Returns (M,) in [0, 1].
     Cost O(M n).
     """
     a, k = _predictions(predictions, n_classes)

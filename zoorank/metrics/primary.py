@@ -109,7 +109,7 @@ def order_by_record(table: pd.DataFrame, zoos: Iterable[str] | None = None) -> l
 
     ``table`` has one row per (zoo, candidate) with ``regret`` (the labels' best accuracy minus
     that of the candidate's leader, pp; NaN: the candidate did not run on the zoo) and ``tau``
-    (Kendall τ against the labels). The rule (issue 30, chosen before any held-out figure was
+    (Kendall τ against the labels). The rule (chosen before any held-out figure was
     seen): fewest *failures* (regret above :data:`REGRET_TOLERANCE`) — then lowest worst regret,
     then lowest mean regret, then highest mean τ — over the zoos where the candidate ran;
     candidates that ran on fewer than :data:`MIN_ZOOS` of them follow the others (same keys),
@@ -129,7 +129,7 @@ def order_by_record(table: pd.DataFrame, zoos: Iterable[str] | None = None) -> l
 
 
 def leave_one_zoo_out(table: pd.DataFrame) -> dict[str, Any]:
-    """The default chosen out of sample (issue 30): for each zoo, :func:`order_by_record` on the
+    """The default chosen out of sample: for each zoo, :func:`order_by_record` on the
     other zoos and its *pick* there — the first candidate of that order that ran on the held-out
     zoo — with the pick's held-out regret and τ.
 

@@ -74,7 +74,7 @@ def rank_within(values: Any, direction: int = 1) -> np.ndarray:
 
 def flagged_last(rank: Any, flagged: Any, order_flagged: bool = True,
                  method: str = "average") -> np.ndarray:
-    """Ranks (1 = best) with every flagged model after every unflagged one (issue 30).
+    """Ranks (1 = best) with every flagged model after every unflagged one.
 
     Parameters
     ----------

@@ -68,7 +68,13 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
-from zoorank.decide.verdict import DECISION_JSON, build_decision, read_decision, write_decision
+from zoorank.decide.verdict import (
+    DECISION_JSON,
+    build_decision,
+    read_decision,
+    with_current_config,
+    write_decision,
+)
 from zoorank.errors import NothingRankedError
 from zoorank.oracle.label_oracle import run_oracle
 from zoorank.oracle.measures import oracle_direction
@@ -91,7 +97,7 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
              catalog: Catalog | None = None, context: RunContext | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
-    Skipped (nothing recomputed, nothing written) when the leaderboard's commit records the same
+    Skipped (nothing recomputed, no table written) when the leaderboard's commit records the same
     inputs (:func:`zoorank.catalog.stage_inputs.rank_inputs`: the code, the fresh metric, oracle, fold
     and health rows, the manifest, the labels, the settings); otherwise a line says why it
     recomputes (the code or the inputs that changed since the leaderboard's commit).
@@ -115,7 +121,8 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
         return board
     _say_why(store, inputs)
     return write_rank_outputs(config, store, models, metrics, oracle, oracle_failures, show,
-                              manifest, folds=folds, health=health, inputs=inputs)
+                              manifest, folds=folds, health=health, inputs=inputs,
+                              unlabelled=catalog.unlabelled())
 
 
 def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
@@ -126,7 +133,9 @@ def _ranked_oracle(oracle: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
 
 def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | None:
     """The stored leaderboard when its commit was computed from ``inputs`` and its files are
-    there (then RANK does nothing but say so); else None."""
+    there (then RANK recomputes nothing and says so; it only renames the config in
+    decision.json's next step when this command read the config through another path); else
+    None."""
     version, info = leaderboard_commit(store)
     if version is None or info.get(INPUTS_KEY) != inputs.fingerprint or not all(
             store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD, DECISION_JSON)):
@@ -142,8 +151,9 @@ def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | 
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
             output_console().print(line, markup=False, highlight=False)
+    decision = with_current_config(store)  # the next step names the path this command read
     if show:
-        print_verdict(read_decision(store), store=store.name)
+        print_verdict(decision, store=store.name)
     return board
 
 
@@ -207,6 +217,7 @@ def write_rank_outputs(
     folds: pd.DataFrame | None = None,
     health: pd.DataFrame | None = None,
     inputs: StageInputs | None = None,
+    unlabelled: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
@@ -214,6 +225,8 @@ def write_rank_outputs(
     when their bytes change) and ``decision.json``, prints the top rows and the verdict and
     returns the leaderboard. ``inputs``
     (:func:`zoorank.catalog.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
+    ``unlabelled``: dataset → images without a label, which bounds the next step's label budget
+    (:meth:`zoorank.catalog.Catalog.unlabelled`, derived from the labels in ``inputs``).
     """
     from zoorank.oracle import budget
 
@@ -256,7 +269,7 @@ def write_rank_outputs(
     # the verdict (decision.json) beside the leaderboard; the few-label picks `zoorank label`
     # recorded are kept
     decision = build_decision(board, settings, {m.model_id: m for m in models}, store.name,
-                              read_decision(store))
+                              read_decision(store), unlabelled=unlabelled)
     store.replace_table(LEADERBOARD, board, metadata)
     write_decision(store, decision)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())

@@ -30,7 +30,7 @@ the page has a plot), relative image links.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,8 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
-from zoorank.decide.verdict import build_decision, read_decision
+from zoorank.decide.next_step import config_shown
+from zoorank.decide.verdict import build_decision, with_current_config
 from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
@@ -100,7 +101,8 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
     board, settings, written = read_rank_outputs(store)
     if board is None:
-        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank CONFIG` first")
+        raise InputError(f"{store.name}: no {LEADERBOARD} table; run `zoorank rank "
+                         f"{config_shown()}` first")
     catalog = context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
@@ -108,7 +110,7 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     if settings.get("metrics_fingerprint") != metrics_fingerprint(config, metrics):
         raise InputError(f"{store.name}/{LEADERBOARD} was not built from this config's "
                          "current metrics (the config, the zoo or the metrics changed since); "
-                         "run `zoorank rank CONFIG` first")
+                         f"run `zoorank rank {config_shown()}` first")
     agree_all = written[AGREEMENT]
     agree = agree_all[agree_all["labels_per_class"].isna()] if "labels_per_class" in agree_all \
         else agree_all
@@ -125,7 +127,7 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # the libraries whose versions differ between the ranked models' embeddings (the console says so
     # after embed; the page says it beside the width warning)
     version_warning = mixed_versions(manifest[manifest["model_id"].isin(model_ids)])
-    decision = current_decision(store, board, settings, catalog.models)
+    decision = current_decision(store, board, settings, catalog.models, catalog.unlabelled())
     sections.append(decision_section(board, settings, agree_all, version_warning, decision))
     sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
@@ -198,15 +200,18 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
 
 
 def current_decision(store: Store, board: pd.DataFrame, settings: dict,
-                     models: Sequence[Any]) -> dict[str, Any]:
+                     models: Sequence[Any],
+                     unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The stored decision.json when it belongs to this leaderboard (same metric rows), else the
     same document built here from the leaderboard (a store ranked before decision.json existed,
-    or a RANK that committed its leaderboard but not yet its decision); not written. O(n log n)."""
-    stored = read_decision(store)
+    or a RANK that committed its leaderboard but not yet its decision; not written). The stored
+    next step names the config path this command read (:func:`with_current_config`). O(n log n)."""
+    stored = with_current_config(store)
     if stored is not None and stored.get("leaderboard_fingerprint") == settings.get(
             "metrics_fingerprint"):
         return stored
-    return build_decision(board, settings, {m.model_id: m for m in models}, store.name, stored)
+    return build_decision(board, settings, {m.model_id: m for m in models}, store.name, stored,
+                          unlabelled=unlabelled)
 
 
 def _dataset_sections(board: pd.DataFrame, metrics: pd.DataFrame, oracle: pd.DataFrame,
