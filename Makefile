@@ -10,7 +10,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint bench clean lock
+.PHONY: install demo test lint docs bench clean lock
 
 $(STAMP): pyproject.toml requirements.lock scripts/install.sh scripts/torchvision_cpu_fix.py
 	bash scripts/install.sh dev
@@ -31,8 +31,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-logo
 
+# the documentation site (mkdocs.yml) into site/; strict: a broken link or reference is an error
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
+	for b in benchmarks/performance/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
 
 # requirements.lock: what install.sh installs, pinned; run after changing pyproject's dependencies
 # (needs uv on PATH or in .venv: `pip install uv`)
@@ -40,4 +44,4 @@ lock:
 	bash scripts/lock.sh
 
 clean:
-	rm -rf $(VENV) zoorank-demo zoorank-store .pytest_cache
+	rm -rf $(VENV) zoorank-demo zoorank-store .pytest_cache site

@@ -26,8 +26,15 @@ Usage::
     print(ratio("rank 1000 models", t1, "rank 100 models", t0))
     write_results("bench_x", "bench_x — what it measures", table(["n", "s"], [[1000, f"{t1:.2f}"]]))
 
-Scripts run as ``python benchmarks/<script>.py``, so ``benchmarks/`` is on ``sys.path`` and
-``import harness`` works without a package.
+Scripts live in groups (``performance/``, ``science/``, ``zoos/``) and run as
+``python benchmarks/<group>/<script>.py``. Each one finds the harness the same way, with one line
+before ``import harness`` (no package, nothing to install)::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+Importing the harness then puts every group folder on ``sys.path`` (a script imports a module of
+another group by name: ``import shift_zoo``) and on ``PYTHONPATH`` (child processes and the Ray
+workers a script starts find them too: a config's python model ``uva_models:resnet``).
 """
 
 from __future__ import annotations
@@ -50,6 +57,21 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 MB = 1 << 20
+#: the folders benchmark scripts live in, by what they measure
+GROUPS = tuple(REPO / "benchmarks" / g for g in ("performance", "science", "zoos"))
+
+
+def _put_groups_on_path() -> None:
+    """Every group folder on ``sys.path`` and ``PYTHONPATH`` (appended: a script's own folder and a
+    ``PYTHONPATH`` given on the command line, e.g. another checkout's ``zoorank``, come first)."""
+    for folder in map(str, GROUPS):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(given + [str(g) for g in GROUPS if str(g) not in given])
+
+
+_put_groups_on_path()
 
 
 def commit() -> str:

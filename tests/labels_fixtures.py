@@ -41,7 +41,7 @@ def _png(img: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-#: a zoo of graded quality for benchmarks/active_labels.py: the pixels plus seeded Gaussian noise
+#: a zoo of graded quality for benchmarks/science/active_labels.py: the pixels plus seeded Gaussian noise
 #: of standard deviation σ (pixels are 0..16); 5-fold kNN accuracy on all 1797 digits falls from
 #: 0.963 (σ 0) through 0.944, 0.927, 0.885, 0.807, 0.741 to 0.563 (σ 8): gaps of 2 to 8 pp.
 GRADED_SIGMAS = (0, 2, 3, 4, 5, 6, 8)

@@ -1,4 +1,4 @@
-"""benchmarks/calibration.py pinned on cases with closed-form answers: a clear winner is always in
+"""benchmarks/science/calibration.py pinned on cases with closed-form answers: a clear winner is always in
 the top set and always the right stop, exchangeable models share p(best) equally, and the
 reliability and outcome arithmetic on hand-computed cases."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "science"))
 
 import calibration as cal  # noqa: E402
 

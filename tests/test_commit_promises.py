@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from zoorank.run.runner import Task, run_tasks
 from zoorank.store import Store, tables
+from zoorank.tasks.runner import Task, run_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = ["model_id"]
@@ -94,7 +94,7 @@ import os, sys, time
 from pathlib import Path
 import ray
 from deltalake.table import TableOptimizer
-from zoorank.run.runner import Task, run_tasks
+from zoorank.tasks.runner import Task, run_tasks
 from zoorank.store import Store, tables
 
 where, address, mode = sys.argv[1], sys.argv[2], sys.argv[3]

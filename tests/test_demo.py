@@ -15,11 +15,13 @@ from zoorank.store import Store
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_session):
+def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_session, capsys):
     from zoorank.demo import run_demo
 
     size = SIZES["tiny"]
     result = run_demo(out=str(tmp_path / "demo"), size="tiny")
+    printed = capsys.readouterr().out
+    _check_the_decision(result, printed)
     zoo = yaml.safe_load(open(f"{result['zoo']}/zoo.yaml"))
     expected = len(size.methods) * len(size.lrs) * len(size.seeds)
     assert len(zoo) == expected
@@ -75,6 +77,47 @@ def test_tiny_demo_trains_a_zoo_and_ranks_it_with_the_oracle(tmp_path, ray_sessi
     assert main(["rank", str(dropped)]) == 0
     board = store.read_frame("leaderboard")
     assert not [c for c in board.columns if "clid" in c]
+
+
+def _check_the_decision(result: dict, printed: str) -> None:
+    """After the demo, decision.json names the pick (leaderboard.csv's first unflagged row, with
+    its checkpoint from the zoo), the shortlist and its record's fields, every documented key;
+    the report's first heading names the pick; the console ends with the verdict, ≤ 8 lines."""
+    import json
+    import re
+    from pathlib import Path
+
+    from decision_schema import NESTED, documented_keys
+
+    from zoorank.decide.leaderboard import decision_lines
+
+    store = Path(result["store"])
+    doc = json.loads((store / "decision.json").read_text())
+    assert doc == result["decision"]
+    documented = documented_keys()
+    assert set(doc) == documented[""]
+    for parent in NESTED:
+        assert set(doc[parent]) == documented[parent], parent
+    csv = pd.read_csv(store / "leaderboard.csv").sort_values("rank", kind="stable")
+    first = csv[csv["rank"].notna() & (csv["flags"].fillna("") == "")].iloc[0]
+    assert doc["pick"]["model_id"] == first["model_id"]
+    zoo = {m["id"]: m for m in yaml.safe_load(open(f"{result['zoo']}/zoo.yaml"))}
+    # zoo.yaml names checkpoints relative to its folder; decision.json the file itself
+    assert doc["pick"]["checkpoint"] == str(Path(result["zoo"]) /
+                                            zoo[first["model_id"]]["checkpoint"])
+    short = doc["shortlist"]
+    assert short["models"] and short["models"] == list(csv["model_id"][:len(short["models"])])
+    assert {"hits", "zoos", "hit_rate", "held_out_zoos"} <= set(short)
+    # the report's first heading names the pick
+    page = Path(result["report"]).read_text()
+    assert re.search(r"<h([1-6])[^>]*>(.*?)</h\1>", page).group(2) == \
+        f"Pick: {doc['pick']['model_id']}"
+    # the verdict is the console's last lines, the run's config in the next step, ≤ 8 lines
+    verdict = decision_lines(doc, result["report"], result["config"], str(store))
+    assert len(verdict) <= 8
+    tail = "".join(printed.split())
+    assert tail.endswith("".join("".join(verdict).split()))  # wrapped or not, in this order
+    assert f"Next step: zoorank ask {result['config']} --budget " in " ".join(printed.split())
 
 
 def test_demo_on_cifar10_without_data_exits_2_naming_the_option(tmp_path):

@@ -188,7 +188,7 @@ def test_npy_images_load_and_string_or_fractional_numpy_labels_are_handled(tmp_p
 
 def test_a_flaky_read_is_retried_and_a_lasting_failure_is_flagged_unreadable(tmp_path,
                                                                              monkeypatch):
-    from zoorank.run import retry
+    from zoorank.tasks import retry
 
     monkeypatch.setattr(retry, "READS", retry.Policy(attempts=4, first_wait_s=0.001,
                                                      max_wait_s=0.01))

@@ -1,6 +1,6 @@
 """``zoorank label`` records the few-label pick in the store's ``decision.json``, on a real classifier
 zoo: the four UvA CIFAR-10 classifiers (``../shared/zoos/uva_cifar10``, loaded strictly through
-zoorank's own checkpoint path with the module code of ``benchmarks/uva_models.py``) on the first
+zoorank's own checkpoint path with the module code of ``benchmarks/zoos/uva_models.py``) on the first
 300 CIFAR-10 test images of ``../shared/data``.
 
 The store is written without Ray, as ``test_labels_heads`` does: each model's features and its
@@ -48,7 +48,7 @@ def uva_store(tmp_path, shared_data, monkeypatch):
     for name, _ in MODELS.values():
         if not (ZOO / f"{name}.ckpt").is_file():
             pytest.skip(f"third-party checkpoint not found at {ZOO / name}.ckpt")
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks" / "zoos"))
     table = pq.read_table(shared_data / "cifar10" / "test.parquet",
                           columns=["image", "label"]).slice(0, N)
     images = table.column("image").to_pylist()

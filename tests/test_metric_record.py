@@ -64,7 +64,7 @@ def test_the_package_record_is_the_benchmarks_output():
     record = load_record()
     path = Path(__file__).resolve().parents[1] / "zoorank" / "report" / "metric_record.json"
     assert record == json.loads(path.read_text())
-    assert record["generated_by"] == "benchmarks/default_lozo.py" and record["commit"]
+    assert record["generated_by"] == "benchmarks/science/default_lozo.py" and record["commit"]
     for name, entry in record["metrics"].items():
         for zoo, z in entry["zoos"].items():
             assert zoo in record["zoos"], (name, zoo)

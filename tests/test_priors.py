@@ -278,14 +278,13 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     assert all(c["sentence"] in summary["sentences"] for c in decision["confounds"])
 
 
-def test_the_console_prints_the_first_three_confound_warnings():
-    from zoorank.decide.leaderboard import decision_lines
+def test_every_confound_warning_is_a_caveat_of_the_decision():
+    from zoorank.decide.verdict import caveat_lines
 
     confounds = [{"sentence": f"Confound: m{i} follows the parameter count."} for i in range(5)]
-    lines = decision_lines(pd.DataFrame({"model_id": ["a"]}),
-                           {"decision": {"top_set": ["a"], "confounds": confounds}})
-    assert lines[1:4] == [c["sentence"] for c in confounds[:3]]
-    assert lines[4] == "(+2 more confound warnings: settings[decision][confounds])"
+    lines = caveat_lines(pd.DataFrame({"model_id": ["a"]}),
+                         {"decision": {"top_set": ["a"], "confounds": confounds}})
+    assert lines[1:] == [c["sentence"] for c in confounds]
 
 
 def test_the_demo_agreement_table_names_the_priors_rows(tmp_path):

@@ -22,7 +22,7 @@ from zoorank.metrics.suite import label_free_suite
 from zoorank.probe import DEFAULT_METRICS, build_probe_set, embed_images, evaluate
 from zoorank.tune.models import small_cnn
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "label-free-tune.md"
 DIGITS = {"name": "digits", "source": "sklearn_digits", "limit": 300}
 
 

@@ -251,7 +251,7 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
 @pytest.fixture(scope="module")
 def decided_report(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
-    from rank_fixtures import config_dict, write_store
+    from rank_fixtures import config_dict, stamp_fingerprints, write_store
 
     from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import write_rank_outputs
@@ -260,8 +260,14 @@ def decided_report(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("decided-report-store")
     models = write_store(str(root))
-    config = parse_config(config_dict(str(root), oracle={"knn": True}))
+    raw = config_dict(str(root), oracle={"knn": True})
+    weights = tmp_path_factory.mktemp("weights")
+    for m in raw["models"]:  # checkpoint files (their digest only: nothing loads them here)
+        (weights / f"{m['id']}.safetensors").write_bytes(m["id"].encode())
+        m["checkpoint"] = str(weights / f"{m['id']}.safetensors")
+    config = parse_config(raw)
     store = Store(config.store)
+    stamp_fingerprints(config, store)
     write_fold_and_health_rows(store, config)
     oracle = _oracle_rows(models)
     store.write_parquet("oracle", oracle)
@@ -271,7 +277,7 @@ def decided_report(tmp_path_factory):
     return root, config, index, read_leaderboard_settings(store)
 
 
-def test_report_starts_with_the_top_set_before_the_full_leaderboard(decided_report):
+def test_report_starts_with_the_decision_card_before_the_full_leaderboard(decided_report):
     root, _, index, settings = decided_report
     page = (root / "report" / "index.html").read_text()
     assert page.index("id='decision'") < page.index("<h2>Leaderboard</h2>")
@@ -281,16 +287,30 @@ def test_report_starts_with_the_top_set_before_the_full_leaderboard(decided_repo
     assert settings["decision"]["top_set_rule"] == "mcs"
 
 
-def test_decision_screen_states_what_the_top_set_guarantees(decided_report):
+def _decision(root) -> dict:
+    return json.loads((root / "decision.json").read_text())
+
+
+def test_every_caveat_of_decision_json_is_in_the_collapsed_details_under_the_card(decided_report):
     from markupsafe import escape  # jinja2's own escaping
+
+    from zoorank.report.page import inline
 
     root, config, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
+    caveats = _decision(root)["caveats"]
+    details = page[page.index("<details id='caveats'>"):]
+    details = details[:details.index("</details>")]
+    items = re.findall(r"<li class='caveat'>(.*?)</li>", details)
+    assert items == [str(inline(c)) for c in caveats] and len(caveats) >= 4
+    # the top set's guarantee is one of them, once
     guarantee = settings["decision"]["top_set_guarantee"]
     assert guarantee.startswith(
         f"The top set is a Model Confidence Set of nominal level {config.rank.confidence:.0%}")
-    rule = page[page.index("id='top-set-rule'"):]
-    assert rule[:rule.index("</p>")].count(str(escape(guarantee))) == 1
+    assert sum(str(escape(guarantee)) in item for item in items) == 1
+    # the card's own text comes before every caveat; the details are closed (no ``open``)
+    assert page.index("id='next-step'") < page.index("<details id='caveats'>")
+    assert "<details id='caveats' open" not in page
 
 
 def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_called_nominal():
@@ -313,76 +333,134 @@ def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_cal
         assert claim["level"].startswith("nominal ") and "not measured" in claim["sentence"]
 
 
-def test_headline_names_the_metric_and_its_record_comes_before_the_top_set(decided_report):
+def test_first_heading_names_the_pick_and_the_metric_record_is_a_caveat(decided_report):
     from markupsafe import escape
 
     from zoorank.report.metric_record import load_record
 
     root, _, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
+    # the first heading of the page names the pick: the first unflagged row of leaderboard.csv
+    csv = pd.read_csv(root / "leaderboard.csv").sort_values("rank", kind="stable")
+    pick = csv[csv["rank"].notna() & (csv["flags"].fillna("") == "")]["model_id"].iloc[0]
+    first = re.search(r"<h([1-6])[^>]*>(.*?)</h\1>", page)
+    assert first.group(1) == "1" and first.group(2) == f"Pick: {pick}"
+    assert _decision(root)["pick"]["model_id"] == pick
+    assert f"<title>zoorank report: pick {pick}</title>" in page
+    # the shortlist, the regret, the disagreement and the next step, before the details
+    for marker in ("id='shortlist'", "id='regret'", "id='disagreement'", "id='next-step'"):
+        assert page.index(marker) < page.index("<details id='caveats'>")
+    assert "not measured yet" in page[page.index("id='shortlist-rule'"):page.index("id='regret'")]
+    # the metric's record, computed here from the package's file: mean τ and zoo counts
     metric = settings["ordered_by"]
-    assert metric == "rankme"  # the fixture's config
-    head = re.search(r"<h2 id='headline'>(.*?)</h2>", page).group(1)
-    top = settings["decision"]["top_set"]
-    from rank_fixtures import FAMILIES  # the scored models (``broken`` failed: not on the board)
-
-    assert head == f"Top set by <code>{metric}</code>: {len(top)} of {len(FAMILIES)} models"
-    scope = re.search(r"<p id='headline-scope'>(.*?)</p>", page).group(1)
-    assert "under resampling of the evaluation images" in scope and "not about accuracy" in scope
-    # the record, computed here from the package's file: mean τ and zoo counts
     record = load_record()
     zoos = record["metrics"][metric]["zoos"]
     taus = [z["tau"] for z in zoos.values()]
-    sentence = re.search(r"<p class='metric-record'>(.*?)</p>", page).group(1)
-    assert f"Kendall τ {sum(taus) / len(taus):+.2f} on average" in sentence
-    assert f"on the {len(zoos)} of {len(record['zoos'])} validation zoos" in sentence
-    # what no record covers (a shift) is said, and before the recommendation (the table)
-    shift = str(escape("none under a distribution shift"))
-    assert shift in page and page.index(shift) < page.index("id='top-set'")
-    assert page.index("class='metric-record'") < page.index("id='top-set'")
+    details = page[page.index("<details id='caveats'>"):]
+    assert f"Kendall τ {sum(taus) / len(taus):+.2f} on average" in details
+    assert f"on the {len(zoos)} of {len(record['zoos'])} validation zoos" in details
+    assert str(escape("none under a distribution shift")) in details
+
+
+def test_the_few_label_pick_of_decision_json_is_on_the_card_and_in_the_console(
+        decided_report, tmp_path, capsys):
+    import shutil
+
+    from zoorank.decide.verdict import update_few_label
+    from zoorank.report import run_report
+
+    root, config, _, _ = decided_report
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    few = {"model_id": "proj-b", "p_best": 0.87, "labels": 60, "posterior": "heads' correctness"}
+    update_few_label(Store(str(copy)), "digits", few)
+    capsys.readouterr()
+    run_report(config)
+    page = (copy / "report" / "index.html").read_text()
+    card = page[:page.index("<details id='caveats'>")]
+    line = re.search(r"<p class='few-label'>(.*?)</p>", card).group(1)
+    assert line == ("<b>Few-label pick (digits, 60 labels):</b> proj-b, p(best | labels) 0.87 "
+                    "(heads&#39; correctness).")
+    # the next step counts the 60 labels given back against the measured 200
+    assert "zoorank ask CONFIG --budget 140" in card
+    out = capsys.readouterr().out
+    assert "Few-label pick: digits: proj-b, p(best | labels) 0.87 after 60 labels" in out
+
+
+def _served(root):
+    """The report's folder over HTTP on 127.0.0.1 (a page from a server is a secure context:
+    the Clipboard API works there as it does for a user opening a file); yields its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 @pytest.mark.timeout(180)
-def test_first_screen_in_a_real_browser_shows_top_set_intervals_flags_and_consensus(
+def test_first_screen_in_a_real_browser_names_the_pick_and_copies_its_checkpoint(
         decided_report, chromium):
-    root, _, _, settings = decided_report
-    decision = settings["decision"]
-    page = chromium.new_page(viewport={"width": 1280, "height": 800})
-    page.goto((root / "report" / "index.html").as_uri())
-    fold = 800
+    root, config, _, settings = decided_report
+    decision = _decision(root)
+    server = _served(root)
+    try:
+        context = chromium.new_context(viewport={"width": 1280, "height": 800},
+                                       permissions=["clipboard-read", "clipboard-write"])
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/report/index.html")
+        fold = 800
 
-    def on_first_screen(selector: str) -> bool:
-        box = page.locator(selector).first.bounding_box()
-        return box is not None and box["y"] < fold and page.locator(
-            selector).first.is_visible()
+        def on_first_screen(selector: str) -> bool:
+            box = page.locator(selector).first.bounding_box()
+            return box is not None and box["y"] < fold and page.locator(
+                selector).first.is_visible()
 
-    # the headline names the metric and what the set is about, its record before the table
-    assert on_first_screen("#headline") and on_first_screen("#headline-scope")
-    assert page.locator("#headline").inner_text().startswith(
-        f"Top set by {settings['ordered_by']}: {len(decision['top_set'])} of ")
-    assert "not about accuracy" in page.locator("#headline-scope").inner_text()
-    assert on_first_screen(".metric-record") and on_first_screen(".record-warning")
-    assert (page.locator(".record-warning").last.bounding_box()["y"]
-            < page.locator("#top-set").bounding_box()["y"])
-    # the top set: every model of it is listed, with its rank interval
-    assert on_first_screen("#top-set")
-    rows = page.locator("#top-set tbody tr")
-    assert rows.count() == len(decision["top_set"]) >= 1
-    listed = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
-    assert listed == decision["top_set"]
-    interval = rows.nth(0).locator("td").nth(2).inner_text()
-    assert re.fullmatch(r"\d+(–\d+)?", interval)
-    # flags as badges: the constant model is flagged collapsed (and not in the top set)
-    assert on_first_screen("#flags")
-    badge = page.locator("#flags .badge.blocking", has_text="collapsed")
-    assert badge.count() >= 1 and badge.first.is_visible()
-    assert "collapsed" not in listed
-    # the consensus sentence, and the forest plot of the intervals, loaded
-    assert on_first_screen("#consensus")
-    assert page.locator("#consensus").inner_text() == decision["consensus_sentence"]
-    forest = page.locator("#forest img")
-    assert forest.evaluate("img => img.complete && img.naturalWidth > 0")
-    assert forest.bounding_box()["y"] < 2 * fold  # right under the decision text
+        # the first heading names the pick of decision.json, on the first screen
+        heading = page.locator("h1, h2, h3").first
+        assert heading.inner_text() == f"Pick: {decision['pick']['model_id']}"
+        assert on_first_screen("#pick") and on_first_screen("#checkpoint")
+        for selector in ("#shortlist", "#regret", "#disagreement", "#next-step"):
+            assert on_first_screen(selector), selector
+        assert page.locator("#disagreement").inner_text() == decision["disagreement"]
+        listed = page.locator("#shortlist-table tbody tr td:nth-child(2)").all_inner_texts()
+        assert listed == decision["shortlist"]["models"]
+        assert page.locator("#next-step-command").inner_text() == \
+            decision["next_step"]["command"]
+        # the copy button puts the checkpoint's path on the clipboard
+        path = decision["pick"]["checkpoint"]
+        assert path == next(m.checkpoint for m in config.models
+                            if m.id == decision["pick"]["model_id"])
+        assert page.locator("#checkpoint-path").inner_text() == path
+        page.evaluate("navigator.clipboard.writeText('before')")
+        page.locator("#copy-checkpoint").click()
+        page.wait_for_function("t => navigator.clipboard.readText().then(c => c === t)", arg=path,
+                               timeout=5_000)
+        assert page.evaluate("navigator.clipboard.readText()") == path
+        # every caveat is collapsed under the card: hidden until opened
+        assert not page.locator("#caveat-list").is_visible()
+        assert not page.locator("#top-set").is_visible()
+        page.locator("#caveats summary").click()
+        assert page.locator("#caveat-list li").count() == len(decision["caveats"])
+        badge = page.locator("#flags .badge.blocking", has_text="collapsed")
+        assert badge.count() >= 1 and badge.first.is_visible()
+        page.locator("#top-set-details summary").click()
+        rows = page.locator("#top-set tbody tr")
+        assert rows.count() == len(settings["decision"]["top_set"]) >= 1
+        listed = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+        assert listed == settings["decision"]["top_set"] == decision["top_set"]["models"]
+        assert re.fullmatch(r"\d+(–\d+)?", rows.nth(0).locator("td").nth(2).inner_text())
+        assert "collapsed" not in listed
+        forest = page.locator("#forest img")
+        forest.scroll_into_view_if_needed()
+        page.wait_for_function("() => document.querySelector('#forest img').complete")
+        assert forest.evaluate("img => img.naturalWidth > 0")
+        context.close()
+    finally:
+        server.shutdown()
 
 
 def _report_with_versions(report, tmp_path, torch_versions):

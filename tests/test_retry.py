@@ -1,4 +1,4 @@
-"""The one retry policy (zoorank.run.retry): keyed on exception types, never on messages."""
+"""The one retry policy (zoorank.tasks.retry): keyed on exception types, never on messages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from zoorank.run import retry
+from zoorank.tasks import retry
 
 FAST = retry.Policy(attempts=4, first_wait_s=0.001, max_wait_s=0.002)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from zoorank.run.runner import Outcome, Task, run_tasks
+from zoorank.tasks.runner import Outcome, Task, run_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -138,7 +138,7 @@ _SIGTERM_DRIVER = """
 import os, sys, time
 from pathlib import Path
 import ray
-from zoorank.run.runner import Task, run_tasks
+from zoorank.tasks.runner import Task, run_tasks
 ray.init(address=sys.argv[2])  # the test session's Ray: a driver of its own, no Ray to start
 where = sys.argv[1]
 
@@ -189,7 +189,7 @@ def test_sigterm_and_ctrl_c_cancel_the_tasks_in_flight_then_unwind(ray_session, 
 def test_dead_workers_are_crashes_and_exceptions_are_failures_even_when_ray_wraps_them():
     import ray.exceptions as rex
 
-    from zoorank.run.runner import classify
+    from zoorank.tasks.runner import classify
 
     assert classify(rex.WorkerCrashedError())[0] == "crashed"
     assert classify(rex.NodeDiedError("node 1 died"))[0] == "crashed"

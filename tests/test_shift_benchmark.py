@@ -1,4 +1,4 @@
-"""The shift benchmark's pure helpers (benchmarks/shift_benchmark.py) on tiny prediction matrices
+"""The shift benchmark's pure helpers (benchmarks/science/shift_benchmark.py) on tiny prediction matrices
 with hand-computed answers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "science"))
 
 import shift_benchmark as B  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The SITE benchmark's evaluation path (benchmarks/site_benchmark.py), offline: from the published
+"""The SITE benchmark's evaluation path (benchmarks/science/site_benchmark.py), offline: from the published
 figures alone it reproduces the ImageNet-top-1 static baseline, and it says what is missing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "science"))
 
 import site_benchmark as site  # noqa: E402
 

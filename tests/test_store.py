@@ -262,13 +262,12 @@ def test_a_plain_s3_uri_reaches_the_endpoint_of_the_environment(s3_server, s3_en
 
 
 def test_the_readme_store_example_runs_on_a_store(tmp_path):
-    """The pandas / DuckDB snippet of README's store section, run as written on a real store."""
+    """The pandas / DuckDB snippet of the docs' store how-to, run as written on a real store."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## The store"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    page = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "read-the-store.md"
+    code = re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
     store = Store(tmp_path / "zoo")
     store.upsert_rows(layout.METRICS, [{"model_id": "m", "dataset": "d", "metric": "rankme",
                                         "value": 1.0, "fingerprint": "f"}], METRICS_KEY)

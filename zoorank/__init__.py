@@ -1,5 +1,17 @@
-"""zoorank: rank zoos of vision checkpoints without labels."""
+"""zoorank: rank zoos of vision checkpoints without labels.
 
+The Python API (:mod:`zoorank.api`)::
+
+    import zoorank
+
+    result = zoorank.run("cfg.yaml")     # embed → score → rank → report, like `zoorank run`
+    result.pick, result.shortlist, result.leaderboard
+    zoorank.open("./zoorank-store")      # read a finished run
+
+``import zoorank`` stays cheap: the API (and pandas, Ray, torch behind it) is imported on first use.
+"""
+
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 
 try:
@@ -7,4 +19,22 @@ try:
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+local"
 
-__all__ = ["__version__"]
+#: the API's names, imported from zoorank.api on first use
+_API = ("Result", "open", "run")
+
+
+def __getattr__(name: str) -> object:
+    if name in _API or name == "api":
+        # by name: modules that read ``zoorank.__version__`` from any layer must not depend on
+        # the API (top layer) through this package (import-linter follows static imports)
+        api = importlib.import_module("zoorank.api")
+        return api if name == "api" else getattr(api, name)
+    raise AttributeError(f"module 'zoorank' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})
+
+
+# ``open`` is left out of ``__all__`` so that ``from zoorank import *`` does not shadow the builtin
+__all__ = ["__version__", "Result", "run"]

@@ -4,8 +4,9 @@
    so every configuration is a seed ensemble) on an unlabeled image set, reporting LiDAR per epoch.
 2. RUN: the trials' checkpoints (``models: {from_tune: ...}``) go through embed → score (with
    seed-ensemble NC) → rank (with the kNN / linear-probe label oracle and agreement) → report.
-3. It prints the leaderboard, the Kendall τ of each label-free metric against the oracle, and the
-   path of the HTML report.
+3. It prints the leaderboard, the Kendall τ of each label-free metric against the oracle, and,
+   last, the verdict (the pick, the shortlist, the next step; ``decision.json``) and where the
+   HTML report is.
 
 The default (scikit-learn digits, CPU) needs nothing but the installed packages and finishes within
 minutes on two cores; ``--dataset cifar10 --data ../shared/data/cifar10`` is the larger variant.
@@ -123,7 +124,7 @@ def run_config_dict(out: Path, evaluate: DatasetSpec, zoo_dir: str, size: DemoSi
                   {"name": "simclr", "samples": size.views[0], "per_sample": size.views[1]}],
         "score": {"nc_k": size.nc_k, "nc_reference_size": size.nc_reference},
         "oracle": {"knn": True, "linear_probe": True, **budget_oracle(evaluate, size)},
-        # no primary_metric: the default (README, "Which metric orders the board"; chosen out
+        # no primary_metric: the default (docs/concepts/primary-metric.md; chosen out
         # of sample, issue 30) orders the demo's zoo, by RankMe.
         "rank": {"bootstrap": 200},
     }
@@ -212,6 +213,8 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
              size: str = "default", address: str | None = None) -> dict:
     """Train the demo zoo with Ray Tune, rank it, print the evidence; returns paths and timings."""
     from zoorank.catalog.context import RunContext
+    from zoorank.decide.leaderboard import deferred_verdict, print_verdict
+    from zoorank.decide.verdict import read_decision
     from zoorank.pipeline import run_all
     from zoorank.runtime import ensure_ray
     from zoorank.tune.config import experiment_location
@@ -234,14 +237,16 @@ def run_demo(out: str = "zoorank-demo", dataset: str = "digits", data: str | Non
     rcfg = parse_config(rdict, "<demo config>")
     config_path = write_run_config(out_dir, rdict)
     context = RunContext(rcfg, address=address, stores={store.uri: store})
-    report = run_all(rcfg, context=context)
+    with deferred_verdict():  # printed last, below the evidence
+        report = run_all(rcfg, context=context)
     timings["rank"] = time.perf_counter() - t1
     table = agreement_table(context.store)
     _print_agreement(table)  # the crossover verdicts were printed once, by the report
     print(f"\nzoo: {zoo_dir}/zoo.yaml  store: {rcfg.store}")
     print(f"config: {config_path}  (a rerun skips finished work)")
     print(f"  rerun a stage: zoorank run|score|rank|report {config_path}")
-    print(f"report: {report}")
-    print(f"time: tune {timings['tune']:.0f} s, embed+score+rank+report {timings['rank']:.0f} s")
+    print(f"time: tune {timings['tune']:.0f} s, embed+score+rank+report {timings['rank']:.0f} s\n")
+    decision = read_decision(context.store)
+    print_verdict(decision, report=report, config=str(config_path), store=context.store.name)
     return {"store": rcfg.store, "zoo": zoo_dir, "report": report, "agreement": table,
-            "timings": timings, "config": str(config_path)}
+            "timings": timings, "config": str(config_path), "decision": decision}

@@ -4,7 +4,7 @@ Ray's own output stays out of the user's console unless ``--debug`` (:data:`ENV_
 start-up notes and warnings (the local-instance line, the token-auth notice, Ray Data's
 progress-bar note) are below the level its loggers show, and worker and raylet output is not
 forwarded to the driver (it stays in Ray's session logs). A worker's exception reaches zoorank
-as the task's error (:mod:`zoorank.run.runner`), so failures are still recorded in the failed table.
+as the task's error (:mod:`zoorank.tasks.runner`), so failures are still recorded in the failed table.
 With ``--debug`` Ray logs at INFO and forwards worker output as it does by default.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 
-from zoorank.run import retry
+from zoorank.tasks import retry
 
 # Ray binds to the machine's interface address by default; these keep a local Ray on loopback and
 # quiet. They must be set before Ray starts, so they are set on import of this module.
@@ -76,7 +76,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     handlers = _signal_handlers()
     if address is None:
         # Ray gives a local node a fixed 30 s to register, and a busy machine can miss it: its
-        # bare Exception for that is tried again under the one retry policy (zoorank.run.retry)
+        # bare Exception for that is tried again under the one retry policy (zoorank.tasks.retry)
         def again(state) -> None:
             ray.shutdown()
             print(f"zoorank: the local Ray did not start in Ray's 30 s (busy machine?); "

@@ -222,7 +222,7 @@ def watch(
                 break
     except KeyboardInterrupt:
         summary.stopped_by, summary.signum = "signal", summary.signum or signal.SIGINT
-    except SystemExit as exc:  # SIGTERM while a round's tasks ran (zoorank.run.runner)
+    except SystemExit as exc:  # SIGTERM while a round's tasks ran (zoorank.tasks.runner)
         if exc.code != 128 + signal.SIGTERM:
             raise
         summary.stopped_by, summary.signum = "signal", signal.SIGTERM

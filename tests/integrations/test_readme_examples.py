@@ -1,4 +1,4 @@
-"""The README's "Label-free Tune for your own training code" examples run as written."""
+"""The label-free Tune tutorial's examples (docs/tutorials/label-free-tune.md) run as written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "label-free-tune.md"
 
 
 def _example(marker: str) -> str:

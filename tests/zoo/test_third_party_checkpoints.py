@@ -1,5 +1,5 @@
 """The UvA CIFAR-10 checkpoints (``../shared/zoos/uva_cifar10``) load strictly into the module code
-of ``benchmarks/uva_models.py`` through zoorank's own checkpoint path, and the classifiers' features
+of ``benchmarks/zoos/uva_models.py`` through zoorank's own checkpoint path, and the classifiers' features
 fed to each checkpoint's own linear head classify real CIFAR-10 test images (the zoo's README
 measures 81-83 % top-1 on the JPEG q75 copy; the first 100 images (a fixed set, so the
 result is deterministic) give a binomial standard error of ~4 pp,
@@ -41,7 +41,7 @@ def _load(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from zoorank.config.loading import parse_config
     from zoorank.zoo import load_model, resolve_models
 
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks" / "zoos"))
     ckpt = ZOO / "classifiers" / f"{name}.ckpt"
     if not ckpt.is_file():
         pytest.skip(f"third-party checkpoint not found at {ckpt}")

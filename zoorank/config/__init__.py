@@ -4,8 +4,9 @@ Reading a YAML file into it, with errors that name the file and field, is
 :mod:`zoorank.config.loading`; the hashes that fingerprint configs and files are
 :mod:`zoorank.config.digests`.
 
-Relative paths in a config are taken relative to the current working directory (the directory a
-user or ``ray job submit --working-dir`` runs from), as the example configs assume.
+Every field has a description (a string just below it, or ``Field(description=...)``): the JSON
+schema (``zoorank config schema``) and the docs' config reference are generated from them.
+Relative paths in a config file are taken from the file's folder (:mod:`zoorank.config.paths`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import GenerateJsonSchema
 
+from zoorank.config.suggest import did_you_mean
 from zoorank.metrics import registry
 from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
 from zoorank.metrics.options import OPTIONS
@@ -41,23 +44,78 @@ LABEL_FREE_METRICS = registry.config_names()
 DEFAULT_METRICS = list(LABEL_FREE_METRICS)
 
 
-class Strict(BaseModel):
-    """Base for every config section: unknown keys are errors that name the key."""
+#: how the schema's descriptions name relative paths (and docs/reference/config-paths.md explains).
+RELATIVE_PATHS = ("A relative path is taken from the folder of the config file (not the working "
+                  "directory); absolute paths, `~` and URIs (`s3://`, `gs://`) are used as they are.")
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class OneLineSchema(GenerateJsonSchema):
+    """Pydantic's JSON schema, with each description on one line (a docstring's line breaks are
+    layout, and a description is read in editors' hovers and in tables)."""
+
+    def generate(self, schema: Any, mode: Any = "validation") -> dict[str, Any]:
+        return _one_line(super().generate(schema, mode=mode))
+
+
+def _one_line(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: " ".join(v.split()) if k == "description" and isinstance(v, str)
+                else _one_line(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_one_line(v) for v in node]
+    return node
+
+
+class Strict(BaseModel):
+    """Base for every config section: unknown keys are errors that name the key; a string just
+    below a field is its description (in ``RunConfig.model_json_schema()`` and the docs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, schema_generator: type[GenerateJsonSchema] | None = None,
+                          **kwargs: Any) -> dict[str, Any]:
+        """The JSON schema (``zoorank config schema``), every description on one line."""
+        return super().model_json_schema(*args, schema_generator=schema_generator or OneLineSchema,
+                                         **kwargs)
 
 
 class DatasetSpec(Strict):
+    """One set of images every model is run on (an entry of ``datasets:``)."""
+
     name: Name
+    """The dataset's name: its folder in the store and the prefix of its leaderboard columns
+    (`<name>/<metric>`). Letters, digits, `_`, `.` and `-`, starting with a letter or digit;
+    `prior` is reserved. Required."""
     source: Literal["parquet", "image_folder", "sklearn_digits", "numpy"]
-    path: str | None = None
+    """Where the images come from: `parquet` (a Parquet file with a column of encoded images),
+    `image_folder` (image files under a folder, searched recursively; hidden files skipped),
+    `sklearn_digits` (scikit-learn's bundled 8×8 digits, 1,797 images with labels; no `path`) or
+    `numpy` (an `.npz` with an `images` array and optional `labels` and `label_names`, or an
+    `.npy` images array). Required."""
+    path: str | None = Field(default=None, description=(
+        "The Parquet file, image folder or `.npz`/`.npy` file: a local path or a URI (`s3://`, "
+        "`gs://`; credentials from the environment, never from the URI). Required except for "
+        "`sklearn_digits`. " + RELATIVE_PATHS))
     image_column: str = "image"
+    """`parquet`: the column of encoded images (bytes, or a struct with a `bytes` field).
+    Default `image`."""
     label_column: str | None = None
+    """`parquet`: the column of labels (integers, or strings read as class names in the order of
+    a `classes.json` beside the file, else sorted). Only the label oracle and `zoorank ask` /
+    `label` use labels; the ranking never does. Default: none (no labels)."""
     labels_from_folders: bool = False
-    #: class names of a dataset without labels of its own (``zoorank ask`` / ``zoorank label``)
+    """`image_folder`: take each image's label from its first sub-folder (class names sorted).
+    Default `false`."""
     classes: list[str] | None = None
+    """Class names of a dataset without labels of its own, for `zoorank ask` and `zoorank label`
+    (the labels people give back are these names). Default: none."""
     limit: int | None = Field(default=None, gt=0)
+    """Use a seeded, deterministic subset of this many samples (it depends only on `seed` and the
+    number of samples). Default: every sample."""
     on_bad_image: Literal["skip", "fail"] = "skip"
+    """An image that cannot be decoded: `skip` leaves it out, counted in the manifest and the
+    embed summary; `fail` stops the run naming it. Default `skip`."""
 
     @field_validator("name")
     @classmethod
@@ -81,50 +139,101 @@ class DatasetSpec(Strict):
 
 
 class ModelSpec(Strict):
+    """One model, or with a glob one model per matching checkpoint (an entry of ``models:``)."""
+
     id: Name | None = None
+    """The model's id on the leaderboard and in the store. With a glob, the prefix of the ids
+    (`<id>-<path below the glob's fixed part>`). Default: for a glob, the path below the glob's
+    fixed part; else the architecture name (and the checkpoint's file stem). Required for
+    `transformers`, `torchscript` and `python` models without a checkpoint."""
     source: Literal["timm", "transformers", "torchscript", "python"]
+    """How the model is built: `timm` (`timm.create_model`), `transformers` (a model directory or
+    a hub id from the local Hugging Face cache), `torchscript` (a scripted file) or `python` (a
+    function of yours returning an `nn.Module`). Required."""
     name: str
-    checkpoint: str | None = None
+    """`timm`: the architecture (`resnet18`, `convnext_tiny.fb_in1k`, `hf-hub:timm/...`; a glob
+    over cached models with `pretrained: true`). `transformers`: a model directory (a relative
+    one from the config file's folder when it exists there) or a hub id in the local cache,
+    optionally `org/model@revision`. `torchscript`: the scripted file when `checkpoint` is not
+    given (a relative path from the config file's folder). `python`: `package.module:function`,
+    imported from Python's `sys.path`. Required."""
+    checkpoint: str | None = Field(default=None, description=(
+        "The weights: a file (`.safetensors`, or a `torch.load` pickle read safely), a URI "
+        "(`s3://`, `gs://`), or a glob over either (`runs/*/last.ckpt`: one model per file, ids "
+        "from the paths). Default: none (timm and python models are then a seeded random "
+        "init). " + RELATIVE_PATHS))
     group: Name | None = None
+    """A seed ensemble: models trained alike but for the seed share a group; the NC metric scores
+    each group's members against each other. Default: none."""
     family: Name | None = None
-    #: square input size override (e.g. 32 for CIFAR-sized images); default: timm's data config.
+    """A family of models whose RankMe / LiDAR values are comparable (one training method);
+    the report compares those metrics within a family. Default: none."""
     input_size: int | None = Field(default=None, gt=0)
+    """Square input side in pixels (e.g. 32 for CIFAR-sized images). Another size than the
+    model's data config turns its zoom off (`crop_pct` 1.0) unless `crop_pct` is given. Default:
+    the model's data config (timm, transformers), else 224."""
     mean: tuple[float, float, float] | None = None
+    """Per-channel mean subtracted from [0, 1] RGB values. Default: the model's data config, else
+    ImageNet's."""
     std: tuple[float, float, float] | None = None
+    """Per-channel standard deviation the [0, 1] RGB values are divided by. Default: the model's
+    data config, else ImageNet's."""
     interpolation: Literal["bilinear", "bicubic", "nearest"] | None = None
+    """The resize filter of the clean view. Default: the model's data config, else `bicubic`."""
     crop_pct: float | None = Field(default=None, gt=0, le=1)
-    #: output of a named module (e.g. "head.fc" or a projector) instead of the backbone features.
+    """The clean view resizes the shorter side to `floor(input_size / crop_pct)` and centre-crops
+    `input_size`; 1.0 means no zoom. In (0, 1]. Default: the model's data config, else 1.0."""
     layer: str | None = None
-    #: transformers pooling of the last hidden state.
+    """Take the output of this named module (e.g. `head.fc`, or a projector) instead of the
+    backbone's features; outputs other than (batch, dim) are pooled. Default: the backbone's
+    pooled features."""
     pooling: Literal["cls", "mean", "pooler"] = "cls"
-    #: keyword arguments for the constructor (timm.create_model / the python factory).
+    """`transformers`: how the last hidden state becomes one vector: `cls` (token 0), `mean` (mean
+    over all tokens) or `pooler` (the model's `pooler_output`). Default `cls`."""
     model_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: key of a nested state dict in the checkpoint ("state_dict", "model", ...); None = auto-detect.
+    """Keyword arguments of the constructor (`timm.create_model`, or your python function).
+    Default: none."""
     state_dict_key: str | None = None
+    """The checkpoint entry that holds the state dict (`state_dict`, `model`, ...). Default: the
+    top level when every value is a tensor, else the first of `state_dict`, `model`, `module`."""
     strip_prefixes: tuple[str, ...] = ("module.", "model.")
+    """Key prefixes removed while every key of the checkpoint carries one and the model's own
+    keys do not (DataParallel's `module.`). Default `[module., model.]`."""
     strict: bool = True
-    #: allow arbitrary pickled checkpoints (executes code from the file!). Off by default.
+    """Load the weights strictly: any missing or unexpected key is an error listing them (a shape
+    mismatch is an error either way). Default `true`."""
     trust_checkpoint: bool = False
-    #: timm: the hub weights from the local Hugging Face cache (offline); ``name`` may be a glob.
+    """Allow checkpoints that are arbitrary pickles, and TorchScript files: loading them RUNS
+    CODE from the file. Only for files you trust. Default `false` (safe loading; a pickle that
+    needs code is refused before anything in it runs)."""
     pretrained: bool = False
-    #: the backbone's keys: those under this prefix (stripped; other keys ignored), or a preset
-    #: (``lightning``, ``solo-learn``, ``dino-teacher``, ``dino-student``, ``moco``).
+    """`timm`: load the hub weights from the local Hugging Face cache (`HF_HOME` /
+    `HF_HUB_CACHE`, offline); `name` may then be a glob over the cached `timm/*` models.
+    Default `false`."""
     state_dict_prefix: str | None = None
-    #: names of the config's datasets this model is ranked on; None = every dataset.
+    """Keep only the checkpoint keys under this prefix, stripped (projector, head and momentum
+    encoder ignored), or a preset: `lightning`, `solo-learn`, `dino-teacher`, `dino-student`,
+    `moco` (`zoorank inspect CHECKPOINT` shows which apply). Default: none."""
     datasets: list[Name] | None = None
-    #: numbers known about the model without target data (``{imagenet_top1: 76.1, gflops: 4.1}``):
-    #: leaderboard columns ``prior/<name>``, compared with the oracle and checked as confounds
-    #: (:mod:`zoorank.metrics.priors`); not part of the model's fingerprint.
+    """Names of the config's datasets this model is ranked on. Default: every dataset."""
     prior: dict[PriorName, PriorValue] = Field(default_factory=dict)
+    """Numbers known about the model without target data (`{imagenet_top1: 76.1, gflops: 4.1}`):
+    leaderboard columns `prior/<name>`, compared with the label oracle and checked as confounds.
+    Numbers only; not part of the model's fingerprint. Default: none."""
     #: the classifier head (:mod:`zoorank.zoo.label_space`): None (default) keeps a trained head
     #: whose outputs line up with a dataset's classes (torchscript: none unless declared); true
     #: keeps it and makes a head that does not line up a config error; false drops it (features
     #: only, as before heads were kept). ``embed.heads: false`` turns every head off.
     head: bool | None = None
-    #: per dataset name: how its classes map to the head's outputs, ``{class name or index: head
-    #: output index}`` (every class mapped), or ``imagenet`` (WordNet ids into ImageNet-1k's order).
+    """The classifier head: unset keeps a trained head whose outputs line up with a dataset's
+    classes; `true` keeps it and makes a head that does not line up a config error; `false` drops
+    it (the model is ranked by its features). `embed.heads: false` turns every head off. Default:
+    unset."""
     label_map: dict[Name, dict[str | int, Annotated[int, Field(ge=0)]] | Literal["imagenet"]] = (
         Field(default_factory=dict))
+    """Per dataset name, how its classes map to the head's outputs: `{class name or index: head
+    output index}` (every class mapped, to distinct outputs), or `imagenet` (WordNet ids into
+    ImageNet-1k's order). Default: the identity where the numbers of classes agree."""
 
     @model_validator(mode="after")
     def _ids_for_single_files(self) -> ModelSpec:
@@ -140,7 +249,10 @@ class ModelSpec(Strict):
 class FromTuneSpec(Strict):
     """Every trial checkpoint exported by ``zoorank tune`` (its ``zoo.yaml``) becomes a model."""
 
-    from_tune: str
+    from_tune: str = Field(description=(
+        "The `zoo.yaml` written by `zoorank tune`, or the experiment folder holding it "
+        "(`<store>/tune/<experiment>`): a local path or a URI; the relative paths inside it are "
+        "taken from its own folder. Required. " + RELATIVE_PATHS))
 
 
 def _model_entry_kind(value: Any) -> str:
@@ -156,11 +268,19 @@ ModelEntry = Annotated[
 
 
 class ViewSpec(Strict):
+    """One view of the images (an entry of ``views:``): the clean view, or an augmentation."""
+
     name: Name
-    #: augmentation recipe; defaults to the view's name. "clean" means no augmentation.
+    """The view's name (a folder of the store; augmented metrics are reported as
+    `<metric>@<view>`). Required."""
     recipe: str | None = None
+    """The augmentation recipe: `clean` (no augmentation) or `simclr` (random resized crop, flip,
+    colour jitter, grayscale, blur). Default: the view's name."""
     samples: int | None = Field(default=None, gt=0)
+    """Augmented views: how many clean samples get views (a seeded subset shared by views with
+    the same number). Default: every sample."""
     per_sample: int = Field(default=1, gt=0)
+    """Augmented views: views per sample, q (LiDAR needs q >= 2). Default 1 (the clean view)."""
 
     @property
     def recipe_name(self) -> str:
@@ -178,38 +298,55 @@ class ViewSpec(Strict):
 
 
 class EmbedOptions(Strict):
+    """``embed:``: how the EMBED stage runs the models over the images."""
+
     batch_size: int = Field(default=64, gt=0)
-    #: models held by one actor; None = as many as fit in ``actor_memory_gb``.
+    """Images per forward pass. Default 64."""
     models_per_actor: int | None = Field(default=None, gt=0)
+    """Models one embedding task holds and runs on every batch it reads (one read, many models).
+    Default: as many as fit in `actor_memory_gb`."""
     actor_memory_gb: float = Field(default=4.0, gt=0)
+    """Memory budget of one embedding task's models, in GiB (each model's size estimated from
+    its parameters); decides how many models share a task when `models_per_actor` is unset.
+    Default 4.0."""
     num_actors: int | None = Field(default=None, gt=0)
+    """Embedding tasks that run at once. Default: one per GPU on GPU; on CPU up to 4 sharing the
+    cores."""
     num_cpus_per_actor: float = Field(default=0.5, gt=0)
-    #: "auto": one GPU per embedding task when the cluster has GPUs or its autoscaler config can
-    #: add some, else CPU (zoorank.embed).
+    """CPUs Ray reserves for each embedding task (fractions share a core); on GPU also its torch
+    threads (rounded down, at least 1). Default 0.5."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """`auto`: one GPU per embedding task when the cluster has GPUs or its autoscaler can add
+    some, else the CPU. `cuda` waits for GPUs (`gpu_wait_seconds`). Default `auto`."""
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    #: with device cuda and no GPU in the cluster yet: how long to wait for the autoscaler.
+    """Forward precision. `auto`: fp32 on CPU; on GPU bf16 where the GPU supports it, else fp16
+    (the manifest records what was used). Default `auto`."""
     gpu_wait_seconds: float = Field(default=600.0, gt=0)
-    #: run GPU-scheduled tasks on CPU torch where a worker has no CUDA (tests with fake GPU
-    #: resources; also ZOORANK_GPU_AS_CPU=1). Never on for real runs.
+    """With GPUs wanted and none in the cluster yet: seconds to wait for the autoscaler to add
+    them before the run stops with a config error. Default 600."""
     allow_cpu_torch: bool = False
-    #: keep classifier heads: each model's logits beside its features, from the same forward
-    #: (models' ``head:``); false turns every head off.
+    """Run GPU-scheduled tasks on CPU torch where a worker has no CUDA (tests with fake GPU
+    resources; also `ZOORANK_GPU_AS_CPU=1`). Never for real runs. Default `false`."""
     heads: bool = True
+    """Keep classifier heads: each model's logits beside its features, from the same forward
+    (see the models' `head`); `false` turns every head off. Default `true`."""
 
 
 def _metric_option(name: str, **constraints: Any) -> Any:
     """A ``score:`` field for a metric option: its default (and meaning) from the registry."""
     opt = OPTIONS[name]
-    return Field(default=opt.default, description=opt.doc, **constraints)
+    default = list(opt.default) if isinstance(opt.default, tuple) else opt.default
+    return Field(default=opt.default, description=f"{opt.doc}. Default {default}.", **constraints)
 
 
 class ScoreOptions(Strict):
-    """``score:``. The metric options (documented in zoorank.metrics.registry, declared beside
-    their metrics) take their defaults from the registry; this class adds their types and bounds."""
+    """``score:``: how the SCORE stage computes the metrics. The metric options (declared beside
+    their metrics in zoorank.metrics) take their defaults from the registry; this class adds their
+    types and bounds."""
 
-    #: cap on clean samples used per model (deterministic subset); None = all.
     max_samples: int | None = Field(default=None, gt=0)
+    """Cap on the clean samples scored per model (a deterministic subset). Default: every
+    sample."""
     lidar_delta: float = _metric_option("lidar_delta", ge=0)
     lidar_delta_mode: Literal["absolute", "relative"] = _metric_option("lidar_delta_mode")
     eps: float = _metric_option("eps", gt=0)
@@ -221,12 +358,15 @@ class ScoreOptions(Strict):
     nc_reference_size: int = _metric_option("nc_reference_size", gt=1)
     nc_metric: Literal["cosine", "euclidean"] = _metric_option("nc_metric")
     num_cpus_per_actor: float = Field(default=0.5, gt=0)
-    #: rank uncertainty (zoorank.metrics.uncertainty): every ranked metric is computed again on
-    #: this many disjoint folds of the images (0 = off: no rank intervals) ...
+    """CPUs Ray reserves for each scoring task (fractions share a core). Default 0.5."""
     resample_folds: int = Field(default=8, ge=0)
-    #: ... dealt from this share of the images (the fold bootstrap rescales the spread to the
-    #: full sample, so a share below 1 trades precision of the interval for scoring time).
+    """Rank uncertainty: every ranked metric is computed again on this many disjoint folds of
+    the images, giving rank intervals, p(best) and the top set. 0 turns them off; 1 is refused.
+    Default 8."""
     resample_fraction: float = Field(default=0.5, gt=0, le=1)
+    """Share of the images the folds are dealt from (the fold bootstrap rescales the spread to
+    the full sample, so a share below 1 trades interval precision for scoring time). In (0, 1].
+    Default 0.5."""
 
     @model_validator(mode="after")
     def _folds(self) -> ScoreOptions:
@@ -236,34 +376,51 @@ class ScoreOptions(Strict):
 
 
 class OracleSpec(Strict):
+    """``oracle:``: label-based measures of each model, to check the label-free ranking against.
+    Only datasets with labels get them; the label-free ranking never reads labels."""
+
     knn: bool = False
+    """Weighted kNN accuracy on the oracle's test split. Default `false`."""
     knn_k: int = Field(default=20, gt=0)
+    """kNN: neighbours k. Default 20."""
     knn_temperature: float = Field(default=0.07, gt=0)
+    """kNN: temperature of the similarity weights. Default 0.07."""
     linear_probe: bool = False
+    """Linear-probe (logistic regression) accuracy on the oracle's test split. Default `false`."""
     recall_at_1: bool = False
+    """Recall@1 (the nearest neighbour has the same label). Default `false`."""
     r_auroc: bool = False
+    """R-AUROC: how well each per-sample uncertainty (NC and its baselines) predicts a Recall@1
+    error. Default `false`."""
     loss_data_curve: bool = False
+    """The loss-data curve of a probe and its reducers (SDL, eSC, MDL). Default `false`."""
     sdl_eps: tuple[float, ...] = (0.5, 0.2)
-    #: loss-data curve: log-uniform subset sizes, probe seeds, and updates per probe
-    #: (None = the probe's default, zoorank.metrics.loss_data.loss_data_curve).
+    """Loss-data curve: the loss thresholds ε of SDL and eSC. Default [0.5, 0.2]."""
     loss_data_points: int = Field(default=8, gt=1)
+    """Loss-data curve: training-set sizes, log-uniformly spaced. Default 8."""
     loss_data_seeds: int = Field(default=3, gt=0)
+    """Loss-data curve: probe seeds per size. Default 3."""
     loss_data_steps: int | None = Field(default=None, gt=0)
-    #: share of labelled samples used as the oracle's test split (stratified, seeded).
+    """Loss-data curve: optimiser updates per probe. Default: the probe's own."""
     test_fraction: float = Field(default=0.5, gt=0, lt=1)
-    #: few-label transferability scores and their label-budget curve (zoorank.oracle.budget): each score
-    #: on seeded subsets of the train split with k labels per class, ranked against kNN / probe.
-    #: (the registry's few-label scores: logme, h_score, nleep, gbc)
+    """Share of the labelled samples held out as the oracle's test split (stratified, seeded).
+    In (0, 1). Default 0.5."""
     transferability: list[str] = []
+    """Few-label transferability scores (`logme`, `h_score`, `nleep`, `gbc`, ...) and their
+    label-budget curve: each score on seeded subsets of the train split with k labels per class,
+    ranked against the kNN or linear-probe oracle (one of them must be on). Default: none."""
     labels_per_class: tuple[int, ...] = (5, 10, 25, 50, 100)
+    """Label-budget curve: the labels per class k. Default [5, 10, 25, 50, 100]."""
     label_budget_seeds: int = Field(default=3, gt=0)
+    """Label-budget curve: seeded subsets per k. Default 3."""
 
     @model_validator(mode="after")
     def _budget_needs_reference(self) -> OracleSpec:
         known = registry.few_label_scores()
         unknown = [t for t in self.transferability if t not in known]
         if unknown:
-            raise ValueError(f"transferability: unknown score(s) {unknown}; known: {list(known)}")
+            raise ValueError(f"transferability: unknown score(s) {unknown}"
+                             f"{did_you_mean(unknown[0], known)}; known: {list(known)}")
         if self.transferability and not (self.knn or self.linear_probe):
             raise ValueError("transferability: the label-budget curve is measured against the "
                              "kNN or linear-probe oracle; set knn: true or linear_probe: true")
@@ -274,42 +431,68 @@ class OracleSpec(Strict):
 
 
 class RankOptions(Strict):
+    """``rank:``: how the RANK stage orders the models."""
+
     aggregation: Literal["rank_product", "mean_rank", "borda"] = "rank_product"
+    """How per-dataset ranks combine into one order: `rank_product` (weighted geometric mean),
+    `mean_rank` (weighted mean) or `borda` (weighted Borda count). Default `rank_product`."""
     dataset_weights: dict[str, float] = Field(default_factory=dict)
-    #: metric that orders the leaderboard; None = per dataset, the first of
-    #: metrics.primary.PRIMARY_PREFERENCE that the config computes and that ranks (nearly) every
-    #: model there (metrics.primary.default_for_coverage). Validated against the registry and
-    #: ``metrics:``.
+    """Weight of each dataset in the aggregation, by name (non-negative; unnamed datasets weigh
+    1). Default: equal weights."""
     primary_metric: str | None = None
-    #: the label-free accuracy estimate (zoorank.metrics.classifier) that orders the models with
-    #: a classifier head; DoC, ATC and COT need ``source:``. Unset: COT with ``source:``, else the
-    #: nuclear norm (zoorank.metrics.classifier's defaults, chosen by the shift benchmark).
+    """The metric that orders the leaderboard; it must be a ranking metric this config computes.
+    Default: per dataset, the first of the preference order that the config computes and that
+    ranks (nearly) every model there."""
     classifier_metric: str | None = None
+    """The label-free accuracy estimate that orders the models with a classifier head; DoC, ATC
+    and COT need `source:`. Default: COT with `source:`, else the nuclear norm."""
     bootstrap: int = Field(default=1000, ge=0)
+    """Bootstrap replicates of the metric-vs-oracle agreement's intervals (Kendall, Spearman,
+    regret); 0 turns the intervals off. Default 1000."""
     top_k: int = Field(default=3, gt=0)
-    #: rank intervals cover this share of the fold-bootstrap replicates, and the top set is the
-    #: Model Confidence Set at level 1 − confidence over them (Hansen, Lunde & Nason 2011; the
-    #: T_max rule, zoorank.metrics.uncertainty.top_set), closed upward in the leaderboard's order.
+    """Agreement: the k of the top-k recall (how many of the oracle's top k the metric's top k
+    holds). Default 3."""
     confidence: float = Field(default=0.95, gt=0, lt=1)
-    #: fold-bootstrap replicates behind the rank intervals, p_best and the top set.
+    """Level of the rank intervals (the share of fold-bootstrap replicates they cover) and of the
+    top set (the Model Confidence Set at level 1 − confidence). In (0, 1). Default 0.95."""
     resamples: int = Field(default=1000, gt=0)
+    """Fold-bootstrap replicates behind the rank intervals, p(best) and the top set.
+    Default 1000."""
 
 
 class RunConfig(Strict):
-    store: str = "./zoorank-store"
+    """A zoorank run: the images, the models, and how they are embedded, scored and ranked."""
+
+    store: str = Field(default="./zoorank-store", description=(
+        "Where everything is written: a folder or a URI (`s3://`, `gs://`). `--store` on the "
+        "command line overrides it (a relative `--store` is taken from the working directory). "
+        "Default `./zoorank-store`, beside the config file. " + RELATIVE_PATHS))
     seed: int = 0
+    """Seeds every random choice (sample subsets, augmented views, folds, probes). Default 0."""
     datasets: list[DatasetSpec] = Field(min_length=1)
+    """The images every model is run on (at least one). Required."""
     models: list[ModelEntry] = Field(min_length=1)
+    """The zoo: model entries, and `{from_tune: ...}` entries for the checkpoints of a
+    `zoorank tune` search (one mapping is read as a list of one). Required."""
     views: list[ViewSpec] = Field(default_factory=lambda: [ViewSpec(name="clean")])
-    metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    """The views embedded: the clean view and any augmented views (LiDAR and the augmented
+    metrics need one). Default: the clean view only."""
+    metrics: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_METRICS),
+        description="Label-free metrics to compute, by name (known: "
+                    + ", ".join(LABEL_FREE_METRICS) + "). Default: all of them.")
     oracle: OracleSpec | None = None
+    """Label-based measures to check the ranking against. Default: none."""
     embed: EmbedOptions = Field(default_factory=EmbedOptions)
+    """How EMBED runs (devices, batches, memory)."""
     score: ScoreOptions = Field(default_factory=ScoreOptions)
+    """How SCORE computes the metrics (metric options, rank uncertainty)."""
     rank: RankOptions = Field(default_factory=RankOptions)
-    #: the labelled in-distribution dataset (the name of another dataset of the run) on which
-    #: DoC, ATC and COT calibrate a head's estimate (zoorank.metrics.classifier); None: those
-    #: estimates are not computed.
+    """How RANK orders the models."""
     source: Name | None = None
+    """The labelled in-distribution dataset (the name of another dataset of the run) on which
+    DoC, ATC and COT calibrate a classifier head's accuracy estimate. Default: none (those
+    estimates are not computed)."""
 
     @field_validator("models", mode="before")
     @classmethod
@@ -322,7 +505,8 @@ class RunConfig(Strict):
         known = registry.config_names()
         unknown = [m for m in value if m not in known]
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; known: {list(known)}")
+            raise ValueError(f"unknown metric(s) {unknown}{did_you_mean(unknown[0], known)}; "
+                             f"known: {list(known)}")
         return value
 
     @model_validator(mode="after")

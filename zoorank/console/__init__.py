@@ -5,17 +5,45 @@ On a terminal, rich's Console at the terminal's width. Off a terminal (a pipe, a
 :data:`PLAIN_WIDTH` columns, and tables are drawn without box borders (``plain(console)``), which
 can wrap but never be cut.
 
+Live progress bars (EMBED's, and every stage's task bar in :mod:`zoorank.tasks.runner`) follow the
+terminal: they show only when stdout and stderr are both a terminal (not piped, not redirected to
+a log, ``TERM`` not ``dumb``); ``ZOORANK_PROGRESS=0`` turns them off (``--quiet`` sets it) and
+``ZOORANK_PROGRESS=1`` on wherever the output goes.
+``NO_COLOR`` (rich honours it) takes the colour and styles away, everywhere.
+
 What the terminal shows, nothing the store holds: this module, and
 :mod:`zoorank.console.embed_progress` (EMBED's live progress and summary, which REPORT reads too).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 #: width of plain-text output when the stream is not a terminal.
 PLAIN_WIDTH = 100
+#: ``0`` turns every progress bar off (``--quiet`` sets it).
+ENV_PROGRESS = "ZOORANK_PROGRESS"
+
+
+def progress_enabled() -> bool:
+    """Whether live progress bars show: ``ZOORANK_PROGRESS=0`` never, ``1`` always (also in a log:
+    the bars' final state is printed once), unset (or ``auto``) when stdout and stderr are both a
+    terminal and ``TERM`` is not ``dumb``."""
+    setting = os.environ.get(ENV_PROGRESS, "").strip().lower()
+    if setting in ("0", "1"):
+        return setting == "1"
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return _isatty(sys.stdout) and _isatty(sys.stderr)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # replaced or closed streams
+        return False
 
 
 def output_console(stderr: bool = False) -> Any:

@@ -10,11 +10,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.console import progress_enabled
+
 
 class Display:
     """The live rich progress of the run: entries done of the entries planned, and images read of
     the images the chunks will read (each chunk reads its group's decoded views once, whatever
-    its number of models: one read, many models)."""
+    its number of models: one read, many models).
+
+    Drawn (on stderr) only when ``enabled`` and the console takes bars
+    (:func:`zoorank.console.progress_enabled`: a terminal, ``ZOORANK_PROGRESS`` not ``0``), like
+    every stage's bar; the counts are kept either way (:meth:`state`)."""
 
     def __init__(self, total_entries: int, enabled: bool) -> None:
         from rich.console import Console
@@ -34,7 +40,7 @@ class Display:
             TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
             console=self.console,
-            disable=not enabled,
+            disable=not (enabled and progress_enabled()),
             transient=False,
         )
         self.models = self.progress.add_task("entries done", total=total_entries, rate="")

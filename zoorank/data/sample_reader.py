@@ -6,7 +6,7 @@ Conventions:
 - A read never holds more than one unit's ids on the driver and one block of encoded images on a
   worker (:data:`READ_BLOCK_ROWS` rows); image bytes never travel through the driver.
 - A read that fails with a transient error is tried again with back-off (:data:`READ_TRIES`,
-  :mod:`zoorank.run.retry`); a missing file is final at once. A sample whose bytes still cannot be
+  :mod:`zoorank.tasks.retry`); a missing file is final at once. A sample whose bytes still cannot be
   read is yielded with a None payload and a name starting with :data:`UNREADABLE`, never dropped
   and never taken for an undecodable image.
 """
@@ -25,15 +25,15 @@ import numpy as np
 
 from zoorank.data.sources import SampleIndex
 from zoorank.errors import InputError
-from zoorank.run import retry
 from zoorank.store import uris
+from zoorank.tasks import retry
 
 #: encoded samples per block a read task yields (each read task streams its rows in such blocks).
 READ_BLOCK_ROWS = 128
 #: needed samples per read task (a Parquet row group larger than this is read by several tasks).
 READ_TASK_ROWS = 1024
 #: tries of one read (a file, or a Parquet row-group slice) before it counts as unreadable: the
-#: :data:`zoorank.run.retry.READS` policy's.
+#: :data:`zoorank.tasks.retry.READS` policy's.
 READ_TRIES = retry.READS.attempts
 #: prefix of the ``name`` of a sample whose bytes could not be read (not an undecodable image).
 UNREADABLE = "unreadable: "
@@ -44,7 +44,7 @@ class UnreadableError(InputError):
 
 
 def _retrying(what: str, fn: Any) -> Any:
-    """``fn()`` under :data:`zoorank.run.retry.READS`, tried again on a transient ``OSError`` (a flaky
+    """``fn()`` under :data:`zoorank.tasks.retry.READS`, tried again on a transient ``OSError`` (a flaky
     disk or object store; a missing file or a denied read is final at once).
 
     A read that still fails raises :class:`UnreadableError` with the last reason: an unreadable

@@ -1,5 +1,6 @@
 """The leaderboard as RANK writes it and REPORT reads it: one snapshot of its table and the
-tables its commit names, the metric-to-ranking rule, and the console rendering.
+tables its commit names, the metric-to-ranking rule, and the console rendering (the table and
+the verdict of ``decision.json``, :func:`decision_lines`).
 
 A lower layer than the stages, so RANK and REPORT stand side by side on it (neither imports the
 other).
@@ -7,9 +8,11 @@ other).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,12 +20,17 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
-from zoorank.console import output_console
+from zoorank.console import PLAIN_WIDTH, output_console
+from zoorank.decide.next_step import CONFIG
+from zoorank.decide.verdict import DECISION_JSON
 from zoorank.metrics import registry
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, ORACLE  # noqa: F401  (re-exported)
 
 FAILED_COLUMNS = ["model_id", "dataset", "view", "stage", "error"]
+#: set within :func:`deferred_verdict`: the stages leave the verdict to the command.
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("zoorank_verdict_deferred",
+                                                                 default=False)
 
 
 def ranking_vector(metric: str, values: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -145,44 +153,121 @@ def leaderboard_table(board: pd.DataFrame, settings: Mapping[str, Any], top: int
     return table
 
 
-def decision_lines(board: pd.DataFrame, settings: Mapping[str, Any]) -> list[str]:
-    """The printed verdicts under the leaderboard: top set, flags, consensus, width warning, the
-    first confound warnings."""
-    d = settings.get("decision") or {}
-    if not d:
+def _fits(text: str, width: int = PLAIN_WIDTH) -> bool:
+    return len(text) <= width
+
+
+def _listed(prefix: str, ids: Sequence[str], width: int = PLAIN_WIDTH) -> str:
+    """``prefix`` and as many of ``ids`` as fit in ``width`` columns, then ``(+k more)``."""
+    out = prefix + (", ".join(ids) if ids else "none")
+    if _fits(out, width):
+        return out
+    shown: list[str] = []
+    for i, m in enumerate(ids):
+        more = f" (+{len(ids) - i - 1} more)" if i < len(ids) - 1 else ""
+        if not _fits(prefix + ", ".join([*shown, m]) + more, width):
+            break
+        shown.append(m)
+    if not shown:  # not even one id fits beside the prefix
+        return prefix + "listed in the report"
+    rest = len(ids) - len(shown)
+    return prefix + ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+
+
+def _number(v: Any) -> str:
+    return "—" if v is None else f"{float(v):.4g}"
+
+
+def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
+                   config: str | None = None, store: str | None = None) -> list[str]:
+    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`) in at most 8 lines, each
+    within :data:`PLAIN_WIDTH` columns but for a long path or id: the pick, the shortlist and its
+    measured record, the pick's expected regret, the metrics' disagreement, the next step, the
+    few-label pick (when labels were given back), where the report (``report``: its path; None:
+    not written by this command) and decision.json (under ``store``) are. ``config``: the config's
+    path, put in the next step's command."""
+    if not doc:
         return []
-    top = list(d.get("top_set") or [])
-    shown = ", ".join(top[:8]) + (f" (+{len(top) - 8} more)" if len(top) > 8 else "")
-    lines = [f"top set ({len(top)} of {len(board)} at {float(d.get('confidence', 0.95)):.0%} "
-             f"confidence): {shown or 'none'}"]
-    flagged = d.get("flagged") or []
-    if flagged:
-        lines.append(f"health flags on {len(flagged)} model(s): "
-                     + ", ".join(flagged[:6]) + (" ..." if len(flagged) > 6 else "")
-                     + " (see the flags column)")
-    if d.get("consensus_sentence"):
-        lines.append(str(d["consensus_sentence"]))
-    if d.get("oracle_comparison"):
-        lines.append(str(d["oracle_comparison"]))
-    if d.get("width_warning"):
-        lines.append(str(d["width_warning"]))
-    confounds = d.get("confounds") or []
-    lines += [str(c["sentence"]) for c in confounds[:3]]
-    if len(confounds) > 3:
-        lines.append(f"(+{len(confounds) - 3} more confound warnings: settings[decision][confounds])")
+    where = f"{store}/{DECISION_JSON}" if store else DECISION_JSON
+    pick = doc.get("pick") or {}
+    top = doc.get("top_set") or {}
+    if not pick:
+        return ["Pick: none (no model could be ranked: see the failed models)",
+                f"Verdict, as JSON: {where}"]
+    lines = []
+    value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
+             if pick.get("metric") else "")
+    head = f"Pick: {pick['model_id']}" + (f" ({value})" if value else "")
+    with_path = head + f", checkpoint {pick['checkpoint']}" if pick.get("checkpoint") else head
+    lines.append(with_path if _fits(with_path) else head)
+    short = doc.get("shortlist") or {}
+    ids = [str(m) for m in short.get("models") or []]
+    if short.get("hits") is not None and short.get("zoos"):
+        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} held-out zoos"
+    else:
+        record = "hit rate not measured yet"
+    lines.append(_listed(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids))
+    regret = doc.get("expected_regret_pp") or {}
+    if regret.get("median") is not None:
+        p90 = regret.get("p90")
+        lines.append(f"Expected regret of the pick: median {float(regret['median']):.2f} pp, 90th "
+                     f"percentile {'—' if p90 is None else f'{float(p90):.2f}'} pp "
+                     f"({regret.get('zoos')} held-out zoos)")
+    else:
+        lines.append("Expected regret of the pick: not measured yet")
+    if doc.get("disagreement"):
+        lines.append(str(doc["disagreement"]))
+    step = doc.get("next_step") or {}
+    if step.get("command"):
+        command = str(step["command"]).replace(f" {CONFIG} ", f" {config} ") if config else \
+            str(step["command"])
+        line = f"Next step: {command}"
+        lines.append(f"{line} ({step['short']})" if step.get("short")
+                     and _fits(f"{line} ({step['short']})") else line)
+    elif step:
+        lines.append(f"Next step: none ({step.get('short') or 'the measured budget is spent'})")
+    few = doc.get("few_label") or {}
+    if few:
+        lines.append("Few-label pick: " + "; ".join(
+            f"{ds}: {e.get('model_id')}, p(best | labels) {_number(e.get('p_best'))} after "
+            f"{e.get('labels')} labels" for ds, e in few.items()))
+    caveats = len(doc.get("caveats") or [])
+    detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
+              f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")
+    lines.append(detail + (report or f"`zoorank report {config or CONFIG}`"))
+    lines.append(f"Checkpoint and verdict, as JSON: {where}")
     return lines
+
+
+def print_verdict(doc: Mapping[str, Any] | None, report: str | None = None,
+                  config: str | None = None, store: str | None = None) -> None:
+    """Print :func:`decision_lines` (nothing inside :func:`deferred_verdict`)."""
+    if _DEFERRED.get():
+        return
+    console = output_console()
+    for line in decision_lines(doc, report, config, store):
+        console.print(line, markup=False, highlight=False)
+
+
+@contextmanager
+def deferred_verdict() -> Iterator[None]:
+    """Within it, the stages do not print the verdict: a command that prints more after them (the
+    demo) prints it last itself."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
 
 
 def print_leaderboard(board: pd.DataFrame, settings: Mapping[str, Any], top: int = 10,
                       where: str | None = None) -> None:
-    """The leaderboard's top rows and the decision lines, fitted to the terminal (plain text
-    within :data:`PLAIN_WIDTH` columns when stdout is not a terminal), and where the whole
-    table is when it has more rows (``where``: the store's name)."""
+    """The leaderboard's top rows, fitted to the terminal (plain text within
+    :data:`PLAIN_WIDTH` columns when stdout is not a terminal), and where the whole table is when
+    it has more rows (``where``: the store's name). The verdict is :func:`print_verdict`'s."""
     console = output_console()
     plain = not console.is_terminal
     console.print(leaderboard_table(board, settings, top, plain=plain))
-    for line in decision_lines(board, settings):
-        console.print(line, markup=False, highlight=False)
     if len(board) > top:
         base = f"{where}/" if where else "the store's "
         console.print(f"the whole leaderboard ({len(board)} models): {base}leaderboard.csv "

@@ -5,7 +5,7 @@ Per group::
 
     Ray Data: read encoded images (workers) → decode once + every view → decoded-view cache
               (compact uint8 Parquet in the store, zoorank.embed.viewcache)
-    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.run.runner (as many at
+    Ray tasks: one or more per model chunk (num_gpus=1 on GPUs), on zoorank.tasks.runner (as many at
                once as there are GPUs or CPU workers); each loads its chunk once, streams the
                cache, runs every model on every batch ("one read, many models") and writes each
                entry as a few large part files (zoorank.embed.embedder). A task whose worker dies (OOM

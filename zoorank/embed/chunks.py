@@ -1,5 +1,5 @@
 """Running EMBED's model chunks as Ray tasks (:func:`embed_chunks`): each group's chunks, sliced
-over its decoded-view cache, on :func:`zoorank.run.runner.run_tasks`; a dead worker's slice split
+over its decoded-view cache, on :func:`zoorank.tasks.runner.run_tasks`; a dead worker's slice split
 into one task per model; each finished chunk's entries verified on disk (their manifest rows) with
 its timings. The stage around it (what to embed, the manifest protocol) is :mod:`zoorank.embed`."""
 
@@ -71,7 +71,7 @@ def embed_chunks(
     store: Store, config: RunConfig, groups: Groups, caches: Caches, res: Resources,
     display: Display, writer_id: str, on_wait=None,
 ) -> Iterable[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Run every chunk's slice tasks on :func:`zoorank.run.runner.run_tasks`; yield (manifest rows,
+    """Run every chunk's slice tasks on :func:`zoorank.tasks.runner.run_tasks`; yield (manifest rows,
     stats) per chunk as it finishes, after verifying its entries on disk. A group's view cache goes
     with its last chunk. ``on_wait``: the runner's, while it waits for results.
 
@@ -82,7 +82,7 @@ def embed_chunks(
     import contextlib
 
     from zoorank.embed.embedder import embed_slice
-    from zoorank.run.runner import Task, crash_reason, run_tasks
+    from zoorank.tasks.runner import Task, crash_reason, run_tasks
 
     chunks: list[Chunk] = []
     left: dict[tuple[str, Geometry], int] = {}

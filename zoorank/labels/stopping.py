@@ -9,7 +9,7 @@ of the models' paired accuracies on the pool in which models within 0.5 pp of th
 when the leader's p(best) under the same posterior with its covariance widened by
 :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` clears the target
 (:meth:`~zoorank.metrics.active.LabelEvidence.stop_p_best`), so that near-tied models do not stop
-it on a chance lead. ``benchmarks/calibration.py`` measures how often it fires and how often its
+it on a chance lead. ``benchmarks/science/calibration.py`` measures how often it fires and how often its
 pick is then within 0.5 pp of the best (``benchmarks/results/calibration.md``).
 
 A classifier zoo reads the same posterior on its heads' top-1 correctness on the labelled images

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: the estimate a classifier zoo's leaderboard orders by unless ``rank.classifier_metric`` names
-#: another, chosen by the shift benchmark (benchmarks/shift_benchmark.py, 31 real CIFAR-10
+#: another, chosen by the shift benchmark (benchmarks/science/shift_benchmark.py, 31 real CIFAR-10
 #: classifiers, 9 corruption domains; benchmarks/results/shift_benchmark.md): without a labelled
 #: source set, the normalised nuclear norm (mean Kendall τ against true accuracy +0.63, leader's
 #: regret 5.0 pp; the best of the source-free estimates: AC +0.27, consensus +0.24, Dawid–Skene

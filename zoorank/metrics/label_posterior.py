@@ -11,7 +11,7 @@ target.
 Conventions: ``correct`` is (L × M) 0/1, one row per labelled sample, one column per model; a
 model's accuracy is its mean correctness on the whole pool (``population`` samples); models
 within :data:`TIE_TOLERANCE` (0.5 pp) of the best share "best". Calibrated against simulations and
-resampled real zoos by ``benchmarks/calibration.py`` (issue 30).
+resampled real zoos by ``benchmarks/science/calibration.py`` (issue 30).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
 
 
 #: pseudo-samples of independent correctness in the covariance of :func:`labelled_p_best`: 2
-#: let a model right on 20 of 20 labels look certain and stop on it (``benchmarks/calibration.py``:
+#: let a model right on 20 of 20 labels look certain and stop on it (``benchmarks/science/calibration.py``:
 #: 4 tied best models, 5 of 11 stops wrong); with 8, 1 of 2.
 PRIOR_SAMPLES = 8
 #: accuracies within this of the best (0.5 pp) count as tied for best: they share p(best), and a
@@ -45,7 +45,7 @@ TIE_TOLERANCE = 0.005
 #: the stopping rule's widening of the posterior covariance (:func:`labelled_p_best`
 #: ``widen``). The rule looks after every round (~25 looks up to 500 labels), and at near-tied
 #: models a chance lead of 2–3 standard errors at one of them cleared 0.9 with the calibrated
-#: posterior: on tuning draws (``benchmarks/calibration.py``'s stops with another seed than the
+#: posterior: on tuning draws (``benchmarks/science/calibration.py``'s stops with another seed than the
 #: reported run, 200 per setting) its stops were right in 6 of 11 with 2 tied best, 9 of 11
 #: with 4, 17 of 22 on the graded zoo. Widened by 1.5 (the previous prior grid) the graded zoo
 #: still stopped wrongly (7 of 9 right); by 2, every setting was right in every stop but with
@@ -61,7 +61,7 @@ STOP_WIDENING = 2.5
 #: (a log-uniform prior on σ_b: a zoo of near-ties is as plausible as one of 10 pp gaps). Spreads
 #: under half the tie tolerance are "every model tied" for p(best), the σ_b = 0 point; the grid
 #: from 0.05 pp gave them a third of the prior and made p(best) under-confident where one model
-#: leads (``benchmarks/calibration.py``, tuning draws: ECE 0.055 → 0.039 on the UvA classifiers,
+#: leads (``benchmarks/science/calibration.py``, tuning draws: ECE 0.055 → 0.039 on the UvA classifiers,
 #: 0.016 → 0.010 with 4 tied best, 0.005 → 0.009 with 8 tied).
 SPREAD_GRID = np.r_[0.0, np.geomspace(2.5e-3, 0.3, 24)]
 
@@ -125,7 +125,7 @@ def labelled_p_best(correct, resamples: int = 2000, seed: int = 0,
     ``population`` (None: an unbounded pool).
 
     A Gaussian posterior of the *paired* accuracies under a hierarchical prior, chosen by the
-    calibration harness (``benchmarks/calibration.py``, issue 30):
+    calibration harness (``benchmarks/science/calibration.py``, issue 30):
 
     * the sampling covariance S of the M accuracies is the covariance of the per-sample
       correctness rows over the L labelled samples (so two models right and wrong on the same

@@ -35,7 +35,7 @@ __all__ = ["lidar"]
 option("lidar_delta", 1e-6, "LiDAR: ridge δ of the within-class scatter")
 
 option("lidar_delta_mode", "absolute",
-       "LiDAR: 'absolute' Σ_w + δI, 'relative' Σ_w + δ·tr(Σ_w)/p·I (benchmarks/lidar_delta.py)")
+       "LiDAR: 'absolute' Σ_w + δI, 'relative' Σ_w + δ·tr(Σ_w)/p·I (benchmarks/science/lidar_delta.py)")
 
 
 def _principal_directions(E: np.ndarray, mean: np.ndarray, r: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
 #: the default primary metric when ``rank.primary_metric`` is not set: on each dataset, the first of
 #: these that the config computes and that ranks (nearly) the whole zoo (:func:`default_for_coverage`);
 #: metrics registered later follow in registration order (candidates of
-#: ``benchmarks/default_lozo.py`` at once; they move here when its rule places them).
+#: ``benchmarks/science/default_lozo.py`` at once; they move here when its rule places them).
 #: Chosen OUT OF SAMPLE (issue 30): :func:`leave_one_zoo_out` over five validation zoos (the demo,
 #: digits, the CIFAR-10 SSL zoo, the UvA classifiers, the UvA autoencoders;
 #: ``benchmarks/results/default_lozo.md``, 2026-11-27): RankMe had no failure (its leader within

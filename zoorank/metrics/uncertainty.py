@@ -26,7 +26,7 @@ Conventions
   fold values, i.e. with F − 1 degrees of freedom, so the studentised statistics of the top set
   follow a Student t, not the normal the bootstrap's own spread implies. Without it the 95% top
   set covered 8 tied models in 0.857 of 300 simulations, 4 tied in 0.893; the quantile 0.99 is
-  the one the calibration harness (``benchmarks/calibration.py``, issue 30) found to reach 0.95
+  the one the calibration harness (``benchmarks/science/calibration.py``, issue 30) found to reach 0.95
   with 8 tied models at the defaults (0.975 reached 0.92). It widens the rank intervals and
   flattens p_best alike. Measured coverage at the defaults: :data:`MEASURED_COVERAGE`.
   Replicates stay centred on the value that orders the leaderboard, so a metric's small-sample
@@ -138,7 +138,7 @@ def fold_means(values: Any, folds: Any, n_folds: int) -> np.ndarray:
 
 
 #: the one-sided quantile of the small-sample correction of :func:`fold_scale`: the Student-t
-#: widening t_{F−1}(q) / z(q). Chosen by ``benchmarks/calibration.py`` (issue 30): at the default
+#: widening t_{F−1}(q) / z(q). Chosen by ``benchmarks/science/calibration.py`` (issue 30): at the default
 #: 8 folds, q = 0.975 (factor 1.21) covered 8 tied models in 0.92 of 200 simulations, q = 0.99
 #: (1.29) in 0.95.
 SMALL_SAMPLE_QUANTILE = 0.99
@@ -249,7 +249,7 @@ def replicate_ranks(values: Any, method: str = "min") -> np.ndarray:
 
 
 #: top-set coverage measured at the defaults (8 folds of half the images, 1000 replicates,
-#: confidence 0.95, the small-sample correction) by ``benchmarks/calibration.py`` (issue 30):
+#: confidence 0.95, the small-sample correction) by ``benchmarks/science/calibration.py`` (issue 30):
 #: setting → (share of simulations whose top set held every truly-best model, its Monte-Carlo
 #: error, simulations); every setting is ≥ 0.95 − 2 · its error, the lowest (8 tied models) is
 #: 0.94. Without the correction: 0.857 (8 tied) and 0.893 (4 tied) on the same simulations.
@@ -291,7 +291,7 @@ def p_best_claim() -> str:
     worst = max(MEASURED_P_BEST_ECE, key=MEASURED_P_BEST_ECE.get)
     return ("p(best) is the share of resamples of the images in which a model ranks first on "
             "the board's metric. It is not a calibrated probability where models tie: on "
-            "simulated zoos with known truth (benchmarks/calibration.py) the leader's p(best) "
+            "simulated zoos with known truth (benchmarks/science/calibration.py) the leader's p(best) "
             f"was off from its true share by {MEASURED_P_BEST_ECE[worst]:.2f} on average "
             f"({worst}), {MEASURED_P_BEST_ECE['clear winner (5 pp ahead)']:.2f} with a clear "
             "winner. Read it as a ranking of plausibility.")

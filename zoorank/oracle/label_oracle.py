@@ -187,7 +187,7 @@ def run_oracle(config: RunConfig, store: Store, models: Sequence[Any],
 
 def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
                       address: str | None, existing: pd.DataFrame) -> list[dict[str, Any]]:
-    """Run the oracle tasks on :func:`zoorank.run.runner.run_tasks`; commit the rows per K models or
+    """Run the oracle tasks on :func:`zoorank.tasks.runner.run_tasks`; commit the rows per K models or
     T seconds, upserted on (model_id, dataset, metric), each batch superseding the older rows of
     its (model, dataset) (:func:`zoorank.store.batching.superseding`); (model, dataset) failures
     with the reason (a task that raised, or whose worker died).
@@ -196,8 +196,8 @@ def _run_oracle_tasks(store: Store, work: list, seed: int, version: str,
 
     import ray
 
-    from zoorank.run.runner import Task, run_tasks
     from zoorank.runtime import ensure_ray
+    from zoorank.tasks.runner import Task, run_tasks
 
     ensure_ray(address)
     shared: dict[int, Any] = {}

@@ -22,6 +22,8 @@ writes (contract 2 plus the tables this stage adds):
   and the label-budget rows of :mod:`zoorank.oracle.budget` in ``agreement`` (columns
   ``labels_per_class``, ``budget_seed``; NaN / None on the label-free rows).
 * ``failed`` — model_id, dataset, view, stage, error for models that failed or are missing.
+* ``decision.json`` — the verdict: the pick, the shortlist, the expected regret, the next step,
+  the caveats (:mod:`zoorank.decide.verdict`); ``zoorank label``'s few-label picks are kept.
 
 Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
 :mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
@@ -62,9 +64,11 @@ from zoorank.decide.leaderboard import (
     FAILED_COLUMNS,
     metrics_fingerprint,
     print_leaderboard,
+    print_verdict,
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.decide.verdict import DECISION_JSON, build_decision, read_decision, write_decision
 from zoorank.errors import NothingRankedError
 from zoorank.oracle.label_oracle import run_oracle
 from zoorank.oracle.measures import oracle_direction
@@ -125,7 +129,7 @@ def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | 
     there (then RANK does nothing but say so); else None."""
     version, info = leaderboard_commit(store)
     if version is None or info.get(INPUTS_KEY) != inputs.fingerprint or not all(
-            store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD)):
+            store.exists(p) for p in (LEADERBOARD_CSV, LEADERBOARD_MD, DECISION_JSON)):
         return None
     board, settings, tables = read_rank_outputs(store)
     if board is None:
@@ -138,6 +142,8 @@ def _unchanged(store: Store, inputs: StageInputs, show: bool) -> pd.DataFrame | 
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(tables[AGREEMENT])):
             output_console().print(line, markup=False, highlight=False)
+    if show:
+        print_verdict(read_decision(store), store=store.name)
     return board
 
 
@@ -205,7 +211,8 @@ def write_rank_outputs(
     """Leaderboard, agreement and failed-model tables from the long metric and oracle tables.
 
     Writes ``leaderboard`` (table, .csv, .md), ``agreement`` and ``failed`` (only
-    when their bytes change), prints the top rows and returns the leaderboard. ``inputs``
+    when their bytes change) and ``decision.json``, prints the top rows and the verdict and
+    returns the leaderboard. ``inputs``
     (:func:`zoorank.catalog.stage_inputs.rank_inputs`) rides on the leaderboard's commit.
     """
     from zoorank.oracle import budget
@@ -246,9 +253,15 @@ def write_rank_outputs(
                 "zoorank_tables": json.dumps(versions)}
     if inputs is not None:
         metadata.update(inputs_metadata(inputs))
+    # the verdict (decision.json) beside the leaderboard; the few-label picks `zoorank label`
+    # recorded are kept
+    decision = build_decision(board, settings, {m.model_id: m for m in models}, store.name,
+                              read_decision(store))
     store.replace_table(LEADERBOARD, board, metadata)
+    write_decision(store, decision)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())
-    write_if_changed(store, LEADERBOARD_MD, leaderboard_markdown(board, failed, settings).encode())
+    write_if_changed(store, LEADERBOARD_MD,
+                     leaderboard_markdown(board, failed, settings, decision).encode())
     if show and len(board):
         print_leaderboard(board, settings)
         for line in budget.crossover_lines(budget.crossovers(agree)):
@@ -257,4 +270,6 @@ def write_rank_outputs(
         output_console().print(f"{len(failed)} failed or missing (model, dataset) entries: "
                                f"see {store.name}/{LEADERBOARD_MD}", style="yellow",
                                markup=False)
+    if show:
+        print_verdict(decision, store=store.name)
     return board

@@ -1,4 +1,5 @@
-"""``leaderboard.md``: the leaderboard's settings, decision lines, headline table and failed models."""
+"""``leaderboard.md``: the leaderboard's settings, the verdict and its caveats, the headline table
+and the failed models."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def markdown_table(frame: pd.DataFrame) -> str:
 # -- the stage -------------------------------------------------------------------------------------
 
 
-def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, Any]) -> str:
+def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Mapping[str, Any],
+                         decision: Mapping[str, Any] | None = None) -> str:
+    """The page: how the board is ordered, the verdict of ``decision`` (decision.json) and its
+    caveats, the headline table, the failed models."""
     lines = ["# zoorank leaderboard", ""]
     primary = settings.get("primary_metric") or {}
     lines.append(f"Ordered by `{settings.get('ordered_by')}`: aggregation "
@@ -41,9 +45,14 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
-    decision = decision_lines(board, settings)
-    if decision:
-        lines += ["## Decision", ""] + [f"* {line}" for line in decision] + [
+    verdict = decision_lines(decision, report="report/index.html")
+    checkpoint = ((decision or {}).get("pick") or {}).get("checkpoint")
+    if verdict:
+        lines += ["## Decision", ""] + [f"* {line}" for line in verdict] + (
+            [f"* The pick's checkpoint: `{checkpoint}`"] if checkpoint else []) + [""]
+    caveats = (decision or {}).get("caveats") or []
+    if caveats:
+        lines += ["## Caveats", ""] + [f"* {c}" for c in caveats] + [
             "", "`rank_low`–`rank_high`: the rank interval over resamples of the evaluation "
             "images; `p_best`: share of resamples in which the model ranks 1 (a tie for first "
             "splits it); `in_top_set`: in the Model Confidence Set, closed upward in this order (a "

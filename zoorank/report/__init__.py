@@ -4,7 +4,9 @@ Reads what RANK wrote (the ``leaderboard``, ``agreement`` and ``failed`` tables,
 ``oracle``) plus ``metrics`` and ``reliability/<dataset>/<group>.parquet``, and
 writes through :class:`~zoorank.store.Store` (so an object store works too):
 
-* the decision screen (:mod:`~zoorank.report.decision_screen`: top set, ``forest.png``, flags);
+* the decision card (:mod:`~zoorank.report.decision_screen`, from ``decision.json``): the pick,
+  its checkpoint, the shortlist, the expected regret, the next step; the caveats, the top set and
+  ``forest.png`` collapsed under it;
 * the leaderboard: headline columns of every model (filterable, paged), every metric and rank
   folded, links to ``leaderboard.csv`` / ``leaderboard.md``; the agreement of every label-free
   metric with every oracle metric (Kendall τ-b with its bootstrap interval);
@@ -29,6 +31,7 @@ the page has a plot), relative image links.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,10 +49,12 @@ from zoorank.decide.leaderboard import (
     leaderboard_headline,
     metrics_fingerprint,
     print_leaderboard,
+    print_verdict,
     ranking_vector,
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.decide.verdict import build_decision, read_decision
 from zoorank.errors import InputError
 from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
@@ -120,7 +125,8 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # the libraries whose versions differ between the ranked models' embeddings (the console says so
     # after embed; the page says it beside the width warning)
     version_warning = mixed_versions(manifest[manifest["model_id"].isin(model_ids)])
-    sections.append(decision_section(board, settings, agree_all, version_warning))
+    decision = current_decision(store, board, settings, catalog.models)
+    sections.append(decision_section(board, settings, agree_all, version_warning, decision))
     sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
     # -- per-dataset rank chart of the first models (with 2+ datasets: one dataset draws flat
@@ -158,7 +164,9 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     sections.append(failed_section(failed, FAILED_COLUMNS))
     sections.append(settings_section(settings, store.name))
 
-    page = render_page("zoorank report", sections)
+    pick = (decision.get("pick") or {}).get("model_id")
+    page = render_page(f"zoorank report: pick {pick}" if pick else "zoorank report", sections,
+                       heading="" if pick else None)
     images = page_images(sections)
     for name, data in images.items():
         write_if_changed(store, f"{REPORT_DIR}/{name}", data)
@@ -183,9 +191,22 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
         console.print(f"{len(failed)} failed or missing (model, dataset) entries (listed in the "
                       "report)", style="yellow")
     interactive = sum(len(s.plots) for s in walk(sections))
-    console.print(f"report: {where} ({len(images)} images, {interactive} interactive plots)",
+    console.print(f"report: written ({len(images)} images, {interactive} interactive plots)",
                   markup=False, highlight=False)
+    print_verdict(decision, report=where, store=store.name)
     return where
+
+
+def current_decision(store: Store, board: pd.DataFrame, settings: dict,
+                     models: Sequence[Any]) -> dict[str, Any]:
+    """The stored decision.json when it belongs to this leaderboard (same metric rows), else the
+    same document built here from the leaderboard (a store ranked before decision.json existed,
+    or a RANK that committed its leaderboard but not yet its decision); not written. O(n log n)."""
+    stored = read_decision(store)
+    if stored is not None and stored.get("leaderboard_fingerprint") == settings.get(
+            "metrics_fingerprint"):
+        return stored
+    return build_decision(board, settings, {m.model_id: m for m in models}, store.name, stored)
 
 
 def _dataset_sections(board: pd.DataFrame, metrics: pd.DataFrame, oracle: pd.DataFrame,

@@ -1,28 +1,24 @@
-"""The report's first screen, the decision: a headline that names the primary metric and says the
-top set is about that metric's best (not accuracy), the metric's measured record against labels
-on the validation zoos and where it is weak or missing (:mod:`zoorank.report.metric_record`),
-then the top set with rank intervals (a forest plot), health flags as badges, the consensus
-sentence, the warnings (embedding widths, library versions) and what the labels say. The inputs
-are the leaderboard and its settings (:mod:`zoorank.decide.decision`); the output is a
-:class:`~zoorank.report.page.Section` for ``decision.html.j2``.
+"""The report's first screen, the decision card: its first heading names the pick, then the
+pick's checkpoint (with a copy button), the shortlist and its measured record, the pick's
+expected regret, the metrics' disagreement in one line, the next step and, after ``zoorank
+label``, the few-label pick. Every caveat sits in collapsed ``<details>`` under it: the top set
+(the Model Confidence Set of the board's metric) with its measured level, its rank intervals (a
+forest plot), the metric's record against labels (:mod:`zoorank.decide.metric_record`), health
+flags as badges, the consensus, the warnings (widths, library versions, confounds) and what the
+labels say. The inputs are decision.json's document (:mod:`zoorank.decide.verdict`), the
+leaderboard and its settings; the output is a :class:`~zoorank.report.page.Section` for
+``decision.html.j2``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.uncertainty import (
-    MEASURED_COVERAGE,
-    MEASURED_SETTINGS,
-    measured_coverage,
-    p_best_claim,
-)
-from zoorank.report.metric_record import summarise
+from zoorank.decide.verdict import build_decision, top_set_claim
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
 from zoorank.store.redact import redact
@@ -32,6 +28,10 @@ MAX_FOREST_MODELS = 30
 
 #: top-set rows per page on the decision screen (a longer top set gets a filter box and pages).
 TOP_SET_PAGE_SIZE = 20
+#: shortlisted models listed on the card (the rest are counted; all of them are in decision.json).
+SHORTLIST_SHOWN = 12
+
+__all__ = ["decision_section", "card_context", "forest_png", "labels_summary", "top_set_claim"]
 
 
 def forest_png(board: pd.DataFrame) -> bytes:
@@ -145,75 +145,87 @@ def labels_summary(agree: pd.DataFrame, settings: Mapping[str, Any]) -> list[str
     return out
 
 
-def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
-    """The confidence the report claims for the top set: ``{"level": ..., "sentence": ...}``.
-
-    The one place the report takes the level from (Contract 8: a level printed is a level
-    measured). At the settings ``benchmarks/calibration.py`` measured
-    (:data:`~zoorank.metrics.uncertainty.MEASURED_SETTINGS`) the level is the lowest coverage it
-    measured there (:func:`~zoorank.metrics.uncertainty.measured_coverage`, the worst simulated
-    zoo); at any other settings the nominal level is printed as nominal, with that said."""
-    nominal = float(decision.get("confidence", 0.95))
-    guarantee = str(decision.get("top_set_guarantee") or "")
-    at = {k: decision.get(k) for k in MEASURED_SETTINGS}
-    measured_here = all(v is not None and math.isclose(float(v), MEASURED_SETTINGS[k])
-                        for k, v in at.items())
-    if not measured_here:
-        return {"level": f"nominal {nominal:.0%}",
-                "sentence": (f"{guarantee} Its coverage was not measured at these settings "
-                             "(benchmarks/calibration.py measures the defaults: confidence 0.95, "
-                             "8 folds of half the images), so the level is nominal.").strip()}
-    level = measured_coverage()
-    worst = min(MEASURED_COVERAGE, key=lambda k: MEASURED_COVERAGE[k][0])
-    return {"level": f"{level:.0%}",
-            "sentence": (f"{guarantee} Measured on simulated zoos with known truth "
-                         f"(benchmarks/calibration.py), the set held every truly best model in "
-                         f"{level:.0%} of simulations in the hardest setting ({worst}); read it as "
-                         f"a {level:.0%} set, not {nominal:.0%}. {p_best_claim()}").strip()}
+def _percent(v: Any) -> str:
+    return "—" if v is None else f"{float(v):.0%}"
 
 
-def metric_records(primary: Mapping[str, str], ordered_by: str | None) -> list[dict[str, Any]]:
-    """The record (:func:`zoorank.report.metric_record.summarise`) of each metric that orders the
-    board, once per metric."""
-    metrics = list(dict.fromkeys(primary.values())) or ([ordered_by] if ordered_by else [])
-    return [summarise(m) for m in metrics]
+def card_context(decision: Mapping[str, Any], board: pd.DataFrame,
+                 settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What the decision card shows, from ``decision`` (decision.json's document): the pick and
+    its checkpoint, the shortlist (with each model's value of the board's metric) and its measured
+    record, the expected regret, the disagreement line, the next step and the few-label picks."""
+    pick = dict(decision.get("pick") or {})
+    short = dict(decision.get("shortlist") or {})
+    primary = dict(settings.get("primary_metric") or {})
+    value_cols = [f"{ds}/{m}" for ds, m in primary.items() if f"{ds}/{m}" in board][:2]
+    ids = [str(m) for m in short.get("models") or []]
+    rows = board.set_index(board["model_id"].astype(str)) if len(board) else board
+    listed = [{"model_id": m, "rank": rows.loc[m, "rank"] if m in rows.index else None,
+               "values": [rows.loc[m, c] if m in rows.index else None for c in value_cols],
+               "is_pick": m == pick.get("model_id")} for m in ids[:SHORTLIST_SHOWN]]
+    measured = short.get("hits") is not None and short.get("zoos")
+    regret = dict(decision.get("expected_regret_pp") or {})
+    regret_text = {k: "—" if regret.get(k) is None else f"{float(regret[k]):.2f}"
+                   for k in ("median", "p90")}
+    few = decision.get("few_label") or {}
+    return {
+        "pick": pick,
+        "shortlist": {
+            "models": listed, "size": len(ids), "more": max(0, len(ids) - SHORTLIST_SHOWN),
+            "text": str(short.get("text") or ""), "measured": bool(measured),
+            "hits": short.get("hits"), "zoos": short.get("zoos"),
+            "hit_rate": _percent(short.get("hit_rate")),
+            "mean_size": short.get("mean_size"),
+            "mean_size_fraction": _percent(short.get("mean_size_fraction")),
+            "held_out_zoos": short.get("held_out_zoos"),
+            "coverage_note": str(short.get("coverage_note") or ""),
+        },
+        "value_columns": value_cols,
+        "regret": {**regret_text, "zoos": regret.get("zoos")}
+        if regret.get("median") is not None else None,
+        "disagreement": str(decision.get("disagreement") or ""),
+        "next_step": dict(decision.get("next_step") or {}),
+        "few_label": [{"dataset": ds, **dict(e)} for ds, e in few.items()],
+        "caveats": [str(c) for c in decision.get("caveats") or []],
+    }
 
 
 def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd.DataFrame,
-                     version_warning: str | None = None) -> Section:
-    """The report's first screen: the top set with its rank intervals (a forest plot), flags as
-    badges, the consensus sentence, the warnings (embedding widths; ``version_warning``: the
-    libraries whose versions differ between the store's entries, redacted) and what the labels
-    say. The headline names the metric that orders the board and says the set is about its best
-    under resampling of the images; the metric's record and its warnings come before the table.
-    Template ``decision.html.j2``."""
+                     version_warning: str | None = None,
+                     decision: Mapping[str, Any] | None = None) -> Section:
+    """The report's first screen, the decision card (``decision``: decision.json's document; built
+    here from the board when not given): its first heading names the pick, then the checkpoint
+    with a copy button, the shortlist and its measured record, the expected regret, the metrics'
+    disagreement, the next step and the few-label picks. Every caveat (the top set and its
+    measured level, the metric's record, health flags, warnings, confounds, the oracle's top set,
+    ``version_warning``: the libraries whose versions differ between the store's entries) sits
+    in collapsed ``<details>`` under it, with the top set's table and forest plot. Template
+    ``decision.html.j2``."""
     d = settings.get("decision") or {}
     ranked = board[board["rank"].notna()] if "rank" in board else board.iloc[0:0]
     warning = redact(version_warning) if version_warning else ""
     if "in_top_set" not in board or ranked.empty:
         return Section(id="decision", title="Recommended models", template="decision.html.j2",
                        context={"ranked": False, "version_warning": warning})
+    if decision is None:
+        decision = build_decision(board, settings, {}, "")
     top = ranked[ranked["in_top_set"].astype(bool)]
     primary = dict(settings.get("primary_metric") or {})
     value_cols = [f"{ds}/{m}" for ds, m in primary.items() if f"{ds}/{m}" in board]
     flagged = ranked[ranked["flags"].astype(str) != ""] if "flags" in ranked else ranked.iloc[0:0]
     held = flagged[~flagged["in_top_set"].astype(bool)]
-    claim = top_set_claim(d)
-    records = metric_records(primary, settings.get("ordered_by"))
+    top_set = dict(decision.get("top_set") or {})
     context = {
         "ranked": True,
+        **card_context(decision, board, settings),
         "total": len(board),
-        "confidence": claim["level"],
-        # what the headline's set is about, and what that metric's best has been worth: shown
-        # before the recommendation (issue 30)
-        "records": records,
-        "record_warnings": list(dict.fromkeys(w for r in records for w in r["warnings"])),
+        "confidence": top_set.get("level") or top_set_claim(d)["level"],
         "ordered_by": str(settings.get("ordered_by")),
         "primary": primary,
         "resamples": d.get("resamples", ""),
         "folds": d.get("folds", ""),
         "point_rule": str(d.get("top_set_rule", "")).startswith("point"),
-        "value_columns": value_cols,
+        "top_value_columns": value_cols,
         "top": [{"rank": r["rank"], "model_id": str(r["model_id"]), "interval": _interval(r),
                  "p_best": r["p_best"], "values": [r[c] for c in value_cols],
                  "tied_with": str(r.get("tied_with") or ""),
@@ -225,19 +237,12 @@ def decision_section(board: pd.DataFrame, settings: Mapping[str, Any], agree: pd
         "page_size": TOP_SET_PAGE_SIZE,
         "n_flagged": len(flagged),
         "n_held": len(held),
-        "consensus": str(d.get("consensus_sentence") or ""),
         "metrics_agree": bool(d.get("metrics_agree")),
-        "width_warning": str(d.get("width_warning") or ""),
         "version_warning": warning,
-        # the top set's guarantee (MCS), the oracle's own top set against it, and the priors
-        # (size, width, published figures) that explain a metric's order
-        "guarantee": claim["sentence"],
-        "oracle_comparison": str(d.get("oracle_comparison") or ""),
-        "confounds": [str(c["sentence"]) for c in d.get("confounds") or []][:5],
         "has_ties": bool("tied_with" in top and (top["tied_with"].astype(str) != "").any()),
         "labels": labels_summary(agree, settings),
     }
-    return Section(id="decision", title="Recommended models", template="decision.html.j2",
+    return Section(id="decision", title="", template="decision.html.j2",
                    context=context, css_class="decision",
                    images=[Image("forest.png", "forest plot of rank intervals",
                                  forest_png(board))])

@@ -177,10 +177,11 @@ def page_images(sections: Sequence[Section]) -> dict[str, bytes]:
 _PLOTLY_SLOT = "/*zoorank:plotly.js*/"
 
 
-def render_page(title: str, sections: Sequence[Section]) -> str:
+def render_page(title: str, sections: Sequence[Section], heading: str | None = None) -> str:
     """The whole page, redacted (:func:`zoorank.store.redact.redact`: no secret in a model id, error or
     path is written): inline CSS, plotly.js once when any section has a plot, the table script
-    once when any table is paged.
+    once when any table is paged. ``heading``: the page's ``<h1>`` (default: ``title``; ``""``:
+    none, when the first section brings its own, as the decision card does).
 
     plotly.js goes in after the redaction: it is the library's own constant text, and the
     redactor would mask parts of its code that look like ``;key=value``."""
@@ -196,7 +197,8 @@ def render_page(title: str, sections: Sequence[Section]) -> str:
                 for t in (s.table, *[v for v in s.context.values() if isinstance(v, Table)])
                 ) or any(s.context.get("uses_pager") for s in every)
     page = redact(environment().get_template("page.html.j2").render(
-        title=title, sections=[render_section(s) for s in sections],
+        title=title, heading=title if heading is None else heading,
+        sections=[render_section(s) for s in sections],
         plotly_js=Markup(_PLOTLY_SLOT) if has_plots else "", paged=paged))
     if has_plots:
         from plotly.offline import get_plotlyjs

@@ -15,7 +15,14 @@ from zoorank.catalog import Catalog, select_fresh, stage_inputs
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.console import output_console
-from zoorank.decide.leaderboard import AGREEMENT, metrics_fingerprint, print_leaderboard, read_rank_outputs
+from zoorank.decide.leaderboard import (
+    AGREEMENT,
+    metrics_fingerprint,
+    print_leaderboard,
+    print_verdict,
+    read_rank_outputs,
+)
+from zoorank.decide.verdict import read_decision
 from zoorank.oracle.budget import crossover_lines, crossovers
 from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
@@ -63,4 +70,5 @@ def report_unchanged(store: Store) -> str:
         console.print(line, markup=False, highlight=False)
     console.print(f"report: {where} is current (inputs unchanged): not re-rendered",
                   markup=False, highlight=False)
+    print_verdict(read_decision(store), report=where, store=store.name)
     return where

@@ -7,7 +7,7 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
    different; for every seed ensemble (models sharing a ``group``, ≥ 2 done members) its NC unless
    up to date. A metric row's fingerprint hashes the manifest fingerprints of the embeddings it
    reads, its settings, ``max_samples``, the run seed and the zoorank version.
-2. Run: Ray tasks on :func:`zoorank.run.runner.run_tasks` (``num_cpus=score.num_cpus_per_actor``;
+2. Run: Ray tasks on :func:`zoorank.tasks.runner.run_tasks` (``num_cpus=score.num_cpus_per_actor``;
    one per core at once on CPU, one per GPU when the cluster has GPUs; either way each task's
    BLAS/faiss threads share out the cores), each reading one model's shards (or one ensemble's)
    from the store; a task that raises or whose worker dies leaves NaN rows marked ``crashed``
@@ -50,7 +50,6 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.oracle import resample
-from zoorank.run.runner import Task, run_tasks
 from zoorank.score.heads import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
@@ -58,6 +57,7 @@ from zoorank.score.worker import metric_row, pool_size, score_task
 from zoorank.store import METRICS, Store
 from zoorank.store.layout import POOLS, reliability_dir
 from zoorank.store.schema import METRICS_COLUMNS
+from zoorank.tasks.runner import Task, run_tasks
 
 # -- the stage --------------------------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ def _drop_stale(store: Store, plan: ScorePlan, metrics: pd.DataFrame) -> None:
 
 def _execute(store: Store, config: RunConfig, plan: ScorePlan, on_done, on_wait=None
              ) -> list[str]:
-    """Run every task on :func:`zoorank.run.runner.run_tasks`, ``pool_size`` at once;
+    """Run every task on :func:`zoorank.tasks.runner.run_tasks`, ``pool_size`` at once;
     ``on_done(task, result, error)`` as results arrive (``result`` None and ``error`` the reason
     when the task raised or its worker died); ``on_wait`` while waiting for them (the runner's)."""
     import ray

@@ -1,5 +1,5 @@
 """Resampled SCORE rows (rank uncertainty, :mod:`zoorank.oracle.resample`) and embedding health: per model
-on Ray through :func:`zoorank.run.runner.run_tasks`, NC and CLID folds on the driver."""
+on Ray through :func:`zoorank.tasks.runner.run_tasks`, NC and CLID folds on the driver."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from zoorank.catalog import (
 from zoorank.config import RunConfig, ScoreOptions
 from zoorank.metrics import registry
 from zoorank.metrics.suite import metric_inputs
-from zoorank.run.runner import Task, run_tasks
 from zoorank.score.worker import limit_threads, load_augmented, load_clean, pool_size
 from zoorank.store import Store
+from zoorank.tasks.runner import Task, run_tasks
 
 # -- resampled rows (rank uncertainty) and embedding health --------------------------------------
 

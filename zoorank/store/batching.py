@@ -6,12 +6,12 @@ disk, and leaves one small data file and one log file per model. :class:`Batched
 rows of finished tasks and commits them together:
 
 - :data:`BATCH_MODELS` (K = 32): a 32-model commit of 25 metric rows each costs 37–51 ms locally
-  against 22–33 ms for one model (``benchmarks/bench_commits.py``, figures in
+  against 22–33 ms for one model (``benchmarks/performance/bench_commits.py``, figures in
   ``benchmarks/results/bench_scale.md``), so the commit cost per model falls 15–20×, and a
   1,000-model table gets ~32 files before compaction instead of 1,000;
 - :data:`BATCH_SECONDS` (T = 10 s): a finished task's rows wait at most this long. The batch's age
   is checked when a result is added and, while the stage waits for the next result, by the task
-  runner (:func:`zoorank.run.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
+  runner (:func:`zoorank.tasks.runner.run_tasks` calls :meth:`BatchedRows.flush_due` before each wait
   and waits no longer than the batch has left), so a finished model's rows are committed within T
   (plus one commit) even while the next task is still running.
 

@@ -5,7 +5,7 @@ digests): :func:`read` a snapshot, :func:`merge` rows on a key (a Delta MERGE), 
 rows whose key is in a set (a MERGE that deletes), :func:`replace` the whole content, and
 :func:`compact` the small files (then checkpoint the log). Every write is one Delta commit; a
 commit that loses a race to another writer (``CommitFailedError``) runs again on the new snapshot
-(:mod:`zoorank.run.retry`), so concurrent writers never lose each other's rows (a compaction, which only
+(:mod:`zoorank.tasks.retry`), so concurrent writers never lose each other's rows (a compaction, which only
 rewrites committed rows, is best-effort instead: :func:`compact`). Merges read only the
 files whose key ranges overlap the new rows (``streamed_exec=False``); callers batch their rows
 (:mod:`zoorank.store.batching`) so a stage makes few commits and few files.
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow as pa
 
-from zoorank.run import retry
 from zoorank.store.redact import redact, redact_table
+from zoorank.tasks import retry
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def _conform(source: pa.Table, target_schema: pa.Schema) -> pa.Table:
 
 
 def _retry(action, what: str):
-    """``action()`` until it commits (:data:`zoorank.run.retry.COMMITS`), returning its value: a lost
+    """``action()`` until it commits (:data:`zoorank.tasks.retry.COMMITS`), returning its value: a lost
     commit race (``CommitFailedError``) or a transient I/O failure re-reads the table and tries
     again; any other error raises at once. ``what`` names the write in the error a give-up
     raises."""
@@ -348,7 +348,7 @@ def compact(loc: TableLocation, above_files: int = 1) -> dict:
     Best-effort: it only rewrites rows already committed, so a compaction that loses its commit
     race to another writer (``CommitFailedError``; not tried again: that writer is busy with the
     table, and a stage unwinding from SIGTERM or Ctrl-C must not wait) or whose I/O still fails
-    after :data:`zoorank.run.retry.COMMITS` is logged as a warning and returns ``{}``; the stage's
+    after :data:`zoorank.tasks.retry.COMMITS` is logged as a warning and returns ``{}``; the stage's
     outcome and exit status stand, and the next compaction tries again.
     """
     def action() -> dict:

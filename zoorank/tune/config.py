@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from zoorank.config import NAME_PATTERN, DatasetSpec, OracleSpec, Strict
 from zoorank.config.digests import fingerprint
 from zoorank.config.loading import load_yaml, validation_message
+from zoorank.config.paths import rebase, resolve_dataset
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.metrics.options import OPTIONS
@@ -324,8 +325,16 @@ def parse_tune_config(data: Any, source: str = "<tune config>") -> TuneConfig:
 
 
 def load_tune_config(path: str | Path, *, store: str | None = None) -> TuneConfig:
-    """Load and validate a tune config; ``store`` overrides the config's store (``--store``)."""
+    """Load and validate a tune config; its relative paths (``store``, the datasets' ``path``) are
+    taken from its folder, as a run config's (:mod:`zoorank.config.paths`); ``store`` overrides
+    the config's store (``--store``, relative to the working directory)."""
     config = parse_tune_config(load_yaml(path), str(path))
+    base = Path(path).parent
+    config = config.model_copy(update={
+        "store": rebase(config.store, base.absolute()),
+        "dataset": resolve_dataset(config.dataset, base),
+        "oracle_dataset": (None if config.oracle_dataset is None
+                           else resolve_dataset(config.oracle_dataset, base))})
     if store is not None:
         config = config.model_copy(update={"store": store})
     return config

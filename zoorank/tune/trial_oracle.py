@@ -125,7 +125,7 @@ def oracle_data(
 
 def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> pd.DataFrame:
     """Score every trial's final backbone with labels (Ray tasks of a few trials each, on
-    :func:`zoorank.run.runner.run_tasks`).
+    :func:`zoorank.tasks.runner.run_tasks`).
 
     A task that raises, or whose worker dies, leaves its trials' oracle columns NaN with the
     reason in ``oracle_error``; a dead worker's trials are first retried one per task, so one bad
@@ -134,8 +134,8 @@ def add_oracle(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> p
 
     import ray
 
-    from zoorank.run.runner import Task, run_tasks
     from zoorank.runtime import cluster_gpus
+    from zoorank.tasks.runner import Task, run_tasks
 
     images, labels, train, test = oracle_data(config, setup)
     refs = {k: ray.put(v) for k, v in (("images", images), ("labels", labels))}

@@ -1,0 +1,249 @@
+"""decision.json (zoorank.decide.verdict) as RANK writes it on a small real store (the hand-written
+digits store of ``rank_fixtures``, ranked without Ray), against its documented schema and against
+values derived here from leaderboard.csv; the console verdict's line budget."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from decision_schema import NESTED, documented_keys
+
+from zoorank.config.loading import parse_config
+from zoorank.store import Store
+
+
+def _oracle_rows(models) -> pd.DataFrame:
+    from zoorank.store.schema import METRICS_COLUMNS
+
+    acc = {"proj-a": 0.91, "proj-b": 0.93, "rot-0": 0.91, "rot-1": 0.90, "lowrank": 0.35,
+           "noise": 0.10, "collapsed": 0.10}
+    return pd.DataFrame([
+        {"model_id": m, "dataset": "digits", "metric": "knn_accuracy", "value": acc[m],
+         "params": json.dumps({"k": 20}), "n": 150, "dim": 24, "seed": 0,
+         "zoorank_version": "test", "fingerprint": f"o-{m}"} for m in models
+    ], columns=METRICS_COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory):
+    """A decided store whose models have checkpoint files; RANK's outputs written (no Ray)."""
+    from decision_fixtures import write_fold_and_health_rows
+    from rank_fixtures import config_dict, stamp_fingerprints, write_store
+
+    from zoorank.rank import write_rank_outputs
+    from zoorank.zoo import resolve_models
+
+    root = tmp_path_factory.mktemp("verdict-store")
+    models = write_store(str(root))
+    weights = tmp_path_factory.mktemp("weights")
+    raw = config_dict(str(root), oracle={"knn": True})
+    for m in raw["models"]:
+        path = weights / f"{m['id']}.safetensors"
+        path.write_bytes(m["id"].encode())  # the digest only: nothing loads it here
+        m["checkpoint"] = str(path)
+    config = parse_config(raw)
+    store = Store(config.store)
+    stamp_fingerprints(config, store)
+    write_fold_and_health_rows(store, config)
+    oracle = _oracle_rows(models)
+    store.write_parquet("oracle", oracle)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
+                       show=False)
+    return root, config, store, oracle
+
+
+def _doc(root: Path) -> dict:
+    return json.loads((root / "decision.json").read_text())
+
+
+def test_decision_json_holds_every_documented_key_and_nothing_undocumented(ranked):
+    root = ranked[0]
+    doc, documented = _doc(root), documented_keys()
+    assert set(doc) == documented[""]
+    for parent in NESTED:
+        assert set(doc[parent]) == documented[parent], parent
+    assert doc["schema_version"] == 1 and doc["few_label"] == {}
+    assert isinstance(doc["caveats"], list) and all(isinstance(c, str) for c in doc["caveats"])
+    # strict JSON: no NaN anywhere (json.loads accepts it; a strict parser does not)
+    json.loads((root / "decision.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+
+
+def test_the_pick_is_the_first_unflagged_row_of_leaderboard_csv_with_its_checkpoint(ranked):
+    root, config = ranked[0], ranked[1]
+    doc = _doc(root)
+    csv = pd.read_csv(root / "leaderboard.csv").sort_values("rank", kind="stable")
+    ranked_rows = csv[csv["rank"].notna()]
+    first = ranked_rows[ranked_rows["flags"].fillna("") == ""].iloc[0]
+    pick = doc["pick"]
+    assert pick["model_id"] == first["model_id"]
+    assert pick["metric"] == "rankme" and pick["dataset"] == "digits"  # the config's primary
+    assert math.isclose(pick["value"], first["digits/rankme"], rel_tol=1e-9)
+    assert pick["checkpoint"] == next(m["checkpoint"] for m in
+                                      [m.model_dump() for m in config.models]
+                                      if m["id"] == pick["model_id"])
+    # the constant model is flagged and never the pick
+    assert "collapsed" in set(csv.loc[csv["flags"].fillna("") != "", "model_id"])
+
+
+def test_the_shortlist_is_the_rule_applied_to_the_board(ranked):
+    doc = _doc(ranked[0])
+    csv = pd.read_csv(ranked[0] / "leaderboard.csv")
+    order = list(csv[csv["rank"].notna()].sort_values("rank", kind="stable")["model_id"])
+    short = doc["shortlist"]
+    # any rank or band rule on the board's order holds a prefix of it
+    assert short["models"] == order[:len(short["models"])] and short["models"]
+    if short["rule"]["kind"] == "rank_fraction":
+        assert len(short["models"]) == max(1, math.ceil(len(order) * short["rule"]["fraction"]))
+    assert doc["expected_regret_pp"] == short["pick_regret_pp"]
+
+
+def test_the_disagreement_line_counts_the_metrics_best_models(ranked):
+    from zoorank.decide.leaderboard import read_leaderboard_settings
+
+    doc, store = _doc(ranked[0]), ranked[2]
+    consensus = read_leaderboard_settings(store)["decision"]["consensus"]["digits"]
+    bests = list(consensus["best"].values())
+    on_pick = sum(b == doc["pick"]["model_id"] for b in bests)
+    in_short = sum(b in doc["shortlist"]["models"] for b in bests)
+    assert doc["disagreement"].startswith(
+        f"Label-free metrics: {on_pick} of {len(bests)} put the pick first, {in_short} a "
+        f"shortlisted model; Kendall's W {consensus['kendall_w']:.2f} (")
+    assert "\n" not in doc["disagreement"]
+
+
+def test_next_step_asks_for_the_measured_embedding_budget(ranked):
+    from zoorank.decide.next_step import LABELS_TO_SETTLE
+
+    step = _doc(ranked[0])["next_step"]
+    # an embedding zoo: benchmarks/results/active_labels.md measured 200 labels
+    assert LABELS_TO_SETTLE["encoder"]["budget"] == 200
+    assert step["kind"] == "encoder" and step["budget"] == 200
+    assert step["command"] == "zoorank ask CONFIG --budget 200"
+    assert "66%" in step["basis"] and step["source"] == "benchmarks/results/active_labels.md"
+
+
+def test_one_level_for_the_top_set_in_decision_json_console_and_report(ranked, capsys):
+    """The console once said 95% where the report said 94%: both read the one measured level."""
+    from zoorank.decide.leaderboard import print_verdict
+    from zoorank.decide.verdict import top_set_claim
+    from zoorank.metrics.uncertainty import MEASURED_SETTINGS, measured_coverage
+
+    root, config = ranked[0], ranked[1]
+    doc = _doc(root)
+    at_defaults = (config.rank.confidence, config.score.resample_folds,
+                   config.score.resample_fraction) == tuple(MEASURED_SETTINGS.values())
+    level = f"{measured_coverage():.0%}" if at_defaults else f"nominal {config.rank.confidence:.0%}"
+    assert doc["top_set"]["level"] == level
+    assert top_set_claim({"confidence": 0.95, "folds": 8, "fold_fraction": 0.5})["level"] == \
+        f"{measured_coverage():.0%}"
+    print_verdict(doc)
+    out = capsys.readouterr().out
+    assert f"a {level} set" in out and "95% confidence" not in out
+
+
+def test_console_verdict_is_at_most_8_lines_within_100_columns(ranked, capsys):
+    from zoorank.console import PLAIN_WIDTH
+    from zoorank.decide.leaderboard import decision_lines, print_verdict
+
+    doc = _doc(ranked[0])
+    doc["few_label"] = {"digits": {"model_id": "proj-b", "p_best": 0.81, "labels": 60}}
+    print_verdict(doc, report="/s/report/index.html", config="run.yaml", store="/s")
+    lines = capsys.readouterr().out.splitlines()
+    assert 6 <= len(lines) <= 8, lines
+    assert all(len(line) <= PLAIN_WIDTH for line in lines), lines
+    assert lines[0].startswith(f"Pick: {doc['pick']['model_id']} (rankme ")
+    assert lines[-1] == "Checkpoint and verdict, as JSON: /s/decision.json"
+    assert any(line.startswith("Next step: zoorank ask run.yaml --budget 200 (measured: ")
+               for line in lines)
+    assert "Few-label pick: digits: proj-b, p(best | labels) 0.81 after 60 labels" in lines
+    # a hundred shortlisted models fold into "+k more", not more lines
+    doc["shortlist"]["models"] = [f"sweep-{i:04d}" for i in range(100)]
+    short = next(line for line in decision_lines(doc) if line.startswith("Shortlist"))
+    assert len(short) <= PLAIN_WIDTH and re.search(r"\(\+\d+ more\)$", short)
+
+
+def test_label_keeps_its_few_label_pick_when_rank_rewrites_the_file(ranked, tmp_path):
+    import shutil
+
+    from zoorank.decide.verdict import read_decision, update_few_label
+    from zoorank.rank import write_rank_outputs
+    from zoorank.zoo import resolve_models
+
+    root, config, _, oracle = ranked
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    store = Store(str(copy))
+    few = {"model_id": "proj-b", "p_best": 0.82, "labels": 60}
+    doc = update_few_label(store, "digits", few)
+    assert doc["few_label"]["digits"]["model_id"] == "proj-b"
+    # 60 labels given back count against the measured 200
+    assert doc["next_step"]["budget"] == 140 and doc["next_step"]["labelled"] == 60
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
+                       show=False)
+    again = read_decision(store)
+    assert again["few_label"]["digits"]["p_best"] == 0.82
+    assert again["next_step"]["command"] == "zoorank ask CONFIG --budget 140"
+    # every label of the measured budget given back: no more asking
+    spent = update_few_label(store, "digits", {**few, "labels": 250})
+    assert spent["next_step"]["command"] is None and "250 labels given back" in \
+        spent["next_step"]["basis"]
+
+
+def test_few_label_before_any_rank_is_not_recorded(tmp_path):
+    from zoorank.decide.verdict import update_few_label
+
+    assert update_few_label(Store(str(tmp_path)), "digits", {"model_id": "a"}) is None
+    assert not (tmp_path / "decision.json").exists()
+
+
+def test_rank_recomputes_when_decision_json_is_missing(ranked, tmp_path):
+    """A store ranked before decision.json existed gets it on the next rank, not a skip."""
+    import shutil
+
+    from zoorank.catalog import build_catalog
+    from zoorank.catalog.stage_inputs import dataset_labels, rank_inputs
+    from zoorank.rank import _unchanged, write_rank_outputs
+
+    root, config, _, oracle = ranked
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    config = config.model_copy(update={"store": str(copy)})
+    store = Store(str(copy))
+    catalog = build_catalog(config, store=store)
+    empty = pd.DataFrame()
+    inputs = rank_inputs(config, catalog.models, empty, empty, empty, empty, empty,
+                         dataset_labels(catalog), [])
+    write_rank_outputs(config, store, catalog.models, store.read_metrics(), oracle, show=False,
+                       inputs=inputs)
+    assert _unchanged(store, inputs, show=False) is not None  # the same inputs: skipped
+    (copy / "decision.json").unlink()
+    assert _unchanged(store, inputs, show=False) is None
+
+
+def test_a_pick_passes_over_flagged_models_and_says_so():
+    from zoorank.decide.verdict import build_decision
+
+    board = pd.DataFrame({"model_id": ["flat", "dup", "good", "next"],
+                          "rank": [1.0, 2.0, 3.0, 4.0], "flags": ["collapsed", "duplicates", "", ""],
+                          "digits/rankme": [9.0, 8.0, 7.0, 6.0], "signal": "embedding"})
+    settings = {"ordered_by": "rankme", "primary_metric": {"digits": "rankme"},
+                "decision": {"top_set": ["good"], "confidence": 0.9}}
+    doc = build_decision(board, settings, {}, "/s")
+    assert doc["pick"]["model_id"] == "good" and doc["pick"]["value"] == 7.0
+    assert doc["pick"]["checkpoint"] is None  # no zoo entry given
+    assert any("flat, dup ranked above it" in c for c in doc["caveats"])
+    assert doc["top_set"]["level"] == "nominal 90%"
+    # every model flagged: the first without a blocking flag
+    board["flags"] = ["collapsed", "duplicates", "duplicates", "duplicates"]
+    assert build_decision(board, settings, {}, "/s")["pick"]["model_id"] == "dup"
+    # nothing ranked: no pick, no next step
+    board["rank"] = np.nan
+    empty = build_decision(board, settings, {}, "/s")
+    assert empty["pick"] is None and empty["next_step"] is None
