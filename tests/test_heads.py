@@ -468,7 +468,14 @@ def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoint
         "models": [{"id": "cls", **timm_spec}, {"id": "off", **timm_spec, "head": False},
                    {"id": "init", "source": "timm", "name": "resnet10t"},
                    {"id": "py", "source": "python", "name": "head_factories:headed_cnn",
-                    "model_kwargs": {"classes": 7}}],
+                    "model_kwargs": {"classes": 7}},
+                   {"id": "tv", "source": "python", "name": "torchvision.models:resnet18",
+                    "model_kwargs": {"num_classes": 10, "weights": None}, "input_size": 32},
+                   {"id": "meth", "source": "python", "name": "head_layouts:method_head"},
+                   {"id": "named", "source": "python", "name": "head_layouts:sequential_classifier",
+                    "head": "classifier.1", "model_kwargs": {"classes": 5}},
+                   {"id": "none", "source": "python", "name": "head_layouts:first_layer_fc",
+                    "input_size": 16}],
     }))
     env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
 
@@ -486,5 +493,16 @@ def test_zoo_and_inspect_say_whether_a_head_was_found_and_its_classes(checkpoint
             heads[current] = line.removeprefix("  head: ")
     assert heads == {"cls": "timm forward_head, 10 classes", "off": "off (head: false)",
                      "init": "none (seeded random init: no trained head)",
-                     "py": "python head_attribute, 7 classes"}
+                     "py": "python: head (found), 7 classes",
+                     "tv": "python: fc (found), 10 classes",
+                     "meth": "python: head() method (found), classes known after a forward",
+                     # the named Linear's own width (12), not the model's output's (5)
+                     "named": "python: classifier.1 (named by head:), 12 classes",
+                     "none": "python: none found (no forward_head, head, fc, classifier or heads); "
+                             "its Linear submodules, last first: out (10 outputs), fc (32 outputs)"}
     assert "classifier head: fc.weight → 10 classes" in zoorank("inspect", checkpoints["cls10"])
+    uva = REPO.parent / "shared" / "zoos" / "uva_cifar10" / "classifiers" / "GoogleNet.ckpt"
+    if uva.is_file():  # a classifier not named fc/head/classifier: the last 2-D weight, named
+        assert ("the last 2-D weight is model.output_net.2.weight (10 rows): if it is the "
+                "classifier, a python model names it with head: output_net.2") in zoorank(
+                    "inspect", str(uva))

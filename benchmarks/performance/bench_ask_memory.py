@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     if rows:
         harness.write_results(
             args.markdown, "bench_ask_memory — the driver's peak memory of `zoorank ask` / "
-            "`zoorank label` (issue 32, item 5)",
+            "`zoorank label`",
             f"{LABELS} labels per `zoorank label --no-rank`, then `zoorank ask --budget 40 --round "
             "1`; each command its own driver process, peak RSS exact from `wait4`.\n\n"
             + harness.table(["models", "code", "command", "wall s", "driver peak RSS (MB)"], rows,

@@ -157,7 +157,7 @@ def main() -> None:
                          f"{n1 / n0:.0f}× the images")
     print("\n".join(lines))
     harness.write_results(args.markdown, "bench_cluster — EMBED on a simulated multi-node "
-                          "cluster (issue 9)", "\n".join(lines))
+                          "cluster", "\n".join(lines))
 
 
 if __name__ == "__main__":

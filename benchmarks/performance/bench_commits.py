@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     lines.append(f"retry policy on a call that succeeds: {1e6 * (wrapped - bare) / n:.1f} µs per "
                  f"call ({(wrapped - bare) / n / new[1]:.2%} of one single-model commit)")
     print("\n".join(lines))
-    harness.write_results(args.markdown, "bench_commits — one store commit (issues 23, 26)",
+    harness.write_results(args.markdown, "bench_commits — one store commit",
                           "\n".join(lines))
 
 

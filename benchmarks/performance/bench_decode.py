@@ -117,8 +117,8 @@ def main() -> None:
     lines += [f"decode peak RSS  {m}  worst case {worst[m] / MB:.0f} MB  goal {GOAL_BYTES / MB:.0f} "
               f"MB  {worst[m] / GOAL_BYTES:.2f}× goal" for m in modes]
     print("\n".join(lines))
-    harness.write_results(args.markdown, "bench_decode — decode memory on the hostile corpus "
-                          "(issue 16)", "\n".join(lines))
+    harness.write_results(args.markdown, "bench_decode — decode memory on the hostile corpus",
+                          "\n".join(lines))
 
 
 if __name__ == "__main__":

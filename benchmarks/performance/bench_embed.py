@@ -334,7 +334,7 @@ def main(argv=None) -> None:
             say(f"load average {harness.load():.1f}")
         if "driver-memory" not in args.skip:
             driver_memory_case(tmp, args)
-        REPORT.write(args.markdown, "bench_embed — EMBED throughput (issue 3)")
+        REPORT.write(args.markdown, "bench_embed — EMBED throughput")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         report.say(line)
     report.say(f"process  peak RSS {fmt_bytes(harness.peak_rss())} (ru_maxrss, includes the inputs)  "
                f"wall {time.perf_counter() - t_all:.0f} s")
-    report.write(args.markdown, "bench_metrics — the label-free metric library (issue 2)")
+    report.write(args.markdown, "bench_metrics — the label-free metric library")
     return 0
 
 

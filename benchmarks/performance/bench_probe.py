@@ -72,7 +72,7 @@ def main() -> None:
              ratio("evaluate: embed", embed, "bare forward", bare)]
     print("\n".join(lines))
     harness.write_results(args.markdown, "bench_probe — zoorank.probe.evaluate against a bare "
-                          "forward (issue 18)", "\n".join(lines))
+                          "forward", "\n".join(lines))
 
 
 if __name__ == "__main__":

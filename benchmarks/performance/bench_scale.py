@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(sections[-1])
     ray.shutdown()
     harness.write_results(args.markdown, "bench_scale — a zoo of N checkpoints through the "
-                          "`zoorank` CLI (issue 23)", "\n\n".join(sections))
+                          "`zoorank` CLI", "\n\n".join(sections))
 
 
 if __name__ == "__main__":

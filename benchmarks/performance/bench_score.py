@@ -203,7 +203,7 @@ def main() -> None:
             ratio("SCORE through Ray", stage_s, "EMBED of the same models", embed_s),
             f"scoring {verdict} the bottleneck"])
         print(text)
-        harness.write_results(args.markdown, "bench_score — SCORE throughput (issue 4)", text)
+        harness.write_results(args.markdown, "bench_score — SCORE throughput", text)
     finally:
         if not args.store:
             shutil.rmtree(root, ignore_errors=True)

@@ -73,7 +73,7 @@ def main() -> None:
                              "B × n float64 MiB", "arch s"], rows), "", *lines])
     print(text)
     harness.write_results(args.markdown, "bench_top_set — the Model Confidence Set on fold-"
-                          "bootstrap replicates (issue 24)", text)
+                          "bootstrap replicates", text)
 
 
 if __name__ == "__main__":

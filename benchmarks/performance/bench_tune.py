@@ -227,8 +227,7 @@ def main() -> None:
     if not args.skip_selection:
         trials = selection(args, store)
         trials.to_csv(Path(store) / f"bench_tune_{args.dataset}_trials.csv", index=False)
-    REPORT.write(args.markdown, f"bench_tune — the label-free objective on {args.dataset} "
-                 "(issue 5)")
+    REPORT.write(args.markdown, f"bench_tune — the label-free objective on {args.dataset}")
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ def main() -> None:
         ratio(f"score with folds {folds} × fraction {fraction:.2f} (goal ≤ 1.50)", base_s + extra_s,
               "without", base_s) for folds, fraction, extra_s, _ in rows]])
     print(text)
-    harness.write_results(args.markdown, "bench_uncertainty — the cost of rank uncertainty "
-                          "(issue 17)", text)
+    harness.write_results(args.markdown, "bench_uncertainty — the cost of rank uncertainty",
+                          text)
 
 
 if __name__ == "__main__":

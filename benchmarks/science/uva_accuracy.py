@@ -75,7 +75,7 @@ def main() -> None:
     result = table(["model", f"top-1 % here ({len(labels)} images)", "README (10k)", "seconds"], rows)
     print(result)
     harness.write_results(args.markdown, "uva_accuracy — the UvA classifiers' top-1 as zoorank "
-                          "loads them (issue 17)", result)
+                          "loads them", result)
 
 
 if __name__ == "__main__":

@@ -412,7 +412,7 @@ def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> 
                for k, v in t.items() if k != "total") + f"; **total {t['total'] / 60:.1f} min**.",
            f"* Store: `{info['store']}`; HTML report: `{info.get('report', '')}`."]
     body = [
-        "Produced by `benchmarks/science/validate_ranking.py` (issue 6). Every number below is read from the"
+        "Produced by `benchmarks/science/validate_ranking.py`. Every number below is read from the"
         " run's store (`agreement`, `leaderboard`) or computed from it with"
         " `zoorank.metrics.agreement.agreement`; nothing was edited by hand.",
         "", "## Run", "", *[line for line in run if line],

@@ -89,7 +89,7 @@ def write_markdown(info: dict[str, Any], path: Path) -> Path:
     t = info["timings"]
     zoo = info["zoo_run"]
     lines = [
-        "Produced by `benchmarks/science/validate_ranking_budget.py` (issue 12) on the store of a "
+        "Produced by `benchmarks/science/validate_ranking_budget.py` on the store of a "
         "`benchmarks/science/validate_ranking.py` run. Every number is read from that store "
         "(`agreement` rows with `labels_per_class`, `oracle` cells "
         "`<score>@k<k>s<seed>`); nothing was edited by hand.",

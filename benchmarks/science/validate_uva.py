@@ -139,8 +139,8 @@ def main() -> None:
           "latents). "
           f"{args.images} CIFAR-10 test images (JPEG q75), oracle kNN and linear probe on them.",
           "", summary(out / "store")]
-    harness.write_results(args.markdown, "validate_uva — third-party CIFAR-10 checkpoints "
-                          "(issue 17)", "\n".join(md), command=timing.get("command"))
+    harness.write_results(args.markdown, "validate_uva — third-party CIFAR-10 checkpoints",
+                          "\n".join(md), command=timing.get("command"))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@
   and command of every results file, read from its header), and the navigation lists them under
   "Benchmarks" (:func:`on_config`).
 
+* **Pages written on other branches.** :data:`PENDING` names pages that other work adds. Until a
+  page exists, its navigation entry is dropped and a link to it is rendered as its text (both
+  logged), so the site builds before and after it lands, and links to it from the start.
+
 Nothing is written into ``docs/``: the generated pages exist only in the build.
 """
 
@@ -39,8 +43,14 @@ GROUPS = {
 }
 #: a config field without a description fails the strict build (True once the schema describes every
 #: field: a new field must come with its description)
-REQUIRE_DESCRIPTIONS = False
-MARKER = re.compile(r"<!--\s*zoorank:([\w-]+)\s*-->")
+REQUIRE_DESCRIPTIONS = True
+#: pages other work writes (linked and in the navigation as soon as they exist)
+PENDING = {
+    "concepts/decision.md", "reference/decision-json.md", "concepts/validation-zoos.md",
+    "concepts/few-label-pick.md", "how-to/classifier-heads.md", "concepts/calibration.md",
+    "reference/environment.md", "reference/config-paths.md", "tutorials/python-api.md",
+}
+MARKER = re.compile(r"^<!--\s*zoorank:([\w-]+)\s*-->[ \t]*$", re.M)
 ISSUE = re.compile(r"\b(issues?|contracts?)\s+\d+", re.I)
 
 
@@ -90,24 +100,54 @@ def _result_page(path: Path) -> str:
 
 
 def _group_index(group: str, paths: list[Path]) -> str:
-    rows = []
+    items = []
     for path in paths:
         h = _header(path.read_text())
         title = h["title"].split(" — ", 1)[-1] if " — " in h["title"] else h["title"]
         title = re.sub(r"\s*\((?:issues?|contract) [^)]*\)", "", title)
-        command = f"`{_cell(h['command'])}`" if h["command"] else "—"
-        rows.append(f"| [{path.stem}]({path.stem}.md) | {title} | {h['date'] or '—'} | "
-                    f"{('`' + h['commit'] + '`') if h['commit'] else '—'} | {command} |")
-    table = ("| results | what | date | commit | command |\n|---|---|---|---|---|\n"
-             + "\n".join(rows)) if rows else "No results file yet."
+        when = ", ".join(x for x in (h["date"], f"commit `{h['commit']}`" if h["commit"] else "") if x)
+        command = re.sub(r"^\S*\.venv/bin/python", "python", h["command"])
+        item = f"- **[{path.stem}]({path.stem}.md)**: {_rst(title)}" + (f" ({when})" if when else "")
+        if command:
+            item += f"\n\n    ```\n    {command}\n    ```"
+        items.append(item)
+    listing = "\n\n".join(items) if items else "No results file yet."
     return (f"# {group.capitalize()} benchmarks\n\n{GROUPS[group]} Scripts: "
             f"`benchmarks/{group}/`; each page below is a results file of `benchmarks/results/`, "
-            f"as committed.\n\n{table}\n")
+            f"as committed, with the date and commit it was measured at and its command.\n\n"
+            f"{listing}\n")
+
+
+def _missing(path: str, docs_dir: str) -> bool:
+    return path in PENDING and not (Path(docs_dir) / path).is_file()
+
+
+def _prune(nav: list, docs_dir: str) -> list:
+    """The navigation without the pending pages that do not exist yet."""
+    out = []
+    for item in nav:
+        if isinstance(item, dict):
+            (title, value), = item.items()
+            if isinstance(value, list):
+                value = _prune(value, docs_dir)
+                if value:
+                    out.append({title: value})
+            elif isinstance(value, str) and _missing(value, docs_dir):
+                log.info("navigation: %s not written yet, left out", value)
+            else:
+                out.append(item)
+        elif isinstance(item, str) and _missing(item, docs_dir):
+            log.info("navigation: %s not written yet, left out", item)
+        else:
+            out.append(item)
+    return out
 
 
 def on_config(config: Any) -> Any:
-    """Fill the "Benchmarks" section of the navigation with the results pages, by group."""
-    for item in config["nav"] or []:
+    """Fill the "Benchmarks" section of the navigation with the results pages, by group; leave out
+    the pending pages not written yet."""
+    config["nav"] = _prune(config["nav"] or [], config["docs_dir"])
+    for item in config["nav"]:
         if isinstance(item, dict) and "Benchmarks" in item:
             section = item["Benchmarks"]
             for group, paths in _results().items():
@@ -313,8 +353,9 @@ def cli_reference() -> str:
     parts = ["## `zoorank`", _cell(parser.description or ""),
              f"```\n{parser.format_usage().strip().removeprefix('usage: ')}\n```",
              "| option | meaning |\n|---|---|\n" + "\n".join(common)]
-    if parser.epilog:
-        parts.append(f"```\n{parser.epilog.strip()}\n```")
+    if parser.epilog:  # the environment variables and exit status: pages of their own
+        parts.append("`zoorank --help` also lists the [environment variables](environment.md) and "
+                     "the exit status ([failure handling](../concepts/failure-handling.md)).")
     return "\n\n".join(p for p in parts + _commands(parser, "zoorank") if p)
 
 
@@ -387,11 +428,71 @@ def store_reference() -> str:
             + keys)
 
 
-GENERATORS = {"config": config_reference, "cli": cli_reference, "metrics": metrics_reference,
-              "store": store_reference}
+def examples_page() -> str:
+    """Every config of ``examples/`` as written (each validated by the test suite)."""
+    table = (ROOT / "examples" / "README.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    parts = []
+    listed = re.findall(r"^\| \[([^]]+\.yaml)\]", table, re.M)
+    paths = sorted((ROOT / "examples").glob("*.yaml"),
+                   key=lambda p: (listed.index(p.name) if p.name in listed else len(listed), p.name))
+    for path in paths:
+        what = next((re.sub(r"\[[^]]+\]\([^)]+\)", "", row).split("|")[2].strip()
+                     for row in rows if f"[{path.name}]" in row), "")
+        parts += [f"## `{path.name}`", _rst(what), f"```yaml\n{path.read_text().rstrip()}\n```"]
+    return "\n\n".join(p for p in parts if p)
+
+
+GENERATORS = {"examples": examples_page, "config": config_reference, "cli": cli_reference,
+              "metrics": metrics_reference, "store": store_reference}
+
+
+LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
+
+
+def _unlink_pending(markdown: str, page: Any, docs_dir: str) -> str:
+    """A link to a pending page that does not exist yet, as its text."""
+    base = Path(page.file.src_uri).parent
+
+    def unlink(match: re.Match) -> str:
+        target = (base / match.group(2)).as_posix()
+        parts: list[str] = []
+        for part in target.split("/"):
+            if part == "..":
+                parts = parts[:-1]
+            elif part != ".":
+                parts.append(part)
+        target = "/".join(parts)
+        if _missing(target, docs_dir):
+            log.info("%s: link to %s (not written yet) left as text", page.file.src_uri, target)
+            return match.group(1)
+        return match.group(0)
+
+    return LINK.sub(unlink, markdown)
+
+
+RESULT_SPAN = re.compile(r"(?<!\[)`benchmarks/results/([\w-]+)\.md`")
+
+
+def _link_results(markdown: str, page: Any) -> str:
+    """A code span naming a results file (`` `benchmarks/results/x.md` ``) links to its page."""
+    if page.file.generated_by is not None:
+        return markdown  # a results page: left as written
+    depth = page.file.src_uri.count("/")
+    groups = {p.stem: g for g, paths in _results().items() for p in paths}
+
+    def link(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in groups:
+            return match.group(0)
+        return f"[{match.group(0)}]({'../' * depth}benchmarks/{groups[name]}/{name}.md)"
+
+    return RESULT_SPAN.sub(link, markdown)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    markdown = _link_results(_unlink_pending(markdown, page, config["docs_dir"]), page)
+
     def generate(match: re.Match) -> str:
         name = match.group(1)
         if name not in GENERATORS:
@@ -402,6 +503,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return MARKER.sub(generate, markdown)
 
 
+RESULT_CODE = re.compile(r'(?<!">)<code>(?:benchmarks/)?results/([\w-]+)\.md</code>')
+
+
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    """reST roles in rendered docstrings (``:class:`x``` → ``x``): mkdocstrings keeps them as text."""
-    return re.sub(r":(?:mod|func|class|data|meth|attr|obj):(<code>)~?", r"\1", html)
+    """reST roles in rendered docstrings (``:class:`x``` → ``x``): mkdocstrings keeps them as text.
+    A results file named in included text (``benchmarks/README.md``'s `results/x.md`) links to its
+    page, as :func:`_link_results` does for a page's own markdown."""
+    from mkdocs.utils import get_relative_url
+
+    html = re.sub(r":(?:mod|func|class|data|meth|attr|obj):(<code>)~?", r"\1", html)
+    if page.file.generated_by is not None:
+        return html
+    groups = {p.stem: g for g, paths in _results().items() for p in paths}
+
+    def link(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in groups:
+            return match.group(0)
+        url = get_relative_url(f"benchmarks/{groups[name]}/{name}/", page.url)
+        return f'<a href="{url}">{match.group(0)}</a>'
+
+    return RESULT_CODE.sub(link, html)

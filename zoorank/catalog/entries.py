@@ -3,8 +3,9 @@
 Fingerprint of an entry: :data:`EMBED_VERSION`, the model's fingerprint, its preprocessing, the
 dataset's content digest and sample selection, the view recipe, the seed (augmented views), and the
 precision the forward runs in, and, for a model whose head is looked for (``head`` not false), its
-label space: the dataset's classes, the model's ``label_map`` for it and ``head`` (so turning heads
-on or off, or changing a map, re-embeds; a store embedded with heads off keeps its fingerprints).
+label space: the dataset's classes, the model's ``label_map`` for it, ``head`` and, for a python
+model, where its head is (so turning heads on or off, naming another head or changing a map
+re-embeds; a store embedded with heads off keeps its fingerprints).
 ``EMBED_VERSION`` is bumped whenever the stage's maths or
 preprocessing change; a release that does not change them keeps a store valid.
 """
@@ -22,7 +23,7 @@ from zoorank.config.digests import fingerprint
 from zoorank.data.sources import SampleIndex
 from zoorank.data.views import view_subset
 from zoorank.zoo import ResolvedModel
-from zoorank.zoo.label_space import LabelSpace, heads_wanted
+from zoorank.zoo.label_space import LabelSpace, head_required, heads_wanted
 
 #: version of the stage's maths and preprocessing (in every entry fingerprint); bump on change.
 EMBED_VERSION = 3  # 3: upright, range-mapped, alpha-on-white, memory-bounded decoding
@@ -111,7 +112,9 @@ def label_space(model: ResolvedModel, dataset: str, classes: tuple[str, ...] | N
     spec = model.spec
     if not heads_wanted(spec):
         return None
-    return LabelSpace.of(dataset, classes, spec.label_map.get(dataset), spec.head is True)
+    search = getattr(model, "head_search", None)  # a python model's head layout
+    return LabelSpace.of(dataset, classes, spec.label_map.get(dataset), head_required(spec),
+                         None if search is None else search.key)
 
 
 def plan_entries(

@@ -41,8 +41,67 @@ def ensemble_metrics(config: RunConfig) -> list[str]:
 
 
 def pool_metrics(config: RunConfig) -> list[str]:
-    """Configured metrics computed over a pool of models (registry inputs ``pool``)."""
-    return [m for m in registry.expand(config.metrics) if registry.info(m).inputs == "pool"]
+    """Configured metrics computed over a pool of models (registry inputs ``pool``) that the
+    views make possible (:func:`view_reason`)."""
+    return [m for m in registry.expand(config.metrics)
+            if registry.info(m).inputs == "pool" and view_reason(config, m) is None]
+
+
+def view_reason(config: RunConfig, metric: str) -> str | None:
+    """Why the config's views make ``metric`` impossible (the registry's inputs, through a pool
+    metric's terms): it reads an augmented view and none is configured, or the clean view and it
+    is not configured; None when it can run."""
+    views = ", ".join(v.name for v in config.views)
+    needs = registry.needs(metric)
+    if "augmented" in needs and not config.augmented_views:
+        return f"an augmented view (views: {views})"
+    if "clean" in needs and config.clean_view is None:
+        return f"the clean view (views: {views})"
+    return None
+
+
+def inapplicable_metrics(config: RunConfig, models: Iterable[Any] = ()) -> dict[str, str]:
+    """Configured metric (stored name) → what it needs that the config does not give: a view
+    (:func:`view_reason`), a seed ensemble (an ensemble metric where no two of ``models``, the
+    resolved zoo, share a ``group`` and a dataset), a family (a pool metric drawn per family
+    where no model has one). SCORE skips them: no rows, no failure flags. O(models · datasets)."""
+    models = list(models)
+    datasets = [d.name for d in config.datasets]
+    out: dict[str, str] = {}
+    for metric in registry.expand(config.metrics):
+        why = view_reason(config, metric)
+        entry = registry.info(metric)
+        if why is None and entry.inputs == "ensemble" and not _any_ensemble(models, datasets):
+            why = "a seed ensemble (two or more models with one group)"
+        if why is None and entry.inputs == "pool" and pool_key(metric) is not None and not any(
+                getattr(m, str(pool_key(metric)), None) for m in models):
+            why = f"models with a {pool_key(metric)}"
+        if why is not None:
+            out[metric] = why
+    return out
+
+
+def skipped_line(config: RunConfig, models: Iterable[Any] = ()) -> str | None:
+    """The one line that says which configured metrics are skipped and why
+    (:func:`inapplicable_metrics`), or None: ``skipped lidar, alignment, rankme_aug: they need an
+    augmented view (views: clean)``."""
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for metric, why in inapplicable_metrics(config, models).items():
+        by_reason[why].append(metric)
+    if not by_reason:
+        return None
+    parts = [f"{', '.join(names)}: {'they need' if len(names) > 1 else 'it needs'} {why}"
+             for why, names in by_reason.items()]
+    return "skipped " + "; ".join(parts)
+
+
+def _any_ensemble(models: list[Any], datasets: list[str]) -> bool:
+    for dataset in datasets:
+        groups = [getattr(m, "group", None) for m in models if _wants(m, dataset)]
+        named = [g for g in groups if g]
+        if len(named) != len(set(named)):
+            return True
+    return False
 
 
 def pool_key(metric: str) -> str | None:
@@ -211,7 +270,8 @@ def plan_score(
     clean = config.clean_view.name if config.clean_view else None
     augmented_views = [v.name for v in config.augmented_views]
     augmented = augmented_views[0] if augmented_views else None
-    base = per_model_metrics(config.metrics)
+    # metrics the views make impossible are not planned (SCORE says so in one line)
+    base = [m for m in per_model_metrics(config.metrics) if view_reason(config, m) is None]
     # every augmented view is scored: the first under the plain names, the others as <name>@<view>
     wanted = [(m, clean if metric_inputs(m) == "clean" else augmented) for m in base]
     wanted += [(f"{m}@{v}", v) for v in augmented_views[1:] for m in base

@@ -223,12 +223,16 @@ class ModelSpec(Strict):
     #: the classifier head (:mod:`zoorank.zoo.label_space`): None (default) keeps a trained head
     #: whose outputs line up with a dataset's classes (torchscript: none unless declared); true
     #: keeps it and makes a head that does not line up a config error; false drops it (features
-    #: only, as before heads were kept). ``embed.heads: false`` turns every head off.
-    head: bool | None = None
+    #: only, as before heads were kept); a python model's classifier by name (:mod:`zoorank.zoo.heads`).
+    #: ``embed.heads: false`` turns every head off.
+    head: bool | Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.\w+)*$", max_length=200)] | None = None
     """The classifier head: unset keeps a trained head whose outputs line up with a dataset's
     classes; `true` keeps it and makes a head that does not line up a config error; `false` drops
-    it (the model is ranked by its features). `embed.heads: false` turns every head off. Default:
-    unset."""
+    it (the model is ranked by its features); a name (python models) says which submodule, by its
+    dotted path (`fc`, `classifier.3`, `output_net.2`), or which method is the classifier, as
+    `true` otherwise. Unset, a python model's head is looked for as `forward_features` +
+    `forward_head`, then `head` (a submodule or a method), `fc`, `classifier`. `embed.heads: false`
+    turns every head off. Default: unset."""
     label_map: dict[Name, dict[str | int, Annotated[int, Field(ge=0)]] | Literal["imagenet"]] = (
         Field(default_factory=dict))
     """Per dataset name, how its classes map to the head's outputs: `{class name or index: head
@@ -244,6 +248,14 @@ class ModelSpec(Strict):
             # timm architecture names make a readable default id; others need one.
             raise ValueError("'id' is required unless 'checkpoint' is a glob or source is timm")
         return self
+
+    @field_validator("head", mode="before")
+    @classmethod
+    def _head_words(cls, value: Any) -> Any:
+        # "true"/"false" quoted in YAML are the booleans, not submodules of those names
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        return value
 
 
 class FromTuneSpec(Strict):

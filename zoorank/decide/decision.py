@@ -56,7 +56,9 @@ def model_flags(
     board: pd.DataFrame, metrics: pd.DataFrame, health: pd.DataFrame, datasets: Sequence[str]
 ) -> dict[str, dict[str, list[str]]]:
     """model_id → dataset → health flags (:func:`zoorank.metrics.health.health_flags`), with the
-    configured label-free metrics that have no value as ``failed:<metric>``. O(rows + n · datasets)."""
+    label-free metrics that ran and have no value (a NaN row) as ``failed:<metric>``. A metric the
+    config makes impossible (:func:`zoorank.catalog.scoring.inapplicable_metrics`) has no row, so
+    no flag. O(rows + n · datasets)."""
     ids = list(board["model_id"])
     stats = {(r["model_id"], r["dataset"]): r for r in health.to_dict("records")} \
         if not health.empty else {}

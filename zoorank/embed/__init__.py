@@ -107,6 +107,28 @@ def check_heads(entries: Sequence[Entry]) -> None:
             head_columns(space, outputs, e.model.model_id)
 
 
+def print_head_notes(entries: Sequence[Entry], rows: pd.DataFrame | None = None) -> None:
+    """Before the run (``rows`` None): one line per distinct head choice of the python models;
+    after it (the run's manifest ``rows``): a warning for each python model that looks like a
+    classifier ranked by its features (:mod:`zoorank.zoo.heads`)."""
+    from rich.text import Text
+
+    from zoorank.console import output_console
+    from zoorank.zoo.heads import head_choices, head_warnings
+
+    if rows is None:
+        lines = head_choices({e.model.model_id: e.model for e in entries}.values())
+    else:
+        classes = {e.dataset: len(e.label_space.classes) for e in entries
+                   if e.label_space is not None and e.label_space.classes}
+        lines = [f"warning: {w}" for w in head_warnings(
+            {e.model.model_id: e.model for e in entries},
+            rows.to_dict("records") if not rows.empty else [], classes)]
+    console = output_console()
+    for line in lines:
+        console.print(Text(line, style="yellow" if rows is not None else ""), soft_wrap=True)
+
+
 def label_space_errors(rows: pd.DataFrame) -> None:
     """Raise ConfigError (exit 2) naming each failed entry whose head's label space does not fit
     its dataset (recorded by the worker as ``ConfigError: dataset ..., model ...: ...``); the
@@ -143,6 +165,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
         precision = res.precision
     entries = catalog.plan_entries(precision)
     check_heads(entries)
+    print_head_notes(entries)
 
     manifest = store.read_manifest()
     previous = {(r["dataset"], r["view"], r["model_id"]): r for r in manifest.to_dict("records")}
@@ -216,6 +239,7 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
                 release_gpu_request()
         store.compact_table(MANIFEST)  # few files and a checkpointed log for every reader
     out = pd.DataFrame([results[e.key] for e in entries if e.key in results])
+    print_head_notes(entries, out)
     label_space_errors(out)
     from zoorank.zoo import describe_preprocessing
 

@@ -46,6 +46,7 @@ from zoorank.catalog import (
     reliability_path,
 )
 from zoorank.catalog.context import RunContext
+from zoorank.catalog.scoring import skipped_line
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
@@ -151,6 +152,9 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
         manifest, metrics, lambda dataset, group: store.exists(reliability_path(dataset, group)),
     )
     _drop_stale(store, plan, metrics)
+    skipped = skipped_line(config, models)
+    if skipped:  # metrics the config makes impossible: one line, no rows, no failure flags
+        console.print(f"score: {skipped}", markup=False, highlight=False, soft_wrap=True)
     state = {(r.dataset, r.model_id): r.status for r in manifest.itertuples(index=False)}
     for dataset, mid in plan.missing:
         why = {"pending": "its embedding was interrupted (pending)",

@@ -32,9 +32,11 @@ Conventions
   name a ``*ForImageClassification`` loads with ``AutoModelForImageClassification``; logits are
   its output, features its base model's output in that forward (hooked), pooled as without a head.
   ``python``: a module with ``forward_features`` and ``forward_head`` as timm (``pre_logits`` when
-  its ``forward_head`` takes it, else the trunk output pooled), or with an ``nn.Module`` attribute
-  ``head``: features the head's input, logits its output (hooked; ``forward`` may return
-  anything). ``torchscript``: only with ``head: true``, the module returns ``(features, logits)``.
+  its ``forward_head`` takes it, else the trunk output pooled), else a submodule or method found
+  by name (``head``, ``fc``, ``classifier``) or named by ``head: NAME`` (:mod:`zoorank.zoo.heads`):
+  features the head's input, logits its output (hooked; ``forward`` may return anything; a head
+  the forward does not call takes its pooled output). ``torchscript``: only with ``head: true``,
+  the module returns ``(features, logits)``.
   ``head: false`` builds exactly the headless model of before (timm ``num_classes=0``).
 * **Outputs other than (B, dim)** (a python/torchscript model's output, or a ``layer:``'s) are
   pooled: the first tensor of a tuple/dict; 4-D maps ``(B, C, H, W)`` are global-average-pooled, 3-D

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import importlib
 import io
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,26 +26,39 @@ from zoorank.zoo.checkpoints import (
 )
 from zoorank.zoo.features import FeatureExtractor
 from zoorank.zoo.label_space import heads_wanted
+from zoorank.zoo.specs import python_factory
 
 if TYPE_CHECKING:
+    from zoorank.zoo.heads import HeadLayout
     from zoorank.zoo.resolve import ResolvedModel
 
 
 _INIT_SEED = 0
 
 
-def python_head(model: nn.Module) -> str | None:
-    """The head convention a python model follows: ``forward_head`` (it has ``forward_features``
-    and ``forward_head``, as timm models do, and ``num_classes`` is not 0), ``head_attribute`` (an
-    ``nn.Module`` attribute ``head`` other than ``nn.Identity``: its input is the features, its
-    output the logits), or None (a timm model built with ``num_classes=0`` has no head)."""
-    if callable(getattr(model, "forward_features", None)) and \
-            callable(getattr(model, "forward_head", None)):
-        return None if getattr(model, "num_classes", None) == 0 else "forward_head"
-    head = getattr(model, "head", None)
-    if isinstance(head, nn.Module) and not isinstance(head, nn.Identity):
-        return "head_attribute"
-    return None
+def python_head(resolved: ResolvedModel, model: nn.Module) -> HeadLayout | None:
+    """A built python model's head (:mod:`zoorank.zoo.heads`), or None without one: the driver's
+    choice (:attr:`ResolvedModel.head_search`), else (the factory could not be built on the meta
+    device there) :func:`~zoorank.zoo.heads.search_head` on the built model here. Its first
+    forward checks it (:class:`FeatureExtractor`). A name that is no submodule or method is a
+    ConfigError naming the model."""
+    from zoorank.errors import ConfigError
+    from zoorank.zoo.heads import HeadNameError, search_head
+
+    search = resolved.head_search
+    if search is None or not search.checked:
+        try:
+            search = search_head(model, resolved.spec.head)
+        except HeadNameError as err:
+            raise ConfigError(f"model {resolved.model_id}: {err}") from None
+    layout = search.layout
+    if layout is not None and layout.kind == "module":
+        try:
+            model.get_submodule(layout.name)
+        except AttributeError:
+            raise CheckpointError(f"model {resolved.model_id}: its head {layout.name!r} is not "
+                                  "a submodule of the built model") from None
+    return layout
 
 
 @contextlib.contextmanager
@@ -70,21 +82,6 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
-
-
-def python_factory(name: str) -> Any:
-    module_name, _, attr = name.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as err:
-        raise CheckpointError(
-            f"python model {name!r}: cannot import {module_name!r} ({err})"
-        ) from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise CheckpointError(f"python model {name!r}: {module_name} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
 
 
 def transformers_class(directory: str, hub_cache: str | None = None) -> tuple[Any, Any]:
@@ -177,7 +174,7 @@ def _build(spec: ModelSpec, hub_cache: str | None = None,
         raise CheckpointError(
             f"python model {spec.name!r} returned {type(model).__name__}, not an nn.Module"
         )
-    return model, {}, python_head(model) if heads_wanted(spec) else None
+    return model, {}, None  # its head: python_head, once the weights are in
 
 
 def _check_layer(model: nn.Module, spec: ModelSpec) -> None:
@@ -226,6 +223,10 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
                              state=state)
         except CheckpointError as err:
             raise CheckpointError(f"model {resolved.model_id}: {err}") from None
+    named = False
+    if spec.source == "python" and heads_wanted(spec):
+        layout = python_head(resolved, model)
+        head, named = (layout.key, layout.declared) if layout is not None else (None, False)
     if spec.layer is not None:
         _check_layer(model, spec)
     extractor = FeatureExtractor(
@@ -235,6 +236,8 @@ def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> n
         layer=spec.layer,
         forward_kwargs=forward_kwargs,
         head=head,
+        head_named=named,
+        model_id=resolved.model_id,
     )
     extractor.eval().requires_grad_(False)
     return extractor.to(device)

@@ -39,8 +39,12 @@ class _LayerReached(Exception):
 
 #: how a head is run (:class:`FeatureExtractor`'s ``head``): timm's ``forward_features`` +
 #: ``forward_head``; a transformers ``*ForImageClassification``; a python module's
-#: ``forward_features``/``forward_head`` or ``head`` attribute; a torchscript (features, logits).
-HEAD_KINDS = ("timm", "transformers", "forward_head", "head_attribute", "torchscript")
+#: ``forward_features``/``forward_head``, a submodule (``module:<dotted path>``) or a method
+#: (``method:<name>``) (:mod:`zoorank.zoo.heads`); a torchscript (features, logits).
+HEAD_KINDS = ("timm", "transformers", "forward_head", "module:<path>", "method:<name>",
+              "torchscript")
+#: the head's key before submodules could be named: the submodule ``head``.
+_LEGACY_KEYS = {"head_attribute": "module:head"}
 
 
 class FeatureExtractor(nn.Module):
@@ -60,34 +64,60 @@ class FeatureExtractor(nn.Module):
         layer: str | None = None,
         forward_kwargs: dict[str, Any] | None = None,
         head: str | None = None,
+        head_named: bool = False,
+        model_id: str | None = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.source = source
         self.pooling = pooling
         self.layer = layer
+        head = _LEGACY_KEYS.get(head, head) if head else head
         self.head = head
         self.forward_kwargs = dict(forward_kwargs or {})
         self._captured: list[Any] = []
         self._head_io: list[Any] = []
+        #: a python model's head as a callable (a submodule, or the model's bound method)
+        self._head_fn: Any = None
+        #: the python head was named by ``head: NAME`` (else found by layout): the first forward
+        #: checks it (:meth:`_python_head`)
+        self._head_named = head_named
+        self._head_checked = False
+        #: why the first forward did not keep a found head (None: kept, or none)
+        self.head_dropped: str | None = None
+        self.model_id = model_id
         if layer is not None:
             model.get_submodule(layer).register_forward_hook(self._capture)
         if head == "transformers":  # the base model's output, pooled as without a head
             model.base_model.register_forward_hook(self._capture_head_io)
-        elif head == "head_attribute":
-            model.head.register_forward_hook(self._capture_head_io, with_kwargs=False)
-            model.head.register_forward_pre_hook(self._capture_head_input)
+        elif head and head.startswith("module:"):
+            self._head_fn = model.get_submodule(head.removeprefix("module:"))
+            self._head_fn.register_forward_hook(self._capture_head_call)
+        elif head and head.startswith("method:"):
+            name = head.removeprefix("method:")
+            self._head_fn = getattr(model, name)
+            # an instance attribute shadows the class's method: the forward's self.<name>(z)
+            # calls the wrapper, which records the call (the module is this extractor's own)
+            object.__setattr__(model, name, self._method_wrapper(self._head_fn))
 
     def _capture(self, module: nn.Module, args: Any, output: Any) -> None:
         self._captured.append(output)
         if self.head is None:
             raise _LayerReached
 
-    def _capture_head_input(self, module: nn.Module, args: Any) -> None:
-        self._head_io.append(args[0] if args else None)
-
     def _capture_head_io(self, module: nn.Module, args: Any, output: Any) -> None:
         self._head_io.append(output)
+
+    def _capture_head_call(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._head_io.append((args[0] if args else None, output))
+
+    def _method_wrapper(self, bound: Any) -> Any:
+        def head(*args: Any, **kwargs: Any) -> Any:
+            out = bound(*args, **kwargs)
+            self._head_io.append((args[0] if args else next(iter(kwargs.values()), None), out))
+            return out
+
+        return head
 
     def _run(self, x: torch.Tensor) -> Any:
         if self.source == "transformers":
@@ -136,16 +166,51 @@ class FeatureExtractor(nn.Module):
         if head == "transformers":
             logits = self._run(x).logits
             return self._pool_transformers(self._head_io[0]), logits
-        if head == "head_attribute":
-            self._run(x)
-            if len(self._head_io) < 2:
-                raise CheckpointError("the model's head did not run in its forward pass")
-            return pool_features(self._head_io[0]), self._head_io[1]
+        if self._head_fn is not None:
+            return self._python_head(self._run(x))
         out = self._run(x)  # torchscript declared head: true → (features, logits)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckpointError("head: true declares that the torchscript module returns "
                                   f"(features, logits); it returned {type(out).__name__}")
         return pool_features(out[0]), out[1]
+
+    def _python_head(self, out: Any) -> tuple[torch.Tensor, Any]:
+        """(features, logits) of a python model's forward output ``out``: the head's first call in
+        the forward (its input, its output), else (a forward that returns the features) the head
+        applied to the pooled output. The first forward checks the head (:mod:`.heads`): a found
+        submodule must run and give a 2-D output the forward returns, a found method must give a
+        2-D output; one that does not is dropped (features only, :attr:`head_dropped` says why); a
+        named head that does neither is a ConfigError."""
+        call = self._head_io[0] if self._head_io else None
+        if call is not None:
+            feats, logits = pool_features(call[0]), _squeezed(call[1])
+        elif self._head_named or self.head.startswith("method:") or self._head_checked:
+            feats = pool_features(out)
+            try:
+                logits = self._head_fn(feats)
+            except Exception as err:  # noqa: BLE001 - checked below: not this model's head
+                if self._head_checked:
+                    raise
+                logits = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        else:
+            feats, logits = pool_features(out), "it does not run in the forward"
+        if not self._head_checked:
+            self._head_checked = True
+            why = _head_mismatch(logits, out, strict=call is not None and not self._head_named
+                                 and self.head.startswith("module:"))
+            if why is not None:
+                name = self.head.split(":", 1)[1]
+                if self._head_named:
+                    from zoorank.errors import ConfigError
+
+                    who = f"model {self.model_id}: " if self.model_id else ""
+                    raise ConfigError(f"{who}head: {name!r} neither runs in the model's forward "
+                                      f"with a (batch, classes) output nor takes its output "
+                                      f"({why})")
+                self.head_dropped = f"{name}: {why}"
+                self.head, self._head_fn = None, None
+                return pool_features(out), None
+        return feats, logits
 
     def _pool_transformers(self, out: Any) -> torch.Tensor:
         if self.pooling == "pooler":
@@ -159,6 +224,39 @@ class FeatureExtractor(nn.Module):
         if hidden.ndim == 4:
             return hidden.mean(dim=(2, 3)).float()
         return (hidden[:, 0] if self.pooling == "cls" else hidden.mean(dim=1)).float()
+
+
+def _squeezed(logits: Any) -> Any:
+    """``(B, K, 1, ...)`` logits (a convolutional classifier, SqueezeNet's) as ``(B, K)``."""
+    if isinstance(logits, torch.Tensor) and logits.ndim > 2 and all(
+            n == 1 for n in logits.shape[2:]):
+        return logits.flatten(1)
+    return logits
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, Mapping):
+        return [v for v in out.values() if isinstance(v, torch.Tensor)]
+    if isinstance(out, (tuple, list)):
+        return [v for v in out if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _head_mismatch(logits: Any, out: Any, strict: bool) -> str | None:
+    """Why ``logits`` (a head's output, or the reason it has none) are not a classifier's for a
+    model whose forward returned ``out``, or None: they must be a 2-D tensor and, ``strict`` (a
+    submodule found by name that ran), one of the tensors the forward returns (by shape)."""
+    if isinstance(logits, str):
+        return logits
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        return f"its output is {shape}, not (batch, classes)"
+    if strict and tuple(logits.shape) not in {tuple(t.shape) for t in _tensors(out)}:
+        return (f"its output {tuple(logits.shape)} is not what the forward returns "
+                f"({[tuple(t.shape) for t in _tensors(out)]})")
+    return None
 
 
 def _takes_pre_logits(model: nn.Module) -> bool:

@@ -47,6 +47,8 @@ class CheckpointReport:
     presets: dict[str, str] = field(default_factory=dict)  # preset → the prefix it would use
     selected: tuple[str, int] | None = None  # (prefix, tensors) of a requested state_dict_prefix
     classifier: tuple[str, int] | None = None  # (weight key, classes) of the head found, if any
+    #: without a classifier found by name: (weight key, rows) of the last 2-D weight
+    last_linear: tuple[str, int] | None = None
 
 
 #: weight names of classifier heads (timm's ``pretrained_cfg["classifier"]`` of common families).
@@ -118,6 +120,10 @@ def inspect_checkpoint(
                       for k, v in state.items()]
     report.prefixes = _prefix_counts(list(state) if found else list(_flatten(obj)))
     report.classifier = find_classifier(report.tensors)
+    if report.classifier is None:
+        linear = [(k, shape[0]) for k, shape, _ in report.tensors
+                  if len(shape) == 2 and k.endswith(".weight")]
+        report.last_linear = linear[-1] if linear else None
     for preset in PREFIX_PRESETS:
         with contextlib.suppress(CheckpointError):
             report.presets[preset] = select_prefix(obj, preset, state_dict_key, path)[0]
@@ -153,7 +159,13 @@ def format_checkpoint_report(report: CheckpointReport, *, all_tensors: bool = Fa
         lines.append(f"state_dict_prefix selects {report.selected[1]} tensors under "
                      f"{report.selected[0]!r}")
     lines.append("classifier head: " + (f"{report.classifier[0]} → {report.classifier[1]} classes"
-                                        if report.classifier else "none found"))
+                                        if report.classifier else "none found by name"))
+    if report.last_linear:
+        key, rows = report.last_linear
+        path = key.removesuffix(".weight")
+        prefix = next(iter(report.presets.values()), "") if report.presets else ""
+        lines.append(f"  the last 2-D weight is {key} ({rows} rows): if it is the classifier, a "
+                     f"python model names it with head: {path.removeprefix(prefix)}")
     shown = report.tensors if all_tensors else report.tensors[:_SHOWN_TENSORS]
     lines.append(f"tensors ({len(report.tensors)}):")
     lines += [f"  {name}  {list(shape)}  {dtype}" for name, shape, dtype in shown]
@@ -170,7 +182,7 @@ def head_classes(resolved: Any) -> tuple[str, int | None]:
     python factory built on the meta device. A torchscript head (``head: true``) declares its
     width only in its output: classes None.
     """
-    from zoorank.zoo.build import python_head, timm_classes, transformers_class, transformers_head
+    from zoorank.zoo.build import timm_classes, transformers_class, transformers_head
     from zoorank.zoo.checkpoints import read_checkpoint
     from zoorank.zoo.label_space import heads_wanted
 
@@ -201,17 +213,19 @@ def head_classes(resolved: Any) -> tuple[str, int | None]:
         return "transformers *ForImageClassification", int(config.num_labels)
     if spec.source == "torchscript":
         return "torchscript (features, logits) output, declared", None
-    from zoorank.zoo.memory import _meta_model
-    from zoorank.zoo.specs import kwargs_json
+    search = resolved.head_search
+    if search is None:
+        from zoorank.zoo.heads import meta_head_search
 
-    model = _meta_model("python", spec.name, kwargs_json(spec))
-    kind = python_head(model)
-    if kind is None:
-        return "none (no forward_head, no head attribute)", 0
-    head = getattr(model, "head", None)
-    classes = getattr(model, "num_classes", None) if kind == "forward_head" else \
-        getattr(head, "out_features", None)
-    return f"python {kind}", None if classes is None else int(classes)
+        search = meta_head_search(spec)
+    if search.layout is None:
+        if not search.checked:
+            return f"python: {search.describe()}", None
+        from zoorank.zoo.heads import linear_text
+
+        hint = f"; {linear_text(search.linears)}" if search.linears else ""
+        return f"python: {search.describe()}{hint}", 0
+    return f"python: {search.layout.describe()}", search.layout.classes
 
 
 def _head_line(resolved: Any) -> str:

@@ -46,41 +46,55 @@ class LabelSpace:
     """What a dataset asks of one model's head (built on the driver, used where the head runs).
 
     ``mapping`` is the model's ``label_map`` entry for the dataset (None: none given);
-    ``required`` is true when the model says ``head: true`` (a mismatch, an error under auto too,
-    is then found before anything runs where it can be).
+    ``required`` is true when the model says ``head: true`` or names its head (a mismatch, an
+    error under auto too, is then found before anything runs where it can be); ``layout``: a
+    python model's head as chosen (:attr:`zoorank.zoo.heads.HeadSearch.key`; None for the other
+    sources, whose library decides).
     """
 
     dataset: str
     classes: tuple[str, ...] | None
     mapping: tuple[tuple[str, int], ...] | str | None = None
     required: bool = False
+    layout: str | None = None
 
     @staticmethod
     def of(dataset: str, classes: tuple[str, ...] | None,
-           mapping: Mapping[str | int, int] | str | None, required: bool) -> LabelSpace:
+           mapping: Mapping[str | int, int] | str | None, required: bool,
+           layout: str | None = None) -> LabelSpace:
         """A label space with the configured map frozen (sorted (key, output) pairs)."""
         if isinstance(mapping, Mapping):
             mapping = tuple(sorted((str(k), int(v)) for k, v in mapping.items()))
         # an empty class list says nothing: the identity, as without one
-        return LabelSpace(dataset, tuple(classes) if classes else None, mapping, required)
+        return LabelSpace(dataset, tuple(classes) if classes else None, mapping, required, layout)
 
     def fingerprint_part(self) -> dict:
         """What of the label space changes the stored logits (part of the entry fingerprint): the
-        map, ``head``, and the classes: their names where a map reads them (a configured map, or
-        WordNet ids the built-in map may use), else only their number (identity or an error)."""
+        map, ``head``, a python model's head layout, and the classes: their names where a map
+        reads them (a configured map, or WordNet ids the built-in map may use), else only their
+        number (identity or an error)."""
         classes: list[str] | int | None = None
         if self.classes is not None:
             by_name = self.mapping is not None or all(_WNID.match(c) for c in self.classes)
             classes = list(self.classes) if by_name else len(self.classes)
-        return {"classes": classes,
+        part = {"classes": classes,
                 "label_map": [list(p) for p in self.mapping] if isinstance(self.mapping, tuple)
                 else self.mapping, "head": self.required}
+        if self.layout is not None:  # absent for timm/transformers/torchscript: their old prints
+            part["layout"] = self.layout
+        return part
 
 
 def heads_wanted(spec: Any) -> bool:
     """Whether a model spec's head is looked for: ``head`` not false (torchscript: only
-    ``head: true``, its declared (features, logits) output)."""
-    return spec.head is True or (spec.head is None and spec.source != "torchscript")
+    ``head: true``, its declared (features, logits) output; ``head: NAME`` names it)."""
+    return head_required(spec) or (spec.head is None and spec.source != "torchscript")
+
+
+def head_required(spec: Any) -> bool:
+    """Whether a model spec asks for its head: ``head: true`` or ``head: NAME`` (a head that
+    does not line up is then found before anything runs where it can be)."""
+    return spec.head is True or isinstance(spec.head, str)
 
 
 @lru_cache(maxsize=1)

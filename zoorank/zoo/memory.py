@@ -12,9 +12,10 @@ from torch import nn
 
 from zoorank.store import uris
 from zoorank.zoo import specs
-from zoorank.zoo.build import python_factory, quiet_transformers, transformers_class
+from zoorank.zoo.build import quiet_transformers, transformers_class
 from zoorank.zoo.checkpoints import CheckpointError
 from zoorank.zoo.resolve import ResolvedModel
+from zoorank.zoo.specs import python_factory
 
 
 def _state_bytes(model: nn.Module) -> int:

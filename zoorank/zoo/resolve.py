@@ -42,6 +42,7 @@ from zoorank.zoo.zoofile import read_zoo_file
 
 if TYPE_CHECKING:
     from zoorank.store import Store
+    from zoorank.zoo.heads import HeadSearch
 
 _GLOB_CHARS = "*?["
 #: version of how a model is built and its weights loaded (part of every model fingerprint, in
@@ -77,6 +78,9 @@ class ResolvedModel:
     #: was read. Such a model is a failed entry of this run (see the module docstring); its
     #: ``fingerprint`` is a placeholder no embedding ever has, ``checkpoint_digest`` is None.
     unreadable: str | None = None
+    #: a python model's classifier head as found on the driver (:mod:`zoorank.zoo.heads`); None
+    #: for other sources and with heads off.
+    head_search: HeadSearch | None = None
 
     def wants(self, dataset: str) -> bool:
         """Whether this model is ranked on ``dataset``."""
@@ -275,6 +279,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         )
     directory_from_hub = directory is not None and not Path(spec.name).expanduser().is_dir()
     geometry, normalization, origin = resolve_preprocessing(spec, label, directory)
+    head_search = _head_search(spec, label)
     revision = None
     if spec.pretrained:
         digest, revision = _pretrained_digest(spec, label, digests)
@@ -307,7 +312,29 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         weights_revision=revision,
         hub_cache=str(hub.hub_cache_dir()) if spec.pretrained or directory_from_hub else None,
         unreadable=unreadable,
+        head_search=head_search,
     )
+
+
+def _head_search(spec: ModelSpec, label: str) -> HeadSearch | None:
+    """A python model's head, found on a meta-device build (:mod:`zoorank.zoo.heads`); None for
+    other sources and with heads off. ConfigError for ``head: NAME`` on another source, a name
+    that is no submodule or method, and ``head: true`` where none is found."""
+    if isinstance(spec.head, str) and spec.source != "python":
+        raise ConfigError(f"{label}: head: {spec.head!r} names a submodule, which only python "
+                          f"models take; a {spec.source} model's head is "
+                          + ("declared with head: true" if spec.source == "torchscript"
+                             else "found by its library (head: true or false)"))
+    from zoorank.zoo.label_space import heads_wanted
+
+    if spec.source != "python" or not heads_wanted(spec):
+        return None
+    from zoorank.zoo.heads import HeadNameError, meta_head_search
+
+    try:
+        return meta_head_search(spec)
+    except HeadNameError as err:
+        raise ConfigError(f"{label}: {err}") from None
 
 
 def _pretrained_digest(spec: ModelSpec, label: str, digests: DigestCache) -> tuple[str, str]:

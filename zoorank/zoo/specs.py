@@ -8,6 +8,7 @@ tied the three into an import cycle).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Mapping
@@ -22,7 +23,8 @@ from zoorank.zoo.hub import hub_cache_dir
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["hub_cache", "hub_kwargs", "image_side", "kwargs_json", "timm_meta_model", "torchscript_file"]
+__all__ = ["hub_cache", "hub_kwargs", "image_side", "kwargs_json", "python_factory",
+           "timm_meta_model", "torchscript_file"]
 
 
 def torchscript_file(spec: ModelSpec, label: str = "") -> str:
@@ -77,3 +79,22 @@ def image_side(value: Any) -> int | None:
             if key in value:
                 return int(value[key])
     return None
+
+
+def python_factory(name: str) -> Any:
+    """The object a python model's ``"package.module:attr"`` names (its factory); CheckpointError
+    when the module does not import or has no such attribute."""
+    from zoorank.zoo.checkpoints import CheckpointError
+
+    module_name, _, attr = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise CheckpointError(
+            f"python model {name!r}: cannot import {module_name!r} ({err})"
+        ) from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CheckpointError(f"python model {name!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
