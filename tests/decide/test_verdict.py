@@ -99,7 +99,13 @@ def test_the_shortlist_is_the_rule_applied_to_the_board(ranked):
     # any rank or band rule on the board's order holds a prefix of it
     assert short["models"] == order[:len(short["models"])] and short["models"]
     if short["rule"]["kind"] == "rank_fraction":
-        assert len(short["models"]) == max(1, math.ceil(len(order) * short["rule"]["fraction"]))
+        # ⌈f·n⌉ of the n models without a blocking flag, never more than half of them
+        blocking = {"non_finite", "collapsed", "dim_collapsed"}
+        ranked_flags = csv[csv["rank"].notna()]["flags"].fillna("").astype(str)
+        n = sum(not ({f.split(":")[-1] for f in fl.split(",") if f} & blocking)
+                for fl in ranked_flags)
+        cap = max(1, math.floor(short["rule"].get("max_fraction", 1.0) * n))
+        assert len(short["models"]) == min(cap, max(1, math.ceil(n * short["rule"]["fraction"])))
     assert doc["expected_regret_pp"] == short["pick_regret_pp"]
 
 
