@@ -56,7 +56,7 @@ SAMPLERS = {
 #: authors' scale, the pick by p(best | labels)), the whole pool as the budget, against random
 #: rounds with the same pick (pre-registered; benchmarks/results/coda_labels.md, sections 8, 8b):
 #: on the UvA nets 49.0 labels to a pick within 0.5 pp against 329.0 (20 seeds); on the shift
-#: benchmark's median domain (4 strong and 27 weak nets) 626.7 against 518.7 (15 seeds, not
+#: benchmark's median domain (4 strong and 27 weak nets) 610.0 against 561.0 (20 seeds, not
 #: better), its pick misled by CODA's first rounds (29.2 pp regret after 20 labels, random 6.3).
 DEFAULT_SAMPLER = "coda"
 #: the default sampler's name.
