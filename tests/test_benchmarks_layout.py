@@ -14,7 +14,7 @@ GROUPS = ("performance", "science", "zoos")
 #: the line before `import harness` (benchmarks/harness.py's docstring)
 PATH_LINE = "sys.path.insert(0, str(Path(__file__).resolve().parents[1]))"
 #: scripts being rewritten through the harness on another branch (drop a name once it has landed)
-PENDING = {"bench_coda.py", "coda_explore.py"}
+PENDING: set[str] = set()
 
 
 def _scripts() -> list[Path]:

@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["committee", "uncertainty", "random", "coda", "model_picker"],
                    help="how the images are chosen: an embedding zoo by committee, uncertainty "
                         "(default) or random; a classifier zoo (heads kept) by coda (default), "
-                        "uncertainty, model_picker or random (CODA's P(best) picks either way)")
+                        "uncertainty, model_picker or random (the heads' accuracy on the labels "
+                        "picks either way)")
 
     p = _subparser(sub, "label", help="merge labels back (a filled CSV or a Label Studio export)")
     _add_config(p)

@@ -140,4 +140,9 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
         context.labels_merged()
     if rank and merged.added:
         run_rank(config, show=False, check=False, context=context)
+        # RANK (re)writes decision.json: the few-label pick goes back in, after it
+        from zoorank.decide.verdict import update_few_label
+
+        merged.recorded = update_few_label(context.store, merged.dataset,
+                                           merged.few_label) is not None
     return merged

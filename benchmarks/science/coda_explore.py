@@ -9,15 +9,15 @@ after 10, 25, 50 and 100 labels. Then the development criterion: the mean over t
 domains of each candidate's mean labels, the lowest winning (ties within 0.05 labels: the
 smaller ε)::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 20 \\
+    PYTHONPATH=. .venv/bin/python benchmarks/science/coda_explore.py --seeds 20 \\
         --domains impulse_noise-s1 pixelate-s1 --criterion
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 60 \\
+    PYTHONPATH=. .venv/bin/python benchmarks/science/coda_explore.py --seeds 60 \\
         --domains motion_blur-s1
 
 Section 6b's second look (``CODA ε=0``: plain CODA with independent per-seed candidate streams,
 against random; the verdict at ``--bound`` standard errors)::
 
-    PYTHONPATH=.:benchmarks .venv/bin/python benchmarks/coda_explore.py --seeds 120 \\
+    PYTHONPATH=. .venv/bin/python benchmarks/science/coda_explore.py --seeds 120 \\
         --domains motion_blur-s1 --verdict "CODA ε=0" --bound 2.59
 """
 
@@ -25,10 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+import harness
 import numpy as np
 from shift_benchmark import CACHE, RANDOM_CODA, labels_to_within, paired, regret_after, top1
+
+TITLE = "CODA on the shift benchmark: labels to a near-best pick from the cached traces"
 
 #: the candidates of the protocol, by ε (ε = 1: random draws with CODA's pick).
 CANDIDATES = {0.0: "CODA", 0.25: "CODA ε=0.25", 0.5: "CODA ε=0.5", 1.0: RANDOM_CODA}
@@ -63,9 +68,10 @@ def domain_table(folder: Path, domain: str, args: argparse.Namespace) -> tuple[s
         tr = traces(folder, domain, m, args.tag, args.seeds, args.first_seed)
         if tr is not None:
             need[m] = (np.minimum([labels_to_within(t, truth, args.epsilon) for t in tr], cap), tr)
-    rows = ["| method | labels to ≤ 0.5 pp: mean | median | reached | random − method (paired ± SE) "
-            "| method − CODA (paired ± SE) | " + " | ".join(f"regret @{n}" for n in REGRET_AT) + " |",
-            "|" + "---|" * (6 + len(REGRET_AT))]
+    head = ["method", "labels to ≤ 0.5 pp: mean", "median", "reached",
+            "random − method (paired ± SE)", "method − CODA (paired ± SE)",
+            *(f"regret @{n}" for n in REGRET_AT)]
+    rows = []
     means = {}
     for m, (v, tr) in need.items():
         means[m] = float(v.mean())
@@ -75,17 +81,19 @@ def domain_table(folder: Path, domain: str, args: argparse.Namespace) -> tuple[s
         shown = f">{args.max_labels}" if med > args.max_labels else f"{med:g}"
         reg = [np.nanmean([regret_after(t, truth, n) for t in tr]) for n in REGRET_AT]
         reached = f"{int((v <= args.max_labels).sum())}/{len(v)}"
-        rows.append(f"| {m} | {v.mean():.1f} | {shown} | {reached} | {d_rand} | {d_coda} | "
-                    + " | ".join(f"{r:.2f}" for r in reg) + " |")
+        rows.append([m, f"{v.mean():.1f}", shown, reached, d_rand, d_coda,
+                     *(f"{r:.2f}" for r in reg)])
+    lines = [harness.table(head, rows, "l" * len(head))]
     best = float(truth.max())
     if args.verdict:
         mean, se, _ = paired(need[args.verdict][0], need["random"][0], cap)
         z = mean / se
-        rows += ["", f"random − {args.verdict}: {mean:+.2f} ± {se:.2f} labels, z = {z:.2f} "
-                 f"(bound {args.bound:g}): {'met' if mean > 0 and z >= args.bound else 'not met'}"]
-    head = (f"**{domain}** (seeds {args.first_seed}–{args.seeds - 1}; best model {100 * best:.1f}%, "
-            f"runner-up {100 * np.sort(truth)[-2]:.1f}%; censored = {cap})")
-    return head + "\n\n" + "\n".join(rows), means
+        lines += ["", f"random − {args.verdict}: {mean:+.2f} ± {se:.2f} labels, z = {z:.2f} "
+                  f"(bound {args.bound:g}): {'met' if mean > 0 and z >= args.bound else 'not met'}"]
+    title = (f"**{domain}** (seeds {args.first_seed}–{args.seeds - 1}; best model "
+             f"{100 * best:.1f}%, "
+             f"runner-up {100 * np.sort(truth)[-2]:.1f}%; censored = {cap})")
+    return title + "\n\n" + "\n".join(lines), means
 
 
 def main() -> None:
@@ -100,25 +108,32 @@ def main() -> None:
     p.add_argument("--first-seed", type=int, default=0, help="read seeds first-seed .. seeds − 1")
     p.add_argument("--verdict", help="a method: its paired difference from random in SEs")
     p.add_argument("--bound", type=float, default=2.0, help="SEs the verdict needs")
+    p.add_argument("--markdown", type=Path, help="also write the printed tables here, under the "
+                   "harness header (default: print only; results/coda_labels.md holds the "
+                   "hand-written reading)")
     args = p.parse_args()
+    report = harness.Report()
     all_means = {}
     for dom in args.domains:
         text, means = domain_table(args.folder, dom, args)
         all_means[dom] = means
-        print(text + "\n")
+        report.say(text + "\n")
     if args.criterion:
         score = {eps: float(np.mean([all_means[d][m] for d in args.domains]))
                  for eps, m in CANDIDATES.items() if all(m in all_means[d] for d in args.domains)}
         low = min(score.values())
         winner = min(eps for eps, v in score.items() if v <= low + 0.05)
-        print("| candidate | " + " | ".join(args.domains) + " | mean (criterion) |")
-        print("|" + "---|" * (len(args.domains) + 2))
+        rows = []
         for eps, v in score.items():
             m = CANDIDATES[eps]
-            cells = " | ".join(f"{all_means[d][m]:.1f}" for d in args.domains)
-            print(f"| {m} (ε = {eps:g}) | {cells} | {'**' if eps == winner else ''}{v:.2f}"
-                  f"{'**' if eps == winner else ''} |")
-        print(f"\nwinner: ε = {winner:g} ({CANDIDATES[winner]})")
+            mark = "**" if eps == winner else ""
+            rows.append([f"{m} (ε = {eps:g})", *(f"{all_means[d][m]:.1f}" for d in args.domains),
+                         f"{mark}{v:.2f}{mark}"])
+        report.say(harness.table(["candidate", *args.domains, "mean (criterion)"], rows,
+                                 "l" * (len(args.domains) + 2)))
+        report.say(f"\nwinner: ε = {winner:g} ({CANDIDATES[winner]})")
+    if args.markdown:
+        report.write(args.markdown, TITLE)
 
 
 if __name__ == "__main__":

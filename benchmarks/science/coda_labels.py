@@ -40,8 +40,9 @@ import numpy as np
 
 from zoorank.metrics import coda, coda_weighted
 from zoorank.metrics import model_selection as ms
+from zoorank.metrics.label_posterior import labelled_p_best
 
-TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick (issue 31, item 4)"
+TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick"
 METHODS = ("coda", "coda_ask_count_pick", "random", "random_coda_pick", "uncertainty", "model_picker")
 REGRET_AT = (0, 5, 10, 25, 50, 100, 200)
 
@@ -132,17 +133,22 @@ def digits_domains(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, list[
 
 #: candidate images CODA scores per step (a seeded subsample beyond it; from the command line).
 CANDIDATES = [ms.MAX_CANDIDATES]
-#: CODA's (strength, temperature) in this process (set from the command line).
-CODA = {"strength": coda.STRENGTH, "temperature": coda.TEMPERATURE}
-#: every method as (sampler, pick rule). Pick rules: ``posterior``, CODA's P(best) argmax (its
-#: prior and labels, whatever asked for them); ``count``, the model right most often on the labels
-#: so far (the random baseline of the CODA paper's code, ``coda/baselines/iid.py``). Crossing the
-#: two separates what CODA's acquisition buys from what its P(best) buys.
+#: CODA's settings in this process: the module's defaults (the authors'), or one ``--coda``.
+CODA = {"strength": coda.STRENGTH, "scale": coda.SCALE, "label_weight": coda.LABEL_WEIGHT}
+#: every method as (sampler, pick rule). Pick rules: ``posterior``, CODA's class-mix score argmax
+#: (its prior and labels, whatever asked for them; what the paper calls P(best)); ``count``, the
+#: model right most often on the labels so far (the random baseline of the CODA paper's code,
+#: ``coda/baselines/iid.py``); ``labels``, the argmax of p(best | labels), the posterior of the
+#: models' top-1 correctness on the labels (:func:`labelled_p_best`, the pool as the population;
+#: ``zoorank ask``'s pick on a classifier zoo). Crossing them separates what CODA's acquisition
+#: buys from what each pick buys.
 SPECS = {
     "coda": ("coda", "posterior"),
     "coda_ask_count_pick": ("coda", "count"),
+    "coda_labels_pick": ("coda", "labels"),
     "random": ("random", "count"),
     "random_coda_pick": ("random", "posterior"),
+    "random_labels_pick": ("random", "labels"),
     "uncertainty": ("uncertainty", "count"),
     "uncertainty_coda_pick": ("uncertainty", "posterior"),
     "model_picker": ("model_picker", "count"),
@@ -152,37 +158,68 @@ SPECS = {
 }
 #: the bias-corrected CODA's ε (:func:`coda_weighted.coda_sample_next`; from the command line).
 EPSILON = [0.5]
+#: labels a round asks (from the command line): 1, one image at a time (the paper's loop); k > 1,
+#: ``zoorank ask``'s path: CODA asks k images per call (its greedy batch, each call's candidate
+#: subsample seeded 1000 · seed + labels so far), and every pick is made after a round comes
+#: back and held until the next.
+ROUND = [1]
+
+
+def labels_pick(votes: np.ndarray, at: np.ndarray, y: np.ndarray, n: int, seed: int) -> int:
+    """The argmax of p(best | labels) (:func:`labelled_p_best` of the top-1 correctness on the
+    labelled images, a pool of ``n``); exact ties and no label: a seeded uniform choice, as
+    :func:`ms.empirical_best`."""
+    if not len(at):
+        return int(np.random.default_rng(seed).choice(len(votes)))
+    p = labelled_p_best((votes[:, at] == y[None, :]).T.astype(np.float64), seed=seed,
+                        population=n)
+    return int(np.random.default_rng(seed).choice(np.flatnonzero(p == p.max())))
 
 
 def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: int,
                 coda_args: dict | None = None) -> dict[str, np.ndarray]:
-    """The picks (model index) after 0..budget labels asked by ``sampler``, under both pick
-    rules: ``{"posterior": ..., "count": ...}``. The posterior is CODA's with ``coda_args``."""
+    """The picks (model index) after 0..budget labels asked by ``sampler``, under every pick
+    rule: ``{"posterior": ..., "count": ..., "labels": ...}``. The posterior is CODA's with
+    ``coda_args``. In rounds (:data:`ROUND`), a pick is made when a round comes back and held."""
     n = P.shape[1]
     rng = np.random.default_rng(seed)
     labelled: list[int] = []
     drawn_q: list[float] = []
-    picks: dict[str, list[int]] = {"posterior": [], "count": []}
+    picks: dict[str, list[int]] = {"posterior": [], "count": [], "labels": []}
     settings = {**CODA, **(coda_args or {})}
-    lookahead = settings.pop("lookahead", 1.0)
+    lookahead = settings.pop("lookahead", coda.LOOKAHEAD)
     epsilon = settings.pop("epsilon", EPSILON[0])
     explore = settings.pop("explore", 0.0)
     prior = coda.coda_prior(P, **settings)
+    votes = prior.votes
+    size = ROUND[0]
     order = None
+    queue: list[int] = []
     if sampler == "random":
         order = rng.permutation(n)
     elif sampler == "uncertainty":
         order = np.lexsort((rng.permutation(n), -ms.uncertainty_scores(P)))
     for t in range(budget + 1):
         at = np.asarray(labelled, dtype=np.int64)
-        weights = coda_weighted.importance_weights(drawn_q, n) if sampler == "coda_is" else None
-        picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at],
-                                                                 weights=weights)[0])))
-        picks["count"].append(ms.empirical_best(P, at, y[at], seed=seed))
+        if t % size and t < budget:  # within a round: the last round's picks hold
+            for rule in picks:
+                picks[rule].append(picks[rule][-1])
+        else:
+            weights = coda_weighted.importance_weights(drawn_q, n) if sampler == "coda_is" else None
+            picks["posterior"].append(int(np.argmax(coda.coda_belief(prior, at, y[at],
+                                                                     weights=weights)[0])))
+            picks["count"].append(ms.empirical_best(P, at, y[at], seed=seed))
+            picks["labels"].append(labels_pick(votes, at, y[at], n, seed))
         if t == budget:
             break
         if order is not None:
             nxt = int(order[t])
+        elif sampler == "coda" and size > 1:
+            if not queue:
+                queue = coda.coda_next(P, at, y[at], k=min(size, budget - t),
+                                       seed=1000 * seed + t, prior=prior,
+                                       max_candidates=CANDIDATES[0], lookahead=lookahead).tolist()
+            nxt = int(queue.pop(0))
         elif sampler == "coda":
             nxt = int(coda.coda_next(P, at, y[at], k=1, seed=seed + t, prior=prior,
                                      max_candidates=CANDIDATES[0], lookahead=lookahead)[0])
@@ -204,8 +241,9 @@ def run_sampler(sampler: str, P: np.ndarray, y: np.ndarray, budget: int, seed: i
 def one_seed(args: tuple) -> dict[str, tuple[np.ndarray, float]]:
     """Every method on one seed's pool: method → (regret curve in pp, seconds). Methods sharing
     a sampler (and CODA settings) share its run; its seconds go to each of them."""
-    P_all, y_all, pool_size, budget, seed, methods, coda_args, candidates = args
+    P_all, y_all, pool_size, budget, seed, methods, coda_args, candidates, size = args
     CANDIDATES[0] = candidates
+    ROUND[0] = size
     rng = np.random.default_rng(1000 + seed)
     pool = np.sort(rng.choice(P_all.shape[1], size=min(pool_size, P_all.shape[1]), replace=False))
     P, y = P_all[:, pool], y_all[pool]
@@ -270,8 +308,11 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=ms.MAX_CANDIDATES,
                    help="images CODA scores per step (a seeded subsample beyond it)")
     p.add_argument("--coda", nargs="*", default=[],
-                   help="extra CODA settings 'STRENGTH,TEMPERATURE[,LOOKAHEAD]' run beside the "
-                   "default (LOOKAHEAD: the EIG's hypothetical label weight, default 1)")
+                   help="extra CODA settings 'SCALE,STRENGTH,LABEL_WEIGHT[,LOOKAHEAD]' run beside "
+                   "the default (the authors' 2,0.1,0.01,1; zoorank's earlier temperature T with "
+                   "look-ahead 1 is '1/T,0.1,1,1')")
+    p.add_argument("--round", type=int, default=1,
+                   help="labels a round asks (1: one at a time; >1: zoorank ask's rounds)")
     p.add_argument("--epsilon", nargs="*", type=float, default=[],
                    help="bias-corrected CODA (importance-weighted, q = (1 − ε) EIG / ΣEIG + ε / F) "
                    "at each ε given, beside the methods named")
@@ -287,10 +328,11 @@ def main() -> None:
     methods = {m: SPECS[m] for m in args.methods}
     coda_args: dict[str, dict] = {}
     for spec in args.coda:
-        a, t, *w = (float(v) for v in spec.split(","))
-        name = f"coda α={a:g} T={t:g}" + (f" lookahead={w[0]:g}" if w else "")
+        sc, a, eta, *w = (float(v) for v in spec.split(","))
+        name = f"coda s={sc:g} α={a:g} η={eta:g}" + (f" w={w[0]:g}" if w else "")
         methods[name] = ("coda", "posterior")
-        coda_args[name] = {"strength": a, "temperature": t, **({"lookahead": w[0]} if w else {})}
+        coda_args[name] = {"scale": sc, "strength": a, "label_weight": eta,
+                           **({"lookahead": w[0]} if w else {})}
     for e in args.epsilon:
         name = f"coda_is ε={e:g}"
         methods[name] = ("coda_is", "posterior")
@@ -315,7 +357,8 @@ def main() -> None:
         to_good = {m: [] for m in methods}
         curves = {m: [] for m in methods}
         seconds = {m: 0.0 for m in methods}
-        tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args, args.candidates)
+        tasks = [(P_all, y_all, args.pool, args.budget, seed, methods, coda_args, args.candidates,
+                  args.round)
                  for seed in range(args.first_seed, args.first_seed + args.seeds)]
         with multiprocessing.get_context("spawn").Pool(args.jobs) as workers:
             for result in workers.imap(one_seed, tasks):

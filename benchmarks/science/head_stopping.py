@@ -1,17 +1,21 @@
-"""The stopping rule of ``zoorank ask`` on classifier zoos, measured as the product asks (issue 31, item 4).
+"""The stopping rule of ``zoorank ask`` on classifier zoos, measured as the product asks.
 
 Each run simulates ``zoorank ask`` / ``zoorank label`` on one pool of cached prediction matrices:
 rounds of ``--round`` labels chosen by CODA exactly as ``zoorank.labels.head_predictions.coda_batch``
 calls it (``coda_next(P, labelled, labels, excluded, k, seed=seed + round)``: the product's candidates
 and grid; the prior built once, as ``coda_next`` would), hidden labels revealed as asked, up to
-``--budget`` labels. After every round the pick is the product's, the argmax of CODA's P(best)
-(``coda_belief``), and three stopping rules are evaluated on that leader:
+``--budget`` labels. After every round the pick is the product's, the argmax of p(best | labels)
+(``labelled_p_best`` of the heads' top-1 correctness on the labelled images, the pool as the
+population), and three stopping rules are evaluated:
 
-* ``a``: today's rule, CODA's P(best)[leader] ≥ ``--target``;
-* ``b``: issue 30's calibrated posterior of the models' paired accuracies from the heads' top-1
-  correctness on the labelled images, widened for the repeated looks:
-  ``labelled_p_best(correct, population=pool, widen=STOP_WIDENING)[leader]`` ≥ target;
+* ``a``: CODA's class-mix score of CODA's own leader ≥ ``--target`` (the rule and the pick before
+  2026-11-29; a diagnostic, its rightness that of CODA's leader);
+* ``b``: the product's rule, the calibrated posterior widened for the repeated looks:
+  ``labelled_p_best(correct, population=pool, widen=STOP_WIDENING)[pick]`` ≥ target;
 * ``c``: the same unwidened (``widen=1``), a diagnostic.
+
+(``benchmarks/results/head_stopping.md`` was measured before that change, with CODA's earlier
+scale and every rule read at CODA's leader.)
 
 A rule *stops* a run at the first round whose value clears the target; the stop is *right* when the
 leader's top-1 accuracy on the pool is within 0.5 pp (``TIE_TOLERANCE``) of the pool's best. The
@@ -53,11 +57,11 @@ from zoorank.labels.stopping import TARGET
 from zoorank.metrics import coda
 from zoorank.metrics.label_posterior import STOP_WIDENING, TIE_TOLERANCE, labelled_p_best_widened
 
-TITLE = "The stopping rule of `zoorank ask` on classifier zoos, with CODA asking (issue 31, item 4)"
+TITLE = "The stopping rule of `zoorank ask` on classifier zoos, with CODA asking"
 RULES = {
-    "a": "CODA's P(best)[leader] (today)",
-    "b": f"labelled_p_best widened {STOP_WIDENING:g} [leader]",
-    "c": "labelled_p_best unwidened [leader] (diagnostic)",
+    "a": "CODA's class-mix score [CODA's leader] (diagnostic)",
+    "b": f"labelled_p_best widened {STOP_WIDENING:g} [pick] (the product)",
+    "c": "labelled_p_best unwidened [pick] (diagnostic)",
 }
 SHIFT_DOMAINS = ("motion_blur-s1", "impulse_noise-s1", "pixelate-s1", "clean", "gaussian_noise-s1")
 BINS = np.linspace(0.0, 1.0, 11)
@@ -88,15 +92,17 @@ def simulate(P: np.ndarray, y: np.ndarray, seed: int, round_size: int, budget: i
         mask[batch] = True
         at = np.flatnonzero(mask)
         p_coda, _ = coda.coda_belief(prior, at, y[at])
-        leader = int(np.argmax(p_coda))
+        coda_leader = int(np.argmax(p_coda))
         correct = (votes[:, at] == y[at][None, :]).T.astype(np.float64)
         unwidened, widened = labelled_p_best_widened(correct, (1.0, STOP_WIDENING), seed=seed,
                                                      population=n)
+        leader = int(np.argmax(unwidened))
         regret = float(acc.max() - acc[leader])
         rounds.append({"labels": len(at), "leader": leader, "regret_pp": 100 * regret,
                        "right": bool(regret <= TIE_TOLERANCE + 1e-12),
-                       "labelled_leader": int(np.argmax(unwidened)),
-                       "a": float(p_coda[leader]), "b": float(widened[leader]),
+                       "coda_leader": coda_leader,
+                       "coda_right": bool(acc.max() - acc[coda_leader] <= TIE_TOLERANCE + 1e-12),
+                       "a": float(p_coda[coda_leader]), "b": float(widened[leader]),
                        "c": float(unwidened[leader])})
     return rounds
 
@@ -116,8 +122,12 @@ def one_run(task: tuple) -> dict:
 
 
 def stop_of(run: dict, rule: str, target: float) -> dict | None:
-    """The round at which ``rule`` stops ``run`` (None: not within the budget)."""
-    return next((r for r in run["rounds"] if r[rule] >= target), None)
+    """The round at which ``rule`` stops ``run`` (None: not within the budget), its ``right``
+    that of the leader the rule reads (CODA's for ``a``)."""
+    stop = next((r for r in run["rounds"] if r[rule] >= target), None)
+    if stop is not None and rule == "a":
+        stop = {**stop, "right": stop["coda_right"]}
+    return stop
 
 
 def stop_rows(runs: list[dict], target: float) -> tuple[list[list[str]], dict]:
@@ -144,7 +154,8 @@ def reliability(runs: list[dict], rule: str) -> tuple[list[list[str]], float, in
     """Every (run, round) leader's value under ``rule`` in 10 equal bins against the share of
     those rounds whose leader is right; ECE = Σ (count / total) |mean value − share right|."""
     p = np.array([x[rule] for r in runs for x in r["rounds"]])
-    ok = np.array([x["right"] for r in runs for x in r["rounds"]], dtype=np.float64)
+    key = "coda_right" if rule == "a" else "right"
+    ok = np.array([x[key] for r in runs for x in r["rounds"]], dtype=np.float64)
     which = np.clip(np.digitize(p, BINS[1:-1]), 0, len(BINS) - 2)
     rows, ece = [], 0.0
     for b in range(len(BINS) - 1):
@@ -178,9 +189,9 @@ def report(runs: list[dict], target: float, markdown: Path | None) -> None:
     out.say(harness.table(["zoo", "rule", "stops", "right", "share right", "labels at stop",
                            "regret at stop (pp)", "value at the budget"], rows))
     out.say("\n## Reliability of the leader's value (every run, every round)\n")
-    out.say("Each round's leader (CODA's argmax) with its value under the rule, binned; *share "
-            "right*: those rounds whose leader is within 0.5 pp of the best. Rounds of one run are "
-            "correlated.\n")
+    out.say("Each round's pick (CODA's leader for `a`) with its value under the rule, binned; "
+            "*share right*: those rounds whose leader is within 0.5 pp of the best. Rounds of one "
+            "run are correlated.\n")
     for rule in RULES:
         rows_r, ece, count = reliability(runs, rule)
         out.say(f"#### rule {rule}: {RULES[rule]}, all zoos (ECE {ece:.3f} over {count} rounds)\n")
@@ -193,8 +204,8 @@ def report(runs: list[dict], target: float, markdown: Path | None) -> None:
                       for ok in [[x["right"] for r in runs if r["zoo"] == z for x in r["rounds"]
                                   if x["labels"] == c]])] for z in zoos]
     out.say(harness.table(["zoo", *map(str, counts)], right_at))
-    agree = np.mean([x["labelled_leader"] == x["leader"] for r in runs for x in r["rounds"]])
-    out.say(f"\nRounds where labelled_p_best's own argmax is CODA's leader: {agree:.2f}.")
+    agree = np.mean([x["coda_leader"] == x["leader"] for r in runs for x in r["rounds"]])
+    out.say(f"\nRounds where CODA's class-mix leader is the pick: {agree:.2f}.")
     out.say("\n## Pooled (for the decision)\n")
     for rule, (n_runs, stops, right) in pooled.items():
         out.say(f"rule {rule}: {stops} stops of {n_runs} runs, {right} right"

@@ -28,7 +28,7 @@ def _zoo(accuracies, n: int = 400, k: int = 5, seed: int = 0):
 
 def test_p_best_concentrates_on_the_model_that_is_always_right():
     P, y = _zoo([1.0, 0.75, 0.7, 0.7], seed=1)
-    prior = coda.coda_prior(P, temperature=1.0)
+    prior = coda.coda_prior(P, scale=1.0, label_weight=1.0)
     labelled: list[int] = []
     for step in range(40):
         i = int(coda.coda_next(P, labelled, y[labelled], k=1, seed=step, prior=prior)[0])
@@ -119,12 +119,12 @@ def test_coda_prior_hand_case():
     # two models, three images, two classes; consensus top-1: image 0 → 0, 1 → 0, 2 → 1
     P = np.array([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]],
                   [[0.7, 0.3], [0.5, 0.5], [0.4, 0.6]]])
-    prior = coda.coda_prior(P, strength=0.5, temperature=0.25)
+    prior = coda.coda_prior(P, strength=0.5, scale=4.0)
     # model 0: row 0 = mean of (0.9, 0.1), (0.6, 0.4) = (0.75, 0.25); row 1 = (0.2, 0.8)
     # model 1: row 0 = mean of (0.7, 0.3), (0.5, 0.5) = (0.6, 0.4); row 1 = (0.4, 0.6);
     # β = [[1, 1], [1, 1]] for K = 2
     m_hat = np.array([[[0.75, 0.25], [0.2, 0.8]], [[0.6, 0.4], [0.4, 0.6]]])
-    np.testing.assert_allclose(prior.alpha, (1.0 + 0.5 * m_hat) / 0.25)
+    np.testing.assert_allclose(prior.alpha, 4.0 * (1.0 + 0.5 * m_hat))
     np.testing.assert_allclose(coda.diagonal_base(3), [[1, .5, .5], [.5, 1, .5], [.5, .5, 1]])
     q = _loop_class_posterior(prior.alpha, P)
     got, pi = coda.coda_class_posterior(prior.alpha, P)
@@ -133,10 +133,66 @@ def test_coda_prior_hand_case():
     np.testing.assert_allclose(prior.class_prior, pi, atol=1e-12)
 
 
+def test_coda_defaults_are_the_authors_dirichlet_scale_on_a_hand_fixture():
+    # the authors' code (github.com/justinkay/coda, main.py defaults multiplier 2, alpha 0.9,
+    # learning_rate 0.01): prior 2 · (β + 0.1 · M̂), each label adding 0.01 at (true class, the
+    # model's vote), the EIG's hypothetical label adding 1.0. Two models, three images, K = 3
+    # (β: 1 on the diagonal, 1/2 off it). Consensus: image 0 (0.6, 0.3, 0.1) → class 0,
+    # image 1 (0.2, 0.45, 0.35) → 1, image 2 (0.15, 0.15, 0.7) → 2, so M̂'s row c is the
+    # model's probabilities on image c.
+    P = np.array([[[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]],
+                  [[0.5, 0.4, 0.1], [0.3, 0.3, 0.4], [0.1, 0.1, 0.8]]])
+    prior = coda.coda_prior(P)
+    # e.g. model 0, row 0: 2 · (1 + 0.1 · 0.7, 0.5 + 0.1 · 0.2, 0.5 + 0.1 · 0.1)
+    expected = np.array([[[2.14, 1.04, 1.02], [1.02, 2.12, 1.06], [1.04, 1.04, 2.12]],
+                         [[2.10, 1.08, 1.02], [1.06, 2.06, 1.08], [1.02, 1.02, 2.16]]])
+    np.testing.assert_allclose(prior.alpha, expected, rtol=0, atol=1e-12)
+    # image 1 labelled 2 (votes: model 0 → 1, model 1 → 2), image 0 labelled 0 (both vote 0)
+    alpha = coda.coda_posterior(prior, [1, 0], [2, 0])
+    expected[0, 2, 1] = 1.05
+    expected[1, 2, 2] = 2.17
+    expected[0, 0, 0] = 2.15
+    expected[1, 0, 0] = 2.11
+    np.testing.assert_allclose(alpha, expected, rtol=0, atol=1e-12)
+    # the class-mix score reads the Beta of each diagonal: model 1 on class 2 is
+    # Beta(2.17, 1.02 + 1.02); the score's per-class answers equal p_best_from_beta of them
+    a = np.array([[2.15, 2.11], [2.12, 2.06], [2.12, 2.17]])
+    b = np.array([[1.04 + 1.02, 1.08 + 1.02], [1.02 + 1.06, 1.06 + 1.08],
+                  [1.04 + 1.05, 1.02 + 1.02]])
+    np.testing.assert_allclose(coda.coda_row_p_best(alpha), coda.p_best_from_beta(a, b),
+                               rtol=0, atol=1e-12)
+    # the EIG's look-ahead: a hypothetical label of class c on image 2 adds 1.0 (not 0.01) to
+    # row c of each model at its vote (model 0 → 2, model 1 → 2)
+    q, pi = coda.coda_class_posterior(alpha, P)
+    gain = coda.coda_eig(alpha, pi, prior.votes, [2], q[[2]], grid=4096)
+    h_after = 0.0
+    for c in range(3):
+        after = alpha.copy()
+        after[:, c, 2] += 1.0
+        h_after += q[2, c] * ms.entropy(coda.coda_p_best(after, pi, grid=4096))
+    # image 2 is one every model agrees on: no candidate (the authors' filter), gain 0
+    assert gain[0] == 0.0 and h_after > 0
+    P2 = P.copy()
+    P2[1, 2] = [0.1, 0.5, 0.4]  # now model 1 votes 1 on image 2: the models disagree
+    prior2 = coda.coda_prior(P2)
+    alpha2 = coda.coda_posterior(prior2, [1, 0], [2, 0])
+    q2, pi2 = coda.coda_class_posterior(alpha2, P2)
+    h_now = ms.entropy(coda.coda_p_best(alpha2, pi2, grid=4096))
+    h_after = 0.0
+    for c in range(3):
+        after = alpha2.copy()
+        after[0, c, 2] += 1.0
+        after[1, c, 1] += 1.0
+        h_after += q2[2, c] * ms.entropy(coda.coda_p_best(after, pi2, grid=4096))
+    got = coda.coda_eig(alpha2, pi2, prior2.votes, [2], q2[[2]], grid=4096)
+    assert got[0] == pytest.approx(max(h_now - h_after, 0.0), abs=1e-4) and got[0] > 0
+    assert (coda.SCALE, coda.STRENGTH, coda.LABEL_WEIGHT, coda.LOOKAHEAD) == (2.0, 0.1, 0.01, 1.0)
+
+
 def test_eig_is_zero_on_an_image_every_model_agrees_on():
     P, y = _zoo([0.9, 0.8, 0.7], n=200, seed=3)
     votes = P.argmax(axis=2)
-    prior = coda.coda_prior(P, temperature=1.0)
+    prior = coda.coda_prior(P, scale=1.0, label_weight=1.0)
     unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))
     split = np.flatnonzero(~(votes == votes[:1]).all(axis=0))
     assert len(unanimous) and len(split)
@@ -151,7 +207,7 @@ def test_eig_is_zero_on_an_image_every_model_agrees_on():
 @pytest.mark.parametrize("lookahead", [1.0, 10.0])
 def test_eig_equals_a_brute_force_over_hypothetical_labels(lookahead):
     P, y = _zoo([0.9, 0.8, 0.7, 0.6], n=120, k=4, seed=4)
-    prior = coda.coda_prior(P, temperature=0.5)
+    prior = coda.coda_prior(P, scale=2.0, label_weight=1.0)
     alpha = coda.coda_posterior(prior, [0, 1, 2, 3, 4], y[:5])
     q = _loop_class_posterior(alpha, P)
     pi = q.mean(axis=0)
@@ -181,7 +237,7 @@ def test_coda_p_best_matches_monte_carlo_over_the_dirichlet_posteriors():
     # P(best) = Σ_c π_c P(m has the largest θ_m[c, c]), the diagonal drawn from each row's
     # Dirichlet
     P, y = _zoo([0.85, 0.8, 0.75], n=300, seed=5)
-    prior = coda.coda_prior(P, temperature=1.0)
+    prior = coda.coda_prior(P, scale=1.0, label_weight=1.0)
     alpha = coda.coda_posterior(prior, np.arange(40), y[:40])
     pi = np.array([0.1, 0.3, 0.2, 0.25, 0.15])
     p = coda.coda_p_best(alpha, pi)
@@ -231,17 +287,6 @@ def test_bad_predictions_name_the_problem():
         ms.dawid_skene(np.ones((1, 2, 2)), [0], [5])
 
 
-def test_change_probability_is_zero_when_the_batch_cannot_move_a_settled_leader():
-    P, y = _zoo([1.0, 0.6, 0.55], n=300, seed=7)
-    prior = coda.coda_prior(P)
-    votes = P.argmax(axis=2)
-    unanimous = np.flatnonzero((votes == votes[:1]).all(axis=0))[:5]
-    labelled = np.arange(100, 200)
-    # after 100 labels the always-right model leads; 5 labels can never undo a 30-label margin
-    assert coda.coda_change_probability(prior, labelled, y[labelled], unanimous) == 0.0
-    assert math.isnan(coda.coda_change_probability(prior, labelled, y[labelled], []))
-
-
 def test_lure_weights_are_unbiased_over_every_draw_sequence():
     # pool of 5, 3 labels drawn without replacement from q ∝ (1 − ε) s + ε / F over the free
     # images; exact expectation of Σ v_l f(i_l) / L over all 60 ordered sequences = mean of f
@@ -275,13 +320,13 @@ def test_lure_weights_are_unbiased_over_every_draw_sequence():
 
 def test_weighted_update_matches_a_loop_and_unit_weights_match_plain_counts():
     P, y = _zoo([0.9, 0.7, 0.6], n=40, k=4, seed=8)
-    prior = coda.coda_prior(P, temperature=0.5)
+    prior = coda.coda_prior(P)  # each label counts η = 0.01 times its weight
     at = [3, 7, 7 + 1, 20, 31]
     w = [0.5, 2.0, 1.25, 0.0, 3.0]
     expected = prior.alpha.copy()
     for i, wi in zip(at, w):
         for m in range(3):
-            expected[m, y[i], int(np.argmax(P[m, i]))] += wi
+            expected[m, y[i], int(np.argmax(P[m, i]))] += 0.01 * wi
     np.testing.assert_allclose(coda.coda_posterior(prior, at, y[at], w), expected, atol=1e-12)
     np.testing.assert_array_equal(coda.coda_posterior(prior, at, y[at], np.ones(5)),
                                   coda.coda_posterior(prior, at, y[at]))
@@ -418,9 +463,10 @@ def _reference_prior(P) -> coda.CodaPrior:
         np.add.at(conf[j], pseudo, again[j])
     sums = conf.sum(axis=2, keepdims=True)
     conf /= np.where(sums > 0, sums, 1.0)
-    alpha = (coda.diagonal_base(k)[None] + coda.STRENGTH * conf) / coda.TEMPERATURE
+    alpha = coda.SCALE * (coda.diagonal_base(k)[None] + coda.STRENGTH * conf)
     q = np.einsum("mcs,mns->nc", alpha, P)
-    return coda.CodaPrior(alpha, P, P.argmax(axis=2), (q / q.sum(axis=1, keepdims=True)).mean(axis=0))
+    return coda.CodaPrior(alpha, P, P.argmax(axis=2), (q / q.sum(axis=1, keepdims=True)).mean(axis=0),
+                          coda.LABEL_WEIGHT)
 
 
 def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore):
@@ -447,7 +493,7 @@ def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore)
             i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
         picks.append(i)
         mask[i] = True
-        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += 1.0
+        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += coda.LABEL_WEIGHT
     return np.sort(picks)
 
 

@@ -5,6 +5,8 @@ stopping rule says when there are enough.
 Modules: :mod:`~zoorank.labels.pool` (a dataset's embeddings and known labels),
 :mod:`~zoorank.labels.ask` (a round's files), :mod:`~zoorank.labels.table` (reading, checking and
 merging label files), :mod:`~zoorank.labels.merge` (``zoorank label``),
-:mod:`~zoorank.labels.stopping` (the stopping rule as data). The maths is
-:mod:`zoorank.metrics.active`.
+:mod:`~zoorank.labels.stopping` (the stopping rule as data, the few-label pick),
+:mod:`~zoorank.labels.head_predictions` (classifier zoos). The maths is
+:mod:`zoorank.metrics.active` (embedding zoos), :mod:`zoorank.metrics.coda` (which images a
+classifier zoo asks) and :mod:`zoorank.metrics.label_posterior` (p(best | labels), the pick).
 """

@@ -15,7 +15,9 @@ nor one asked in another round, answered or not (an image someone skipped is lik
 asking it again would stall the rounds). Choice: ``--sampler`` (default
 :data:`zoorank.labels.stopping.DEFAULT_SAMPLER`; :func:`zoorank.labels.stopping.embedding_batch`),
 or for a classifier zoo (every model's head kept) CODA on the heads' predictions
-(:mod:`zoorank.labels.head_predictions`).
+(:mod:`zoorank.labels.head_predictions`). ``round.json`` records the round (its images, how they
+were chosen) and the pick as it stood before it (:func:`zoorank.labels.stopping.few_label_pick`:
+the model, its p(best | labels) and the posterior it reads), as the console prints it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from zoorank.labels.stopping import (
     console_lines,
     embedding_batch,
     evidence,
+    few_label_pick,
     resolve_sampler,
     stopping_rule,
 )
@@ -198,15 +201,16 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     store.write_text(f"{rel}/label_studio.json",
                      json.dumps(label_studio_tasks(pool, round_, ids, images), indent=1))
     store.write_text(f"{rel}/label_studio.xml", label_studio_config(pool.classes))
-    store.write_json(f"{rel}/round.json", {"dataset": pool.dataset, "round": round_,
-                                           "budget": budget, "asked": ids,
-                                           "labels_before": int(ev.n_labels),
-                                           "method": method})
-    paths = {name: store.uri_of(rel, name) for name in
-             ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml")}
     excluded[picks] = True
     rule = stopping_rule(pool, ev, round_size=budget, seed=config.seed, max_labels=max_labels,
                          excluded=excluded, sampler=sampler)
+    # the pick as the console prints it (the labels before this round)
+    store.write_json(f"{rel}/round.json", {"dataset": pool.dataset, "round": round_,
+                                           "budget": budget, "asked": ids,
+                                           "labels_before": int(ev.n_labels),
+                                           "method": method, "pick": few_label_pick(rule)})
+    paths = {name: store.uri_of(rel, name) for name in
+             ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml")}
     for line in console_lines(rule):
         out(line)
     if rule["stop"]:

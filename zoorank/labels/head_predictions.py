@@ -2,14 +2,20 @@
 image, read from the logits their kept heads wrote beside the embeddings (manifest ``logit_dim``
 > 0, a ``logits`` column in the clean-view shards, K columns in the dataset's class order).
 
-When every model of the pool has them, the labels' maths is CODA's
-(:mod:`zoorank.metrics.coda`): ``zoorank ask`` asks the images of largest expected
-information gain on P(best) (or, by ``--sampler``, uncertainty sampling's, ModelPicker's or uniform
-at random), and
-p(best | labels) is CODA's P(best); the stopping rule reads issue 30's posterior of the heads'
-correctness on the labels instead (:func:`coda_evidence`). A zoo where some model has no
-head (or a head of another width) keeps the embedding kNN committee of
-:mod:`zoorank.metrics.active`: one signal for the whole pool.
+When every model of the pool has them, the labels' maths is split in two:
+
+* **which images to label**: CODA (:mod:`zoorank.metrics.coda`, the authors' settings) on the
+  heads' predictions, the images of largest expected information gain (or, by ``--sampler``,
+  uncertainty sampling's, ModelPicker's or uniform at random);
+* **the pick and p(best | labels)**: the posterior of the heads' top-1 correctness on the labelled
+  images (:func:`~zoorank.metrics.label_posterior.labelled_p_best`, the pool as the population),
+  the same calibrated posterior as an embedding zoo's (:func:`head_evidence`). With every label of
+  the pool it is each head's accuracy there, so the pick is the most accurate model (ties within
+  0.5 pp shared). CODA's own score, a per-class mixture Σ_c π̂_c P(best on class c) in which a
+  weak model that wins a few classes scores high, is not shown as p(best).
+
+A zoo where some model has no head (or a head of another width) keeps the embedding kNN committee
+of :mod:`zoorank.metrics.active`: one signal for the whole pool.
 
 Reading is O(M · n · (d + K)) (the shards hold both columns).
 """
@@ -25,27 +31,40 @@ from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import LabelEvidence, random_batch
-from zoorank.metrics.coda import CodaPrior, coda_belief, coda_change_probability, coda_next, coda_prior
-from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best
-from zoorank.metrics.model_selection import model_picker_eig, model_picker_posterior, uncertainty_scores
+from zoorank.metrics.coda import coda_draw_labels, coda_next, coda_prior
+from zoorank.metrics.label_posterior import (
+    STOP_WIDENING,
+    labelled_p_best_widened,
+    pick_change_probability,
+)
+from zoorank.metrics.model_selection import (
+    model_picker_eig,
+    model_picker_posterior,
+    top1_votes,
+    uncertainty_scores,
+)
 
 #: the samplers ``zoorank ask --sampler`` offers a classifier zoo, as ``round.json`` and the
-#: console call them.
+#: console call them; whichever asks, the pick is :func:`head_evidence`'s.
 SAMPLERS = {
-    "coda": "CODA (expected information gain on P(best), the heads' predictions)",
+    "coda": "CODA (the images of largest expected information gain, the heads' predictions)",
     "uncertainty": "uncertainty sampling (entropy of the heads' consensus)",
     "model_picker": "ModelPicker (expected entropy reduction of its P(best), the heads' votes)",
-    "random": "random sampling (CODA's P(best) on the labels)",
+    "random": "random sampling",
 }
-#: the default sampler of a classifier zoo: CODA, far fewer labels than random to a near-best
-#: pick on the UvA nets (89.8 against 148.9) and on the shift benchmark's median domain with the
-#: pool as the budget (178.6 against 463.8; within 100 labels +4.6 ± 3.9, not significant), where
-#: the baselines need more than random (the development zoo favoured the baselines; neither
-#: random asking with CODA's pick nor bias-corrected CODA beat it on both held-out sets, nor did a
-#: pre-registered exploration share: benchmarks/results/coda_labels.md, sections 3, 5, 6–6c).
+#: the default sampler of a classifier zoo: CODA. ``zoorank ask``'s path (rounds of 20, the
+#: authors' scale, the pick by p(best | labels)), the whole pool as the budget, against random
+#: rounds with the same pick (pre-registered; benchmarks/results/coda_labels.md, sections 8, 8b):
+#: on the UvA nets 49.0 labels to a pick within 0.5 pp against 329.0 (20 seeds); on the shift
+#: benchmark's median domain (4 strong and 27 weak nets) 610.0 against 561.0 (20 seeds, not
+#: better), its pick misled by CODA's first rounds (29.2 pp regret after 20 labels, random 6.3).
 DEFAULT_SAMPLER = "coda"
 #: the default sampler's name.
 METHOD = SAMPLERS[DEFAULT_SAMPLER]
+#: what p(best | labels) reads on a classifier zoo (console, ``round.json``, ``decision.json``).
+POSTERIOR = "the heads' top-1 accuracy on the labelled images (paired posterior)"
+#: simulated rounds behind the probability that the next round changes the pick.
+CHANGE_DRAWS = 16
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -82,32 +101,32 @@ def with_head_predictions(config: RunConfig, pool: Pool, context: RunContext | N
     return dataclasses.replace(pool, predictions=head_predictions(config, pool, context))
 
 
-def _prior(pool: Pool) -> CodaPrior:
-    return coda_prior(pool.predictions)
-
-
-def coda_evidence(pool: Pool) -> LabelEvidence:
-    """:class:`LabelEvidence` of a classifier zoo: CODA's P(best) given the pool's labels (its
-    consensus prior before any label), the heads' top-1 ``accuracy`` on the labelled images (NaN
-    without labels), their top-1 ``predictions`` (M × n) and the stopping rule's ``p_best_stop``:
+def head_evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
+    """:class:`LabelEvidence` of a classifier zoo: ``p_best`` is p(best | labels),
     :func:`~zoorank.metrics.label_posterior.labelled_p_best` of the heads' top-1 correctness on
-    the labelled images (the pool as the population), widened by
-    :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` (None without labels). CODA's P(best)
-    of the leader stays small on zoos of many near-tied classifiers whatever the labels (0.15
-    with all 1,000 labels of the shift benchmark's motion_blur zoo), so the rule reads the
-    correctness posterior; its stops with CODA asking: ``benchmarks/results/head_stopping.md``."""
-    prior = _prior(pool)
-    p_best, _ = coda_belief(prior, pool.labelled, pool.codes)
-    votes = prior.votes
+    the labelled images (the pool as the population), and ``p_best_stop`` the same posterior
+    widened by :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` for the stopping rule;
+    ``accuracy``: each head's top-1 accuracy on the labelled images; ``predictions``: the heads'
+    top-1 (M × n). Without labels, ``p_best`` is the label-free p(best) (``pool.prior``), the
+    accuracy NaN and ``p_best_stop`` None. Cost O(M · n · K) + O(M³ + resamples · M²)."""
+    votes = top1_votes(pool.predictions)
     if not len(pool.codes):
-        return LabelEvidence(p_best, np.full(len(votes), np.nan), 0, votes)
-    correct = (votes[:, pool.labelled] == pool.codes[None, :]).T.astype(np.float64)  # (L, M)
-    p_stop = labelled_p_best(correct, population=len(pool.sample_id), widen=STOP_WIDENING)
+        return LabelEvidence(np.asarray(pool.prior, dtype=np.float64),
+                             np.full(len(votes), np.nan), 0, votes)
+    correct = _correct(votes, pool.labelled, pool.codes)
+    p_best, p_stop = labelled_p_best_widened(correct, (1.0, STOP_WIDENING), seed=seed,
+                                             population=len(pool.sample_id))
     return LabelEvidence(p_best, correct.mean(axis=0), len(pool.codes), votes, p_stop)
 
 
+def _correct(votes: np.ndarray, at: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """(L, M) 0/1: whether each head's top-1 is the label of each labelled image."""
+    return (votes[:, at] == np.asarray(codes)[None, :]).T.astype(np.float64)
+
+
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.coda.coda_next`)."""
+    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.coda.coda_next`, its default
+    settings: the authors')."""
     return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
                      seed=seed)
 
@@ -137,6 +156,19 @@ def head_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int,
     return np.sort(free[order[:int(k)]])
 
 
-def coda_change(pool: Pool, batch: np.ndarray, seed: int) -> float:
-    """P(labelling ``batch`` changes CODA's leader) (:func:`coda_change_probability`)."""
-    return coda_change_probability(_prior(pool), pool.labelled, pool.codes, batch, seed=seed)
+def head_change(pool: Pool, ev: LabelEvidence, batch: np.ndarray, seed: int) -> float:
+    """P(labelling ``batch`` changes the pick): the batch's labels drawn :data:`CHANGE_DRAWS`
+    times from CODA's class estimate given the labels so far
+    (:func:`~zoorank.metrics.coda.coda_draw_labels`), the pick recomputed from the heads'
+    correctness (:func:`~zoorank.metrics.label_posterior.pick_change_probability`). NaN for an
+    empty batch."""
+    batch = np.asarray(batch, dtype=np.int64)
+    if not len(batch):
+        return float("nan")
+    prior = coda_prior(pool.predictions)
+    drawn = coda_draw_labels(prior, pool.labelled, pool.codes, batch, CHANGE_DRAWS, seed)
+    votes = prior.votes[:, batch]  # (M, B)
+    batch_correct = (votes[None] == drawn[:, None, :]).transpose(0, 2, 1).astype(np.float64)
+    return pick_change_probability(_correct(prior.votes, pool.labelled, pool.codes),
+                                   batch_correct, int(np.argmax(ev.p_best)),
+                                   population=len(pool.sample_id), seed=seed)

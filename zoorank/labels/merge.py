@@ -4,7 +4,10 @@ them into ``<store>/labels/`` and say what they changed (the stopping rule).
 The merge is all or nothing (:mod:`zoorank.labels.table`). The labels then reach the label oracle
 through the catalog (:func:`zoorank.catalog.with_given_labels`): the dataset's labels fingerprint
 changes, so the next RANK recomputes the oracle, few-label scores and agreement of that dataset
-only; the label-free ranking never reads them.
+only; the label-free ranking never reads them. The few-label pick after the merge (the stopping
+rule's leader and its p(best | labels), :func:`zoorank.labels.stopping.few_label_pick`) goes into
+the store's ``decision.json`` (:func:`zoorank.decide.verdict.update_few_label`) when RANK has
+written one.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import pandas as pd
 
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
+from zoorank.decide.verdict import update_few_label
 from zoorank.labels.head_predictions import with_head_predictions
 from zoorank.labels.pool import load_pool, with_labels
-from zoorank.labels.stopping import console_lines, evidence, stopping_rule
+from zoorank.labels.stopping import console_lines, evidence, few_label_pick, stopping_rule
 from zoorank.labels.table import check_labels, merge_labels, parse_file, read_labels
 
 
@@ -30,6 +34,10 @@ class LabelMerge:
     rule: dict[str, Any]
     #: sample_id → (the label given, the label kept): labelled otherwise first by another merge
     conflicts: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: the few-label pick after the merge (:func:`zoorank.labels.stopping.few_label_pick`)
+    few_label: dict[str, Any] | None = None
+    #: whether ``decision.json`` holds it (False before the first RANK wrote one)
+    recorded: bool = False
 
 
 def known_labels(pool) -> dict[int, str]:
@@ -67,7 +75,9 @@ def run_label(config: RunConfig, path: str, dataset: str | None = None,
                          previous=before if added else None, max_labels=max_labels)
     for line in console_lines(rule):
         out(line)
-    return LabelMerge(pool.dataset, added, rule, merged.conflicts)
+    few = few_label_pick(rule)
+    recorded = update_few_label(context.store, pool.dataset, few) is not None
+    return LabelMerge(pool.dataset, added, rule, merged.conflicts, few, recorded)
 
 
 def conflict_line(conflicts: dict[int, tuple[str, str]], shown: int = 10) -> str:

@@ -12,11 +12,11 @@ when the leader's p(best) under the same posterior with its covariance widened b
 it on a chance lead. ``benchmarks/science/calibration.py`` measures how often it fires and how often its
 pick is then within 0.5 pp of the best (``benchmarks/results/calibration.md``).
 
-A classifier zoo prints CODA's P(best) and picks its leader, but the rule reads the same widened
-posterior of the heads' top-1 correctness on the labelled images, at CODA's leader
-(:func:`~zoorank.labels.head_predictions.coda_evidence`): with CODA asking, on the UvA nets and five
-shift domains (``benchmarks/results/head_stopping.md``, 58 runs to 300 labels) it stopped 19 runs,
-18 right; CODA's P(best) itself never reached 0.9.
+A classifier zoo reads the same posterior on its heads' top-1 correctness on the labelled images
+(:func:`~zoorank.labels.head_predictions.head_evidence`): it makes the pick, prints p(best |
+labels) and stops the rule; CODA only chooses the images. Measured with CODA asking (its earlier
+scale, the stop read at CODA's leader), on the UvA nets and five shift domains
+(``benchmarks/results/head_stopping.md``, 58 runs to 300 labels): 19 stops, 18 right.
 
 :func:`stopping_rule` returns plain data (``title``, ``sentences``, ``rows`` as a list of dicts,
 ``stop``) for the console and the HTML report alike.
@@ -31,8 +31,9 @@ import numpy as np
 
 from zoorank.errors import InputError
 from zoorank.labels.head_predictions import DEFAULT_SAMPLER as DEFAULT_HEAD_SAMPLER
+from zoorank.labels.head_predictions import POSTERIOR as HEAD_POSTERIOR
 from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
-from zoorank.labels.head_predictions import coda_change, coda_evidence, head_batch
+from zoorank.labels.head_predictions import head_batch, head_change, head_evidence
 from zoorank.labels.pool import Pool
 from zoorank.metrics.active import (
     LabelEvidence,
@@ -58,13 +59,15 @@ SAMPLERS = ("committee", "uncertainty", "random")
 DEFAULT_SAMPLER = "uncertainty"
 #: p(best) mass of the top set given the labels.
 TOP_MASS = 0.95
+#: what p(best | labels) reads on an embedding zoo (console, ``round.json``, ``decision.json``).
+EMBEDDING_POSTERIOR = "each model's few-label kNN accuracy on the labelled images (paired posterior)"
 
 
 def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
     """:func:`zoorank.metrics.active.label_evidence` of the pool's labels; for a classifier zoo
-    (``pool.predictions``), :func:`zoorank.labels.head_predictions.coda_evidence`."""
+    (``pool.predictions``), :func:`zoorank.labels.head_predictions.head_evidence`."""
     if pool.predictions is not None:
-        return coda_evidence(pool)
+        return head_evidence(pool, seed)
     return label_evidence(pool.Zs, pool.labelled, pool.codes, len(pool.classes), pool.prior,
                           seed=seed)
 
@@ -116,14 +119,14 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
     sentences = []
     heads = pool.predictions is not None
     if heads and spent == 0:
-        sentences.append(f"No label yet on {pool.dataset}: CODA's consensus prior (the heads' "
-                         f"agreement with the zoo) makes {ids[leader]} the leader with p(best) = "
-                         f"{p_lead:.2f} (target {target:.2f}).")
+        sentences.append(f"No label yet on {pool.dataset}: the label-free p(best) stands: "
+                         f"{ids[leader]} leads with {p_lead:.2f} (target {target:.2f}). Labels "
+                         "will weigh the heads by their top-1 accuracy on the labelled images.")
     elif heads:
         sentences.append(f"Given {spent} label(s) on {pool.dataset}, {ids[leader]} is the best "
-                         f"model by CODA on the heads' predictions, p(best) = {p_lead:.2f} "
-                         f"(target {target:.2f}); its head's accuracy on the labelled images is "
-                         f"{ev.accuracy[leader]:.2f}.")
+                         f"model with p(best | labels) = {p_lead:.2f} (target {target:.2f}), from "
+                         f"the heads' top-1 accuracy on the labelled images; its head is right on "
+                         f"{ev.accuracy[leader]:.2f} of them.")
     elif ev.predictions is None:
         sentences.append(f"{spent} label(s) on {pool.dataset}: too few (two classes needed) to "
                          f"weigh the models; the label-free p(best) stands: {ids[leader]} leads "
@@ -144,16 +147,12 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
     change = math.nan
     p_stop = ev.stop_p_best()
     looks = "" if p_stop == p_lead else f" ({p_stop:.2f} allowing for the repeated looks)"
-    # a classifier zoo with labels stops on another p than CODA's (module docstring): say which
-    heads_p = (f"p(best) from its head's accuracy on the labelled images (the paired posterior, "
-               f"widened for the repeated looks) {p_stop:.2f}"
-               if heads and ev.p_best_stop is not None else None)
     if p_stop >= target and ev.predictions is not None and (spent or not heads):
-        stop, verdict = True, (f"Stop: the leader's {heads_p} ≥ {target:.2f} (CODA's p(best) "
-                               f"{p_lead:.2f})." if heads_p else
-                               f"Stop: the leader's p(best) {p_lead:.2f}{looks} ≥ {target:.2f}.")
+        stop, verdict = True, f"Stop: the leader's p(best) {p_lead:.2f}{looks} ≥ {target:.2f}."
     elif budget_left == 0:
         stop, verdict = True, f"Stop: the label budget ({max_labels}) is spent."
+    elif spent >= len(pool.sample_id):
+        stop, verdict = True, f"Stop: every image of the pool ({spent}) is labelled."
     else:
         stop = False
         k = round_size if budget_left is None else min(round_size, budget_left)
@@ -161,7 +160,7 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
         mask[pool.labelled] = True
         if heads:
             batch = head_batch(pool, mask, k, seed, sampler)
-            change = coda_change(pool, batch, seed)
+            change = head_change(pool, ev, batch, seed)
         else:
             batch = embedding_batch(pool, ev, mask, k, seed, sampler)
             change = change_probability(pool.Zs, pool.labelled, pool.codes, len(pool.classes),
@@ -173,11 +172,10 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
             likely = "likely" if change >= 0.5 else "possible" if change >= 0.1 else "unlikely"
             verdict = (f"Go on: another round of {k} labels is {likely} to change the leader "
                        f"(in {change:.0%} of simulated rounds it does)"
-                       + (f"; the rule reads the leader's {heads_p}, below {target:.2f}."
-                          if heads_p else
-                          f"; allowing for the repeated looks the leader's p(best) is "
+                       + (f"; allowing for the repeated looks the leader's p(best) is "
                           f"{p_stop:.2f}, below {target:.2f}." if p_lead >= target else "."))
     sentences.append(verdict)
+    weighed = bool(spent) and (heads or ev.predictions is not None)  # else the label-free p
     rows = [{"model_id": ids[i],
              "p_best_label_free": float(pool.prior[i]),
              "p_best_given_labels": float(ev.p_best[i]),
@@ -189,7 +187,22 @@ def stopping_rule(pool: Pool, ev: LabelEvidence, *, round_size: int, seed: int =
             "p_best_stop": p_stop,
             "labels_spent": spent, "top_set": top, "change_probability": change,
             "target": target, "max_labels": max_labels,
-            "signal": "heads (CODA)" if heads else "embeddings (kNN committee)"}
+            "leader_accuracy": None if not weighed else float(ev.accuracy[leader]),
+            "posterior": ((HEAD_POSTERIOR if heads else EMBEDDING_POSTERIOR) if weighed
+                          else "label-free p(best)"),
+            "sampler": sampler,
+            "signal": "heads" if heads else "embeddings (kNN committee)"}
+
+
+def few_label_pick(rule: dict[str, Any]) -> dict[str, Any]:
+    """The few-label pick of a :func:`stopping_rule` as ``round.json`` and ``decision.json``
+    (:func:`zoorank.decide.verdict.update_few_label`) record it: the leader, its p(best | labels),
+    the labels it rests on, its accuracy on them, the posterior's name, and the rule's verdict."""
+    return {"model_id": rule["leader"], "p_best": rule["p_best"], "labels": rule["labels_spent"],
+            "accuracy_on_labels": rule["leader_accuracy"], "posterior": rule["posterior"],
+            "p_best_stop": rule["p_best_stop"], "stop": bool(rule["stop"]),
+            "target": rule["target"], "top_set": list(rule["top_set"]),
+            "sampler": rule["sampler"]}
 
 
 def console_lines(rule: dict[str, Any]) -> list[str]:

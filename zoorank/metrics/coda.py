@@ -17,31 +17,43 @@ coda, ``coda/coda.py``, default settings) computes it:
 1. **Consensus.** The zoo's consensus of an image is the mean of the models' probabilities; its
    top-1 is the image's pseudo-label.
 2. **Prior.** Each model m has a confusion matrix ``θ_m[c, ·]`` = P(prediction | true class c), each
-   row Dirichlet: ``alpha[m] = (β + α · M̂_m) / T``. ``β`` is 1 on the diagonal and ``1/(K−1)``
+   row Dirichlet: ``alpha[m] = s · (β + α · M̂_m)``. ``β`` is 1 on the diagonal and ``1/(K−1)``
    off it; ``M̂_m[c, ·]`` is the mean of m's class probabilities over the images pseudo-labelled
-   c (:func:`consensus_confusion`); α weighs the consensus (:data:`STRENGTH`, the authors' 0.1)
-   and T is the temperature in units of one label (:data:`TEMPERATURE`) (:func:`coda_prior`).
-3. **Labels.** A label ``y`` of image i adds 1 to ``alpha[m, y, ŷ_m(i)]`` for every model m
-   (:func:`coda_posterior`).
+   c (:func:`consensus_confusion`); α weighs the consensus (:data:`STRENGTH`, the authors' 0.1,
+   their ``1 − alpha`` with ``alpha = 0.9``) and s scales the whole prior (:data:`SCALE`, the
+   authors' ``multiplier`` 2) (:func:`coda_prior`).
+3. **Labels.** A label ``y`` of image i adds η (:data:`LABEL_WEIGHT`, the authors'
+   ``learning_rate`` 0.01) to ``alpha[m, y, ŷ_m(i)]`` for every model m (:func:`coda_posterior`):
+   ``alpha = s · (β + α · M̂) + η · counts``.
 4. **Classes.** ``π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P_m(s | i)`` and the class marginal π̂ is
    its mean over the pool, re-estimated after every label (:func:`coda_class_posterior`).
 5. **P(best).** Per class c, each model's accuracy on c is ``θ_m[c, c] ~ Beta(alpha[m, c, c],
    Σ_s alpha[m, c, s] − alpha[m, c, c])`` and ``P(m best on c) = ∫ f_{m,c} Π_{l≠m} F_{l,c}``;
-   ``PBest(m) = Σ_c π̂_c P(m best on c)`` (:func:`coda_p_best`). The pick is its argmax.
-6. **Acquisition.** ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``, PBest^c after a label c
-   on i with π̂ held (:func:`coda_eig`), over the images some model disagrees on (the authors'
-   candidate filter); the image of largest EIG is asked next.
+   CODA's score is ``Σ_c π̂_c P(m best on c)`` (:func:`coda_p_best`). It is a class mixture: a
+   model that is best on a few classes scores high whatever its accuracy, so it is **not** the
+   probability of being the most accurate model (with every label of a 1,000-image pool the most
+   accurate of 31 CIFAR-10 nets scores 0.149). zoorank uses it to choose images only; the pick
+   and p(best | labels) come from :mod:`zoorank.metrics.label_posterior`.
+6. **Acquisition.** ``EIG(i) = H(score) − Σ_c π̂(c | i) H(score^c)``, score^c after a hypothetical
+   label c on i that adds the look-ahead ``w`` (:data:`LOOKAHEAD`, the authors' fixed 1.0: at
+   η = 0.01 a hundred labels' worth) with π̂ held (:func:`coda_eig`), over the images some model
+   disagrees on (the authors' candidate filter); the image of largest EIG is asked next.
+
+The defaults are the authors' (github.com/justinkay/coda, ``main.py`` and ``coda/coda.py``:
+``multiplier`` 2, ``alpha`` 0.9, ``learning_rate`` 0.01, a hypothetical update of 1.0). zoorank's
+earlier parameterisation, a temperature T with a label adding 1 (``alpha = (β + α M̂) / T +
+counts``, look-ahead 1), is ``scale = 1 / T``, ``label_weight = 1``, ``lookahead = 1`` here: its
+T = 0.005 held 100 times the authors' concentrations, and its default T = 0.05 was ``scale =
+20``, ``label_weight = 1``.
 
 The P(best) integrals and the information gain (with the pieces a round keeps across its picks)
 are in :mod:`zoorank.metrics.coda_eig`; the bias-corrected acquisition (Active Testing's draws
 and weights, an option) is in :mod:`zoorank.metrics.coda_weighted`.
 
-Differences, stated: the released code adds 0.01 per label and 1 in the EIG's hypothetical
-update (its ``learning_rate`` and a fixed 1.0); here both add 1, the temperature carrying the
-scale (the authors' defaults, multiplier 2 over learning rate 0.01, are T = 0.005). A batch of
-k (``zoorank ask`` asks rounds) is chosen greedily, each pick's label assumed to be its most
-probable class ("kriging believer"); the paper asks one image at a time. The P(best) integrals
-run on CDF increments over a grid spanning each class's densities, not on a fixed [0, 1] grid.
+Differences, stated: a batch of k (``zoorank ask`` asks rounds) is chosen greedily, each pick's
+label assumed to be its most probable class ("kriging believer", adding η as a label would); the
+paper asks one image at a time. The P(best) integrals run on CDF increments over a grid spanning
+each class's densities, not on a fixed [0, 1] grid.
 
 The checks, conventions and baselines shared with the other samplers:
 :mod:`zoorank.metrics.model_selection`.
@@ -66,12 +78,14 @@ from zoorank.metrics.model_selection import (
 __all__ = [
     "EXPLORE",
     "GRID",
+    "LABEL_WEIGHT",
+    "LOOKAHEAD",
+    "SCALE",
     "STRENGTH",
-    "TEMPERATURE",
     "CodaPrior",
     "coda_belief",
-    "coda_change_probability",
     "coda_class_posterior",
+    "coda_draw_labels",
     "coda_eig",
     "coda_next",
     "coda_p_best",
@@ -89,25 +103,31 @@ __all__ = [
 _EINSUM_K = 32
 
 
+#: CODA's prior weight on the consensus confusions, α (the authors' code: 1 − alpha, alpha 0.9).
+STRENGTH = 0.1
+#: s, the scale of CODA's prior ``s · (β + α M̂)`` (the authors' ``multiplier``, default 2): each
+#: prior row holds ``s · (2 + α)`` = 4.2 pseudo-counts.
+SCALE = 2.0
+#: η, what one label adds to its cell of every model's Dirichlet (the authors' ``learning_rate``,
+#: default 0.01): a prior row weighs 420 labels of its class.
+LABEL_WEIGHT = 0.01
+#: w, what the EIG's hypothetical label adds (the authors' fixed 1.0: a hundred labels' worth at
+#: η = 0.01) (:func:`coda_eig`).
+LOOKAHEAD = 1.0
+
+
 @dataclass(frozen=True)
 class CodaPrior:
     """CODA's prior: Dirichlet parameters ``alpha`` (M, K, K) of every model's confusion rows,
-    the models' class probabilities ``predictions`` (M, N, K) and top-1 ``votes`` (M, N), and
-    ``class_prior`` π̂ (K,), the class marginal before any label (:func:`coda_class_posterior`)."""
+    the models' class probabilities ``predictions`` (M, N, K) and top-1 ``votes`` (M, N),
+    ``class_prior`` π̂ (K,), the class marginal before any label (:func:`coda_class_posterior`),
+    and ``label_weight`` η, what each label adds to its Dirichlet cell (:func:`coda_posterior`)."""
 
     alpha: np.ndarray
     predictions: np.ndarray
     votes: np.ndarray
     class_prior: np.ndarray
-
-
-#: CODA's prior weight on the consensus confusions (the paper's α; the authors' code: 1 − 0.9).
-STRENGTH = 0.1
-#: CODA's temperature T in labels: the prior is ``(β + α M̂) / T`` and a label counts 1 (each
-#: prior row holds (2 + α) / T = 42 pseudo-labels). Chosen out of sample, on the digits
-#: development zoo, among 0.005 (the authors' released default: learning rate 0.01 over
-#: multiplier 2), 0.05 and 0.5 (benchmarks/results/coda_labels.md).
-TEMPERATURE = 0.05
+    label_weight: float = LABEL_WEIGHT
 
 
 #: CODA's exploration share ε (:func:`coda_next`): the chance that a pick is a uniform draw
@@ -182,22 +202,28 @@ def _normalised(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, q.mean(axis=0)
 
 
-def coda_prior(P, strength: float = STRENGTH, temperature: float = TEMPERATURE) -> CodaPrior:
-    """CODA's consensus-initialised prior: ``alpha[m] = (β + strength · M̂_m) / temperature``
-    (:func:`diagonal_base`, :func:`consensus_confusion`), in units where a label adds 1.
+def coda_prior(P, strength: float = STRENGTH, scale: float = SCALE,
+               label_weight: float = LABEL_WEIGHT) -> CodaPrior:
+    """CODA's consensus-initialised prior: ``alpha[m] = scale · (β + strength · M̂_m)``
+    (:func:`diagonal_base`, :func:`consensus_confusion`), each label then adding
+    ``label_weight`` (:func:`coda_posterior`).
 
-    ``strength``: the weight of the consensus confusions against the diagonal base (the paper's
-    α); ``temperature``: T, smaller is a more confident prior (each row holds ``(2 +
-    strength) / T`` pseudo-labels). Labels enter once, in :func:`coda_posterior`. Cost
+    ``strength``: α, the weight of the consensus confusions against the diagonal base;
+    ``scale``: s, the prior's concentration (each row holds ``scale · (2 + strength)``
+    pseudo-counts); ``label_weight``: η, a label's count. The defaults are the authors' (s = 2,
+    α = 0.1, η = 0.01: a prior row weighs 420 labels). Only the ratio s / η sets how fast labels
+    overturn the prior; the scale itself sets how wide each Beta of P(best) is. Cost
     O(M · N · K²).
     """
-    if strength < 0 or temperature <= 0:
-        raise ValueError(f"strength must be ≥ 0 and temperature > 0, got {strength}, {temperature}")
-    return _prior_and_scores(P, strength, temperature)[0]
+    if not (strength >= 0 and scale > 0 and label_weight > 0):
+        raise ValueError(f"strength must be ≥ 0, scale and label_weight > 0, got {strength}, "
+                         f"{scale}, {label_weight}")
+    return _prior_and_scores(P, strength, scale, label_weight)[0]
 
 
-def _prior_and_scores(P, strength: float = STRENGTH, temperature: float = TEMPERATURE,
-                      in_place: bool = False) -> tuple[CodaPrior, np.ndarray]:
+def _prior_and_scores(P, strength: float = STRENGTH, scale: float = SCALE,
+                      label_weight: float = LABEL_WEIGHT, in_place: bool = False
+                      ) -> tuple[CodaPrior, np.ndarray]:
     """:func:`coda_prior` and its class scores (N, K) (:func:`_class_scores`). ``in_place``:
     ``P`` is a checked array of the caller's own, renormalised in place (as
     :func:`check_predictions` would)."""
@@ -205,21 +231,21 @@ def _prior_and_scores(P, strength: float = STRENGTH, temperature: float = TEMPER
         np.divide(P, P.sum(axis=2, keepdims=True), out=P)
     else:
         P = check_predictions(P)
-    alpha = (diagonal_base(P.shape[2])[None] + strength * _confusion(P, recheck=True)) / temperature
+    alpha = scale * (diagonal_base(P.shape[2])[None] + strength * _confusion(P, recheck=True))
     scores = _class_scores(alpha, P)
-    return CodaPrior(alpha, P, top1_votes(P), _normalised(scores)[1]), scores
+    return CodaPrior(alpha, P, top1_votes(P), _normalised(scores)[1], float(label_weight)), scores
 
 
 def _add_label(scores: np.ndarray, prior: CodaPrior, i: int, c: int) -> None:
     """``scores`` (:func:`_class_scores`) after a label ``c`` of image ``i`` (in place): column c
-    gains every model's probabilities of its vote on i. O(M · N)."""
+    gains η times every model's probabilities of its vote on i. O(M · N)."""
     models = np.arange(len(prior.votes))
-    scores[:, c] += prior.predictions[models, :, prior.votes[:, i]].sum(axis=0)
+    scores[:, c] += prior.label_weight * prior.predictions[models, :, prior.votes[:, i]].sum(axis=0)
 
 
 def coda_posterior(prior: CodaPrior, labelled=(), labels=(), weights=None) -> np.ndarray:
-    """Dirichlet parameters (M, K, K) given the labels: each label ``y`` of image i adds 1 (or its
-    entry of ``weights``, one per label, ≥ 0:
+    """Dirichlet parameters (M, K, K) given the labels: each label ``y`` of image i adds η
+    (``prior.label_weight``) times 1 (or its entry of ``weights``, one per label, ≥ 0:
     :func:`~zoorank.metrics.coda_weighted.importance_weights`) to ``alpha[m, y, ŷ_m(i)]`` for every
     model m. Cost O(M · L)."""
     m, k, _ = prior.alpha.shape
@@ -229,7 +255,7 @@ def coda_posterior(prior: CodaPrior, labelled=(), labels=(), weights=None) -> np
         raise ValueError(f"weights must be {len(at)} finite values ≥ 0, one per label")
     alpha = prior.alpha.copy()
     for j in range(m):
-        np.add.at(alpha[j], (y, prior.votes[j, at]), w)
+        np.add.at(alpha[j], (y, prior.votes[j, at]), prior.label_weight * w)
     return alpha
 
 
@@ -241,8 +267,10 @@ def coda_row_p_best(alpha, grid: int = GRID) -> np.ndarray:
 
 
 def coda_p_best(alpha, class_prior, grid: int = GRID) -> np.ndarray:
-    """CODA's P(best) (M,): ``Σ_c π̂_c P(m is best on class c)`` (:func:`coda_row_p_best`), the
-    class marginal ``class_prior`` mixing the per-class answers. Cost O(K · M · grid)."""
+    """CODA's class-mix score (M,), which the paper calls P(best): ``Σ_c π̂_c P(m is best on
+    class c)`` (:func:`coda_row_p_best`), the class marginal ``class_prior`` mixing the per-class
+    answers. Not the probability of being the most accurate model (module docstring, step 5).
+    Cost O(K · M · grid)."""
     pi = np.asarray(class_prior, dtype=np.float64)
     return pi @ coda_row_p_best(alpha, grid)
 
@@ -262,7 +290,8 @@ def checked_with_mask(P, labelled, labels, excluded):
 
 def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 0,
               prior: CodaPrior | None = None, max_candidates: int = MAX_CANDIDATES,
-              grid: int = GRID, lookahead: float = 1.0, explore: float = EXPLORE) -> np.ndarray:
+              grid: int = GRID, lookahead: float = LOOKAHEAD, explore: float = EXPLORE
+              ) -> np.ndarray:
     """The ``k`` images (sorted positions) CODA asks next, none ``excluded`` (a mask) or labelled.
 
     One at a time by largest :func:`coda_eig` (ties: a seeded shuffle), each pick's label then
@@ -314,7 +343,7 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
         picks.append(i)
         mask[i] = True
         c = int(q[i].argmax())
-        alpha[models, c, prior.votes[:, i]] += 1.0
+        alpha[models, c, prior.votes[:, i]] += prior.label_weight
         _add_label(scores_q, prior, i, c)
         if state is not None:
             state.relabel(alpha, c)
@@ -323,35 +352,22 @@ def coda_next(P, labelled=(), labels=(), excluded=None, k: int = 1, seed: int = 
 
 def coda_belief(prior: CodaPrior, labelled=(), labels=(), grid: int = GRID, weights=None
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """CODA's P(best) (M,) given the labels (each counting its entry of ``weights``, default 1),
-    and its Dirichlet parameters (M, K, K): the class marginal π̂ re-estimated from the posterior
+    """CODA's class-mix score (M,) (:func:`coda_p_best`, the paper's P(best)) given the labels
+    (each counting η times its entry of ``weights``, default 1), and its Dirichlet parameters
+    (M, K, K): the class marginal π̂ re-estimated from the posterior
     (:func:`coda_class_posterior`)."""
     alpha = coda_posterior(prior, labelled, labels, weights)
     _, pi = coda_class_posterior(alpha, prior.predictions)
     return coda_p_best(alpha, pi, grid), alpha
 
 
-def coda_change_probability(prior: CodaPrior, labelled, labels, batch, simulations: int = 32,
-                            seed: int = 0, grid: int = GRID) -> float:
-    """P(labelling ``batch`` changes CODA's most probable best model): each simulation draws the
-    batch's labels from π̂(c | i) (posterior given the labels so far), adds them to the Dirichlet
-    counts, and compares the argmax of P(best) with today's (π̂ held). NaN for an empty batch.
-    Cost ``simulations`` × O(M · (B + K · grid))."""
+def coda_draw_labels(prior: CodaPrior, labelled, labels, batch, draws: int = 16, seed: int = 0
+                     ) -> np.ndarray:
+    """(draws, B) labels of the ``batch`` images, each drawn from CODA's class estimate
+    π̂(c | i) (:func:`coda_class_posterior`) given the labels so far: the heads' answer to "what
+    would the labeller say", for simulating a round. Cost O(M · N · K²) + O(draws · B · K)."""
     batch = np.asarray(batch, dtype=np.int64)
-    if not len(batch):
-        return float("nan")
-    alpha = coda_posterior(prior, labelled, labels)
-    q, pi = coda_class_posterior(alpha, prior.predictions)
-    leader = int(np.argmax(coda_p_best(alpha, pi, grid)))
-    post = q[batch]
-    rng = np.random.default_rng(seed)
-    m = len(alpha)
-    changed = 0
-    for _ in range(simulations):
-        drawn = (rng.random((len(batch), 1)) > np.cumsum(post, axis=1)).sum(axis=1)
-        drawn = np.minimum(drawn, post.shape[1] - 1)
-        after = alpha.copy()
-        for j in range(m):
-            np.add.at(after[j], (drawn, prior.votes[j, batch]), 1.0)
-        changed += int(np.argmax(coda_p_best(after, pi, grid)) != leader)
-    return changed / simulations
+    q, _ = coda_class_posterior(coda_posterior(prior, labelled, labels), prior.predictions)
+    cum = np.cumsum(q[batch], axis=1)
+    u = np.random.default_rng(seed).random((int(draws), len(batch), 1))
+    return np.minimum((u > cum[None]).sum(axis=2), q.shape[1] - 1)

@@ -77,8 +77,8 @@ def coda_eig(alpha, class_prior, votes, candidates, item_posterior, grid: int = 
     ``class_prior`` π̂, the models' ``votes`` (M, N) and ``item_posterior`` π̂(c | i) of the
     candidates (C, K) (:func:`coda_class_posterior`).
 
-    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds ``lookahead`` (1: one label,
-    as a real label adds; the authors' code adds 100 real labels' worth) to row c of every model
+    ``EIG(i) = H(PBest) − Σ_c π̂(c | i) H(PBest^c)``: a label c adds ``lookahead`` (in the
+    Dirichlet's own units: the authors' 1.0, a hundred real labels of η = 0.01) to row c of every model
     (on the diagonal where the model predicted c), which moves only that class's P(best), so
     ``PBest^c = PBest + π̂_c (P^c(best on c) − P(best on c))`` with π̂ held. The answer depends on
     (c, the models predicting c) only; each distinct one is evaluated once. Images every model

@@ -6,7 +6,7 @@ models disagree on. Following Active Testing (Kossen, Farquhar, Gal, Rainforth, 
 :func:`coda_sample_next` draws the next image from ``q = (1 − ε) · EIG / ΣEIG + ε / F`` over the F
 free images (EIG over a seeded subsample of candidates, 0 outside it; q is the draw's probability
 given that subsample), and each label enters the Dirichlet counts with its LURE weight
-(:func:`importance_weights`, normalised to mean 1) instead of 1 (``weights`` of
+(:func:`importance_weights`, normalised to mean 1) times η instead of η (``weights`` of
 :func:`~zoorank.metrics.coda.coda_posterior` / :func:`~zoorank.metrics.coda.coda_belief`).
 ε = 1 is random sampling with CODA's pick, every weight exactly 1.
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from zoorank.metrics.coda import (
     GRID,
+    LOOKAHEAD,
     CodaPrior,
     checked_with_mask,
     coda_class_posterior,
@@ -54,7 +55,8 @@ def importance_weights(q, n: int, normalise: bool = True) -> np.ndarray:
 
 def coda_proposal(P, labelled=(), labels=(), weights=None, excluded=None,
                   epsilon: float = 0.5, seed: int = 0, prior: CodaPrior | None = None,
-                  max_candidates: int = MAX_CANDIDATES, grid: int = GRID, lookahead: float = 1.0
+                  max_candidates: int = MAX_CANDIDATES, grid: int = GRID,
+                  lookahead: float = LOOKAHEAD
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The free images (positions, F) and the probability q (F,) of drawing each next:
     ``q = (1 − ε) · EIG / ΣEIG + ε / F``, EIG (:func:`~zoorank.metrics.coda.coda_eig`, under the
@@ -82,7 +84,7 @@ def coda_proposal(P, labelled=(), labels=(), weights=None, excluded=None,
 def coda_sample_next(P, labelled=(), labels=(), weights=None, excluded=None,
                      epsilon: float = 0.5, seed: int = 0, prior: CodaPrior | None = None,
                      max_candidates: int = MAX_CANDIDATES, grid: int = GRID,
-                     lookahead: float = 1.0) -> tuple[int, float]:
+                     lookahead: float = LOOKAHEAD) -> tuple[int, float]:
     """The next image (position) of the bias-corrected acquisition, drawn from
     :func:`coda_proposal`'s q by a generator seeded ``(seed, 1)`` (a stream apart from the
     candidates' subsample), and its q (the input of :func:`importance_weights`). Raises when no

@@ -1,9 +1,12 @@
 """p(best | labels): the posterior probability that a model is the most accurate on a pool, given
 its per-sample correctness on the labelled samples of that pool.
 
-Pure functions on arrays (no I/O, no Ray). :mod:`zoorank.metrics.active` computes the correctness
-(the few-label kNN of each model's embedding) and chooses which images to label next;
-:mod:`zoorank.labels.stopping` stops when the leader's p(best | labels) clears its target.
+Pure functions on arrays (no I/O, no Ray). The correctness comes from the models themselves: on an
+embedding zoo, the few-label kNN of each model's embedding (:mod:`zoorank.metrics.active`); on a
+classifier zoo, each head's top-1 on the labelled images
+(:mod:`zoorank.labels.head_predictions`, where CODA chooses the images and this posterior makes
+the pick). :mod:`zoorank.labels.stopping` stops when the leader's p(best | labels) clears its
+target.
 
 Conventions: ``correct`` is (L × M) 0/1, one row per labelled sample, one column per model; a
 model's accuracy is its mean correctness on the whole pool (``population`` samples); models
@@ -26,6 +29,7 @@ __all__ = [
     "TIE_TOLERANCE",
     "labelled_p_best",
     "labelled_p_best_widened",
+    "pick_change_probability",
     "probability_mass_set",
     "tie_shares",
 ]
@@ -203,3 +207,23 @@ def probability_mass_set(p_best, mass: float = 0.95) -> np.ndarray:
     cum = np.cumsum(p[order])
     stop = int(np.searchsorted(cum, mass - 1e-12)) + 1
     return order[:min(stop, len(p))]
+
+
+def pick_change_probability(correct, batch_correct, leader: int, population: int | None = None,
+                            resamples: int = 500, seed: int = 0) -> float:
+    """P(labelling a batch changes the pick): the share of S simulated label draws after which
+    the argmax of :func:`labelled_p_best` is not ``leader``. ``correct`` (L × M, 0/1): today's
+    correctness on the labelled samples; ``batch_correct`` (S × B × M, 0/1): the batch's
+    correctness under each draw of its labels (draw s seeded ``seed + 1 + s``). NaN for an empty
+    batch or no draw. Cost S × :func:`labelled_p_best`."""
+    c = check_array(correct, "correct", min_rows=0, min_cols=1)
+    drawn = np.asarray(batch_correct, dtype=np.float64)
+    if drawn.ndim != 3 or drawn.shape[2] != c.shape[1]:
+        raise ValueError(f"batch_correct must be (draws, batch, {c.shape[1]}), got {drawn.shape}")
+    if not drawn.shape[0] or not drawn.shape[1]:
+        return float("nan")
+    changed = 0
+    for s, rows in enumerate(drawn):
+        p = labelled_p_best(np.vstack([c, rows]), resamples, seed + 1 + s, population=population)
+        changed += int(np.argmax(p) != leader)
+    return changed / len(drawn)
