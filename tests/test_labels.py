@@ -58,6 +58,8 @@ def test_ask_writes_a_round_of_forty_images_in_three_formats(labelled_store, cap
     round_dir = store / "asks" / "1"
     for name in ("to_label.csv", "index.html", "label_studio.json", "label_studio.xml"):
         assert str(round_dir / name) in out
+    # the command to run next names the config as it was typed, not a placeholder
+    assert f"then: zoorank label {path} {round_dir / 'to_label.csv'}" in out
     with open(round_dir / "to_label.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 40 == len({r["sample_id"] for r in rows})

@@ -33,6 +33,7 @@ import numpy as np
 
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
+from zoorank.decide.next_step import config_shown
 from zoorank.errors import InputError
 from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
 from zoorank.labels.head_predictions import head_batch, with_head_predictions
@@ -218,6 +219,6 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
     out(f"ask: round {round_}: {len(ids)} image(s) of {pool.dataset} to label ({method})")
     for name, path in paths.items():
         out(f"  {name:<18} {path}")
-    out(f"  then: zoorank label CONFIG {paths['to_label.csv']} (filled in, or the page's "
+    out(f"  then: zoorank label {config_shown()} {paths['to_label.csv']} (filled in, or the page's "
         "saved CSV, or a Label Studio export)")
     return AskRound(round_, pool.dataset, ids, paths, rule)
