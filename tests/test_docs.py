@@ -22,6 +22,7 @@ def _user_facing_pages() -> list[Path]:
     pages = [README, REPO / "benchmarks" / "README.md"]
     pages += [p for p in sorted((REPO / "docs").rglob("*.md"))
               if not {"_moved", "_hooks"} & set(p.relative_to(REPO / "docs").parts)]
+    pages += sorted((REPO / "benchmarks" / "results").glob("*.md"))  # published as the site's pages
     return pages
 
 

@@ -58,7 +58,7 @@ import numpy as np
 
 import zoorank.runtime  # noqa: F401  (quiet Ray environment; no Ray is started here)
 
-TITLE = "Active labelling measured with the field's metrics (issue 30, item 4)"
+TITLE = "Active labelling measured with the field's metrics"
 SAMPLERS = ("active", "random", "balanced", "uncertainty")
 
 

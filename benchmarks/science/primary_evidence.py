@@ -51,7 +51,7 @@ from scipy import stats
 import zoorank.runtime  # noqa: F401  (quiet Ray environment; no Ray is started here)
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")
-TITLE = "Default primary metric: evidence across zoos (issues 17, 24 and 30)"
+TITLE = "Default primary metric: evidence across zoos"
 
 
 def zoo_inputs(run_yaml: Path) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, dict[str, np.ndarray]]:
@@ -305,7 +305,7 @@ def markdown(rows: list[dict[str, Any]], infos: list[dict[str, Any]], seconds: f
              "keeps the top-set view of the same candidates.", "",
              "Top set: the rank-consistent Model Confidence Set (Hansen, Lunde & Nason 2011, T_max) "
              "over the fold bootstrap at the run's confidence, as the RANK stage computes it "
-             "(flagged models excluded); *old*: the size the rule before issue 24 gave (at least "
+             "(flagged models excluded); *old*: the size the earlier top-set rule gave (at least "
              "as good as the point-best model in ≥ 5% of the replicates). The oracle's own top "
              "set: the same fold bootstrap and MCS over the oracle's accuracy on each fold of its "
              "test images. A zoo **passes** for a candidate when its top set overlaps the "

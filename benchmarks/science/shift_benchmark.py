@@ -54,7 +54,7 @@ import torch
 from scipy import stats
 
 CACHE = Path.home() / ".cache" / "zoorank-shift"
-TITLE = "Shift benchmark: real CIFAR-10 classifiers under corruption (issue 31)"
+TITLE = "Shift benchmark: real CIFAR-10 classifiers under corruption"
 
 #: (corruption, severity) at 32 px, chosen on 300 test images (a UvA ResNet at 85% clean; a trained
 #: CNN at 43%): severity 1 for the noises, blurs and pixelate (already 30–50 pp below clean for the
@@ -119,7 +119,7 @@ ATC_PAPER_SETTING = (
     "and source images stated at the top; MAE over the corrupted domains × the nets.")
 #: other figures beside ours
 PUBLISHED_MAE = (
-    "Beside them: issue 31's earlier measurement (twelve CIFAR-10 nets, eight corruptions): ATC "
+    "Beside them: an earlier zoorank measurement (twelve CIFAR-10 nets, eight corruptions): ATC "
     "9.2 pp, τ AC −0.12, DoC +0.06, ATC +0.21, nuclear norm +0.43, consensus +0.41.")
 
 
