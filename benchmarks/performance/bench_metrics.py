@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"metrics  N={N} d={d} {data}  {'subset' if args.only else 'suite'} {total:.1f} s "
                     f"({total_cpu:.1f} CPU-s)  "
                     f"target {TARGET_SECONDS:.0f} s  {total / TARGET_SECONDS:.2f}× target"
-                    + ("  (the issue's target size)" if (N, d) == (TARGET_N, TARGET_D) else "")
+                    + ("  (the target size)" if (N, d) == (TARGET_N, TARGET_D) else "")
                 )
                 if trace:
                     nxn = N * N * 8

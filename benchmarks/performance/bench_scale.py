@@ -1,6 +1,6 @@
 """SCALE: a zoo of N small CNN checkpoints, through one glob, through the ``zoorank`` CLI (issue 23).
 
-Setup (the issue's): 2,000 Fashion-MNIST test images (``/work/shared/data/fashion_mnist``), a
+Setup (the target's): 2,000 Fashion-MNIST test images (``/work/shared/data/fashion_mnist``), a
 200 × 4 augmented view, the default metrics, the kNN oracle; N seeded random-init ``small_cnn``
 checkpoints (width 8, 28 px), written once under ``/tmp/zoorank-bench-scale/zoo`` and named by one
 glob in the config.

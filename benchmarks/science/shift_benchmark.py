@@ -527,7 +527,7 @@ def summary(results: list[dict], labels: dict, args: argparse.Namespace) -> list
     t_new, t_emb = mean_over(corrupted, default, "tau"), mean_over(corrupted, emb, "tau")
     paper = {row[0]: row for row in ATC_PAPER_CIFAR10_C}
     r_new, r_emb = mean_over(corrupted, default, "regret"), mean_over(corrupted, emb, "regret")
-    lines = ["## Summary (the issue's done-when figures)", "",
+    lines = ["## Summary (the target figures)", "",
              f"- **Default classifier board** (`{default}`) vs **embedding leaderboard** (`{emb[4:]}`), "
              f"over the {len(corrupted)} corrupted domains: mean τ **{t_new:+.2f}** vs **{t_emb:+.2f}**; "
              f"leader's mean regret **{r_new:.1f} pp** vs **{r_emb:.1f} pp** "
