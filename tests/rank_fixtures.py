@@ -164,3 +164,18 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
 
     stamp_fingerprints(parse_config(config_dict(root, datasets=datasets)), store)
     return first
+
+
+#: hand-made kNN accuracies of :func:`write_store`'s models: the label oracle's view of them
+ORACLE_ACCURACY = {"proj-a": 0.91, "proj-b": 0.93, "rot-0": 0.91, "rot-1": 0.90, "lowrank": 0.35,
+                   "noise": 0.10, "collapsed": 0.10}
+
+
+def oracle_rows(models) -> pd.DataFrame:
+    """The label oracle's rows (``knn_accuracy`` per model, :data:`ORACLE_ACCURACY`) of
+    :func:`write_store`'s ``models``, in the metrics table's long format."""
+    return pd.DataFrame([
+        {"model_id": m, "dataset": DATASET, "metric": "knn_accuracy",
+         "value": ORACLE_ACCURACY[m], "params": json.dumps({"k": 20}), "n": 150, "dim": 24,
+         "seed": 0, "zoorank_version": "test", "fingerprint": f"o-{m}"} for m in models
+    ], columns=METRICS_COLUMNS)

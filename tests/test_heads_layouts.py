@@ -183,9 +183,10 @@ def test_a_found_head_the_forward_does_not_run_is_dropped_by_the_first_forward(t
 
 
 def _uva(name: str) -> Path:
+    if not UVA.is_dir():
+        pytest.skip(f"third-party zoo not found at {UVA}")
     path = UVA / f"{name}.ckpt"
-    if not path.is_file():
-        pytest.skip(f"third-party checkpoint not found at {path}")
+    assert path.is_file(), f"the zoo is at {UVA} but its checkpoint {path.name} is not"
     return path
 
 

@@ -39,20 +39,9 @@ class _Page(HTMLParser):
         self.text.append(data)
 
 
-def _oracle_rows(models: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Hand-made oracle values (a kNN accuracy per model) in the long format."""
-    acc = {"proj-a": 0.91, "proj-b": 0.93, "rot-0": 0.91, "rot-1": 0.90, "lowrank": 0.35,
-           "noise": 0.10, "collapsed": 0.10}
-    return pd.DataFrame([
-        {"model_id": m, "dataset": "digits", "metric": "knn_accuracy", "value": acc[m],
-         "params": json.dumps({"k": 20}), "n": 150, "dim": 24, "seed": 0,
-         "zoorank_version": "test", "fingerprint": f"o-{m}"} for m in models
-    ], columns=METRICS_COLUMNS)
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from rank_fixtures import config_dict, write_store
+    from rank_fixtures import config_dict, oracle_rows, write_store
 
     from zoorank.rank import write_rank_outputs
     from zoorank.report import run_report
@@ -62,7 +51,7 @@ def report(tmp_path_factory):
     models = write_store(str(root))
     config = parse_config(config_dict(str(root), oracle={"knn": True}))
     store = Store(config.store)
-    oracle = _oracle_rows(models)
+    oracle = oracle_rows(models)
     store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle)
     index = run_report(config)
@@ -251,7 +240,7 @@ def test_label_budget_curve_is_in_agreement_parquet_and_the_report(report, tmp_p
 @pytest.fixture(scope="module")
 def decided_report(tmp_path_factory):
     from decision_fixtures import write_fold_and_health_rows
-    from rank_fixtures import config_dict, stamp_fingerprints, write_store
+    from rank_fixtures import config_dict, oracle_rows, stamp_fingerprints, write_store
 
     from zoorank.decide.leaderboard import read_leaderboard_settings
     from zoorank.rank import write_rank_outputs
@@ -269,7 +258,7 @@ def decided_report(tmp_path_factory):
     store = Store(config.store)
     stamp_fingerprints(config, store)
     write_fold_and_health_rows(store, config)
-    oracle = _oracle_rows(models)
+    oracle = oracle_rows(models)
     store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
                        show=False)

@@ -18,23 +18,11 @@ from zoorank.config.loading import parse_config
 from zoorank.store import Store
 
 
-def _oracle_rows(models) -> pd.DataFrame:
-    from zoorank.store.schema import METRICS_COLUMNS
-
-    acc = {"proj-a": 0.91, "proj-b": 0.93, "rot-0": 0.91, "rot-1": 0.90, "lowrank": 0.35,
-           "noise": 0.10, "collapsed": 0.10}
-    return pd.DataFrame([
-        {"model_id": m, "dataset": "digits", "metric": "knn_accuracy", "value": acc[m],
-         "params": json.dumps({"k": 20}), "n": 150, "dim": 24, "seed": 0,
-         "zoorank_version": "test", "fingerprint": f"o-{m}"} for m in models
-    ], columns=METRICS_COLUMNS)
-
-
 @pytest.fixture(scope="module")
 def ranked(tmp_path_factory):
     """A decided store whose models have checkpoint files; RANK's outputs written (no Ray)."""
     from decision_fixtures import write_fold_and_health_rows
-    from rank_fixtures import config_dict, stamp_fingerprints, write_store
+    from rank_fixtures import config_dict, oracle_rows, stamp_fingerprints, write_store
 
     from zoorank.rank import write_rank_outputs
     from zoorank.zoo import resolve_models
@@ -51,7 +39,7 @@ def ranked(tmp_path_factory):
     store = Store(config.store)
     stamp_fingerprints(config, store)
     write_fold_and_health_rows(store, config)
-    oracle = _oracle_rows(models)
+    oracle = oracle_rows(models)
     store.write_parquet("oracle", oracle)
     write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
                        show=False)
@@ -60,6 +48,26 @@ def ranked(tmp_path_factory):
 
 def _doc(root: Path) -> dict:
     return json.loads((root / "decision.json").read_text())
+
+
+def _copy_of(ranked, tmp_path: Path):
+    """The ranked store copied under ``tmp_path``: (its config, its Store, the oracle rows), for a
+    test that writes to it."""
+    import shutil
+
+    root, config, _, oracle = ranked
+    copy = tmp_path / "store"
+    shutil.copytree(root, copy)
+    return config.model_copy(update={"store": str(copy)}), Store(str(copy)), oracle
+
+
+def _rank_inputs(config, catalog):
+    """RANK's inputs for the store's metrics alone (no score, fold, health or reliability rows)."""
+    from zoorank.catalog.stage_inputs import dataset_labels, rank_inputs
+
+    empty = pd.DataFrame()
+    return rank_inputs(config, catalog.models, empty, empty, empty, empty, empty,
+                       dataset_labels(catalog), [])
 
 
 def test_decision_json_holds_every_documented_key_and_nothing_undocumented(ranked):
@@ -176,17 +184,11 @@ def test_console_verdict_is_at_most_8_lines_within_100_columns(ranked, capsys):
 
 
 def test_label_keeps_its_few_label_pick_when_rank_rewrites_the_file(ranked, tmp_path):
-    import shutil
-
     from zoorank.decide.verdict import read_decision, update_few_label
     from zoorank.rank import write_rank_outputs
     from zoorank.zoo import resolve_models
 
-    root, config, _, oracle = ranked
-    copy = tmp_path / "store"
-    shutil.copytree(root, copy)
-    config = config.model_copy(update={"store": str(copy)})
-    store = Store(str(copy))
+    config, store, oracle = _copy_of(ranked, tmp_path)
     few = {"model_id": "proj-b", "p_best": 0.82, "labels": 60}
     doc = update_few_label(store, "digits", few)
     assert doc["few_label"]["digits"]["model_id"] == "proj-b"
@@ -212,25 +214,16 @@ def test_few_label_before_any_rank_is_not_recorded(tmp_path):
 
 def test_rank_recomputes_when_decision_json_is_missing(ranked, tmp_path):
     """A store ranked before decision.json existed gets it on the next rank, not a skip."""
-    import shutil
-
     from zoorank.catalog import build_catalog
-    from zoorank.catalog.stage_inputs import dataset_labels, rank_inputs
     from zoorank.rank import _unchanged, write_rank_outputs
 
-    root, config, _, oracle = ranked
-    copy = tmp_path / "store"
-    shutil.copytree(root, copy)
-    config = config.model_copy(update={"store": str(copy)})
-    store = Store(str(copy))
+    config, store, oracle = _copy_of(ranked, tmp_path)
     catalog = build_catalog(config, store=store)
-    empty = pd.DataFrame()
-    inputs = rank_inputs(config, catalog.models, empty, empty, empty, empty, empty,
-                         dataset_labels(catalog), [])
+    inputs = _rank_inputs(config, catalog)
     write_rank_outputs(config, store, catalog.models, store.read_metrics(), oracle, show=False,
                        inputs=inputs)
     assert _unchanged(store, inputs, show=False) is not None  # the same inputs: skipped
-    (copy / "decision.json").unlink()
+    (tmp_path / "store" / "decision.json").unlink()
     assert _unchanged(store, inputs, show=False) is None
 
 
@@ -275,25 +268,16 @@ def test_a_skipped_rank_renames_the_config_in_the_next_step_and_writes_no_table(
     """RANK run through one path to the config, then through another: the second RANK is skipped
     (the path is no input of RANK), the leaderboard keeps its version, and decision.json's next
     step names the second path; nothing else in it changes. `zoorank label` keeps the path."""
-    import shutil
-
     from zoorank.catalog import build_catalog
-    from zoorank.catalog.stage_inputs import dataset_labels, rank_inputs
     from zoorank.decide.next_step import config_path
     from zoorank.decide.verdict import read_decision, update_few_label
     from zoorank.rank import _unchanged, write_rank_outputs
 
-    root, config, _, oracle = ranked
-    copy = tmp_path / "store"
-    shutil.copytree(root, copy)
-    config = config.model_copy(update={"store": str(copy)})
-    store = Store(str(copy))
+    config, store, oracle = _copy_of(ranked, tmp_path)
     catalog = build_catalog(config, store=store)
-    empty = pd.DataFrame()
 
     def inputs():
-        return rank_inputs(config, catalog.models, empty, empty, empty, empty, empty,
-                           dataset_labels(catalog), [])
+        return _rank_inputs(config, catalog)
 
     with config_path("a/zoo.yaml"):
         first = inputs()

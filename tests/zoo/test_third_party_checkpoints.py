@@ -42,9 +42,10 @@ def _load(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from zoorank.zoo import load_model, resolve_models
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks" / "zoos"))
+    if not ZOO.is_dir():
+        pytest.skip(f"third-party zoo not found at {ZOO}")
     ckpt = ZOO / "classifiers" / f"{name}.ckpt"
-    if not ckpt.is_file():
-        pytest.skip(f"third-party checkpoint not found at {ckpt}")
+    assert ckpt.is_file(), f"the zoo is at {ZOO} but its checkpoint {ckpt.name} is not"
     config = parse_config({
         "store": str(tmp_path / "store"),
         "datasets": [{"name": "d", "source": "sklearn_digits"}],
