@@ -82,6 +82,26 @@ def _param(rule: Mapping[str, Any]) -> float:
     return float(rule.get("k", rule.get("fraction", rule.get("width", 0.0))))
 
 
+def zoo_summaries(table: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per zoo of the validation table: its kind, board, domain, size, role and the labels' best
+    model, as the record and the results page list them (with ``held_out_protocol_1`` where the
+    table carries protocol 1's roles as ``held_out_1``)."""
+    zoos = {}
+    for zoo, z in table.groupby("zoo", sort=False):
+        t = z["truth"].to_numpy(dtype=np.float64)
+        first = z.iloc[0]
+        zoos[zoo] = {"kind": KIND_WORDS[first["kind"]], "board": BOARD_KIND[first["board"]],
+                     "domain": first["domain"], "models": len(z),
+                     "images": int(first["n_images"]), "held_out": bool(first["held_out"])}
+        if "held_out_1" in z:
+            zoos[zoo]["held_out_protocol_1"] = bool(first["held_out_1"])
+        zoos[zoo].update({"ordering_metric": first["ordering_metric"],
+                          "truth": first["truth_metric"],
+                          "best_model": str(z["model_id"].iloc[int(np.nanargmax(t))]),
+                          "best_accuracy": float(np.nanmax(t))})
+    return zoos
+
+
 def zoo_cases(table: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
     """metric → its zoos: per zoo the rank scores (higher = better, NaN = not eligible), the band
     scores (the metric's oriented values on eligible models), the truth, ids and the pick."""
@@ -397,16 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         res = calibrate(metric, cases, look)
         if res is not None:
             results[metric] = res
-    zoos = {}
-    for zoo, z in table.groupby("zoo", sort=False):
-        t = z["truth"].to_numpy(dtype=np.float64)
-        zoos[zoo] = {"kind": KIND_WORDS[z["kind"].iloc[0]], "board": BOARD_KIND[z["board"].iloc[0]],
-                     "domain": z["domain"].iloc[0], "models": len(z),
-                     "images": int(z["n_images"].iloc[0]), "held_out": bool(z["held_out"].iloc[0]),
-                     "ordering_metric": z["ordering_metric"].iloc[0],
-                     "truth": z["truth_metric"].iloc[0],
-                     "best_model": str(z["model_id"].iloc[int(np.nanargmax(t))]),
-                     "best_accuracy": float(np.nanmax(t))}
+    zoos = zoo_summaries(table)
     command = harness.command_line()
     record = {"generated_by": "benchmarks/science/shortlist_calibration.py", "command": command,
               "commit": harness.commit(), "date": str(datetime.date.today()),

@@ -45,6 +45,7 @@ from shortlist_calibration import (  # noqa: E402
     pick_regret,
     zoo_cases,
     zoo_section,
+    zoo_summaries,
 )
 
 from zoorank.decide.shortlist import percentile_summary, rule_text  # noqa: E402
@@ -233,17 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         res = calibrate(metric, cases, look)
         if res is not None:
             results[metric] = res
-    zoos = {}
-    for zoo, z in table.groupby("zoo", sort=False):
-        t = z["truth"].to_numpy(dtype=np.float64)
-        zoos[zoo] = {"kind": KIND_WORDS[z["kind"].iloc[0]], "board": BOARD_KIND[z["board"].iloc[0]],
-                     "domain": z["domain"].iloc[0], "models": len(z),
-                     "images": int(z["n_images"].iloc[0]), "held_out": bool(z["held_out"].iloc[0]),
-                     "held_out_protocol_1": bool(z["held_out_1"].iloc[0]),
-                     "ordering_metric": z["ordering_metric"].iloc[0],
-                     "truth": z["truth_metric"].iloc[0],
-                     "best_model": str(z["model_id"].iloc[int(np.nanargmax(t))]),
-                     "best_accuracy": float(np.nanmax(t))}
+    zoos = zoo_summaries(table)
     command = harness.command_line()
     record = {"generated_by": "benchmarks/science/shortlist_conformal.py", "protocol": 2,
               "command": command, "commit": harness.commit(), "date": str(datetime.date.today()),
