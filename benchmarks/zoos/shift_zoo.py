@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from zoo_models import BodyHead
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
@@ -63,7 +64,7 @@ class _Block(nn.Module):
         return torch.relu(self.net(x) + self.skip(x))
 
 
-class ShiftNet(nn.Module):
+class ShiftNet(BodyHead):
     """One classifier of the zoo: ``forward_features`` → ``forward_head`` (module docstring)."""
 
     def __init__(self, arch: str, width: int, num_classes: int = 10):
@@ -87,15 +88,6 @@ class ShiftNet(nn.Module):
         else:
             raise ValueError(f"arch: unknown architecture {arch!r} (cnn, resnet, mlp)")
         self.head = nn.Linear(dim, num_classes)
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-    def forward_head(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head(features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 def decode(path: Path, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:

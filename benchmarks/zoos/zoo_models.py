@@ -21,7 +21,24 @@ def _stage(c_in: int, c_out: int) -> list[nn.Module]:
     return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
 
 
-class SweepNet(nn.Module):
+class BodyHead(nn.Module):
+    """A classifier as a ``body`` (image → features) and a linear ``head`` (features → logits),
+    set by the subclass: the python-model head convention, ``forward`` = their composition."""
+
+    body: nn.Module
+    head: nn.Module
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+    def forward_head(self, features: torch.Tensor) -> torch.Tensor:
+        return self.head(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+class SweepNet(BodyHead):
     """A classifier of ``depth`` stages of base width ``width`` (module docstring)."""
 
     def __init__(self, width: int = 16, depth: int = 2, num_classes: int = 10):
@@ -36,15 +53,6 @@ class SweepNet(nn.Module):
             c_in = c_out
         self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Linear(c_in, num_classes)
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-    def forward_head(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head(features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 class _Encoder(nn.Module):
