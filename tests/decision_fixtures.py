@@ -37,3 +37,22 @@ def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
                            "fingerprint": resample.health_fingerprint(entries[(ds, mid)])})
     store.replace_table(resample.RESAMPLES, pd.DataFrame(folds))
     store.replace_table(resample.HEALTH, pd.DataFrame(health))
+
+
+def ranked_board(root, datasets: tuple[str, ...]) -> tuple[pd.DataFrame, dict]:
+    """A store of ``rank_fixtures.write_store`` over ``datasets`` under ``root``, with its fold and
+    health rows, ranked without an oracle: (the board RANK returns, the leaderboard's settings)."""
+    from rank_fixtures import config_dict, write_store
+
+    from zoorank.config.loading import parse_config
+    from zoorank.decide.leaderboard import read_leaderboard_settings
+    from zoorank.rank import write_rank_outputs
+    from zoorank.zoo import resolve_models
+
+    write_store(str(root), datasets=datasets)
+    config = parse_config(config_dict(str(root), datasets=datasets))
+    store = Store(str(root))
+    write_fold_and_health_rows(store, config)
+    board = write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
+                               pd.DataFrame(), show=False)
+    return board, read_leaderboard_settings(store)

@@ -137,24 +137,11 @@ def test_uncertainty_table_is_readable_by_pandas(decided):
 
 @pytest.fixture(scope="module")
 def two_datasets(tmp_path_factory):
-    from decision_fixtures import write_fold_and_health_rows
-    from rank_fixtures import config_dict, write_store
-
-    from zoorank.config.loading import parse_config
-    from zoorank.decide.leaderboard import read_leaderboard_settings
-    from zoorank.rank import write_rank_outputs
-    from zoorank.store import Store
-    from zoorank.zoo import resolve_models
+    from decision_fixtures import ranked_board
 
     root = tmp_path_factory.mktemp("decision-two-datasets")
-    datasets = ("digits", "digits-b")
-    write_store(str(root), datasets=datasets)
-    config = parse_config(config_dict(str(root), datasets=datasets))
-    store = Store(str(root))
-    write_fold_and_health_rows(store, config)
-    board = write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
-                               pd.DataFrame(), show=False)
-    return board.set_index("model_id"), read_leaderboard_settings(store)
+    board, settings = ranked_board(root, ("digits", "digits-b"))
+    return board.set_index("model_id"), settings
 
 
 def test_aggregate_intervals_cover_the_aggregate_rank_over_two_datasets(two_datasets):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from decision_fixtures import ranked_board
 
 from zoorank.decide import shortlist as S
 from zoorank.metrics.health import BLOCKING
@@ -17,33 +18,14 @@ KEYS = {"models", "metric", "rule", "text", "hits", "zoos", "hit_rate", "mean_si
         "coverage_note"}
 
 
-def _board(root, datasets):
-    from decision_fixtures import write_fold_and_health_rows
-    from rank_fixtures import config_dict, write_store
-
-    from zoorank.config.loading import parse_config
-    from zoorank.decide.leaderboard import read_leaderboard_settings
-    from zoorank.rank import write_rank_outputs
-    from zoorank.store import Store
-    from zoorank.zoo import resolve_models
-
-    write_store(str(root), datasets=datasets)
-    config = parse_config(config_dict(str(root), datasets=datasets))
-    store = Store(str(root))
-    write_fold_and_health_rows(store, config)
-    board = write_rank_outputs(config, store, resolve_models(config), store.read_metrics(),
-                               pd.DataFrame(), show=False)
-    return board, read_leaderboard_settings(store)
-
-
 @pytest.fixture(scope="module")
 def one_dataset(tmp_path_factory):
-    return _board(tmp_path_factory.mktemp("shortlist-one"), ("digits",))
+    return ranked_board(tmp_path_factory.mktemp("shortlist-one"), ("digits",))
 
 
 @pytest.fixture(scope="module")
 def two_datasets(tmp_path_factory):
-    return _board(tmp_path_factory.mktemp("shortlist-two"), ("digits", "digits-b"))
+    return ranked_board(tmp_path_factory.mktemp("shortlist-two"), ("digits", "digits-b"))
 
 
 def _entry(rule, **figures):
