@@ -1,4 +1,4 @@
-"""Metrics the config makes impossible are skipped, not failed (:mod:`zoorank.catalog.scoring`):
+"""Metrics the config makes impossible are skipped, not failed (:mod:`zoorank.catalog.applicability`):
 what each metric needs is read from the registry's inputs, SCORE plans no row for them and says so
 in one line, and the health flags name only metrics that ran and failed."""
 
@@ -9,13 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from zoorank.catalog.scoring import (
-    ModelInfo,
-    inapplicable_metrics,
-    plan_score,
-    pool_metrics,
-    skipped_line,
-)
+from zoorank.catalog.applicability import inapplicable_metrics, skipped_line
+from zoorank.catalog.scoring import ModelInfo, plan_score, pool_metrics
 from zoorank.config import RunConfig
 from zoorank.decide.decision import model_flags
 from zoorank.metrics import registry

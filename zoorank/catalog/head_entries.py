@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from zoorank.catalog.applicability import wants
 from zoorank.config import RunConfig
 from zoorank.config.digests import fingerprint
 from zoorank.metrics import registry
@@ -82,11 +83,6 @@ def head_entries(manifest: pd.DataFrame, dataset: str, view: str) -> dict[str, H
     return out
 
 
-def _wants(model: Any, dataset: str) -> bool:
-    wants = getattr(model, "wants", None)
-    return True if wants is None else bool(wants(dataset))
-
-
 def plan_heads(config: RunConfig, models: list[Any], manifest: pd.DataFrame) -> HeadPlan:
     """Every head row SCORE should hold for ``config`` over a fresh ``manifest``."""
     plan = HeadPlan()
@@ -99,7 +95,7 @@ def plan_heads(config: RunConfig, models: list[Any], manifest: pd.DataFrame) -> 
     source = head_entries(manifest, config.source, clean) if config.source else {}
     for spec in config.datasets:
         ds = spec.name
-        wanted = {m.model_id for m in models if _wants(m, ds)}
+        wanted = {m.model_id for m in models if wants(m, ds)}
         entries = {m: e for m, e in head_entries(manifest, ds, clean).items() if m in wanted}
         if not entries:
             continue

@@ -57,7 +57,7 @@ def model_flags(
 ) -> dict[str, dict[str, list[str]]]:
     """model_id → dataset → health flags (:func:`zoorank.metrics.health.health_flags`), with the
     label-free metrics that ran and have no value (a NaN row) as ``failed:<metric>``. A metric the
-    config makes impossible (:func:`zoorank.catalog.scoring.inapplicable_metrics`) has no row, so
+    config makes impossible (:func:`zoorank.catalog.applicability.inapplicable_metrics`) has no row, so
     no flag. O(rows + n · datasets)."""
     ids = list(board["model_id"])
     stats = {(r["model_id"], r["dataset"]): r for r in health.to_dict("records")} \

@@ -45,8 +45,8 @@ from zoorank.catalog import (
     ScorePlan,
     reliability_path,
 )
+from zoorank.catalog.applicability import skipped_line
 from zoorank.catalog.context import RunContext
-from zoorank.catalog.scoring import skipped_line
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
