@@ -1,0 +1,3 @@
+from zoorank.cli import entry
+
+entry()

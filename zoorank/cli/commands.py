@@ -1,0 +1,172 @@
+"""What each ``zoorank`` command does: :func:`_dispatch` runs the parsed command and returns its
+exit status and its result for ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
+    """Run the command: (exit status, its result for ``--json``, or None)."""
+    command = args.command
+    if command == "metrics":
+        import numpy as np
+
+        from zoorank.errors import InputError
+        from zoorank.score import embeddings_file
+
+        if not args.json:
+            return embeddings_file.main(args), None
+        Z, labels, q = embeddings_file.load_embeddings(args.embeddings, args.views, args.labels)
+        if not np.isfinite(Z).all():
+            raise InputError(f"{args.embeddings}: embeddings contain NaN/Inf values")
+        return 0, embeddings_file.score_matrix(Z, labels, q, seed=args.seed)
+    if command == "inspect":
+        from zoorank.zoo.inspect import main as zoo_main
+
+        return zoo_main(args), None
+    if command == "config":
+        return _config_command(args)
+    if command == "init":
+        from zoorank.init import init_command
+
+        return init_command(args), None
+    if command == "demo":
+        from zoorank.demo import run_demo
+
+        run_demo(out=args.out, dataset=args.dataset, data=args.data, size=args.size,
+                 address=args.address)
+        return 0, None
+    if command == "tune":
+        from zoorank.tune.search import run_tune
+
+        run_tune(args.config, store=args.store, address=args.address)
+        return 0, None
+
+    from zoorank.config.loading import load_config
+    from zoorank.decide.next_step import config_path
+
+    config = load_config(args.config, store=args.store)
+    if command == "zoo":
+        return _zoo(config, args)
+    # the verdict's next step (console and decision.json) names the config as the user typed it
+    with config_path(args.config):
+        return _stage_command(config, args)
+
+
+def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    """A command that runs stages on ``config``: (exit status, its result for ``--json``)."""
+    from zoorank import pipeline
+
+    command = args.command
+    if command == "ask":
+        asked = pipeline.run_ask(config, budget=args.budget, round_=args.round,
+                                 dataset=args.dataset, max_labels=args.max_labels,
+                                 sampler=args.sampler)
+        return 0, asked
+    if command == "label":
+        merged = pipeline.run_label(config, args.labels, dataset=args.dataset,
+                                    max_labels=args.max_labels, rank=not args.no_rank,
+                                    address=args.address)
+        return 0, merged
+    if command == "run" and args.watch:
+        from zoorank.watch import watch
+
+        status = watch(config, address=args.address, interval=args.interval,
+                       until=args.until, settle=args.settle).exit_status
+        return status, _decision(config) if args.json else None
+    if command == "run":
+        pipeline.run_all(config, address=args.address)
+    elif command == "gc":
+        pipeline.run_gc(config, dry_run=args.dry_run)
+    elif command == "report":
+        pipeline.run_report(config)
+    else:
+        getattr(pipeline, f"run_{command}")(config, address=args.address)
+    return 0, _decision(config) if getattr(args, "json", False) else None
+
+
+def _config_command(args: argparse.Namespace) -> tuple[int, Any]:
+    if args.action == "schema":
+        import json
+
+        from zoorank.config import RunConfig
+
+        text = json.dumps(RunConfig.model_json_schema(), indent=2) + "\n"
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(text)
+            print(f"zoorank: wrote the run config's JSON schema to {args.output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0, None
+    from zoorank.config.loading import load_config
+
+    config = load_config(args.config)
+    models = sum(1 for _ in config.models)
+    print(f"{args.config}: valid ({len(config.datasets)} dataset(s), {models} model entr"
+          f"{'y' if models == 1 else 'ies'}, store {config.store})")
+    return 0, config.model_dump(mode="json") if args.json else None
+
+
+def _decision(config: Any) -> dict[str, Any]:
+    """What ``run --json`` / ``rank --json`` print: the store's ``decision.json``; before RANK
+    writes one, the leaderboard's first rows and where the outputs are."""
+    from zoorank.decide.verdict import read_decision
+    from zoorank.store import Store, uris
+
+    store = Store(config.store)
+    decision = read_decision(store)
+    if decision is not None:
+        return decision
+    from zoorank.decide.leaderboard import read_leaderboard
+
+    board, _ = read_leaderboard(store)
+    top = None if board is None else board.head(10)
+    if top is not None and "model_id" not in top.columns:
+        top = top.reset_index()
+    rows = [] if top is None else top.to_dict("records")
+    return {"pick": ({"model_id": rows[0].get("model_id")} if rows else None),
+            "leaderboard": rows, "store": uris.redact(config.store),
+            "leaderboard_csv": store.uri_of("leaderboard.csv"),
+            "report": store.uri_of("report", "index.html")}
+
+
+def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    from zoorank.zoo.inspect import describe_zoo, head_classes
+    from zoorank.zoo.resolve import resolve_models
+
+    models = resolve_models(config)
+    if not args.json:
+        print(describe_zoo(models))
+        return 0, None
+    from zoorank.store import uris
+    from zoorank.zoo.memory import count_parameters
+    from zoorank.zoo.preprocessing import describe_preprocessing
+
+    out = []
+    for m in models:
+        spec = m.spec
+        head: dict[str, Any] = {"kind": None, "classes": None}
+        if not m.unreadable:
+            try:
+                head["kind"], head["classes"] = head_classes(m)
+            except Exception as err:  # noqa: BLE001 - the listing goes on; EMBED reports it
+                head["error"] = f"{type(err).__name__}: {err}"
+        out.append({
+            "model_id": m.model_id, "source": spec.source, "name": spec.name,
+            "checkpoint": uris.redact(spec.checkpoint) if spec.checkpoint else None,
+            "pretrained": spec.pretrained, "weights_revision": m.weights_revision,
+            "checkpoint_digest": m.checkpoint_digest, "fingerprint": m.fingerprint,
+            "group": m.group, "family": m.family,
+            "datasets": list(m.datasets) if m.datasets is not None else None,
+            "input": describe_preprocessing(m),
+            "input_size": m.geometry.input_size, "interpolation": m.geometry.interpolation,
+            "crop_pct": m.geometry.crop_pct, "mean": list(m.normalization.mean),
+            "std": list(m.normalization.std),
+            "parameters": None if m.unreadable else count_parameters(m),
+            "head": head, "unreadable": m.unreadable,
+        })
+    return 0, {"models": out}
