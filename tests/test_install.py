@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_timm_and_torchvision_import_and_build_a_model():
@@ -18,16 +20,48 @@ def test_timm_and_torchvision_import_and_build_a_model():
 
 
 def test_fix_defines_schemas_only_when_the_extension_is_missing():
+    """The hook defined the schemas exactly when torchvision's own extension failed to load."""
     code = (
-        "import torch, torchvision\n"
+        "import sys, torch, torchvision\n"
         "from torchvision.extension import _has_ops\n"
         "torch._C._dispatch_find_schema_or_throw('torchvision::nms', '')\n"
-        "print(_has_ops())\n"
+        "hook = sys.modules.get('zoorank_torchvision_cpu_fix')\n"
+        "print(_has_ops(), hook is not None and hasattr(hook, '_LIBRARY'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    # Either torchvision's own extension defines nms (GPU/normal installs) or our hook did.
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() in ("True", "False")
+    has_ops, hook_defined = out.stdout.split()
+    assert hook_defined == ("False" if has_ops == "True" else "True"), out.stdout
+
+
+def test_fix_is_inert_where_the_extension_loaded():
+    """With an extension that reports its ops (a GPU or normal install), the hook defines nothing:
+    run in a fresh interpreter that never imports torchvision, so no schema exists beforehand."""
+    code = (
+        "import sys, types, torch\n"
+        "sys.path.insert(0, 'scripts')\n"
+        "import torchvision_cpu_fix as fix\n"
+        "sys.modules['torchvision.extension'] = types.SimpleNamespace(_has_ops=lambda: True)\n"
+        "fix._define_missing_schemas()\n"
+        "try:\n"
+        "    torch._C._dispatch_find_schema_or_throw('torchvision::nms', '')\n"
+        "    found = True\n"
+        "except RuntimeError:\n"
+        "    found = False\n"
+        "print(hasattr(fix, '_LIBRARY'), found)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                         timeout=180, cwd=root, env={**os.environ, "PYTHONPATH": _site_packages()})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"], out.stdout
+
+
+def _site_packages() -> str:
+    """This interpreter's site-packages, for a child started with ``-S`` (no ``.pth`` hooks run)."""
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
 
 
 def test_the_lock_pins_every_dependency_of_pyproject():

@@ -14,7 +14,7 @@ scaling figure shows what adding nodes costs there, not what a real cluster gain
    ``../shared/data/cifar10/train.parquet``; the driver's peak RSS (``ru_maxrss`` of the driver
    process itself, from ``wait4`` through ``harness.run_child``) at each size and their ratio.
 
-Inputs are local files (every node of this cluster sees the same disk; tests/test_cluster.py
+Inputs are local files (every node of this cluster sees the same disk; tests/e2e/test_cluster.py
 covers S3), so the figures hold no moto server's CPU.
 
     .venv/bin/python benchmarks/performance/bench_cluster.py                  # about 10 min on 2 idle cores

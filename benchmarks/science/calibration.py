@@ -222,7 +222,7 @@ def few_label_correct(units: list[np.ndarray], codes: np.ndarray, order: np.ndar
     :func:`zoorank.metrics.active.knn_predictions` restricted to the labelled rows (``label_evidence``
     scores only those), computed incrementally over the nested prefixes: each look merges the
     newly labelled rows into every row's k nearest (pinned against the product in
-    ``tests/test_calibration_harness.py``)."""
+    ``tests/benchmarks/test_calibration_harness.py``)."""
     from zoorank.metrics.active import FEW_LABEL_K
 
     looks = sorted(looks)

@@ -123,7 +123,7 @@ PUBLISHED_MAE = (
     "9.2 pp, τ AC −0.12, DoC +0.06, ATC +0.21, nuclear norm +0.43, consensus +0.41.")
 
 
-# -- pure helpers (tests/test_shift_benchmark.py) -------------------------------------------------
+# -- pure helpers (tests/benchmarks/test_shift_benchmark.py) -------------------------------------------------
 
 def top1(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """(M,) share of images whose top-1 class (ties: the lowest) is the label; probs (M, N, K)."""
