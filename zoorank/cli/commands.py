@@ -135,11 +135,10 @@ def _decision(config: Any) -> dict[str, Any]:
 
 
 def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
-    from zoorank.zoo.inspect import describe_zoo, head_classes
-    from zoorank.zoo.resolve import resolve_models
-
     from zoorank.zoo.duplicates import duplicate_lines
+    from zoorank.zoo.inspect import describe_zoo, head_classes
     from zoorank.zoo.preflight import preflight, store_if_any
+    from zoorank.zoo.resolve import resolve_models
 
     checked = preflight(resolve_models(config), store=store_if_any(config.store))
     models = checked.models

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from zoorank.zoo.resolve import ResolvedModel
+#: a :class:`~zoorank.zoo.resolve.ResolvedModel` (not imported: resolve imports this module).
+ResolvedModel = TypeVar("ResolvedModel", bound=Any)
 
 
-def _key(model: ResolvedModel) -> str | None:
+def _key(model: Any) -> str | None:
     """What two models must share to be duplicates; None for one never merged (no weight file,
     or a checkpoint that cannot be read now)."""
     if model.checkpoint_digest is None or model.unreadable is not None:
@@ -45,7 +45,7 @@ def drop_duplicates(models: list[ResolvedModel]) -> list[ResolvedModel]:
             for i, m in enumerate(kept)]
 
 
-def duplicate_lines(models: list[ResolvedModel]) -> list[str]:
+def duplicate_lines(models: list[Any]) -> list[str]:
     """One line per model ranked in place of identical ones (the console and ``zoorank zoo``)."""
     return [f"duplicates: {', '.join(m.duplicates)} hold the same weights as {m.model_id} "
             f"(digest {str(m.checkpoint_digest)[:12]}); ranked once, as {m.model_id}"
