@@ -39,6 +39,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
         run_demo(out=args.out, dataset=args.dataset, data=args.data, size=args.size,
                  address=args.address)
         return 0, None
+    if command == "calibrate":
+        return _calibrate(args)
     if command == "tune":
         from zoorank.tune.search import run_tune
 
@@ -86,6 +88,17 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
     else:
         getattr(pipeline, f"run_{command}")(config, address=args.address)
     return 0, _decision(config) if getattr(args, "json", False) else None
+
+
+def _calibrate(args: argparse.Namespace) -> tuple[int, Any]:
+    from zoorank.decide.calibrate import calibrate
+
+    record = calibrate(args.stores, args.out, table=args.table, seed=args.seed)
+    for key, entry in record["boards"].items():
+        print(f"{key}: {entry['metric'] or 'no metric'} over {entry['units']['n']} units. "
+              f"{entry['statement']}")
+    print(f"zoorank: wrote the calibration record to {args.out}", file=sys.stderr)
+    return 0, record if args.json else None
 
 
 def _config_command(args: argparse.Namespace) -> tuple[int, Any]:

@@ -222,6 +222,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(q)
     _add_json(q, "the config as it is read (defaults filled in, paths resolved)")
 
+    p = _subparser(sub, "calibrate", help="a calibration record from labelled zoos: the metric "
+                                          "and shortlist chosen leaving one unit out",
+                   description="From labelled zoos (stores RANK ran on with the label oracle "
+                               "on, and/or a per-model Parquet table), choose the metric and the "
+                               "shortlist fraction by leave-one-unit-out, measure them against "
+                               "the baselines, and write the record a run's `record:` names.")
+    p.add_argument("stores", nargs="*", metavar="STORE",
+                   help="a labelled store (folder or URI); UNIT=STORE names its unit (stores of "
+                        "the same networks on other images share one; default: one unit per "
+                        "store, named after its folder)")
+    p.add_argument("--table", metavar="PARQUET",
+                   help="a per-model table (one row per zoo and model: unit, truth, one column "
+                        "per label-free metric), e.g. benchmarks/zoos/validation_zoos.parquet")
+    p.add_argument("--out", required=True, metavar="RECORD",
+                   help="the record file to write (JSON)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the bootstrap over units (default: %(default)s)")
+    _add_json(p, "the record")
+
     p = _subparser(sub, "init", help="write a starting config from a folder of checkpoints "
                                      "and images, or timm names",
                    description="Write a commented run config from what FOLDER holds (checkpoint "

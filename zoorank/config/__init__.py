@@ -505,6 +505,11 @@ class RunConfig(Strict):
     """The labelled in-distribution dataset (the name of another dataset of the run) on which
     DoC, ATC and COT calibrate a classifier head's accuracy estimate. Default: none (those
     estimates are not computed)."""
+    record: str | None = Field(default=None, description=(
+        "A calibration record written by `zoorank calibrate` from this team's labelled zoos: RANK "
+        "orders the board by its metric (unless `rank.primary_metric` names one) and takes its "
+        "shortlist fraction, and the console prints its held-out units and baselines. Default: "
+        "the record zoorank ships. " + RELATIVE_PATHS))
 
     @field_validator("models", mode="before")
     @classmethod

@@ -54,10 +54,11 @@ def statement(entry: dict[str, Any]) -> str:
     guarantee = ("" if entry["guaranteed"] else
                  f" No guarantee: {entry['units']['n']} units are too few, or the shortlist is "
                  "capped at half the board.")
-    return (f"On {held['n']} held-out units, {entry['metric']}'s pick was {_pp(r['median'])} "
+    units = "unit" if held["n"] == 1 else "units"
+    return (f"On {held['n']} held-out {units}, {entry['metric']}'s pick was {_pp(r['median'])} "
             f"from the best (median; p90 {_pp(r['p90'])}); {base}.{verdict} Its shortlist "
             f"(the first {100 * entry['shortlist_fraction']:.0f}% of the board) held a model within "
-            f"{NEAR_BEST_PP:g} pp of the best on {held['hits']}/{held['n']} units (90% lower bound "
+            f"{NEAR_BEST_PP:g} pp of the best on {held['hits']}/{held['n']} {units} (90% lower bound "
             f"{100 * (lower or 0):.0f}%).{guarantee}")
 
 
