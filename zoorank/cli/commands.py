@@ -78,7 +78,7 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
 
         status = watch(config, address=args.address, interval=args.interval,
                        until=args.until, settle=args.settle).exit_status
-        return status, _decision(config) if args.json else None
+        return _strict(config, args, status), _decision(config) if args.json else None
     if command == "run":
         pipeline.run_all(config, address=args.address)
     elif command == "gc":
@@ -87,7 +87,27 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
         pipeline.run_report(config)
     else:
         getattr(pipeline, f"run_{command}")(config, address=args.address)
-    return 0, _decision(config) if getattr(args, "json", False) else None
+    return _strict(config, args, 0), _decision(config) if getattr(args, "json", False) else None
+
+
+def _strict(config: Any, args: argparse.Namespace, status: int) -> int:
+    """``status``, or 1 under ``--strict`` when decision.json counts a failed model (each named
+    on stderr with its reason)."""
+    if status or not getattr(args, "strict", False):
+        return status
+    from zoorank.decide.verdict import read_decision
+    from zoorank.store import Store
+
+    doc = read_decision(Store(config.store)) or {}
+    failed = (doc.get("counts") or {}).get("failed") or 0
+    if not failed:
+        return status
+    print(f"zoorank: --strict: {failed} of {doc['counts'].get('configured')} configured models "
+          "failed:", file=sys.stderr)
+    for f in doc.get("failed") or []:
+        print(f"  {f['model_id']} ({f.get('dataset')}, {f.get('stage')}): {f['reason']}",
+              file=sys.stderr)
+    return 1
 
 
 def _calibrate(args: argparse.Namespace) -> tuple[int, Any]:

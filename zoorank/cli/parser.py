@@ -74,6 +74,13 @@ def _add_address(p: argparse.ArgumentParser) -> None:
                         "(default: $RAY_ADDRESS, else a local Ray started on demand)")
 
 
+def _add_strict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when any configured model failed (decision.json's counts.failed "
+                        "is not 0), after ranking the others; without it a failed model is "
+                        "recorded and the exit status is 0")
+
+
 def _add_json(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true",
                    help=f"print {what} as JSON on stdout (everything else goes to stderr)")
@@ -115,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(p)
     _add_address(p)
     _add_json(p, "the decision (the store's decision.json)")
+    _add_strict(p)
     p.add_argument("--watch", action="store_true",
                    help="keep ranking: re-list the checkpoint globs and rank what is new")
     p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
@@ -133,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
             _add_address(p)
         if stage == "rank":
             _add_json(p, "the decision (the store's decision.json)")
+            _add_strict(p)
 
     p = _subparser(sub, "gc", help="delete stale metric rows and orphaned embeddings of a store")
     _add_config(p)
