@@ -118,6 +118,18 @@ class MetricInfo:
     #: per term (stored as ``<name>.<term>`` budget cells) and ``combine(*terms)`` turns the zoo's
     #: term arrays into one value per model, in RANK.
     terms: tuple[str, ...] = ()
+    #: place in the default order of the primary metric (1 = the default when computed; see
+    #: :mod:`zoorank.metrics.primary` for how the order was chosen); None: after every ranked one,
+    #: in registration order.
+    default_rank: int | None = None
+    #: grows with the embedding width (rank- and dimension-based): RANK warns when it orders a zoo
+    #: of mixed widths.
+    width_sensitive: bool = False
+    #: at its best on a collapsed encoder: it never orders a model flagged ``collapsed``.
+    collapse_degenerate: bool = False
+    #: an accuracy of the label oracle: the truth RANK, the label budget and Tune judge the
+    #: label-free metrics against (:func:`oracles`).
+    oracle: bool = False
 
     def oriented(self, value: float) -> float:
         """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
@@ -180,6 +192,10 @@ def register(
     compute: bool = True,
     terms: Iterable[str] = (),
     zoo_relative: Callable[..., Any] | None = None,
+    default_rank: int | None = None,
+    width_sensitive: bool = False,
+    collapse_degenerate: bool = False,
+    oracle: bool = False,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
 
@@ -188,6 +204,8 @@ def register(
     it: the function is then documentation; a pool metric's function is its ``combine``, called by
     SCORE over each pool of ``scope``). A few-label score with ``terms`` returns one raw value per
     term, and ``zoo_relative(*term_arrays)`` combines them over a dataset's models in RANK.
+    ``default_rank``, ``width_sensitive``, ``collapse_degenerate`` and ``oracle``: see
+    :class:`MetricInfo` (what may order the board and where it stands among the candidates).
     ``primary`` defaults to True for clean, augmented, ensemble and pool metrics. Registering a
     name twice replaces the entry only if it is the same function (module reloads); otherwise
     ValueError.
@@ -204,6 +222,10 @@ def register(
     unknown = [o for o in options if o not in OPTIONS]
     if unknown:
         raise ValueError(f"{name}: options {unknown} are not declared (options.option)")
+    if default_rank is not None and (primary is False or inputs in ("labels", "logits")):
+        raise ValueError(f"{name}: default_rank= is for a metric that may order the board")
+    if oracle and inputs != "labels":
+        raise ValueError(f"{name}: an oracle reads labels (inputs='labels'), got {inputs!r}")
 
     def decorate(fn: F) -> F:
         entry = MetricInfo(
@@ -215,7 +237,8 @@ def register(
             combine=fn if compute and inputs == "pool" else zoo_relative, scope=scope, solo=solo,
             function=fn, few_label=few_label,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
-            terms=terms,
+            terms=terms, default_rank=default_rank, width_sensitive=width_sensitive,
+            collapse_degenerate=collapse_degenerate, oracle=oracle,
         )
         old = REGISTRY.get(name)
         if old is not None and getattr(old.compute or old.combine, "__qualname__", None) != getattr(
@@ -265,6 +288,28 @@ def config_names() -> tuple[str, ...]:
     """Names a config's ``metrics:`` may list, in registration order (not the ``logits``
     estimates: SCORE computes them for every model with a head)."""
     return tuple(dict.fromkeys(m.config_name for m in label_free().values() if m.inputs != "logits"))
+
+
+def oracles() -> tuple[str, ...]:
+    """The label oracle's accuracies (``oracle=True``), in registration order: what the board's
+    in-domain accuracy, the label budget's reference and Tune's trial oracle read."""
+    return tuple(n for n, m in REGISTRY.items() if m.oracle)
+
+
+def default_preference() -> tuple[str, ...]:
+    """The metrics with a ``default_rank``, by it: the default order of the primary metric."""
+    ranked = [(m.default_rank, n) for n, m in REGISTRY.items() if m.default_rank is not None]
+    return tuple(n for _, n in sorted(ranked))
+
+
+def width_sensitive() -> frozenset[str]:
+    """The metrics registered ``width_sensitive=True``."""
+    return frozenset(n for n, m in REGISTRY.items() if m.width_sensitive)
+
+
+def collapse_degenerate() -> frozenset[str]:
+    """The metrics registered ``collapse_degenerate=True``."""
+    return frozenset(n for n, m in REGISTRY.items() if m.collapse_degenerate)
 
 
 def classifier_metrics() -> dict[str, MetricInfo]:

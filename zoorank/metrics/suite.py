@@ -189,7 +189,7 @@ NC = "nc"
 
 @registry.register(
     NC, +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"), settings=nc_settings,
-    description="mean neighbourhood consistency over a seed ensemble (Park 2024)",
+    description="mean neighbourhood consistency over a seed ensemble (Park 2024)", default_rank=4,
 )
 def ensemble_reliability(
     members: list[Any], sample_ids: Any, options: Any = None, seed: int = 0
