@@ -30,6 +30,7 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import softmax
 
 from zoorank.metrics._checks import (
     DegenerateInputWarning,
@@ -59,12 +60,6 @@ SFDA_SATURATION_GAP = 1e-3
 # --------------------------------------------------------------------------------------------
 # shared discriminant
 # --------------------------------------------------------------------------------------------
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=1, keepdims=True)
 
 
 class _Scatter(NamedTuple):
@@ -130,7 +125,7 @@ def _lda_proba(X: np.ndarray, codes: np.ndarray, n_classes: int, shrinkage: floa
     # logits = X Σ⁻¹ Mᵀ − ½ diag(M Σ⁻¹ Mᵀ) + log π, each product formed in the eigenbasis
     quad = np.einsum("cr,cr->c", along, inv_along) + np.einsum("cd,cd->c", outside, outside) / a
     logits = (X @ sc.basis.T) @ inv_along.T + (X @ outside.T) / a - 0.5 * quad
-    return _softmax(logits + np.log(sc.priors))
+    return softmax(logits + np.log(sc.priors), axis=1)
 
 
 def _rank_deficient(n: int, d: int, n_classes: int) -> bool:
@@ -254,7 +249,7 @@ def sfda(Z: Any, y: Any, shrinkage: float | None = None) -> float:
         if not 0 < shrinkage <= 1:
             raise ValueError(f"shrinkage must be in (0, 1], got {shrinkage}")
         s = float(shrinkage)
-    soft = _softmax(_lda_proba(X, codes, n_classes, s, scatter))
+    soft = softmax(_lda_proba(X, codes, n_classes, s, scatter), axis=1)
     means = scatter.means
     outer = (means.sum(axis=0) - means) / (n_classes - 1)  # mean of the other classes' means
     q = soft[np.arange(n), codes][:, None]
