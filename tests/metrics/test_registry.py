@@ -21,7 +21,7 @@ from zoorank.config import ScoreOptions
 from zoorank.config.loading import parse_config
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
-from zoorank.metrics.options import OPTIONS, resolve_options
+from zoorank.metrics.score_options import OPTIONS, resolve_options
 from zoorank.metrics.suite import label_free_suite
 
 NEW = "mean_abs_coordinate"

@@ -27,8 +27,8 @@ from pydantic.json_schema import GenerateJsonSchema
 from zoorank.config.suggest import did_you_mean
 from zoorank.metrics import registry
 from zoorank.metrics.heads.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
-from zoorank.metrics.options import OPTIONS
 from zoorank.metrics.primary import default_primary
+from zoorank.metrics.score_options import OPTIONS
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]

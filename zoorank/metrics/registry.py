@@ -23,7 +23,7 @@ scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; 
 Settings. ``settings(options, seed)`` returns the keyword arguments the metric's function is called
 with — written once, recorded in every row's ``params`` and part of its fingerprint; ``notes`` are
 recorded too but not passed (fixed facts of the computation, e.g. ``n_clusters: round(sqrt(n))``).
-``options`` is a mapping of the ``score:`` options declared in :mod:`zoorank.metrics.options`
+``options`` is a mapping of the ``score:`` options declared in :mod:`zoorank.metrics.score_options`
 (each with its default; ``resolve_options`` fills it from a ``ScoreOptions`` or any object or mapping).
 
 Versions. ``version`` is the implementation version of the metric: bump it when its maths or
@@ -39,7 +39,7 @@ under ``metrics:`` and never the embedding board's primary metric; ``notes["sour
 labelled source set, ``notes["zoo"]``: one value per model from the whole zoo's predictions).
 
 Which metric orders the leaderboard by default is :mod:`zoorank.metrics.primary`. This module imports
-only :mod:`zoorank.metrics.options` of zoorank's: it is the bottom of the metrics layer.
+only :mod:`zoorank.metrics.score_options` of zoorank's: it is the bottom of the metrics layer.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from zoorank.metrics.options import OPTIONS, resolve_options
+from zoorank.metrics.score_options import OPTIONS, resolve_options
 
 Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels", "logits"]
 INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels", "logits")

@@ -43,7 +43,7 @@ from zoorank.metrics.label_free.reliability import (
     mean_knn_distance,
     neighborhood_consistency,
 )
-from zoorank.metrics.options import option, resolve_options
+from zoorank.metrics.score_options import option, resolve_options
 
 __all__ = ["duplicate_fraction", "ensemble_reliability", "label_free_suite", "nc_settings",
            "numerical_rank", "per_model_metrics", "select_samples"]

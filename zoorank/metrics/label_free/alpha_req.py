@@ -18,8 +18,8 @@ from zoorank.metrics.label_free._spectrum import (
     is_negligible,
     sq_norm,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["alpha_req"]
 

@@ -15,8 +15,8 @@ from zoorank.metrics.label_free._spectrum import (
     gram,
     logdet_identity_plus,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["coding_rate", "coding_rate_reduction"]
 

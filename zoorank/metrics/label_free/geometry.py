@@ -20,8 +20,8 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import knn
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import fixed, register
+from zoorank.metrics.score_options import option
 
 __all__ = ["twonn_id", "mle_id", "alignment", "uniformity"]
 

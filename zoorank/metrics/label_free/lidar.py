@@ -27,8 +27,8 @@ from zoorank.metrics.label_free._spectrum import (
     rows64,
     sq_norm,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["lidar"]
 
