@@ -1,7 +1,7 @@
 """The metric registry: every metric zoorank knows, registered beside the function that computes it.
 
-A metric is one function plus one registration next to it in its family module
-(``zoorank/metrics/<family>.py``)::
+A metric is one function with one ``@register`` in its family module (a file of a wing,
+``zoorank/metrics/<wing>/<family>.py``, found by :mod:`zoorank.metrics._discover`)::
 
     @register("uniformity", -1, "clean", settings=lambda o, seed: {"t": 2.0})
     def uniformity(Z, t=2.0): ...
@@ -118,12 +118,10 @@ class MetricInfo:
     #: per term (stored as ``<name>.<term>`` budget cells) and ``combine(*terms)`` turns the zoo's
     #: term arrays into one value per model, in RANK.
     terms: tuple[str, ...] = ()
-    #: place in the default order of the primary metric (1 = the default when computed; see
-    #: :mod:`zoorank.metrics.primary` for how the order was chosen); None: after every ranked one,
-    #: in registration order.
+    #: place in the primary metric's default order (1 first; how it was chosen: zoorank.metrics.
+    #: primary); None: after every ranked one, in registration order.
     default_rank: int | None = None
-    #: grows with the embedding width (rank- and dimension-based): RANK warns when it orders a zoo
-    #: of mixed widths.
+    #: grows with the embedding width: RANK warns when it orders a zoo of mixed widths.
     width_sensitive: bool = False
     #: at its best on a collapsed encoder: it never orders a model flagged ``collapsed``.
     collapse_degenerate: bool = False
@@ -303,12 +301,10 @@ def default_preference() -> tuple[str, ...]:
 
 
 def width_sensitive() -> frozenset[str]:
-    """The metrics registered ``width_sensitive=True``."""
     return frozenset(n for n, m in REGISTRY.items() if m.width_sensitive)
 
 
 def collapse_degenerate() -> frozenset[str]:
-    """The metrics registered ``collapse_degenerate=True``."""
     return frozenset(n for n, m in REGISTRY.items() if m.collapse_degenerate)
 
 
@@ -409,11 +405,9 @@ def ensemble_metric() -> MetricInfo:
 
 
 def solo_value(name: str, values: Mapping[str, float]) -> float:
-    """A pool metric's one-model value (its ``solo`` settings) from its terms' ``values``.
-
-    What a Tune trial reports for CLID and the probe's ``clid_raw`` (``100·CL + ID``). ValueError
-    for a metric with no one-model value; NaN when a term is missing or not finite.
-    """
+    """A pool metric's one-model value (its ``solo`` settings) from its terms' ``values``: what a
+    Tune trial reports for CLID and the probe's ``clid_raw`` (``100·CL + ID``). ValueError for a
+    metric with no one-model value; NaN when a term is missing or not finite."""
     import math
 
     import numpy as np
