@@ -67,18 +67,18 @@ def test_the_families_are_every_module_of_the_wings_in_registration_order():
     assert firsts == expected
 
 
-def test_every_public_name_of_a_family_is_exported_by_the_package():
-    for family in zoorank.metrics.FAMILIES:
-        module = importlib.import_module(f"zoorank.metrics.{family}")
-        for name in getattr(module, "__all__", ()):
-            assert name in zoorank.metrics.__all__, (family, name)
-            assert getattr(zoorank.metrics, name) is getattr(module, name)
+def test_every_registered_metric_function_is_exported_by_the_package():
+    for entry in registry.REGISTRY.values():
+        name = entry.function.__name__
+        if not name.startswith("_"):
+            assert name in zoorank.metrics.__all__ and getattr(zoorank.metrics, name) is entry.function
 
 
 def test_a_metric_in_a_new_module_reaches_score_the_board_the_config_and_the_reference(
         new_family, digits):
     assert "label_free.squared_norms" in new_family
     assert NAME in registry.config_names()
+    assert _discover.metric_functions()[NAME] is registry.REGISTRY[NAME].function
 
     # SCORE's rows: the suite SCORE's worker runs on each model's clean embeddings (real images:
     # the digits' pixels through a seeded ReLU projection), against the closed form
