@@ -5,22 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from active_cases import prediction_zoo
-from scipy import stats
+from active_cases import loop_class_posterior, prediction_zoo, random_zoo, reference_next, reference_prior
 
-from zoorank.metrics.active import coda, coda_eig
+from zoorank.metrics.active import coda
 from zoorank.metrics.active import model_selection as ms
-
-
-def _loop_class_posterior(alpha, P):
-    """π̂(c | i) ∝ Σ_m Σ_s alpha[m, c, s] P[m, i, s], written with loops."""
-    m, n, k = P.shape
-    q = np.zeros((n, k))
-    for i in range(n):
-        for c in range(k):
-            q[i, c] = sum(alpha[j, c, s] * P[j, i, s] for j in range(m) for s in range(k))
-        q[i] /= q[i].sum()
-    return q
 
 
 def test_coda_prior_hand_case():
@@ -34,7 +22,7 @@ def test_coda_prior_hand_case():
     m_hat = np.array([[[0.75, 0.25], [0.2, 0.8]], [[0.6, 0.4], [0.4, 0.6]]])
     np.testing.assert_allclose(prior.alpha, 4.0 * (1.0 + 0.5 * m_hat))
     np.testing.assert_allclose(coda.diagonal_base(3), [[1, .5, .5], [.5, 1, .5], [.5, .5, 1]])
-    q = _loop_class_posterior(prior.alpha, P)
+    q = loop_class_posterior(prior.alpha, P)
     got, pi = coda.coda_class_posterior(prior.alpha, P)
     np.testing.assert_allclose(got, q, atol=1e-12)
     np.testing.assert_allclose(pi, q.mean(axis=0), atol=1e-12)
@@ -127,116 +115,20 @@ def test_coda_next_never_asks_a_labelled_or_excluded_image():
     assert len({tuple(v) for v in votes}) > 1
 
 
-def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
-    """coda_eig as first written: one (class, who-predicted-it) key per candidate and class,
-    ``np.unique`` over them, ``stats.beta.cdf`` of every class's rows in their three states."""
-    m, k, _ = alpha.shape
-    out = np.zeros(len(cand))
-    cv = votes[:, cand]
-    split = (cv != cv[:1]).any(axis=0)
-    if not split.any():
-        return out
-    diag = np.diagonal(alpha, axis1=1, axis2=2)
-    a0, b0 = diag.T, (alpha.sum(axis=2) - diag).T
-    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)
-    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
-    lo, hi = coda_eig._span(a3.reshape(k, -1), b3.reshape(k, -1))
-    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)
-    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])
-    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
-    rows_now = coda_eig._p_best_cdf(cdf[:, 0])
-    now = pi @ rows_now
-    classes = np.arange(k)
-    right = cv[:, split].T[:, None, :] == classes[None, :, None]
-    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
-                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
-    combos, where = np.unique(keys, axis=0, return_inverse=True)
-    c = combos[:, 0]
-    sel = cdf[c[:, None], np.where(combos[:, 1:] == 1, 1, 2), np.arange(m)[None, :]]
-    after = now[None, :] + pi[c, None] * (coda_eig._p_best_cdf(sel) - rows_now[c])
-    h_after = ms.entropy(np.clip(after, 0.0, None))[where.reshape(-1)].reshape(-1, k)
-    out[np.flatnonzero(split)] = np.clip(ms.entropy(now) - (post[split] * h_after).sum(axis=1), 0.0, None)
-    return out
-
-
-def _reference_prior(P) -> coda.CodaPrior:
-    """coda_prior as first written: ``P`` checked, its confusions from ``P`` checked again (all
-    models at once), the consensus by ``mean``."""
-    P = ms.check_predictions(P)
-    again = ms.check_predictions(P)
-    m, _, k = P.shape
-    pseudo = again.mean(axis=0).argmax(axis=1)
-    conf = np.zeros((m, k, k))
-    for j in range(m):
-        np.add.at(conf[j], pseudo, again[j])
-    sums = conf.sum(axis=2, keepdims=True)
-    conf /= np.where(sums > 0, sums, 1.0)
-    alpha = coda.SCALE * (coda.diagonal_base(k)[None] + coda.STRENGTH * conf)
-    q = np.einsum("mcs,mns->nc", alpha, P)
-    return coda.CodaPrior(alpha, P, P.argmax(axis=2), (q / q.sum(axis=1, keepdims=True)).mean(axis=0),
-                          coda.LABEL_WEIGHT)
-
-
-def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore):
-    """coda_next as first written: the prior of ``P`` checked (:func:`_reference_prior`), the class
-    posterior (einsum) and :func:`_reference_eig` from scratch at every pick."""
-    P = ms.check_predictions(P)
-    prior = _reference_prior(P)
-    alpha = coda.coda_posterior(prior, labelled, labels)
-    mask = np.zeros(P.shape[1], dtype=bool)
-    mask[labelled] = True
-    rng = np.random.default_rng(seed)
-    explorer = np.random.default_rng([seed, coda._EXPLORE_STREAM])
-    picks = []
-    for step in range(k):
-        free = np.flatnonzero(~mask)
-        q = np.einsum("mcs,mns->nc", alpha, prior.predictions)
-        q /= q.sum(axis=1, keepdims=True)
-        if explore > 0 and explorer.random() < explore:
-            i = int(free[explorer.integers(len(free))])
-        else:
-            cand = ms.subsample_candidates(free, max_candidates, seed + step)
-            gain = _reference_eig(alpha, q.mean(axis=0), prior.votes, cand, q[cand], grid)
-            scores = gain if gain.max() > 0 else ms.entropy(P[:, cand].mean(axis=0))
-            i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
-        picks.append(i)
-        mask[i] = True
-        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += coda.LABEL_WEIGHT
-    return np.sort(picks)
-
-
-def _random_zoo(seed: int):
-    """A seeded zoo of 2–9 models, 2–60 classes, 40–300 images: Dirichlet predictions, or
-    softmaxes of normal logits lifting the true class (probability 0.5–0.9, graded over the
-    models) or another. Continuous: no two images' EIG tie exactly in exact arithmetic (on the
-    discrete predictions of :func:`_zoo` they do, and the last bits of the sums decide)."""
-    rng = np.random.default_rng(seed)
-    m, k, n = int(rng.integers(2, 10)), int(rng.integers(2, 61)), int(rng.integers(40, 301))
-    if seed % 2 == 0:
-        return rng.dirichlet(np.full(k, rng.choice([0.05, 0.3, 1.0])), size=(m, n))
-    y = rng.integers(k, size=n)
-    z = rng.standard_normal((m, n, k))
-    for j, acc in enumerate(np.linspace(0.5, 0.9, m)):
-        target = np.where(rng.random(n) < acc, y, (y + rng.integers(1, k, size=n)) % k)
-        z[j, np.arange(n), target] += 3.0
-    z = np.exp(z - z.max(axis=2, keepdims=True))
-    return z / z.sum(axis=2, keepdims=True)
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_coda_prior_equals_the_first_formula_exactly(seed):
     # the confusions' renormalisation one model at a time, and the in-place one of coda_next,
     # return the very floats of the whole-array checks
-    P = _random_zoo(seed)
-    expected = _reference_prior(P)
+    P = random_zoo(seed)
+    expected = reference_prior(P)
     got = coda.coda_prior(P)
     for field in ("alpha", "predictions", "votes"):
         np.testing.assert_array_equal(getattr(got, field), getattr(expected, field))
     np.testing.assert_allclose(got.class_prior, expected.class_prior, rtol=0, atol=1e-15)
     checked = ms.check_predictions(P)
     inside, _ = coda._prior_and_scores(checked.copy(), in_place=True)
-    np.testing.assert_array_equal(inside.alpha, _reference_prior(checked).alpha)
-    np.testing.assert_array_equal(inside.predictions, _reference_prior(checked).predictions)
+    np.testing.assert_array_equal(inside.alpha, reference_prior(checked).alpha)
+    np.testing.assert_array_equal(inside.predictions, reference_prior(checked).predictions)
     cand = np.random.default_rng(seed).choice(P.shape[1], 30, replace=False)
     np.testing.assert_array_equal(checked.mean(axis=0)[cand], checked[:, cand].mean(axis=0))
 
@@ -247,7 +139,7 @@ def test_coda_next_picks_the_first_formulas_images(seed):
     # and per pick, differs from the einsum in the last bits only (≤ 1e-12 here); the picks, the
     # per-class cache across picks included, are the same images on every seeded zoo, with
     # candidate subsampling and exploration draws
-    P = _random_zoo(seed)
+    P = random_zoo(seed)
     n, k = P.shape[1:]
     rng = np.random.default_rng(seed)
     at = rng.choice(n, 5, replace=False)
@@ -257,7 +149,7 @@ def test_coda_next_picks_the_first_formulas_images(seed):
     kw = dict(k=8, seed=seed, max_candidates=n // 2 if seed % 4 else n, grid=grid, explore=explore)
     prior = coda.coda_prior(P) if seed % 5 == 0 else None  # built inside, or given
     np.testing.assert_array_equal(coda.coda_next(P, at, y, prior=prior, **kw),
-                                  _reference_next(P, at, y, **kw))
+                                  reference_next(P, at, y, **kw))
     alpha = coda.coda_posterior(coda.coda_prior(P), at, y)
     q = np.einsum("mcs,mns->nc", alpha, coda.coda_prior(P).predictions)
     np.testing.assert_allclose(coda.coda_class_posterior(alpha, P)[0], q / q.sum(axis=1, keepdims=True),

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from active_cases import prediction_zoo
+from active_cases import prediction_zoo, reference_next
 from scipy import stats
 
-from zoorank.metrics.active import coda, coda_eig, coda_weighted
+from zoorank.metrics.active import coda, coda_weighted
 from zoorank.metrics.active import model_selection as ms
 
 
@@ -96,7 +96,7 @@ def test_explore_zero_is_plain_coda_bit_for_bit():
     P, y = prediction_zoo([0.9, 0.8, 0.7, 0.6], n=120, seed=11)
     for seed in range(3):
         # the greedy batch written out, from scratch at every pick (no exploration draw)
-        ref = _reference_next(P, [0, 5], y[[0, 5]], 6, seed, ms.MAX_CANDIDATES, coda.GRID, 0.0)
+        ref = reference_next(P, [0, 5], y[[0, 5]], 6, seed, ms.MAX_CANDIDATES, coda.GRID, 0.0)
         got = coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed, explore=0.0)
         np.testing.assert_array_equal(got, ref)
         np.testing.assert_array_equal(coda.coda_next(P, [0, 5], y[[0, 5]], k=6, seed=seed), ref)
@@ -145,79 +145,3 @@ def test_explore_outside_zero_one_is_refused():
             coda.coda_next(P, k=1, explore=bad)
 
 
-def _reference_eig(alpha, pi, votes, cand, post, grid=coda.GRID, lookahead=1.0):
-    """coda_eig as first written: one (class, who-predicted-it) key per candidate and class,
-    ``np.unique`` over them, ``stats.beta.cdf`` of every class's rows in their three states."""
-    m, k, _ = alpha.shape
-    out = np.zeros(len(cand))
-    cv = votes[:, cand]
-    split = (cv != cv[:1]).any(axis=0)
-    if not split.any():
-        return out
-    diag = np.diagonal(alpha, axis1=1, axis2=2)
-    a0, b0 = diag.T, (alpha.sum(axis=2) - diag).T
-    a3 = np.stack([a0, a0 + lookahead, a0], axis=1)
-    b3 = np.stack([b0, b0, b0 + lookahead], axis=1)
-    lo, hi = coda_eig._span(a3.reshape(k, -1), b3.reshape(k, -1))
-    edges = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, grid + 1)
-    cdf = stats.beta.cdf(edges[:, None, None, :], a3[..., None], b3[..., None])
-    cdf[..., 0], cdf[..., -1] = 0.0, 1.0
-    rows_now = coda_eig._p_best_cdf(cdf[:, 0])
-    now = pi @ rows_now
-    classes = np.arange(k)
-    right = cv[:, split].T[:, None, :] == classes[None, :, None]
-    keys = np.concatenate([np.broadcast_to(classes[None, :, None], right.shape[:2] + (1,)),
-                           right], axis=2).reshape(-1, m + 1).astype(np.int64)
-    combos, where = np.unique(keys, axis=0, return_inverse=True)
-    c = combos[:, 0]
-    sel = cdf[c[:, None], np.where(combos[:, 1:] == 1, 1, 2), np.arange(m)[None, :]]
-    after = now[None, :] + pi[c, None] * (coda_eig._p_best_cdf(sel) - rows_now[c])
-    h_after = ms.entropy(np.clip(after, 0.0, None))[where.reshape(-1)].reshape(-1, k)
-    out[np.flatnonzero(split)] = np.clip(ms.entropy(now) - (post[split] * h_after).sum(axis=1), 0.0, None)
-    return out
-
-
-def _reference_prior(P) -> coda.CodaPrior:
-    """coda_prior as first written: ``P`` checked, its confusions from ``P`` checked again (all
-    models at once), the consensus by ``mean``."""
-    P = ms.check_predictions(P)
-    again = ms.check_predictions(P)
-    m, _, k = P.shape
-    pseudo = again.mean(axis=0).argmax(axis=1)
-    conf = np.zeros((m, k, k))
-    for j in range(m):
-        np.add.at(conf[j], pseudo, again[j])
-    sums = conf.sum(axis=2, keepdims=True)
-    conf /= np.where(sums > 0, sums, 1.0)
-    alpha = coda.SCALE * (coda.diagonal_base(k)[None] + coda.STRENGTH * conf)
-    q = np.einsum("mcs,mns->nc", alpha, P)
-    return coda.CodaPrior(alpha, P, P.argmax(axis=2), (q / q.sum(axis=1, keepdims=True)).mean(axis=0),
-                          coda.LABEL_WEIGHT)
-
-
-def _reference_next(P, labelled, labels, k, seed, max_candidates, grid, explore):
-    """coda_next as first written: the prior of ``P`` checked (:func:`_reference_prior`), the class
-    posterior (einsum) and :func:`_reference_eig` from scratch at every pick."""
-    P = ms.check_predictions(P)
-    prior = _reference_prior(P)
-    alpha = coda.coda_posterior(prior, labelled, labels)
-    mask = np.zeros(P.shape[1], dtype=bool)
-    mask[labelled] = True
-    rng = np.random.default_rng(seed)
-    explorer = np.random.default_rng([seed, coda._EXPLORE_STREAM])
-    picks = []
-    for step in range(k):
-        free = np.flatnonzero(~mask)
-        q = np.einsum("mcs,mns->nc", alpha, prior.predictions)
-        q /= q.sum(axis=1, keepdims=True)
-        if explore > 0 and explorer.random() < explore:
-            i = int(free[explorer.integers(len(free))])
-        else:
-            cand = ms.subsample_candidates(free, max_candidates, seed + step)
-            gain = _reference_eig(alpha, q.mean(axis=0), prior.votes, cand, q[cand], grid)
-            scores = gain if gain.max() > 0 else ms.entropy(P[:, cand].mean(axis=0))
-            i = int(cand[np.lexsort((rng.permutation(len(cand)), -scores))[0]])
-        picks.append(i)
-        mask[i] = True
-        alpha[np.arange(len(alpha)), int(q[i].argmax()), prior.votes[:, i]] += coda.LABEL_WEIGHT
-    return np.sort(picks)
