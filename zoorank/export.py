@@ -8,9 +8,10 @@ Conventions
   :class:`~zoorank.zoo.features.FeatureExtractor` EMBED used: a normalized float tensor
   ``(B, 3, H, W)`` (the model's ``geometry`` and ``normalization``, as in the JSON) maps to the
   float32 features ``(B, dim)`` the store holds. Its ``.model`` is the bare network.
-* **Same weights as the run.** The model is resolved from the run's config again; its fingerprint
-  (weight bytes and spec) must be one the store's manifest recorded for that model id, so a
-  checkpoint overwritten since the run is an error, never a silent other network.
+* **Same weights as the run.** The model is resolved from the run's config again; the entry
+  fingerprints this gives (weight bytes, spec, data, views) must include one of the embeddings
+  the store's manifest holds for that model id, so a checkpoint overwritten since the run is an
+  error, never a silent other network.
 * **Export.** ``OUT/model.safetensors`` is the bare network's ``state_dict()`` (the checkpoint's
   prefix stripped and its head rules applied, as loaded): it loads with
   ``load_state_dict(..., strict=True)`` into the architecture the JSON names (``architecture``:
@@ -57,13 +58,17 @@ def resolve_ranked(config: RunConfig, model_id: str, store: Store | None = None)
     if resolved.unreadable:
         raise InputError(f"model {model_id}: {resolved.unreadable}")
     if store is not None:
+        from zoorank.catalog import build_catalog
+
         manifest = store.read_manifest()
-        seen = set(manifest.loc[manifest["model_id"] == model_id, "fingerprint"].dropna())
-        if seen and resolved.fingerprint not in seen:
+        done = manifest[(manifest["model_id"] == model_id) & (manifest["status"] == "done")]
+        expected = {fp for key, fps in build_catalog(config, [resolved], store).entries.items()
+                    for fp in fps}
+        if len(done) and not set(done["fingerprint"]) & expected:
             raise InputError(
-                f"model {model_id}: its weights or spec changed since the run embedded it "
-                f"(fingerprint {resolved.fingerprint}, the store has {', '.join(sorted(seen))}); "
-                "run the config again before loading or exporting it")
+                f"model {model_id}: its weights or spec changed since the run embedded it (no "
+                "embedding in the store has the fingerprint its checkpoint gives now); run the "
+                "config again before loading or exporting it")
     return resolved
 
 
