@@ -162,11 +162,13 @@ class Result:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def model(self, model_id: str) -> RankedModel:
-        """Any model of the leaderboard as a :class:`RankedModel` (KeyError when absent)."""
+        """Any model of the leaderboard as a :class:`RankedModel` (InputError when absent)."""
         board = self.leaderboard
         rows = board[board["model_id"].astype(str) == str(model_id)]
         if rows.empty:
-            raise KeyError(f"{model_id!r} is not on the leaderboard of {self.store}")
+            from zoorank.errors import InputError
+
+            raise InputError(f"{model_id!r} is not on the leaderboard of {self.store}")
         row = rows.iloc[0]
         checkpoint = row.get("checkpoint") if "checkpoint" in board else None
         picked = self.decision.get("pick") or {}
