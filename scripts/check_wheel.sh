@@ -14,6 +14,7 @@ rm -rf "$dist" "$venv" "$work"
 "$python" -m build --no-isolation --outdir "$dist" . >/tmp/zoorank-build.log 2>&1 \
   || { cat /tmp/zoorank-build.log >&2; echo "check_wheel: python -m build failed" >&2; exit 1; }
 wheel=$(ls "$dist"/zoorank-*.whl)
+echo "check_wheel: built $(basename "$wheel") and the sdist in ${SECONDS}s"
 ls "$dist"/zoorank-*.tar.gz >/dev/null
 # every file of the package that is not Python is in the wheel (templates, JSON records)
 "$python" - "$wheel" <<'PY'
@@ -27,6 +28,7 @@ if missing:
 print(f"check_wheel: {sys.argv[1]} holds every package file ({len(files)})")
 PY
 VENV="$venv" PYTHON="${WHEEL_PYTHON:-python3}" bash scripts/install.sh "$wheel"
+echo "check_wheel: installed into $venv at ${SECONDS}s"
 mkdir -p "$work"
 cd "$work"
 "$venv/bin/zoorank" --version
@@ -51,3 +53,4 @@ assert "site-packages" in zoorank.__file__, zoorank.__file__
 print(f"check_wheel: zoorank {zoorank.__version__} from {zoorank.__file__} ranked the tiny zoo; "
       f"pick {doc['pick']['model_id']}")
 PY
+echo "check_wheel: done in ${SECONDS}s"
