@@ -18,10 +18,12 @@ echo "check_wheel: built $(basename "$wheel") and the sdist in ${SECONDS}s"
 ls "$dist"/zoorank-*.tar.gz >/dev/null
 # every file of the package that is not Python is in the wheel (templates, JSON records)
 "$python" - "$wheel" <<'PY'
-import subprocess, sys, zipfile
+import pathlib, subprocess, sys, zipfile
 held = set(zipfile.ZipFile(sys.argv[1]).namelist())
-files = subprocess.run(["git", "ls-files", "zoorank"], capture_output=True, text=True,
-                       check=True).stdout.split()
+listed = subprocess.run(["git", "ls-files", "zoorank"], capture_output=True, text=True)
+files = listed.stdout.split() if listed.returncode == 0 else [  # not a git checkout: the tree
+    p.as_posix() for p in pathlib.Path("zoorank").rglob("*")
+    if p.is_file() and "__pycache__" not in p.parts]
 missing = [f for f in files if not f.endswith(".py") and f not in held]
 if missing:
     sys.exit(f"check_wheel: the wheel lacks {missing} (pyproject.toml's package-data)")

@@ -81,11 +81,11 @@ class RankedModel:
         """Write the bare network's weights to ``OUT/model.safetensors`` (prefix stripped, loads
         strictly into the architecture) and ``OUT/zoorank-model.json`` (architecture,
         preprocessing, config and checkpoint digests, the decision). Returns both paths."""
-        from zoorank.export import export_model
+        from zoorank.export import export_model, load_ranked
 
         resolved = self._resolved()
-        return export_model(self.load(), resolved, out, config=self._result._config_or_raise(),
-                            decision=self._decision())
+        return export_model(load_ranked(resolved), resolved, out,
+                            config=self._result._config_or_raise(), decision=self._decision())
 
     def _resolved(self) -> Any:
         from zoorank.export import resolve_ranked
