@@ -45,6 +45,7 @@ ARGV = {
     "zoorank config schema": ["config", "schema"],
     "zoorank config validate": ["config", "validate", "c.yaml"],
     "zoorank init": ["init", "runs"],
+    "zoorank plan": ["plan", "c.yaml"], "zoorank export": ["export", "store", "pick", "out"],
 }
 
 
