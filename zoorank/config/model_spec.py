@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     Discriminator,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     Tag,
     field_validator,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from zoorank.config.schema_base import (
     RELATIVE_PATHS,
@@ -21,6 +25,56 @@ from zoorank.config.schema_base import (
 )
 
 
+@dataclass(frozen=True)
+class SourceTraits:
+    """What the config layer knows of a model source (the rest is :mod:`zoorank.zoo.sources`,
+    whose ``register`` adds a new source here): how its ``name`` is read and its head default."""
+
+    #: its names make readable ids (timm's architectures): ``id`` is optional without a checkpoint
+    name_is_id: bool = False
+    #: what ``name`` is on disk: ``"no"`` (an architecture, a factory), ``"file"`` (the model file
+    #: when there is no ``checkpoint``) or ``"folder"`` (a folder, else a hub id of the cache)
+    name_is_path: Literal["no", "file", "folder"] = "no"
+    #: its head is looked for unless ``head: false`` (False: only with ``head: true`` or a name)
+    head_by_default: bool = True
+
+
+#: the model sources the schema accepts, in the order the config reference lists them.
+MODEL_SOURCES: dict[str, SourceTraits] = {
+    "timm": SourceTraits(name_is_id=True),
+    "transformers": SourceTraits(name_is_path="folder"),
+    "torchscript": SourceTraits(name_is_path="file", head_by_default=False),
+    "python": SourceTraits(),
+}
+
+
+def source_traits(name: str) -> SourceTraits:
+    """The traits of the model source ``name`` (KeyError for a source nobody registered)."""
+    return MODEL_SOURCES[name]
+
+
+def _known_source(value: str) -> str:
+    if value not in MODEL_SOURCES:
+        raise ValueError(f"unknown model source {value!r}; the sources: "
+                         + ", ".join(MODEL_SOURCES))
+    return value
+
+
+class _SourceName(str):
+    """A model source's name: one of :data:`MODEL_SOURCES` (read when validating and when the
+    schema is made, so a source registered later is accepted and listed)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return core_schema.no_info_after_validator_function(_known_source,
+                                                            core_schema.str_schema())
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: GetJsonSchemaHandler) -> Any:
+        return {"enum": list(MODEL_SOURCES), "type": "string"}
+
+
+
 class ModelSpec(Strict):
     """One model, or with a glob one model per matching checkpoint (an entry of ``models:``)."""
 
@@ -29,7 +83,7 @@ class ModelSpec(Strict):
     (`<id>-<path below the glob's fixed part>`). Default: for a glob, the path below the glob's
     fixed part; else the architecture name (and the checkpoint's file stem). Required for
     `transformers`, `torchscript` and `python` models without a checkpoint."""
-    source: Literal["timm", "transformers", "torchscript", "python"]
+    source: _SourceName
     """How the model is built: `timm` (`timm.create_model`), `transformers` (a model directory or
     a hub id from the local Hugging Face cache), `torchscript` (a scripted file) or `python` (a
     function of yours returning an `nn.Module`). Required."""
@@ -127,9 +181,11 @@ class ModelSpec(Strict):
         globbed = (self.checkpoint is not None and any(c in self.checkpoint for c in "*?[")) or (
             self.pretrained and any(c in self.name for c in "*?[")
         )
-        if self.id is None and not globbed and self.checkpoint is None and self.source != "timm":
+        if (self.id is None and not globbed and self.checkpoint is None
+                and not source_traits(self.source).name_is_id):
             # timm architecture names make a readable default id; others need one.
-            raise ValueError("'id' is required unless 'checkpoint' is a glob or source is timm")
+            named = " or ".join(n for n, t in MODEL_SOURCES.items() if t.name_is_id)
+            raise ValueError(f"'id' is required unless 'checkpoint' is a glob or source is {named}")
         return self
 
     @field_validator("head", mode="before")
