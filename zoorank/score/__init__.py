@@ -135,15 +135,16 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
-              context: RunContext | None = None) -> pd.DataFrame:
+def run_score(context: RunContext | RunConfig, address: str | None = None,
+              catalog: Catalog | None = None) -> pd.DataFrame:
     """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
     returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
     console = Console(stderr=True)
     start = time.perf_counter()
-    context = RunContext.of(config if context is None else context, catalog, address)
+    context = RunContext.of(context, catalog, address)
+    config = context.config
     store, catalog = context.store, context.catalog
     models = catalog.models
     metrics = store.read_metrics()
