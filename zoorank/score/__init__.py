@@ -51,7 +51,7 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.oracle import resample
-from zoorank.score.heads import score_heads
+from zoorank.score.head_scores import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
