@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from zoorank.config import ModelSpec
 from zoorank.config.model_spec import MODEL_SOURCES
 from zoorank.errors import ConfigError
@@ -166,6 +164,8 @@ class TransformersSource(ModelSource):
         return model.float(), forward_kwargs, "transformers" if head else None
 
     def meta_model(self, name: str, kwargs_json: str) -> nn.Module:
+        import torch
+
         with quiet_transformers():
             cls, config = transformers_class(name)
             with torch.device("meta"):

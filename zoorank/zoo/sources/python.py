@@ -7,18 +7,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
 from zoorank.config import ModelSpec
 from zoorank.config.model_spec import MODEL_SOURCES
 from zoorank.errors import ConfigError
-from zoorank.zoo.checkpoints import CheckpointError
 from zoorank.zoo.label_space import heads_wanted
 from zoorank.zoo.sources import ModelSource, register
 from zoorank.zoo.specs import python_factory
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from zoorank.zoo.heads import HeadLayout, HeadSearch
 
 
@@ -28,6 +26,7 @@ def python_head(resolved: Any, model: nn.Module) -> HeadLayout | None:
     device there) :func:`~zoorank.zoo.heads.search_head` on the built model here. Its first
     forward checks it (:class:`FeatureExtractor`). A name that is no submodule or method is a
     ConfigError naming the model."""
+    from zoorank.zoo.checkpoints import CheckpointError
     from zoorank.zoo.heads import HeadNameError, search_head
 
     search = resolved.head_search
@@ -75,6 +74,10 @@ class PythonSource(ModelSource):
 
     def build(self, spec: ModelSpec, hub_cache: str | None,
               state: Any) -> tuple[nn.Module, dict[str, Any], str | None]:
+        from torch import nn
+
+        from zoorank.zoo.checkpoints import CheckpointError
+
         model = python_factory(spec.name)(**spec.model_kwargs)
         if not isinstance(model, nn.Module):
             raise CheckpointError(
@@ -90,6 +93,8 @@ class PythonSource(ModelSource):
         return (layout.key, layout.declared) if layout is not None else (None, False)
 
     def meta_model(self, name: str, kwargs_json: str) -> nn.Module:
+        import torch
+
         with torch.device("meta"):
             return python_factory(name)(**json.loads(kwargs_json))
 

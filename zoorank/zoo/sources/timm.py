@@ -9,18 +9,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from zoorank.config import ModelSpec
 from zoorank.config.model_spec import MODEL_SOURCES
 from zoorank.errors import ConfigError
 from zoorank.zoo import hub, specs
-from zoorank.zoo.checkpoints import _classifier_names, _strip_prefixes, classifier_rows, read_checkpoint
 from zoorank.zoo.label_space import heads_wanted
 from zoorank.zoo.preprocessing import Geometry, Normalization
 from zoorank.zoo.sources import ModelSource, register
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from zoorank.store.uris import DigestCache
@@ -32,6 +30,8 @@ def timm_classes(spec: ModelSpec, state: Mapping[str, torch.Tensor] | None) -> i
     """The ``num_classes`` a timm model is built with: ``model_kwargs``' own; with heads wanted,
     the checkpoint's classifier rows (0 for a headless checkpoint) or, for ``pretrained``, the
     hub weights' head (-1: timm's default); 0 for a seeded random init (no trained head)."""
+    from zoorank.zoo.checkpoints import _classifier_names, _strip_prefixes, classifier_rows
+
     if "num_classes" in spec.model_kwargs:
         return int(spec.model_kwargs["num_classes"])
     if not heads_wanted(spec):
@@ -128,6 +128,8 @@ class TimmSource(ModelSource):
         return specs.timm_meta_model(name, kwargs_json)
 
     def head_classes(self, resolved: Any) -> tuple[str, int | None]:
+        from zoorank.zoo.checkpoints import read_checkpoint
+
         spec = resolved.spec
         state = None
         if spec.checkpoint and "num_classes" not in spec.model_kwargs:

@@ -8,8 +8,6 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from zoorank.config import ModelSpec
 from zoorank.config.model_spec import MODEL_SOURCES
 from zoorank.store import uris
@@ -45,6 +43,8 @@ class TorchscriptSource(ModelSource):
 
     def build(self, spec: ModelSpec, hub_cache: str | None,
               state: Any) -> tuple[nn.Module, dict[str, Any], str | None]:
+        import torch
+
         file = specs.torchscript_file(spec)
         source = io.BytesIO(uris.read_bytes(file)) if uris.is_uri(file) else file
         return (torch.jit.load(source, map_location="cpu"), {},
