@@ -15,7 +15,7 @@ from zoorank.config.schema_base import (
 )
 from zoorank.config.suggest import did_you_mean
 from zoorank.metrics import registry
-from zoorank.metrics.options import OPTIONS
+from zoorank.metrics.score_options import OPTIONS
 
 
 class ViewSpec(Strict):
