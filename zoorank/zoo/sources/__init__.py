@@ -148,6 +148,10 @@ class ModelSource:
         """(how the head is run or why there is none, its classes) as EMBED will find it."""
         return "none", 0
 
+    def built_kwargs(self, network: nn.Module) -> dict[str, Any]:
+        """``model_kwargs`` the built network fixed (an export rebuilds it with them)."""
+        return {}
+
     def import_root(self, spec: ModelSpec) -> str | None:
         """The top-level module the actors must import to build the model (python factories)."""
         return None

@@ -124,6 +124,9 @@ class TimmSource(ModelSource):
     def drops_classifier(self, head: str | None) -> bool:
         return head is None
 
+    def built_kwargs(self, network: nn.Module) -> dict[str, Any]:
+        return {"num_classes": int(getattr(network, "num_classes", 0) or 0)}  # as built
+
     def meta_model(self, name: str, kwargs_json: str) -> nn.Module:
         return specs.timm_meta_model(name, kwargs_json)
 
