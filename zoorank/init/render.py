@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from zoorank.zoo import sources
+
 
 def _scalar(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix(
@@ -62,7 +64,8 @@ def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dic
         lines.append("    # limit: 5000            # a seeded subset of this many images")
     lines.append("models:")
     for entry in models:
-        if input_size and entry.get("source") == "timm" and "input_size" not in entry:
+        if (input_size and "input_size" not in entry
+                and sources.get(entry["source"]).config_input_size):
             entry["input_size"] = input_size
         lines += _entry_lines(entry, base)
     if input_size:
