@@ -78,7 +78,7 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
 
         status = watch(config, address=args.address, interval=args.interval,
                        until=args.until, settle=args.settle).exit_status
-        return status, _decision(config) if args.json else None
+        return _strict(args, config, status)
     if command == "run":
         pipeline.run_all(config, address=args.address)
     elif command == "gc":
@@ -87,7 +87,23 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
         pipeline.run_report(config)
     else:
         getattr(pipeline, f"run_{command}")(config, address=args.address)
-    return 0, _decision(config) if getattr(args, "json", False) else None
+    return _strict(args, config, 0)
+
+
+def _strict(args: argparse.Namespace, config: Any, status: int) -> tuple[int, Any]:
+    """(exit status, the decision for ``--json``): with ``--strict``, a clean run that left a
+    failed model exits :data:`zoorank.cli.parser.STRICT_EXIT` and says so on stderr."""
+    from zoorank.cli.parser import STRICT_EXIT
+
+    wants = getattr(args, "json", False)
+    strict = getattr(args, "strict", False)
+    doc = _decision(config) if wants or strict else None
+    failed = ((doc or {}).get("counts") or {}).get("failed") or 0
+    if strict and status == 0 and failed:
+        print(f"zoorank: {failed} model(s) failed (--strict): see decision.json's `failed`",
+              file=sys.stderr)
+        status = STRICT_EXIT
+    return status, doc if wants else None
 
 
 def _calibrate(args: argparse.Namespace) -> tuple[int, Any]:

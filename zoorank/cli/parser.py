@@ -10,6 +10,8 @@ from typing import Any
 from zoorank import __version__
 
 STAGES = ("embed", "score", "rank", "report")
+#: the exit status of ``run --strict`` / ``rank --strict`` when a configured model failed.
+STRICT_EXIT = 4
 #: ``run --watch``'s options when not given (they mean nothing without ``--watch``).
 WATCH_DEFAULTS = {"interval": 60.0, "settle": 30.0}
 #: every environment variable zoorank reads: (name, what it does). The epilog of ``zoorank
@@ -79,6 +81,12 @@ def _add_json(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"print {what} as JSON on stdout (everything else goes to stderr)")
 
 
+def _add_strict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help=f"exit {STRICT_EXIT} when any configured model failed (the failures are "
+                        "still recorded in decision.json and leaderboard.md)")
+
+
 def _epilog() -> str:
     import textwrap
 
@@ -93,8 +101,8 @@ def _epilog() -> str:
         lines += [f"  {'':<{width}}  {t}" for t in text]
     lines += ["", *textwrap.wrap(
         "exit status: 0 done (failed models are recorded); 2 a config or input error; 3 nothing "
-        "could be ranked; 1 anything else; 130 / 143 Ctrl-C / SIGTERM (finished work stays in "
-        "the store).", 78)]
+        "could be ranked; 4 a model failed (only with --strict); 1 anything else; 130 / 143 "
+        "Ctrl-C / SIGTERM (finished work stays in the store).", 78)]
     return "\n".join(lines)
 
 
@@ -115,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(p)
     _add_address(p)
     _add_json(p, "the decision (the store's decision.json)")
+    _add_strict(p)
     p.add_argument("--watch", action="store_true",
                    help="keep ranking: re-list the checkpoint globs and rank what is new")
     p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
@@ -133,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
             _add_address(p)
         if stage == "rank":
             _add_json(p, "the decision (the store's decision.json)")
+            _add_strict(p)
 
     p = _subparser(sub, "gc", help="delete stale metric rows and orphaned embeddings of a store")
     _add_config(p)

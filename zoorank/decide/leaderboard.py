@@ -12,7 +12,7 @@ import contextvars
 import json
 import math
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,6 +24,7 @@ from zoorank.config.digests import fingerprint
 from zoorank.console import PLAIN_WIDTH, output_console, shown_path
 from zoorank.decide.next_step import CONFIG, ask_command, current_config
 from zoorank.decide.verdict import DECISION_JSON
+from zoorank.decide.verdict_lines import failure_lines, pick_lines, record_lines, wrapped
 from zoorank.metrics import registry
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, ORACLE  # noqa: F401  (re-exported)
@@ -158,21 +159,12 @@ def _fits(text: str, width: int = PLAIN_WIDTH) -> bool:
     return len(text) <= width
 
 
-def _listed(prefix: str, ids: Sequence[str], width: int = PLAIN_WIDTH) -> str:
-    """``prefix`` and as many of ``ids`` as fit in ``width`` columns, then ``(+k more)``."""
-    out = prefix + (", ".join(ids) if ids else "none")
-    if _fits(out, width):
-        return out
-    shown: list[str] = []
-    for i, m in enumerate(ids):
-        more = f" (+{len(ids) - i - 1} more)" if i < len(ids) - 1 else ""
-        if not _fits(prefix + ", ".join([*shown, m]) + more, width):
-            break
-        shown.append(m)
-    if not shown:  # not even one id fits beside the prefix
-        return prefix + "listed in the report"
-    rest = len(ids) - len(shown)
-    return prefix + ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+def verdict_width() -> int:
+    """The verdict's wrap width: the terminal's columns (``COLUMNS``), at most
+    :data:`PLAIN_WIDTH`."""
+    import shutil
+
+    return min(PLAIN_WIDTH, shutil.get_terminal_size((PLAIN_WIDTH, 24)).columns)
 
 
 def _number(v: Any) -> str:
@@ -181,10 +173,12 @@ def _number(v: Any) -> str:
 
 def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
                    config: str | None = None, store: str | None = None) -> list[str]:
-    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`) in at most 8 lines, each
-    within :data:`PLAIN_WIDTH` columns but for a long path or id: the pick, the shortlist and its
-    measured record, the pick's expected regret, the metrics' disagreement, the next step, the
-    few-label pick (when labels were given back), where the report (``report``: its path; None:
+    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`), each line within the
+    terminal's width (at most :data:`PLAIN_WIDTH`) but for a long path or id, wrapped lines
+    starting with two spaces: the pick (the few-label pick first, when labels were given back),
+    its checkpoint on its own line, every shortlisted id and the measured record, the held-out
+    record and baselines (:func:`~zoorank.decide.verdict_lines.record_lines`), the models that
+    failed, the metrics' disagreement, the next step, where the report (``report``: its path; None:
     not written by this command) and decision.json (under ``store``) are. ``config``: the config's
     path, put in the next step's command (default: the running command's,
     :func:`zoorank.decide.next_step.config_path`; else the one the stored command names)."""
@@ -198,27 +192,32 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     if not pick:
         return ["Pick: none (no model could be ranked: see the failed models)",
                 f"Verdict, as JSON: {where}"]
-    lines = []
+    width = verdict_width()
     value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
              if pick.get("metric") else "")
-    head = f"Pick: {pick['model_id']}" + (f" ({value})" if value else "")
-    with_path = head + f", checkpoint {pick['checkpoint']}" if pick.get("checkpoint") else head
-    lines.append(with_path if _fits(with_path) else head)
+    lines = pick_lines(doc, value, width)
     short = doc.get("shortlist") or {}
     ids = [str(m) for m in short.get("models") or []]
-    if short.get("hits") is not None and short.get("zoos"):
-        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} held-out zoos"
+    block = doc.get("record")
+    if block:
+        record = f"{short.get('text') or 'calibration record'}"
+    elif short.get("hits") is not None and short.get("zoos"):
+        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} validation zoos"
     else:
         record = "hit rate not measured yet"
-    lines.append(_listed(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids))
+    lines += wrapped(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids, width)
+    lines += record_lines(block)
     regret = doc.get("expected_regret_pp") or {}
-    if regret.get("median") is not None:
+    if block:
+        pass  # the record's lines above carry the held-out and all-unit regret
+    elif regret.get("median") is not None:
         p90 = regret.get("p90")
         lines.append(f"Expected regret of the pick: median {float(regret['median']):.2f} pp, 90th "
                      f"percentile {'—' if p90 is None else f'{float(p90):.2f}'} pp "
-                     f"({regret.get('zoos')} held-out zoos)")
+                     f"({regret.get('zoos')} validation zoos)")
     else:
         lines.append("Expected regret of the pick: not measured yet")
+    lines += failure_lines(doc, width)
     if doc.get("disagreement"):
         lines.append(str(doc["disagreement"]))
     step = doc.get("next_step") or {}
@@ -230,11 +229,6 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
                      and _fits(f"{line} ({step['short']})") else line)
     elif step:
         lines.append(f"Next step: none ({step.get('short') or 'the measured budget is spent'})")
-    few = doc.get("few_label") or {}
-    if few:
-        lines.append("Few-label pick: " + "; ".join(
-            f"{ds}: {e.get('model_id')}, p(best | labels) {_number(e.get('p_best'))} after "
-            f"{e.get('labels')} labels" for ds, e in few.items()))
     caveats = len(doc.get("caveats") or [])
     detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
               f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")

@@ -15,6 +15,11 @@ Keys (all written, ``null`` where they do not apply):
 * ``shortlist``: :func:`zoorank.decide.shortlist.shortlist_for` — the models, the rule and its
   measured record (hits of ``zoos``, ``hit_rate``, ``mean_size``, ``held_out_zoos`` ...)
 * ``expected_regret_pp``: ``{median, p90, zoos}`` — the pick's measured regret on held-out zoos
+* ``record``: the calibration record's block for the board's kind
+  (:func:`zoorank.evaluation.record_block`: held-out units, regret on held-out and all units,
+  baselines, ``guaranteed``), ``null`` without a record
+* ``counts``: ``{configured, ranked, failed}`` models; ``failed``: the failed or missing
+  (model, dataset) entries with their ``stage`` and ``error``
 * ``disagreement``: one line on how far the label-free metrics agree
 * ``next_step``: ``{command, budget, basis, kind, source, config, ...}`` — ``zoorank ask CONFIG
   --budget N`` with the config's path where the command that ran knows it
@@ -45,6 +50,7 @@ from zoorank.decide.next_step import (
     next_step,
     zoo_kind,
 )
+from zoorank.decide.run_record import decision_record
 from zoorank.decide.shortlist import shortlist_for
 from zoorank.stats.health import BLOCKING
 from zoorank.stats.uncertainty import (
@@ -60,8 +66,8 @@ DECISION_JSON = "decision.json"
 SCHEMA_VERSION = 1
 #: the keys every decision.json holds (``docs/reference/decision-json.md`` documents each).
 KEYS = ("schema_version", "zoorank_version", "created", "store", "leaderboard_fingerprint", "pick",
-        "shortlist", "expected_regret_pp", "disagreement", "next_step", "top_set", "few_label",
-        "caveats")
+        "shortlist", "expected_regret_pp", "record", "counts", "failed", "disagreement", "next_step",
+        "top_set", "few_label", "caveats")
 #: below this Kendall's W the disagreement line calls the metrics' agreement weak.
 WEAK_W = 0.5
 
@@ -307,17 +313,41 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def failure_entries(board: pd.DataFrame, failed: pd.DataFrame | None,
+                    configured: int | None) -> dict[str, Any]:
+    """``counts`` (configured, ranked, failed models) and ``failed`` (one entry per failed or
+    missing (model, dataset), with its stage and reason) of decision.json. A model counts as
+    failed when it has no rank or a failed entry (one that failed on one dataset but ranked on
+    another is both ranked and failed)."""
+    rows = [] if failed is None or failed.empty else [
+        {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+         for k, v in r.items() if k in ("model_id", "dataset", "view", "stage", "error")}
+        for r in failed.to_dict("records")]
+    ranks = board["rank"] if "rank" in board else pd.Series(np.nan, index=board.index)
+    ranked = int(ranks.notna().sum())
+    unranked = set(board.loc[ranks.isna(), "model_id"].astype(str)) if len(board) else set()
+    bad = unranked | {r["model_id"] for r in rows}
+    total = configured if configured is not None else len(
+        set(board["model_id"].astype(str)) | bad if len(board) else bad)
+    return {"counts": {"configured": int(total), "ranked": ranked, "failed": len(bad)},
+            "failed": rows}
+
+
 def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Mapping[str, Any],
                    store_name: str, previous: Mapping[str, Any] | None = None,
                    config: str | None = None,
-                   unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   unlabelled: Mapping[str, int] | None = None,
+                   failed: pd.DataFrame | None = None,
+                   configured: int | None = None) -> dict[str, Any]:
     """The decision document (module docstring) of a decided leaderboard (``board`` and
     ``settings`` as RANK wrote them; ``models``: model_id → resolved zoo entry). ``previous``: the
     stored document, whose ``few_label`` is kept. ``config``: the run config's path for the next
     step's command (default: the one the running command set,
     :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). ``unlabelled``: dataset →
     its images without a label (:meth:`zoorank.catalog.Catalog.unlabelled`), so that the next
-    step never asks for more than are left; None: not known. Cost O(n log n)."""
+    step never asks for more than are left; None: not known. ``failed``: RANK's failed table
+    (model_id, dataset, stage, error); ``configured``: how many models the config lists (default:
+    the board's and the failed models'). Cost O(n log n)."""
     from zoorank import __version__
 
     row, passed_over = pick_row(board)
@@ -348,6 +378,8 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
         "shortlist": short,
         "expected_regret_pp": dict(short.get("pick_regret_pp") or
                                    {"median": None, "p90": None, "zoos": None}),
+        "record": decision_record(board, settings),
+        **failure_entries(board, failed, configured),
         "disagreement": disagreement_line(settings, pick["model_id"] if pick else None,
                                           short.get("models") or []),
         "next_step": step,

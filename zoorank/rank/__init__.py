@@ -270,7 +270,8 @@ def write_rank_outputs(
     # the verdict (decision.json) beside the leaderboard; the few-label picks `zoorank label`
     # recorded are kept
     decision = build_decision(board, settings, {m.model_id: m for m in models}, store.name,
-                              read_decision(store), unlabelled=unlabelled)
+                              read_decision(store), unlabelled=unlabelled, failed=failed,
+                              configured=len(models))
     store.replace_table(LEADERBOARD, board, metadata)
     write_decision(store, decision)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())

@@ -46,10 +46,9 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
     verdict = decision_lines(decision, report="report/index.html")
-    checkpoint = ((decision or {}).get("pick") or {}).get("checkpoint")
-    if verdict:
-        lines += ["## Decision", ""] + [f"* {line}" for line in verdict] + (
-            [f"* The pick's checkpoint: `{checkpoint}`"] if checkpoint else []) + [""]
+    if verdict:  # a wrapped line (two leading spaces) continues its bullet
+        lines += ["## Decision", ""] + [line if line.startswith("  ") else f"* {line}"
+                                        for line in verdict] + [""]
     caveats = (decision or {}).get("caveats") or []
     if caveats:
         lines += ["## Caveats", ""] + [f"* {c}" for c in caveats] + [
