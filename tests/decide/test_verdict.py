@@ -162,25 +162,53 @@ def test_one_level_for_the_top_set_in_decision_json_console_and_report(ranked, c
     assert f"a {level} set" in out and "95% confidence" not in out
 
 
-def test_console_verdict_is_at_most_8_lines_within_100_columns(ranked, capsys):
+def test_console_verdict_within_100_columns_few_label_pick_first(ranked, capsys):
     from zoorank.console import PLAIN_WIDTH
-    from zoorank.decide.leaderboard import decision_lines, print_verdict
+    from zoorank.decide.leaderboard import print_verdict
 
     doc = _doc(ranked[0])
-    doc["few_label"] = {"digits": {"model_id": "proj-b", "p_best": 0.81, "labels": 60}}
+    doc["few_label"] = {"digits": {"model_id": "proj-b", "p_best": 0.8123, "labels": 60}}
     print_verdict(doc, report="/s/report/index.html", config="run.yaml", store="/s")
     lines = capsys.readouterr().out.splitlines()
-    assert 6 <= len(lines) <= 8, lines
-    assert all(len(line) <= PLAIN_WIDTH for line in lines), lines
-    assert lines[0].startswith(f"Pick: {doc['pick']['model_id']} (rankme ")
+    long_ok = {doc["pick"]["checkpoint"]}
+    assert all(len(line) <= PLAIN_WIDTH for line in lines
+               if not any(p in line for p in long_ok)), lines
+    # the few-label pick first, rounded, the label-free pick beside it
+    assert lines[0] == "Pick: proj-b (few-label: p(best | labels) 0.81 after 60 labels)"
+    assert lines[1].startswith(f"  beside it, the label-free pick: {doc['pick']['model_id']} "
+                               "(rankme ")
+    assert lines[2] == f"Checkpoint of the label-free pick: {doc['pick']['checkpoint']}"
     assert lines[-1] == "Checkpoint and verdict, as JSON: /s/decision.json"
     assert any(line.startswith("Next step: zoorank ask run.yaml --budget 200 (measured: ")
                for line in lines)
-    assert "Few-label pick: digits: proj-b, p(best | labels) 0.81 after 60 labels" in lines
-    # a hundred shortlisted models fold into "+k more", not more lines
-    doc["shortlist"]["models"] = [f"sweep-{i:04d}" for i in range(100)]
-    short = next(line for line in decision_lines(doc) if line.startswith("Shortlist"))
-    assert len(short) <= PLAIN_WIDTH and re.search(r"\(\+\d+ more\)$", short)
+    assert "Models: 8 configured, 7 ranked, 1 failed: broken (" in "\n".join(lines)
+
+
+@pytest.mark.parametrize("columns", ["40", "200"])
+def test_the_checkpoint_path_and_every_shortlisted_id_whatever_the_width(ranked, capsys,
+                                                                          monkeypatch, columns):
+    from zoorank.decide.leaderboard import print_verdict
+    from zoorank.rank.markdown import leaderboard_markdown
+
+    monkeypatch.setenv("COLUMNS", columns)
+    doc = _doc(ranked[0])
+    path = "/runs/" + "/".join(f"lr0.{i}-checkpoints" for i in range(8)) + "/epoch=0-step=2.ckpt"
+    doc["pick"]["checkpoint"] = path
+    ids = [f"lr0.{i:03d}-checkpoints-epoch_0-step_{i}" for i in range(40)]
+    doc["shortlist"]["models"] = ids
+    print_verdict(doc, store="/s")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert f"Checkpoint: {path}" in lines  # on its own line, whole
+    listed = "".join(line.strip() for line in lines[lines.index(f"Checkpoint: {path}") + 1:]
+                     if not line.startswith(("Record", "Expected", "Models", "Label")))
+    for m in ids:
+        assert m in out and m in listed
+    assert "listed in the report" not in out and "more)" not in out
+    page = leaderboard_markdown(pd.read_csv(ranked[0] / "leaderboard.csv"), pd.DataFrame(),
+                                {"ordered_by": "rankme"}, doc)
+    assert f"* Checkpoint: {path}" in page.splitlines()
+    assert all(m in page for m in ids) and "listed in the report" not in page
 
 
 def test_label_keeps_its_few_label_pick_when_rank_rewrites_the_file(ranked, tmp_path):

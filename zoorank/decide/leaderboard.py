@@ -243,8 +243,8 @@ def print_verdict(doc: Mapping[str, Any] | None, report: str | None = None,
     if _DEFERRED.get():
         return
     console = output_console()
-    for line in decision_lines(doc, report, config, store):
-        console.print(line, markup=False, highlight=False)
+    for line in decision_lines(doc, report, config, store):  # a long path stays whole
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @contextmanager

@@ -100,8 +100,15 @@ def board_kind(board: pd.DataFrame) -> tuple[str, str | None]:
 
 
 def _measured(entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    keys = ("hits", "zoos", "hit_rate", "mean_size", "mean_size_fraction", "held_out_zoos")
-    out = {k: (entry or {}).get(k) for k in keys}
+    """The figures of a rule's one look at held-out zoos (``entry["held_out"]``: the zoos kept
+    out of every choice; the leave-one-out calibration zoos are not counted as held out)."""
+    held = (entry or {}).get("held_out") or {}
+    hits, zoos = held.get("hits"), held.get("zoos")
+    out = {"hits": hits, "zoos": zoos,
+           "hit_rate": hits / zoos if hits is not None and zoos else None,
+           "mean_size": (entry or {}).get("mean_size"),
+           "mean_size_fraction": held.get("mean_size_fraction"),
+           "held_out_zoos": list(held.get("names") or []) if entry else None}
     regret = (entry or {}).get("pick_regret_pp") or {}
     out["pick_regret_pp"] = {k: regret.get(k) for k in ("median", "p90", "zoos")}
     return out
@@ -131,7 +138,8 @@ def _unit_record(block: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
             "max_fraction": float(cap)}
     held, regret = block["held_out_units"], block["regret_pp"]["held_out"]
     measured = {"hits": held["hits"], "zoos": held["n"], "hit_rate": held["hit_rate"],
-                "mean_size": None, "mean_size_fraction": None, "held_out_zoos": held["n"],
+                "mean_size": None, "mean_size_fraction": None,
+                "held_out_zoos": list(held.get("names") or []),
                 "pick_regret_pp": {"median": regret["median"], "p90": regret["p90"],
                                    "zoos": regret["n"]}}
     return rule, measured, rule_text(rule) + f" (calibration record: {held['n']} held-out units)"

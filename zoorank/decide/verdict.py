@@ -3,8 +3,8 @@
 RANK writes it beside ``leaderboard.csv`` (``<store>/decision.json``, :func:`build_decision`);
 REPORT, the console, the Python API (:func:`zoorank.open`) and ``zoorank label`` read it;
 ``zoorank label`` adds the few-label pick (:func:`update_few_label`). Its schema
-(``schema_version`` 1) is documented in ``docs/reference/decision-json.md``; a reader ignores keys
-it does not know.
+(``schema_version`` 1) is :mod:`zoorank.decide.decision_schema`, from which
+``docs/reference/decision-json.md`` is generated; a reader ignores keys it does not know.
 
 Keys (all written, ``null`` where they do not apply):
 
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.decide.decision_schema import Decision, validated
 from zoorank.decide.metric_record import summarise
 from zoorank.decide.next_step import (
     LABELS_TO_SETTLE,
@@ -64,10 +65,8 @@ from zoorank.store.redact import redact
 
 DECISION_JSON = "decision.json"
 SCHEMA_VERSION = 1
-#: the keys every decision.json holds (``docs/reference/decision-json.md`` documents each).
-KEYS = ("schema_version", "zoorank_version", "created", "store", "leaderboard_fingerprint", "pick",
-        "shortlist", "expected_regret_pp", "record", "counts", "failed", "disagreement", "next_step",
-        "top_set", "few_label", "caveats")
+#: the keys every decision.json holds (:class:`~zoorank.decide.decision_schema.Decision`).
+KEYS = tuple(Decision.model_fields)
 #: below this Kendall's W the disagreement line calls the metrics' agreement weak.
 WEAK_W = 0.5
 
@@ -313,6 +312,17 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+#: the board kinds as decision.json and the card name them (a finer kind, such as "SSL encoders",
+#: from the zoo's families, stays as it is).
+KIND_NAMES = {"classifiers": "supervised classifiers", "encoders": "image encoders",
+              "classifiers and encoders": "supervised classifiers and image encoders"}
+
+
+def kind_name(kind: str | None) -> str | None:
+    """The documented name of a board kind (:data:`KIND_NAMES`)."""
+    return KIND_NAMES.get(kind, kind) if kind else kind
+
+
 def failure_entries(board: pd.DataFrame, failed: pd.DataFrame | None,
                     configured: int | None) -> dict[str, Any]:
     """``counts`` (configured, ranked, failed models) and ``failed`` (one entry per failed or
@@ -353,6 +363,7 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     row, passed_over = pick_row(board)
     pick = pick_entry(row, settings, models)
     short = shortlist_for(board, settings)
+    short["kind"] = kind_name(short.get("kind"))
     few_label = dict((previous or {}).get("few_label") or {})
     caveats = []
     if passed_over:
@@ -368,7 +379,7 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     dataset = pick["dataset"] if pick else None
     step = next_step(zoo_kind(pick["signal"]), labelled_on(few_label, dataset), config,
                      (unlabelled or {}).get(dataset), dataset) if pick else None
-    return {
+    return validated({
         "schema_version": SCHEMA_VERSION,
         "zoorank_version": __version__,
         "created": now_iso(),
@@ -386,4 +397,4 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
         "top_set": top_set_entry(board, settings),
         "few_label": few_label,
         "caveats": list(dict.fromkeys(caveats)),
-    }
+    })

@@ -77,8 +77,8 @@ def pick_lines(doc: Mapping[str, Any], value: str, width: int) -> list[str]:
     if few and few.get("model_id"):
         p = few.get("p_best")
         lines = [f"Pick: {few['model_id']} (few-label: p(best | labels) "
-                 f"{'—' if p is None else f'{float(p):.2f}'} after {few.get('labels')} labels); "
-                 f"label-free pick: {free}"]
+                 f"{'—' if p is None else f'{float(p):.2f}'} after {few.get('labels')} labels)",
+                 f"  beside it, the label-free pick: {free}"]
     else:
         lines = [f"Pick: {free}"]
     if pick.get("checkpoint"):
