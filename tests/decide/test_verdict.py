@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -378,3 +377,86 @@ def test_labels_given_back_count_once_against_the_budget_and_keep_the_unlabelled
     doc = update_few_label(store, "photos", {"model_id": "a", "p_best": 0.4, "labels": 60})
     assert doc["next_step"]["budget"] == 140 and doc["next_step"]["unlabelled"] == 180
     assert doc["next_step"]["command"] == "zoorank ask zoo.yaml --budget 140"
+
+
+@pytest.fixture(scope="module")
+def with_record(ranked, tmp_path_factory):
+    """The ranked store copied and ranked again under a calibration record built by
+    ``zoorank.evaluation.build_record`` from a constructed table (8 units, 2 held out), with a
+    few-label pick recorded: (decision.json, the record's block, the console's lines)."""
+    import shutil
+
+    from evaluation_tables import sweep_table
+
+    from zoorank.decide.verdict import read_decision, update_few_label
+    from zoorank.evaluation import build_record, load_record, record_block, write_record
+    from zoorank.rank import write_rank_outputs
+    from zoorank.zoo import resolve_models
+
+    root, config, _, oracle = ranked
+    tmp = tmp_path_factory.mktemp("with-record")
+    shutil.copytree(root, tmp / "store")
+    table = sweep_table(8)
+    table["role"] = np.where(table["unit"].isin(["u6", "u7"]), "held_out", "calibration")
+    path = write_record(build_record(table), tmp / "record.json")
+    config = config.model_copy(update={"store": str(tmp / "store"), "record": str(path)})
+    store = Store(config.store)
+    write_rank_outputs(config, store, resolve_models(config), store.read_metrics(), oracle,
+                       show=False)
+    update_few_label(store, "digits", {"model_id": "proj-b", "p_best": 0.8123, "labels": 60})
+    return read_decision(store), record_block(load_record(path), "encoders")
+
+
+def test_every_written_key_is_in_the_schema_and_on_the_generated_page(with_record):
+    from decision_schema import page_paths, schema_paths, written_paths
+
+    doc, _ = with_record
+    assert doc["record"] is not None and doc["failed"] and doc["few_label"]
+    written, schema, page = written_paths(doc), schema_paths(), page_paths()
+    assert written == schema, (written ^ schema)
+    assert page == schema, (page ^ schema)
+
+
+def test_the_record_is_carried_exactly_and_shown_rounded(with_record, capsys):
+    from zoorank.decide.leaderboard import print_verdict
+
+    doc, block = with_record
+    assert doc["record"] == json.loads(json.dumps(block))  # exact, not rounded
+    print_verdict(doc, store="/s")
+    out = capsys.readouterr().out
+    held, regret = block["held_out_units"], block["regret_pp"]
+    assert (f"held a near-best model on {held['hits']}/{held['n']} held-out units; "
+            "guaranteed: false") in out
+    assert (f"held-out units median {regret['held_out']['median']:.2f} pp, p90 "
+            f"{regret['held_out']['p90']:.2f} pp (n {regret['held_out']['n']}); all units median "
+            f"{regret['all_units']['median']:.2f} pp") in out
+    base = block["baselines"]
+    assert (f"a random pick: {base['random']['median']:.2f} pp; the longest-trained: "
+            f"{base['name_heuristic']['median']:.2f} pp") in out
+    assert "the lowest final loss" not in out  # n = 0: no figure to show
+    assert "16/17" not in out and "held-out zoos" not in out
+
+
+def test_counts_and_failed_models_match_the_failed_table(with_record, ranked):
+    doc, _ = with_record
+    failed = Store(str(ranked[0])).read_table_commit("failed")[0]
+    assert {(f["model_id"], f["error"]) for f in doc["failed"]} == set(
+        zip(failed["model_id"], failed["error"].astype(str)))
+    csv = pd.read_csv(ranked[0] / "leaderboard.csv")
+    assert doc["counts"] == {"configured": len(ranked[1].models), "ranked":
+                             int(csv["rank"].notna().sum()),
+                             "failed": len(set(failed["model_id"]) |
+                                           set(csv.loc[csv["rank"].isna(), "model_id"]))}
+
+
+def test_the_card_puts_the_few_label_pick_first_and_shows_the_record(with_record, ranked):
+    from zoorank.report.decision_screen import card_context
+
+    doc, block = with_record
+    board = pd.read_csv(ranked[0] / "leaderboard.csv")
+    card = card_context(doc, board, {"primary_metric": {"digits": "rankme"}})
+    assert card["first_few"]["model_id"] == "proj-b" and card["first_few"]["p_best_text"] == "0.81"
+    assert card["pick"]["model_id"] == doc["pick"]["model_id"]  # the label-free one beside it
+    assert any("guaranteed: false" in line for line in card["record_lines"])
+    assert card["failure_lines"][0].startswith(
+        f"Models: {doc['counts']['configured']} configured, {doc['counts']['ranked']} ranked")
