@@ -460,3 +460,31 @@ def test_the_card_puts_the_few_label_pick_first_and_shows_the_record(with_record
     assert any("guaranteed: false" in line for line in card["record_lines"])
     assert card["failure_lines"][0].startswith(
         f"Models: {doc['counts']['configured']} configured, {doc['counts']['ranked']} ranked")
+
+
+def test_the_leaderboard_has_a_checkpoint_column(ranked):
+    root, config = ranked[0], ranked[1]
+    csv = pd.read_csv(root / "leaderboard.csv")
+    files = {m.id: m.checkpoint for m in config.models}
+    assert list(csv.columns)[list(csv.columns).index("model_id") + 1] == "checkpoint"
+    assert dict(zip(csv["model_id"], csv["checkpoint"])) == {m: files[m] for m in csv["model_id"]}
+    page = (root / "leaderboard.md").read_text()
+    assert all(f"`{files[m]}`" in page for m in csv["model_id"])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_strict_exits_4_on_a_failed_model_and_json_lists_it(ranked, strict, capsys):
+    import argparse
+
+    from zoorank.cli.commands import _strict
+    from zoorank.cli.parser import STRICT_EXIT, build_parser
+
+    root, config = ranked[0], ranked[1]
+    doc = _doc(root)
+    assert doc["counts"]["failed"] >= 1  # the fixture's broken checkpoint
+    status, out = _strict(argparse.Namespace(json=True, strict=strict), config, 0)
+    assert status == (STRICT_EXIT if strict else 0)
+    assert out["failed"] == doc["failed"] and out["counts"] == doc["counts"]
+    assert ("--strict" in capsys.readouterr().err) is strict
+    for command in ("run", "rank"):
+        assert build_parser().parse_args([command, "c.yaml", "--strict"]).strict

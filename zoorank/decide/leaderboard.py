@@ -12,7 +12,7 @@ import contextvars
 import json
 import math
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,6 +90,19 @@ def metrics_fingerprint(config: RunConfig, metrics: pd.DataFrame) -> str:
     rows = sorted(zip(metrics["model_id"], metrics["dataset"], metrics["metric"],
                       metrics["fingerprint"])) if not metrics.empty else []
     return fingerprint(rows, config.rank, config.primary_metric)
+
+
+def with_checkpoints(board: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
+    """``board`` with a ``checkpoint`` column after ``model_id``: each model's checkpoint file
+    (redacted; ``""`` for a model without one, a timm or transformers model by name)."""
+    from zoorank.store.redact import redact
+
+    files = {str(m.model_id): getattr(getattr(m, "spec", None), "checkpoint", None) for m in models}
+    out = board.drop(columns=["checkpoint"], errors="ignore")
+    at = list(out.columns).index("model_id") + 1 if "model_id" in out else len(out.columns)
+    out.insert(at, "checkpoint", [redact(str(files[m])) if files.get(m) else ""
+                                  for m in out["model_id"].astype(str)] if len(out) else [])
+    return out
 
 
 def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:

@@ -67,6 +67,7 @@ from zoorank.decide.leaderboard import (
     print_leaderboard,
     print_verdict,
     read_rank_outputs,
+    with_checkpoints,
     write_if_changed,
 )
 from zoorank.decide.verdict import (
@@ -244,7 +245,7 @@ def write_rank_outputs(
     settings["metrics_fingerprint"] = rows_fingerprint
     if manifest is None:
         manifest = build_catalog(config, models, store=store).fresh_manifest(store.read_manifest())
-    board = with_priors(board, model_priors(models, manifest))
+    board = with_checkpoints(with_priors(board, model_priors(models, manifest)), models)
     board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
                                 oracle)
     agree = build_agreement(config, board, metrics, oracle)

@@ -58,6 +58,10 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
             "model with a blocking health flag never is); `tied_with`: the models with the same "
             "value; `in_oracle_top_set`: in the label oracle's own top set.", ""]
     compact = leaderboard_headline(board, settings)
+    if "checkpoint" in board and "model_id" in compact:  # the file to ship, beside each id
+        compact = compact.copy()
+        compact.insert(list(compact.columns).index("model_id") + 1, "checkpoint",
+                       [f"`{c}`" if c else "—" for c in board["checkpoint"].fillna("")])
     lines += [markdown_table(compact), ""]
     lines += ["## Failed models", ""]
     if failed.empty:
