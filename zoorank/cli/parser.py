@@ -205,6 +205,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(p)
     _add_json(p, "the resolved models")
 
+    p = _subparser(sub, "plan", help="what a night costs: models, images, views, forward "
+                                     "passes and an estimate of GPU-hours per architecture",
+                   description="Print the config's models, images and views, its forward passes "
+                               "(images × models × views) and an estimate of GPU-hours per "
+                               "architecture, from --throughput or from a small forward timed on "
+                               "this machine's CPU and scaled by --gpu-speedup (the output says "
+                               "which). Runs nothing on Ray and writes nothing.")
+    _add_config(p)
+    _add_json(p, "the plan")
+    p.add_argument("--throughput", action="append", default=[], metavar="[ARCH=]IMAGES_PER_S",
+                   help="images per second on one GPU: for every architecture, or ARCH=N for "
+                        "one (ARCH as the plan prints it); repeatable. Default: measured")
+    p.add_argument("--gpu-speedup", type=float, default=None, metavar="X",
+                   help="how many times this CPU's measured forward a GPU runs (an assumption; "
+                        "default: 20)")
+
+    p = _subparser(sub, "export", help="write a ranked model's backbone as safetensors, with its "
+                                       "preprocessing and provenance",
+                   description="Write OUT/model.safetensors (the network's weights, checkpoint "
+                               "prefix stripped: they load strictly into the architecture) and "
+                               "OUT/zoorank-model.json (architecture, preprocessing, config and "
+                               "checkpoint digests, the decision).")
+    p.add_argument("store", metavar="STORE", help="the run's store, or its config (*.yaml)")
+    p.add_argument("model_id", metavar="MODEL_ID", help="the model to export (`pick`: the pick)")
+    p.add_argument("out", metavar="OUT", help="the directory to write")
+    p.add_argument("--config", dest="run_config", metavar="CONFIG",
+                   help="the run's config, when STORE is a store whose decision.json names none")
+    _add_json(p, "the written files")
+
     p = _subparser(sub, "inspect", help="what a checkpoint holds: tensors, state dict, prefixes")
     p.add_argument("checkpoint", help="checkpoint file or URI")
     p.add_argument("--prefix", help="a state_dict_prefix (or preset) to try")

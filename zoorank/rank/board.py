@@ -29,7 +29,7 @@ from zoorank.stats.ranks import (
 )
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
-IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
+IN_DOMAIN_ACCURACY = registry.oracles()
 
 
 def wide_table(long: pd.DataFrame, model_ids: Sequence[str]) -> pd.DataFrame:
