@@ -447,10 +447,10 @@ def examples_page() -> str:
 
 
 def decision_reference() -> str:
-    """decision.json's keys, from its schema (``zoorank.decide.decision_schema``)."""
-    from zoorank.decide.decision_schema import schema_tables
+    """decision.json's keys from :mod:`zoorank.decide.decision_schema` (the schema RANK checks)."""
+    from zoorank.decide.decision_schema import reference
 
-    return schema_tables()
+    return reference()
 
 
 GENERATORS = {"examples": examples_page, "config": config_reference, "cli": cli_reference,

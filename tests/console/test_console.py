@@ -129,10 +129,7 @@ def test_piped_zoorank_run_has_no_line_over_100_columns_and_no_cut_border(tmp_pa
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert lines, out.stderr[-2000:]
-    # a path stays whole on its line, to copy (never folded); the words before it fit
-    too_long = [line for line in lines if len(line) > PLAIN_WIDTH
-                and not (line.rsplit(" ", 1)[-1].startswith("/")
-                         and len(line.rsplit(" ", 1)[0]) <= PLAIN_WIDTH)]
+    too_long = [line for line in lines if len(line) > PLAIN_WIDTH]
     assert not too_long, too_long
     assert not [line for line in lines if set(line) & BOX], "box borders in plain output"
     # the long model ids are printed whole (folded within their table column, not cut with an

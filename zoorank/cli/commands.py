@@ -82,7 +82,7 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
 
         status = watch(config, address=args.address, interval=args.interval,
                        until=args.until, settle=args.settle).exit_status
-        return _strict(args, config, status)
+        return _strict(config, args, status), _decision(config) if args.json else None
     if command == "run":
         pipeline.run_all(config, address=args.address)
     elif command == "gc":
@@ -91,23 +91,27 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
         pipeline.run_report(config)
     else:
         getattr(pipeline, f"run_{command}")(config, address=args.address)
-    return _strict(args, config, 0)
+    return _strict(config, args, 0), _decision(config) if getattr(args, "json", False) else None
 
 
-def _strict(args: argparse.Namespace, config: Any, status: int) -> tuple[int, Any]:
-    """(exit status, the decision for ``--json``): with ``--strict``, a clean run that left a
-    failed model exits :data:`zoorank.cli.parser.STRICT_EXIT` and says so on stderr."""
-    from zoorank.cli.parser import STRICT_EXIT
+def _strict(config: Any, args: argparse.Namespace, status: int) -> int:
+    """``status``, or 1 under ``--strict`` when decision.json counts a failed model (each named
+    on stderr with its reason)."""
+    if status or not getattr(args, "strict", False):
+        return status
+    from zoorank.decide.verdict import read_decision
+    from zoorank.store import Store
 
-    wants = getattr(args, "json", False)
-    strict = getattr(args, "strict", False)
-    doc = _decision(config) if wants or strict else None
-    failed = ((doc or {}).get("counts") or {}).get("failed") or 0
-    if strict and status == 0 and failed:
-        print(f"zoorank: {failed} model(s) failed (--strict): see decision.json's `failed`",
+    doc = read_decision(Store(config.store)) or {}
+    failed = (doc.get("counts") or {}).get("failed") or 0
+    if not failed:
+        return status
+    print(f"zoorank: --strict: {failed} of {doc['counts'].get('configured')} configured models "
+          "failed:", file=sys.stderr)
+    for f in doc.get("failed") or []:
+        print(f"  {f['model_id']} ({f.get('dataset')}, {f.get('stage')}): {f['reason']}",
               file=sys.stderr)
-        status = STRICT_EXIT
-    return status, doc if wants else None
+    return 1
 
 
 def _calibrate(args: argparse.Namespace) -> tuple[int, Any]:

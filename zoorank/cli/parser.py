@@ -10,8 +10,6 @@ from typing import Any
 from zoorank import __version__
 
 STAGES = ("embed", "score", "rank", "report")
-#: the exit status of ``run --strict`` / ``rank --strict`` when a configured model failed.
-STRICT_EXIT = 4
 #: ``run --watch``'s options when not given (they mean nothing without ``--watch``).
 WATCH_DEFAULTS = {"interval": 60.0, "settle": 30.0}
 #: every environment variable zoorank reads: (name, what it does). The epilog of ``zoorank
@@ -76,15 +74,16 @@ def _add_address(p: argparse.ArgumentParser) -> None:
                         "(default: $RAY_ADDRESS, else a local Ray started on demand)")
 
 
+def _add_strict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when any configured model failed (decision.json's counts.failed "
+                        "is not 0), after ranking the others; without it a failed model is "
+                        "recorded and the exit status is 0")
+
+
 def _add_json(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true",
                    help=f"print {what} as JSON on stdout (everything else goes to stderr)")
-
-
-def _add_strict(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strict", action="store_true",
-                   help=f"exit {STRICT_EXIT} when any configured model failed (the failures are "
-                        "still recorded in decision.json and leaderboard.md)")
 
 
 def _epilog() -> str:
@@ -101,8 +100,8 @@ def _epilog() -> str:
         lines += [f"  {'':<{width}}  {t}" for t in text]
     lines += ["", *textwrap.wrap(
         "exit status: 0 done (failed models are recorded); 2 a config or input error; 3 nothing "
-        "could be ranked; 4 a model failed (only with --strict); 1 anything else; 130 / 143 "
-        "Ctrl-C / SIGTERM (finished work stays in the store).", 78)]
+        "could be ranked; 1 anything else; 130 / 143 Ctrl-C / SIGTERM (finished work stays in "
+        "the store).", 78)]
     return "\n".join(lines)
 
 

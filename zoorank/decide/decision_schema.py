@@ -1,278 +1,362 @@
-"""The schema of ``decision.json`` (``schema_version`` 1), the one place its keys are defined.
+"""The schema of ``decision.json``: every key, its type and meaning, in one place.
 
-:func:`zoorank.decide.verdict.build_decision` builds the document and validates it against
-:class:`Decision` before it is written; ``docs/reference/decision-json.md`` is generated from these
-models at build time (:func:`schema_tables`), so the page and the file cannot differ. Numbers are
-exact here (the console, the card and ``leaderboard.md`` round them). A reader should ignore keys
-it does not know.
+:func:`zoorank.decide.verdict.write_decision` checks a document against it before writing, and
+the reference page ``docs/reference/decision-json.md`` is generated from it
+(``docs/_hooks/zoorank_docs.py``), so a documented field and a written one cannot differ.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+#: (section title, introduction, rows of (dotted key, type, meaning), text after the table)
+SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...], str], ...] = (
+    ('Top-level keys',
+     '',
+     (
+         ('schema_version', 'integer',
+          "The schema's version: `1`."),
+         ('zoorank_version', 'string',
+          'The zoorank version that wrote the file.'),
+         ('created', 'string',
+          'When RANK wrote it: UTC, ISO 8601 (`2026-11-29T03:05:13+00:00`).'),
+         ('store', 'string',
+          "The store's path or URI, credentials removed."),
+         ('leaderboard_fingerprint', 'string',
+          ('Fingerprint of the metric rows and rank settings the leaderboard was built '
+           "from; equal to the leaderboard's `metrics_fingerprint` setting when the file "
+           'belongs to the current leaderboard.')),
+         ('pick', 'object or null',
+          'The model to ship (below); null when no model could be ranked.'),
+         ('verdict', 'object',
+          ('The model to take and on what grounds (below): after `zoorank label`, the few-'
+           'label pick first with the label-free pick beside it.')),
+         ('counts', 'object',
+          'Models configured (after globs), ranked and failed (below).'),
+         ('failed', 'list of objects',
+          ('Every (model, dataset) that failed or is missing, with its reason (below); '
+           '`[]` when none.')),
+         ('shortlist', 'object',
+          "The models to read first and the rule's measured record (below)."),
+         ('expected_regret_pp', 'object',
+          "The pick's measured regret on held-out validation zoos (below)."),
+         ('record', 'object or null',
+          ('The measured record of the metric that orders this kind of board, from the '
+           "calibration record (below): held-out units with their n, the pick's regret on "
+           'them beside the all-unit figures, the baselines, `guaranteed`; null when no '
+           'record covers the board.')),
+         ('disagreement', 'string',
+          ('One line: how many label-free metrics put the pick first, how many a '
+           "shortlisted model, and their concordance (Kendall's W).")),
+         ('next_step', 'object or null',
+          'The labels to ask for next (below); null when no model could be ranked.'),
+         ('top_set', 'object',
+          ('The Model Confidence Set of the metric that orders the board (below): a '
+           'detail, not the recommendation.')),
+         ('few_label', 'object',
+          ('Per dataset, the few-label pick after `zoorank label` (below); `{}` before any'
+           ' label.')),
+         ('caveats', 'list of strings',
+          ("Every caveat of the verdict, one sentence or paragraph each: the metric's "
+           'record against labels and where it is weak, the top set and its measured '
+           "level, health flags, the metrics' consensus, the label oracle's own top set, "
+           'the width confound, confounds a prior explains, a zoo of a kind no validation '
+           'zoo covers, flagged models the pick passed over.')),
+     ),
+     ''),
+    ('`pick`',
+     ('The first model of the leaderboard (sorted by `rank`) without a health flag. When '
+      'every ranked model carries a flag, the first without a blocking flag (`non_finite`,'
+      ' `collapsed`, `dim_collapsed`); `caveats` then names the flagged models ranked '
+      'above it.'),
+     (
+         ('pick.model_id', 'string',
+          "The model's id, as in `leaderboard.csv`."),
+         ('pick.checkpoint', 'string or null',
+          ("The checkpoint file (path or URI, redacted) of the model's zoo entry; null for"
+           ' a model without a checkpoint file (a timm or transformers model by name, a '
+           'python model without weights).')),
+         ('pick.metric', 'string or null',
+          ("The metric that orders the board on `pick.dataset` (the heads' estimated "
+           'accuracy for a classifier on a board that mixes heads and encoders).')),
+         ('pick.value', 'number or null',
+          "The pick's value of `pick.metric` on `pick.dataset`."),
+         ('pick.dataset', 'string or null',
+          'The first dataset (config order) on which the pick has a value.'),
+         ('pick.rank', 'number or null',
+          "The pick's place on the board (1 = best; ties averaged)."),
+         ('pick.source', 'string or null',
+          "The zoo entry's `source` (`timm`, `transformers`, `torchscript`, `python`)."),
+         ('pick.name', 'string or null',
+          ("The zoo entry's `name` (architecture, directory or `module:function`), "
+           'redacted.')),
+         ('pick.signal', 'string or null',
+          "What ranked it: `embedding`, or `head` (its classifier's estimated accuracy)."),
+         ('pick.values', 'object',
+          ("Per dataset: `{metric, value}`, the pick's value of the metric that orders "
+           'that dataset.')),
+     ),
+     ''),
+    ('`verdict`',
+     '',
+     (
+         ('verdict.model_id', 'string or null',
+          ('The model to take: the few-label pick after `zoorank label`, else the label-'
+           'free pick.')),
+         ('verdict.basis', 'string',
+          '`labels` (the few-label pick) or `label-free`.'),
+         ('verdict.p_best', 'number or null',
+          "The few-label pick's p(best | labels); null for a label-free verdict."),
+         ('verdict.labels', 'integer or null',
+          'Labels the few-label pick rests on.'),
+         ('verdict.dataset', 'string or null',
+          'The dataset the verdict is about.'),
+         ('verdict.label_free', 'string or null',
+          'The label-free pick (`pick.model_id`), shown beside the few-label one.'),
+     ),
+     ''),
+    ('`counts`',
+     '',
+     (
+         ('counts.configured', 'integer',
+          'Models the config names, each glob expanded.'),
+         ('counts.ranked', 'integer',
+          'Models with a rank on the board.'),
+         ('counts.failed', 'integer',
+          ('Configured models ranked nowhere, each with entries in `failed`. `zoorank run '
+           '--strict` exits 1 when it is not 0.')),
+     ),
+     ''),
+    ('`failed`',
+     'A list, one object per (model, dataset) entry that failed or is missing, sorted:',
+     (
+         ('failed.model_id', 'string',
+          "The model's id."),
+         ('failed.dataset', 'string or null',
+          'The dataset.'),
+         ('failed.stage', 'string or null',
+          'Where it failed: `load`, `embed`, `score` or `oracle`.'),
+         ('failed.reason', 'string',
+          'The reason, as recorded (credentials removed).'),
+     ),
+     ''),
+    ('`record`',
+     ('The entry of the calibration record (`zoorank calibrate`, or the one zoorank ships)'
+      ' for this kind of board, with its protocol by unit: a unit is a set of checkpoints '
+      "trained independently of every other unit's."),
+     (
+         ('record.metric', 'string or null',
+          'The label-free metric the protocol chose (leave one unit out).'),
+         ('record.candidates', 'list of strings',
+          'The candidates it chose among, best first.'),
+         ('record.shortlist_fraction', 'number',
+          "The shortlist's share of the board."),
+         ('record.conformal', 'object',
+          ('The split-conformal choice of that share: `alpha`, `max_fraction`, `n`, '
+           '`order_statistic`, `guaranteed`.')),
+         ('record.units', 'object',
+          'The calibration units: `n`, `names`.'),
+         ('record.held_out_units', 'object',
+          ('The held-out units: `n`, `hits`, `names`, `hit_rate`, `cp_lower_90` '
+           '(Clopper–Pearson 90% lower bound), `wilson_90`, `protocol`.')),
+         ('record.regret_pp', 'object',
+          ("The pick's regret in pp: `held_out` and `all_units`, each `{median, p90, mean,"
+           ' n}`.')),
+         ('record.baselines', 'object',
+          ('The same figures for a random pick, the longest-trained (name and metadata), '
+           'the lowest final training loss and the best single metric chosen by leave-one-'
+           'unit-out.')),
+         ('record.paired', 'object',
+          ("Per baseline, the pick's mean paired difference in pp with a bootstrap "
+           'interval over units.')),
+         ('record.guaranteed', 'boolean',
+          ('Whether the shortlist carries the split-conformal guarantee; false when the '
+           'units are too few or the share is capped.')),
+         ('record.statement', 'string',
+          "The record in one sentence (the card's)."),
+         ('record.source', 'string',
+          "The record's file, or `built-in`."),
+         ('record.board', 'string',
+          "The record's entry used (`encoders`, `heads`, or `<board>/<kind>`)."),
+     ),
+     ''),
+    ('`shortlist`',
+     ('The set a user reads first: the rule that chooses it was measured on held-out '
+      "validation zoos (how often it held a model within 0.5 pp of the labels' most "
+      'accurate one). Until that record exists the figures are null and the card says "not'
+      ' measured yet".'),
+     (
+         ('shortlist.models', 'list of strings',
+          'The shortlisted model ids, best first.'),
+         ('shortlist.metric', 'string or null',
+          "The metric the rule reads (the board's order)."),
+         ('shortlist.rule', 'object',
+          ('The rule, machine-readable: `kind` and its parameters (e.g. `{"kind": '
+           '"rank_fraction", "fraction": 0.25}`).')),
+         ('shortlist.text', 'string',
+          'The rule in words.'),
+         ('shortlist.hits', 'integer or null',
+          ("Held-out units (or zoos) on which the rule's set held a model within 0.5 pp of"
+           ' the best; calibration zoos never count.')),
+         ('shortlist.zoos', 'integer or null',
+          'Held-out units (or zoos) the record was measured on.'),
+         ('shortlist.hit_rate', 'number or null',
+          '`hits / zoos`.'),
+         ('shortlist.mean_size', 'number or null',
+          'Mean number of models in the set on those zoos.'),
+         ('shortlist.mean_size_fraction', 'number or null',
+          'Mean share of the zoo in the set.'),
+         ('shortlist.held_out_zoos', 'list of strings',
+          ('The names of those held-out units or zoos, kept out of every choice of the '
+           'rule.')),
+         ('shortlist.all_hits', 'integer or null',
+          ('Hits over every validation zoo, calibration zoos included (for comparison '
+           'only).')),
+         ('shortlist.all_zoos', 'integer or null',
+          'Every validation zoo of the record, calibration zoos included.'),
+         ('shortlist.pick_regret_pp', 'object',
+          'Same as `expected_regret_pp`.'),
+         ('shortlist.kind', 'string or null',
+          ('The kind of zoo this board was matched to (SSL encoders, supervised '
+           'classifiers, ...).')),
+         ('shortlist.kind_covered', 'boolean or null',
+          'Whether a validation zoo of that kind exists.'),
+         ('shortlist.coverage_note', 'string or null',
+          'One line when no validation zoo covers this kind of zoo.'),
+     ),
+     ''),
+    ('`expected_regret_pp`',
+     '',
+     (
+         ('expected_regret_pp.median', 'number or null',
+          ("Median, over held-out validation zoos, of the labels' best accuracy minus the "
+           "pick's (percentage points).")),
+         ('expected_regret_pp.p90', 'number or null',
+          'Its 90th percentile.'),
+         ('expected_regret_pp.zoos', 'integer or null',
+          'The number of held-out zoos behind both.'),
+     ),
+     ''),
+    ('`next_step`',
+     ('Ask for labels: `zoorank ask CONFIG --budget N`, with N the labels that settled the'
+      " pick in the project's measurements (`benchmarks/results/head_stopping.md` for "
+      'classifier zoos, `benchmarks/results/active_labels.md` for embedding zoos), less '
+      'the labels already given back, and never more than the images left without a label:'
+      " where every image of the pick's dataset already has one (a labelled test set, "
+      "scikit-learn's digits), there is nothing to ask and `command` is null. The command "
+      "names the run config's path as you typed it to `zoorank run`, `rank`, `report` or "
+      '`label` (or gave to `zoorank.run`); `CONFIG` stands for it where the path is not '
+      'known (a config built in Python).'),
+     (
+         ('next_step.command', 'string or null',
+          ('The command to run; null when the measured budget is spent or every image '
+           'already has a label.')),
+         ('next_step.budget', 'integer or null',
+          'N, the images to label.'),
+         ('next_step.basis', 'string',
+          'What N rests on, with its figures.'),
+         ('next_step.short', 'string',
+          "The basis in a few words (the console's)."),
+         ('next_step.kind', 'string',
+          '`classifier` (the pick is ranked by its head) or `encoder`.'),
+         ('next_step.source', 'string',
+          'The results file the figure comes from.'),
+         ('next_step.measured_budget', 'integer',
+          'The measured labels-to-settle for this kind of zoo.'),
+         ('next_step.labelled', 'integer',
+          "Labels already given back on the pick's dataset."),
+         ('next_step.config', 'string or null',
+          'The config path the command names; null when not known.'),
+         ('next_step.unlabelled', 'integer or null',
+          ("Images of the pick's dataset without a label when RANK ran (the most `zoorank "
+           'ask` can ask for: N never exceeds it, and at 0 there is no command); null when'
+           ' not known.')),
+     ),
+     ''),
+    ('`top_set`',
+     '',
+     (
+         ('top_set.models', 'list of strings',
+          ('The models the ordering metric cannot tell apart from its best under '
+           'resampling of the evaluation images.')),
+         ('top_set.size', 'integer',
+          'Their number.'),
+         ('top_set.of', 'integer',
+          'Models on the board.'),
+         ('top_set.metric', 'string or null',
+          'The metric that orders the board.'),
+         ('top_set.level', 'string',
+          ('The level to read it at: the measured coverage (e.g. `94%`) at the settings it'
+           ' was measured at, else `nominal 95%`.')),
+         ('top_set.nominal', 'number or null',
+          'The configured confidence (`rank.confidence`).'),
+         ('top_set.rule', 'string or null',
+          '`mcs`, or the point rule used without resampled rows.'),
+         ('top_set.sentence', 'string',
+          'What the set guarantees, and its measured level.'),
+     ),
+     ''),
+    ('`few_label`',
+     'Written by `zoorank label` for the dataset it labelled (`few_label.<dataset>`):',
+     (
+         ('few_label.<dataset>.model_id', 'string',
+          'The few-label pick: the most probable best model given the labels.'),
+         ('few_label.<dataset>.p_best', 'number',
+          'Its p(best | labels).'),
+         ('few_label.<dataset>.labels', 'integer',
+          'Labels it rests on.'),
+         ('few_label.<dataset>.updated', 'string',
+          'When it was recorded (UTC, ISO 8601).'),
+     ),
+     ("`zoorank label` adds more keys (the posterior's name, the stopping rule's verdict, "
+      '...); see [the few-label pick](../concepts/few-label-pick.md).')),
+)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _tree() -> dict[str, set[str]]:
+    """'' → the top-level keys, 'pick' → the keys of ``pick``, ... (``failed`` describes the
+    objects of its list; ``few_label.<dataset>`` rows are left out: the datasets are the run's)."""
+    keys: dict[str, set[str]] = {"": set()}
+    for _, _, rows, _ in SECTIONS:
+        for key, _, _ in rows:
+            if "<dataset>" in key:
+                continue
+            parent, _, leaf = key.rpartition(".")
+            keys.setdefault(parent, set()).add(leaf)
+    return keys
 
 
-class Values(_Strict):
-    metric: str = Field(description="The metric that orders that dataset.")
-    value: float | None = Field(description="The pick's value of it.")
+#: the documented keys by parent ('' for the top level)
+KEYS: dict[str, set[str]] = _tree()
+#: the keys whose values are objects (or, for ``failed``, lists of objects) with keys of their own
+NESTED: tuple[str, ...] = tuple(k for k in KEYS if k and k not in ("record",))
 
 
-class Pick(_Strict):
-    model_id: str = Field(description="The model's id, as in `leaderboard.csv`.")
-    checkpoint: str | None = Field(description=(
-        "The checkpoint file (path or URI, redacted) of the model's zoo entry; null for a model "
-        "without a checkpoint file (a timm or transformers model by name, a python model "
-        "without weights)."))
-    metric: str | None = Field(description=(
-        "The metric that orders the board on `pick.dataset` (the heads' estimated accuracy for "
-        "a classifier on a board that mixes heads and encoders)."))
-    value: float | None = Field(description="The pick's value of `pick.metric` on `pick.dataset`.")
-    dataset: str | None = Field(description=(
-        "The first dataset (config order) on which the pick has a value."))
-    rank: float | None = Field(description="The pick's place on the board (1 = best; ties averaged).")
-    source: str | None = Field(description=(
-        "The zoo entry's `source` (`timm`, `transformers`, `torchscript`, `python`)."))
-    name: str | None = Field(description=(
-        "The zoo entry's `name` (architecture, directory or `module:function`), redacted."))
-    signal: str | None = Field(description=(
-        "What ranked it: `embedding`, or `head` (its classifier's estimated accuracy)."))
-    values: dict[str, Values] = Field(description=(
-        "Per dataset: `{metric, value}`, the pick's value of the metric that orders that dataset."))
+def check(doc: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the keys where ``doc`` and the schema differ: a decision.json is only
+    written with exactly the documented top-level keys, and no undocumented key inside an object
+    (``record``'s own keys may grow; a null object is fine)."""
+    problems = []
+    if set(doc) != KEYS[""]:
+        problems.append(f"top level: {sorted(set(doc) ^ KEYS[''])}")
+    for parent in NESTED:
+        value = doc.get(parent)
+        for item in (value if isinstance(value, list) else [value]):
+            if isinstance(item, Mapping) and set(item) - KEYS[parent]:
+                problems.append(f"{parent}: undocumented {sorted(set(item) - KEYS[parent])}")
+    if problems:
+        raise ValueError("decision.json differs from its schema (zoorank/decide/decision_schema.py): "
+                         + "; ".join(problems))
 
 
-class Regret(_Strict):
-    median: float | None = Field(description=(
-        "Median, over held-out zoos, of the labels' best accuracy minus the pick's (percentage "
-        "points)."))
-    p90: float | None = Field(description="Its 90th percentile.")
-    zoos: int | None = Field(description="The number of held-out zoos behind both.")
-
-
-class Shortlist(_Strict):
-    models: list[str] = Field(description="The shortlisted model ids, best first.")
-    metric: str | None = Field(description="The metric the rule reads (the board's order).")
-    rule: dict[str, Any] = Field(description=(
-        "The rule, machine-readable: `kind` and its parameters (e.g. "
-        '`{"kind": "rank_fraction", "fraction": 0.25}`).'))
-    text: str = Field(description="The rule in words.")
-    hits: int | None = Field(description=(
-        "Held-out zoos (or units) on which the rule's set held a model within 0.5 pp of the "
-        "best: the one look at zoos kept out of every choice."))
-    zoos: int | None = Field(description="Held-out zoos (or units) of that look.")
-    hit_rate: float | None = Field(description="`hits / zoos`.")
-    mean_size: float | None = Field(description="Mean number of models in the set on the zoos.")
-    mean_size_fraction: float | None = Field(description="Mean share of the zoo in the set.")
-    held_out_zoos: list[str] | None = Field(description=(
-        "The names of the held-out zoos (or units) of that look."))
-    pick_regret_pp: Regret = Field(description="Same as `expected_regret_pp`.")
-    kind: str | None = Field(description=(
-        "The kind of zoo this board was matched to: `SSL encoders`, `autoencoders`, `supervised "
-        "classifiers`, `image encoders` (no finer kind), or `supervised classifiers and image "
-        "encoders` (a board that mixes them)."))
-    kind_covered: bool | None = Field(description="Whether a validation zoo of that kind exists.")
-    coverage_note: str | None = Field(description=(
-        "One line when no validation zoo covers this kind of zoo, or when the record carries no "
-        "guarantee."))
-
-
-class Summary(_Strict):
-    median: float | None = Field(description="Median regret (pp).")
-    p90: float | None = Field(description="Its 90th percentile (pp).")
-    mean: float | None = Field(description="Mean regret (pp).")
-    n: int = Field(description="Units behind the figures.")
-
-
-class Units(_Strict):
-    n: int = Field(description="Calibration units.")
-    names: list[str] = Field(description="Their names.")
-
-
-class HeldOutUnits(_Strict):
-    n: int = Field(description="Held-out units: built after the protocol was fixed.")
-    hits: int = Field(description="Those on which the shortlist held a near-best model.")
-    names: list[str] = Field(description="Their names.")
-    hit_rate: float | None = Field(description="`hits / n`.")
-    cp_lower_90: float | None = Field(description="Clopper–Pearson 90% lower bound of the rate.")
-    wilson_90: list[float] | None = Field(description="Wilson 90% interval of the rate, over units.")
-    protocol: str | None = Field(description="How the held-out units were chosen.")
-
-
-class RegretBy(_Strict):
-    held_out: Summary = Field(description="The pick's regret on held-out units.")
-    all_units: Summary = Field(description="The same over every unit (calibration included).")
-
-
-class Paired(_Strict):
-    mean_diff_pp: float | None = Field(description="Mean of the pick's regret minus the baseline's.")
-    interval_90: list[float] | None = Field(description="Its 90% bootstrap interval over units.")
-    n: int = Field(description="Units paired.")
-
-
-class Record(_Strict):
-    metric: str | None = Field(description="The metric the record chose for this board kind.")
-    candidates: list[str] = Field(description="The candidates it chose from, in order.")
-    shortlist_fraction: float | None = Field(description="The shortlist's share of the board.")
-    conformal: dict[str, Any] = Field(description="The split-conformal choice of the fraction.")
-    units: Units = Field(description="The calibration units.")
-    held_out_units: HeldOutUnits = Field(description="The held-out look, with its n.")
-    regret_pp: RegretBy = Field(description="The pick's regret, held-out and over all units.")
-    baselines: dict[str, Summary] = Field(description=(
-        "Per baseline (`random`, `name_heuristic`: the longest-trained, `final_loss`, "
-        "`loo_best_metric`), its regret on the held-out units."))
-    paired: dict[str, Paired] = Field(description="The pick against each baseline, paired by unit.")
-    guaranteed: bool = Field(description=(
-        "Whether the number of units supports a split-conformal guarantee for the shortlist."))
-    statement: str = Field(description="One plain sentence for the card.")
-    source: str = Field(description="The record's path, or `built-in`.")
-    board: str = Field(description="The record's entry used (`encoders`, `heads`, `heads/<kind>`).")
-
-
-class Counts(_Strict):
-    configured: int = Field(description="Models the config lists.")
-    ranked: int = Field(description="Models with a place on the board.")
-    failed: int = Field(description=(
-        "Models with no place or a failed entry (a model that failed on one dataset but ranked "
-        "on another counts as ranked and failed)."))
-
-
-class Failed(_Strict):
-    model_id: str = Field(description="The model.")
-    dataset: str | None = Field(description="The dataset it failed or is missing on.")
-    view: str | None = Field(description="The view (`default`, a crop ...).")
-    stage: str | None = Field(description="The stage that failed (`embed`, `score`, `oracle` ...).")
-    error: str | None = Field(description="The reason, as recorded.")
-
-
-class NextStep(_Strict):
-    command: str | None = Field(description=(
-        "The command to run; null when the measured budget is spent or every image already has "
-        "a label."))
-    budget: int | None = Field(description="N, the images to label.")
-    basis: str = Field(description="What N rests on, with its figures.")
-    short: str = Field(description="The basis in a few words (the console's).")
-    kind: str = Field(description="`classifier` (the pick is ranked by its head) or `encoder`.")
-    source: str = Field(description="The results file the figure comes from.")
-    measured_budget: int = Field(description="The measured labels-to-settle for this kind of zoo.")
-    labelled: int = Field(description="Labels already given back on the pick's dataset.")
-    config: str | None = Field(description="The config path the command names; null when not known.")
-    unlabelled: int | None = Field(description=(
-        "Images of the pick's dataset without a label when RANK ran (the most `zoorank ask` can "
-        "ask for: N never exceeds it, and at 0 there is no command); null when not known."))
-
-
-class TopSet(_Strict):
-    models: list[str] = Field(description=(
-        "The models the ordering metric cannot tell apart from its best under resampling of the "
-        "evaluation images."))
-    size: int = Field(description="Their number.")
-    of: int = Field(description="Models on the board.")
-    metric: str | None = Field(description="The metric that orders the board.")
-    level: str = Field(description=(
-        "The level to read it at: the measured coverage (e.g. `94%`) at the settings it was "
-        "measured at, else `nominal 95%`."))
-    nominal: float | None = Field(description="The configured confidence (`rank.confidence`).")
-    rule: str | None = Field(description="`mcs`, or the point rule used without resampled rows.")
-    sentence: str = Field(description="What the set guarantees, and its measured level.")
-
-
-class FewLabel(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    model_id: str = Field(description="The few-label pick: the most probable best model given the labels.")
-    p_best: float | None = Field(description="Its p(best \\| labels).")
-    labels: int = Field(description="Labels it rests on.")
-    updated: str | None = Field(None, description="When it was recorded (UTC, ISO 8601).")
-
-
-class Decision(_Strict):
-    schema_version: int = Field(description="The schema's version: `1`.")
-    zoorank_version: str = Field(description="The zoorank version that wrote the file.")
-    created: str = Field(description="When RANK wrote it: UTC, ISO 8601 (`2026-11-29T03:05:13+00:00`).")
-    store: str = Field(description="The store's path or URI, credentials removed.")
-    leaderboard_fingerprint: str | None = Field(description=(
-        "Fingerprint of the metric rows and rank settings the leaderboard was built from; equal "
-        "to the leaderboard's `metrics_fingerprint` setting when the file belongs to the current "
-        "leaderboard."))
-    pick: Pick | None = Field(description=(
-        "The label-free pick, the model to ship without labels; null when no model could be "
-        "ranked. After `zoorank label` the few-label pick (`few_label`) comes first on the "
-        "console and the card, this one beside it."))
-    shortlist: Shortlist = Field(description="The models to read first and the rule's measured record.")
-    expected_regret_pp: Regret = Field(description=(
-        "The pick's measured regret on held-out validation zoos."))
-    record: Record | None = Field(description=(
-        "The calibration record's entry for this board's kind (`zoorank calibrate`, or the one "
-        "zoorank ships): held-out units with their n, the pick's regret on them and on all "
-        "units, the baselines; null without a record."))
-    counts: Counts = Field(description="How many models were configured, ranked and failed.")
-    failed: list[Failed] = Field(description=(
-        "Every failed or missing (model, dataset) entry with its stage and reason; `[]` when "
-        "none (`run --strict` then exits 0)."))
-    disagreement: str = Field(description=(
-        "One line: how many label-free metrics put the pick first, how many a shortlisted "
-        "model, and their concordance (Kendall's W)."))
-    next_step: NextStep | None = Field(description=(
-        "The labels to ask for next; null when no model could be ranked."))
-    top_set: TopSet = Field(description=(
-        "The Model Confidence Set of the metric that orders the board: a detail, not the "
-        "recommendation."))
-    few_label: dict[str, FewLabel] = Field(description=(
-        "Per dataset, the few-label pick after `zoorank label`; `{}` before any label."))
-    caveats: list[str] = Field(description="Every caveat of the verdict, one sentence or paragraph each.")
-
-
-#: the object-valued keys and the models that document them (a dict of objects as `key.<name>`).
-SECTIONS: dict[str, type[BaseModel]] = {
-    "": Decision, "pick": Pick, "pick.values.<dataset>": Values, "shortlist": Shortlist,
-    "expected_regret_pp": Regret, "record": Record, "record.units": Units,
-    "record.held_out_units": HeldOutUnits, "record.regret_pp": RegretBy,
-    "record.regret_pp.held_out": Summary, "record.regret_pp.all_units": Summary,
-    "record.baselines.<baseline>": Summary,
-    "record.paired.<baseline>": Paired, "counts": Counts, "failed[]": Failed,
-    "next_step": NextStep, "top_set": TopSet, "few_label.<dataset>": FewLabel,
-}
-
-
-def validated(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` checked against :class:`Decision` (a ``pydantic.ValidationError`` names the key
-    that differs); returned unchanged, so the JSON keeps every exact value."""
-    Decision.model_validate(doc)
-    return doc
-
-
-def _type(annotation: Any) -> str:
-    """A field's type in the page's words (``string or null``, ``list of objects`` ...)."""
-    import types
-    import typing
-
-    args = typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type(a) for a in args)
-    if origin is list:
-        inner = _type(args[0]) if args else "value"
-        return f"list of {inner}s" if inner in ("string", "object", "number") else f"list of {inner}"
-    if origin is dict or annotation is dict or (isinstance(annotation, type)
-                                                and issubclass(annotation, BaseModel)):
-        return "object"
-    names = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null",
-             Any: "any"}
-    return names.get(annotation, str(annotation))
-
-
-def schema_tables() -> str:
-    """The reference tables of every section (markdown): key, type, meaning."""
+def reference() -> str:
+    """The reference page's generated part: one section per object, one table row per key."""
     out = []
-    for where, model in SECTIONS.items():
-        title = "Top-level keys" if not where else f"`{where}`"
-        out += [f"### {title}", "", "| key | type | meaning |", "|---|---|---|"]
-        for name, field in model.model_fields.items():
-            key = f"{where}.{name}" if where else name
-            out.append(f"| `{key}` | {_type(field.annotation)} | {field.description} |")
-        out.append("")
+    for title, intro, rows, after in SECTIONS:
+        out += [f"## {title}", ""]
+        out += [intro, ""] if intro else []
+        out += ["| key | type | meaning |", "|---|---|---|"]
+        out += [f"| `{k}` | {t} | {m.replace('|', chr(92) + '|')} |" for k, t, m in rows]
+        out += ["", after, ""] if after else [""]
     return "\n".join(out)

@@ -24,7 +24,6 @@ from zoorank.config.digests import fingerprint
 from zoorank.console import PLAIN_WIDTH, output_console, shown_path
 from zoorank.decide.next_step import CONFIG, ask_command, current_config
 from zoorank.decide.verdict import DECISION_JSON
-from zoorank.decide.verdict_lines import failure_lines, pick_lines, record_lines, wrapped
 from zoorank.metrics import registry
 from zoorank.store import Store
 from zoorank.store.layout import AGREEMENT, FAILED, LEADERBOARD, ORACLE  # noqa: F401  (re-exported)
@@ -92,19 +91,6 @@ def metrics_fingerprint(config: RunConfig, metrics: pd.DataFrame) -> str:
     return fingerprint(rows, config.rank, config.primary_metric)
 
 
-def with_checkpoints(board: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
-    """``board`` with a ``checkpoint`` column after ``model_id``: each model's checkpoint file
-    (redacted; ``""`` for a model without one, a timm or transformers model by name)."""
-    from zoorank.store.redact import redact
-
-    files = {str(m.model_id): getattr(getattr(m, "spec", None), "checkpoint", None) for m in models}
-    out = board.drop(columns=["checkpoint"], errors="ignore")
-    at = list(out.columns).index("model_id") + 1 if "model_id" in out else len(out.columns)
-    out.insert(at, "checkpoint", [redact(str(files[m])) if files.get(m) else ""
-                                  for m in out["model_id"].astype(str)] if len(out) else [])
-    return out
-
-
 def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
     """The leaderboard's headline columns (rank and its interval, top set, model, flags, primary
     metric per dataset, oracle)."""
@@ -122,6 +108,7 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
         cols.append(settings["in_domain"])
     if "missing" in board and (board["missing"].astype(str) != "").any():
         cols.append("missing")
+    cols.append("checkpoint")
     return board[[c for c in cols if c in board]]
 
 
@@ -172,29 +159,65 @@ def _fits(text: str, width: int = PLAIN_WIDTH) -> bool:
     return len(text) <= width
 
 
-def verdict_width() -> int:
-    """The verdict's wrap width: the terminal's columns (``COLUMNS``), at most
-    :data:`PLAIN_WIDTH`."""
-    import shutil
+def wrapped(prefix: str, items: Sequence[str], width: int = PLAIN_WIDTH,
+            indent: str = "  ") -> list[str]:
+    """``prefix`` then every one of ``items``, comma-separated, wrapped at ``width`` columns
+    (never inside an item: a long id or path stands on a line of its own, whole)."""
+    import textwrap
 
-    return min(PLAIN_WIDTH, shutil.get_terminal_size((PLAIN_WIDTH, 24)).columns)
+    text = prefix + (", ".join(items) if items else "none")
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [prefix.rstrip()]
 
 
 def _number(v: Any) -> str:
     return "—" if v is None else f"{float(v):.4g}"
 
 
+def _pp(v: Any) -> str:
+    return "—" if v is None else f"{float(v):.2f} pp"
+
+
+def record_lines(record: Mapping[str, Any] | None, regret: Mapping[str, Any]) -> list[str]:
+    """The pick's measured record: its regret on held-out units (their n) with the all-unit
+    figures beside it, one line against the baselines, and ``guaranteed: false`` where false.
+    ``record``: decision.json's ``record`` block (:func:`zoorank.evaluation.record_block`); without
+    one, the shortlist's held-out zoos (``regret``: ``expected_regret_pp``)."""
+    from zoorank.evaluation.entry import BASELINE_WORDS
+
+    if not record or not (record.get("held_out_units") or {}).get("n"):
+        if regret.get("median") is None:
+            return ["Expected regret of the pick: not measured yet"]
+        return [f"Expected regret of the pick: median {_pp(regret['median'])}, p90 "
+                f"{_pp(regret.get('p90'))} ({regret.get('zoos')} held-out zoos)"]
+    held, r = record["held_out_units"], record.get("regret_pp") or {}
+    out, every = r.get("held_out") or {}, r.get("all_units") or {}
+    units = (record.get("units") or {}).get("n")
+    lines = [f"Record of {record.get('metric')} ({record.get('board')}, {record.get('source')}): "
+             f"the pick's regret on {held['n']} held-out units median {_pp(out.get('median'))}, "
+             f"p90 {_pp(out.get('p90'))}; on all {every.get('n', units)} units median "
+             f"{_pp(every.get('median'))}, p90 {_pp(every.get('p90'))}"]
+    base = [f"{BASELINE_WORDS.get(k, k)}: {_pp(v.get('median'))}"
+            for k, v in (record.get("baselines") or {}).items() if v.get("n")]
+    if base:
+        lines.append("Baselines on the same held-out units (median regret): " + "; ".join(base))
+    if not record.get("guaranteed"):
+        lines.append(f"guaranteed: false (the shortlist held a near-best model on "
+                     f"{held.get('hits')}/{held['n']} held-out units; no coverage guarantee)")
+    return lines
+
+
 def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
                    config: str | None = None, store: str | None = None) -> list[str]:
-    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`), each line within the
-    terminal's width (at most :data:`PLAIN_WIDTH`) but for a long path or id, wrapped lines
-    starting with two spaces: the pick (the few-label pick first, when labels were given back),
-    its checkpoint on its own line, every shortlisted id and the measured record, the held-out
-    record and baselines (:func:`~zoorank.decide.verdict_lines.record_lines`), the models that
-    failed, the metrics' disagreement, the next step, where the report (``report``: its path; None:
-    not written by this command) and decision.json (under ``store``) are. ``config``: the config's
-    path, put in the next step's command (default: the running command's,
-    :func:`zoorank.decide.next_step.config_path`; else the one the stored command names)."""
+    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`), each line within
+    :data:`PLAIN_WIDTH` columns but for a long path or id, which is never cut: the pick (after
+    ``zoorank label``, the few-label pick first with the label-free one beside it), its checkpoint
+    on a line of its own, every shortlisted id (wrapped), the measured record with its baselines,
+    the failed models, the metrics' disagreement, the next step, where the report (``report``:
+    its path; None: not written by this command) and decision.json (under ``store``) are.
+    ``config``: the config's path, put in the next step's command (default: the running
+    command's, :func:`zoorank.decide.next_step.config_path`; else the one the stored command
+    names)."""
     if not doc:
         return []
     config = config or current_config()
@@ -202,35 +225,33 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     report = shown_path(report) if report else report
     pick = doc.get("pick") or {}
     top = doc.get("top_set") or {}
+    counts = doc.get("counts") or {}
+    failed = doc.get("failed") or []
     if not pick:
         return ["Pick: none (no model could be ranked: see the failed models)",
-                f"Verdict, as JSON: {where}"]
-    width = verdict_width()
+                *failed_lines(counts, failed), f"Verdict, as JSON: {where}"]
+    lines = []
     value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
              if pick.get("metric") else "")
-    lines = pick_lines(doc, value, width)
+    label_free = f"{pick['model_id']}" + (f" ({value})" if value else "")
+    verdict = doc.get("verdict") or {}
+    if verdict.get("basis") == "labels":
+        lines.append(f"Pick: {verdict['model_id']} (few-label: p(best | labels) "
+                     f"{_number(verdict.get('p_best'))} after {verdict.get('labels')} labels on "
+                     f"{verdict.get('dataset')}); label-free pick: {label_free}")
+    else:
+        lines.append(f"Pick: {label_free}")
+    lines.append(f"Checkpoint{'' if verdict.get('basis') != 'labels' else ' of the label-free pick'}"
+                 f": {pick.get('checkpoint') or 'none (the architecture alone, no file)'}")
     short = doc.get("shortlist") or {}
     ids = [str(m) for m in short.get("models") or []]
-    block = doc.get("record")
-    if block:
-        record = f"{short.get('text') or 'calibration record'}"
-    elif short.get("hits") is not None and short.get("zoos"):
-        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} validation zoos"
+    if short.get("hits") is not None and short.get("zoos"):
+        record = f"held a near-best model on {short['hits']}/{short['zoos']} held-out units or zoos"
     else:
         record = "hit rate not measured yet"
-    lines += wrapped(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids, width)
-    lines += record_lines(block)
-    regret = doc.get("expected_regret_pp") or {}
-    if block:
-        pass  # the record's lines above carry the held-out and all-unit regret
-    elif regret.get("median") is not None:
-        p90 = regret.get("p90")
-        lines.append(f"Expected regret of the pick: median {float(regret['median']):.2f} pp, 90th "
-                     f"percentile {'—' if p90 is None else f'{float(p90):.2f}'} pp "
-                     f"({regret.get('zoos')} validation zoos)")
-    else:
-        lines.append("Expected regret of the pick: not measured yet")
-    lines += failure_lines(doc, width)
+    lines += wrapped(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids)
+    lines += record_lines(doc.get("record"), doc.get("expected_regret_pp") or {})
+    lines += failed_lines(counts, failed)
     if doc.get("disagreement"):
         lines.append(str(doc["disagreement"]))
     step = doc.get("next_step") or {}
@@ -242,6 +263,11 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
                      and _fits(f"{line} ({step['short']})") else line)
     elif step:
         lines.append(f"Next step: none ({step.get('short') or 'the measured budget is spent'})")
+    few = doc.get("few_label") or {}
+    if len(few) > 1 or (few and verdict.get("basis") != "labels"):
+        lines.append("Few-label pick: " + "; ".join(
+            f"{ds}: {e.get('model_id')}, p(best | labels) {_number(e.get('p_best'))} after "
+            f"{e.get('labels')} labels" for ds, e in few.items()))
     caveats = len(doc.get("caveats") or [])
     detail = (f"Report, with the top set ({top.get('size', 0)} of {top.get('of', 0)}, a "
               f"{top.get('level')} set) and {caveats} caveat{'s' if caveats != 1 else ''}: ")
@@ -250,14 +276,25 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     return lines
 
 
+def failed_lines(counts: Mapping[str, Any], failed: Sequence[Mapping[str, Any]],
+                 width: int = PLAIN_WIDTH) -> list[str]:
+    """When models failed: how many of the configured, and every failed id, wrapped at
+    ``width`` (the card passes a large one: the page wraps)."""
+    if not counts.get("failed"):
+        return []
+    ids = list(dict.fromkeys(str(f["model_id"]) for f in failed))
+    return wrapped(f"Failed: {counts['failed']} of {counts.get('configured')} configured models "
+                   f"(reasons in decision.json's failed): ", ids, width)
+
+
 def print_verdict(doc: Mapping[str, Any] | None, report: str | None = None,
                   config: str | None = None, store: str | None = None) -> None:
     """Print :func:`decision_lines` (nothing inside :func:`deferred_verdict`)."""
     if _DEFERRED.get():
         return
     console = output_console()
-    for line in decision_lines(doc, report, config, store):  # a long path stays whole
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in decision_lines(doc, report, config, store):
+        console.print(line, markup=False, highlight=False)
 
 
 @contextmanager

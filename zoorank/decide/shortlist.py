@@ -100,16 +100,17 @@ def board_kind(board: pd.DataFrame) -> tuple[str, str | None]:
 
 
 def _measured(entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The figures of a rule's one look at held-out zoos (``entry["held_out"]``: the zoos kept
-    out of every choice; the leave-one-out calibration zoos are not counted as held out)."""
-    held = (entry or {}).get("held_out") or {}
-    hits, zoos = held.get("hits"), held.get("zoos")
-    out = {"hits": hits, "zoos": zoos,
-           "hit_rate": hits / zoos if hits is not None and zoos else None,
-           "mean_size": (entry or {}).get("mean_size"),
-           "mean_size_fraction": held.get("mean_size_fraction"),
-           "held_out_zoos": list(held.get("names") or []) if entry else None}
-    regret = (entry or {}).get("pick_regret_pp") or {}
+    """The figures of a record entry on its HELD-OUT zoos only (``hits`` of ``zoos``, the hit
+    rate, the names in ``held_out_zoos``), with the all-zoo figures beside them under ``all_*``:
+    calibration zoos, whose design was seen, never count as held out."""
+    entry = entry or {}
+    held = entry.get("held_out") or {}
+    names = list(held.get("names") or entry.get("held_out_zoo_names") or [])
+    out = {"hits": held.get("hits"), "zoos": held.get("zoos"),
+           "hit_rate": (held["hits"] / held["zoos"]) if held.get("zoos") else None,
+           "mean_size": entry.get("mean_size"), "mean_size_fraction": entry.get("mean_size_fraction"),
+           "held_out_zoos": names, "all_hits": entry.get("hits"), "all_zoos": entry.get("zoos")}
+    regret = entry.get("pick_regret_pp") or {}
     out["pick_regret_pp"] = {k: regret.get(k) for k in ("median", "p90", "zoos")}
     return out
 
@@ -139,7 +140,7 @@ def _unit_record(block: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
     held, regret = block["held_out_units"], block["regret_pp"]["held_out"]
     measured = {"hits": held["hits"], "zoos": held["n"], "hit_rate": held["hit_rate"],
                 "mean_size": None, "mean_size_fraction": None,
-                "held_out_zoos": list(held.get("names") or []),
+                "held_out_zoos": list(held.get("names") or []), "all_hits": None, "all_zoos": None,
                 "pick_regret_pp": {"median": regret["median"], "p90": regret["p90"],
                                    "zoos": regret["n"]}}
     return rule, measured, rule_text(rule) + f" (calibration record: {held['n']} held-out units)"

@@ -3,8 +3,8 @@
 RANK writes it beside ``leaderboard.csv`` (``<store>/decision.json``, :func:`build_decision`);
 REPORT, the console, the Python API (:func:`zoorank.open`) and ``zoorank label`` read it;
 ``zoorank label`` adds the few-label pick (:func:`update_few_label`). Its schema
-(``schema_version`` 1) is :mod:`zoorank.decide.decision_schema`, from which
-``docs/reference/decision-json.md`` is generated; a reader ignores keys it does not know.
+(``schema_version`` 1) is documented in ``docs/reference/decision-json.md``; a reader ignores keys
+it does not know.
 
 Keys (all written, ``null`` where they do not apply):
 
@@ -15,11 +15,6 @@ Keys (all written, ``null`` where they do not apply):
 * ``shortlist``: :func:`zoorank.decide.shortlist.shortlist_for` — the models, the rule and its
   measured record (hits of ``zoos``, ``hit_rate``, ``mean_size``, ``held_out_zoos`` ...)
 * ``expected_regret_pp``: ``{median, p90, zoos}`` — the pick's measured regret on held-out zoos
-* ``record``: the calibration record's block for the board's kind
-  (:func:`zoorank.evaluation.record_block`: held-out units, regret on held-out and all units,
-  baselines, ``guaranteed``), ``null`` without a record
-* ``counts``: ``{configured, ranked, failed}`` models; ``failed``: the failed or missing
-  (model, dataset) entries with their ``stage`` and ``error``
 * ``disagreement``: one line on how far the label-free metrics agree
 * ``next_step``: ``{command, budget, basis, kind, source, config, ...}`` — ``zoorank ask CONFIG
   --budget N`` with the config's path where the command that ran knows it
@@ -42,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.decide.decision_schema import Decision, validated
+from zoorank.decide.decision_schema import SECTIONS, check
 from zoorank.decide.metric_record import summarise
 from zoorank.decide.next_step import (
     LABELS_TO_SETTLE,
@@ -65,8 +60,8 @@ from zoorank.store.redact import redact
 
 DECISION_JSON = "decision.json"
 SCHEMA_VERSION = 1
-#: the keys every decision.json holds (:class:`~zoorank.decide.decision_schema.Decision`).
-KEYS = tuple(Decision.model_fields)
+#: the keys every decision.json holds (``docs/reference/decision-json.md`` documents each).
+KEYS = tuple(key for key, _, _ in SECTIONS[0][2])
 #: below this Kendall's W the disagreement line calls the metrics' agreement weak.
 WEAK_W = 0.5
 
@@ -76,7 +71,9 @@ def now_iso() -> str:
 
 
 def write_decision(store: Store, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` as ``<store>/decision.json`` (atomic, redacted like every text file)."""
+    """Write ``doc`` as ``<store>/decision.json`` (atomic, redacted like every text file), after
+    checking its keys against :mod:`zoorank.decide.decision_schema`."""
+    check(doc)
     store.write_json(DECISION_JSON, dict(doc))
 
 
@@ -85,7 +82,10 @@ def read_decision(store: Store) -> dict[str, Any] | None:
     if not store.exists(DECISION_JSON):
         return None
     doc = store.read_json(DECISION_JSON)
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    # a file an older zoorank wrote lacks the keys added since: null until RANK rewrites it
+    return {**{k: None for k in KEYS}, **doc}
 
 
 def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -98,6 +98,7 @@ def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -
     entries = dict(doc.get("few_label") or {})
     entries[dataset] = dict(few_label, updated=now_iso())
     doc["few_label"] = entries
+    doc["verdict"] = verdict_entry(doc.get("pick"), entries)
     step = doc.get("next_step") or {}
     if step.get("kind") in LABELS_TO_SETTLE:  # the labels given back count against the budget
         doc["next_step"] = _stepped(doc, current_config() or step.get("config"))
@@ -131,6 +132,48 @@ def with_current_config(store: Store) -> dict[str, Any] | None:
 
 
 # -- building it (RANK) ----------------------------------------------------------------------------
+
+
+def verdict_entry(pick: Mapping[str, Any] | None,
+                  few_label: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``verdict`` of decision.json: the model to take and on what grounds. After ``zoorank label``
+    the few-label pick of the pick's dataset (else of the last dataset labelled) comes first,
+    with its p(best | labels), and the label-free pick stands beside it; before, the label-free
+    pick. ``{model_id, basis: "labels" | "label-free", p_best, labels, dataset, label_free}``."""
+    label_free = (pick or {}).get("model_id")
+    few = dict(few_label or {})
+    dataset = (pick or {}).get("dataset")
+    entry = few.get(dataset) if dataset in few else (few[list(few)[-1]] if few else None)
+    if entry and entry.get("model_id"):
+        ds = dataset if dataset in few else list(few)[-1]
+        return {"model_id": str(entry["model_id"]), "basis": "labels",
+                "p_best": _plain(entry.get("p_best")), "labels": _plain(entry.get("labels")),
+                "dataset": ds, "label_free": label_free}
+    return {"model_id": label_free, "basis": "label-free", "p_best": None, "labels": None,
+            "dataset": dataset, "label_free": label_free}
+
+
+def failed_entries(failed: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """``failed`` of decision.json: one entry per (model, dataset) that failed or is missing,
+    ``{model_id, dataset, stage, reason}``, from RANK's ``failed`` table (sorted)."""
+    if failed is None or failed.empty:
+        return []
+    return [{"model_id": str(r["model_id"]), "dataset": str(r.get("dataset") or "") or None,
+             "stage": str(r.get("stage") or "") or None, "reason": redact(str(r.get("error") or ""))}
+            for r in failed.to_dict("records")]
+
+
+def count_entry(board: pd.DataFrame, failed: Sequence[Mapping[str, Any]],
+                configured: int | None) -> dict[str, int]:
+    """``counts`` of decision.json: models configured (after globs; None: not known here),
+    ranked (a rank on the board) and failed (configured but ranked nowhere, with an entry in
+    ``failed``)."""
+    ranked_ids = set(board.loc[board["rank"].notna(), "model_id"].astype(str)) \
+        if "rank" in board and len(board) else set()
+    failed_ids = {f["model_id"] for f in failed} - ranked_ids
+    return {"configured": configured if configured is not None
+            else len(ranked_ids | failed_ids), "ranked": len(ranked_ids),
+            "failed": len(failed_ids)}
 
 
 def _plain(value: Any) -> Any:
@@ -312,37 +355,6 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-#: the board kinds as decision.json and the card name them (a finer kind, such as "SSL encoders",
-#: from the zoo's families, stays as it is).
-KIND_NAMES = {"classifiers": "supervised classifiers", "encoders": "image encoders",
-              "classifiers and encoders": "supervised classifiers and image encoders"}
-
-
-def kind_name(kind: str | None) -> str | None:
-    """The documented name of a board kind (:data:`KIND_NAMES`)."""
-    return KIND_NAMES.get(kind, kind) if kind else kind
-
-
-def failure_entries(board: pd.DataFrame, failed: pd.DataFrame | None,
-                    configured: int | None) -> dict[str, Any]:
-    """``counts`` (configured, ranked, failed models) and ``failed`` (one entry per failed or
-    missing (model, dataset), with its stage and reason) of decision.json. A model counts as
-    failed when it has no rank or a failed entry (one that failed on one dataset but ranked on
-    another is both ranked and failed)."""
-    rows = [] if failed is None or failed.empty else [
-        {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
-         for k, v in r.items() if k in ("model_id", "dataset", "view", "stage", "error")}
-        for r in failed.to_dict("records")]
-    ranks = board["rank"] if "rank" in board else pd.Series(np.nan, index=board.index)
-    ranked = int(ranks.notna().sum())
-    unranked = set(board.loc[ranks.isna(), "model_id"].astype(str)) if len(board) else set()
-    bad = unranked | {r["model_id"] for r in rows}
-    total = configured if configured is not None else len(
-        set(board["model_id"].astype(str)) | bad if len(board) else bad)
-    return {"counts": {"configured": int(total), "ranked": ranked, "failed": len(bad)},
-            "failed": rows}
-
-
 def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Mapping[str, Any],
                    store_name: str, previous: Mapping[str, Any] | None = None,
                    config: str | None = None,
@@ -355,15 +367,13 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     step's command (default: the one the running command set,
     :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). ``unlabelled``: dataset →
     its images without a label (:meth:`zoorank.catalog.Catalog.unlabelled`), so that the next
-    step never asks for more than are left; None: not known. ``failed``: RANK's failed table
-    (model_id, dataset, stage, error); ``configured``: how many models the config lists (default:
-    the board's and the failed models'). Cost O(n log n)."""
+    step never asks for more than are left; None: not known. ``failed``: RANK's ``failed`` table;
+    ``configured``: the number of models the config names (after globs). Cost O(n log n)."""
     from zoorank import __version__
 
     row, passed_over = pick_row(board)
     pick = pick_entry(row, settings, models)
     short = shortlist_for(board, settings)
-    short["kind"] = kind_name(short.get("kind"))
     few_label = dict((previous or {}).get("few_label") or {})
     caveats = []
     if passed_over:
@@ -379,22 +389,29 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     dataset = pick["dataset"] if pick else None
     step = next_step(zoo_kind(pick["signal"]), labelled_on(few_label, dataset), config,
                      (unlabelled or {}).get(dataset), dataset) if pick else None
-    return validated({
+    failures = failed_entries(failed)
+    counts = count_entry(board, failures, configured)
+    if counts["failed"]:
+        caveats.insert(0, f"{counts['failed']} of {counts['configured']} configured models failed "
+                          "and are not ranked (decision.json's failed lists each with its reason).")
+    return {
         "schema_version": SCHEMA_VERSION,
         "zoorank_version": __version__,
         "created": now_iso(),
         "store": store_name,
         "leaderboard_fingerprint": settings.get("metrics_fingerprint"),
         "pick": pick,
+        "verdict": verdict_entry(pick, few_label),
+        "counts": counts,
+        "failed": failures,
         "shortlist": short,
         "expected_regret_pp": dict(short.get("pick_regret_pp") or
                                    {"median": None, "p90": None, "zoos": None}),
         "record": decision_record(board, settings),
-        **failure_entries(board, failed, configured),
         "disagreement": disagreement_line(settings, pick["model_id"] if pick else None,
                                           short.get("models") or []),
         "next_step": step,
         "top_set": top_set_entry(board, settings),
         "few_label": few_label,
         "caveats": list(dict.fromkeys(caveats)),
-    })
+    }

@@ -67,7 +67,6 @@ from zoorank.decide.leaderboard import (
     print_leaderboard,
     print_verdict,
     read_rank_outputs,
-    with_checkpoints,
     write_if_changed,
 )
 from zoorank.decide.verdict import (
@@ -207,6 +206,17 @@ def split_head_oracle(metrics: pd.DataFrame, oracle: pd.DataFrame
     return metrics[~is_head].reset_index(drop=True), oracle.reset_index(drop=True)
 
 
+def with_checkpoints(board: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
+    """``board`` with a ``checkpoint`` column: each model's checkpoint file (path or URI,
+    credentials removed), None for a model without one."""
+    from zoorank.store.redact import redact
+
+    files = {m.model_id: (redact(str(m.spec.checkpoint)) if getattr(m.spec, "checkpoint", None)
+                          else None) for m in models}
+    return board.assign(checkpoint=board["model_id"].map(files).astype("str")) if len(board) \
+        else board
+
+
 def write_rank_outputs(
     config: RunConfig,
     store: Store,
@@ -245,7 +255,8 @@ def write_rank_outputs(
     settings["metrics_fingerprint"] = rows_fingerprint
     if manifest is None:
         manifest = build_catalog(config, models, store=store).fresh_manifest(store.read_manifest())
-    board = with_checkpoints(with_priors(board, model_priors(models, manifest)), models)
+    board = with_priors(board, model_priors(models, manifest))
+    board = with_checkpoints(board, models)
     board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
                                 oracle)
     agree = build_agreement(config, board, metrics, oracle)

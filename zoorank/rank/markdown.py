@@ -45,10 +45,14 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
-    verdict = decision_lines(decision, report="report/index.html")
-    if verdict:  # a wrapped line (two leading spaces) continues its bullet
-        lines += ["## Decision", ""] + [line if line.startswith("  ") else f"* {line}"
-                                        for line in verdict] + [""]
+    verdict: list[str] = []
+    for line in decision_lines(decision, report="report/index.html"):
+        if line.startswith("  ") and verdict:  # a wrapped line continues its item: no width here
+            verdict[-1] += " " + line.strip()
+        else:
+            verdict.append(line)
+    if verdict:
+        lines += ["## Decision", ""] + [f"* {line}" for line in verdict] + [""]
     caveats = (decision or {}).get("caveats") or []
     if caveats:
         lines += ["## Caveats", ""] + [f"* {c}" for c in caveats] + [
@@ -58,10 +62,6 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
             "model with a blocking health flag never is); `tied_with`: the models with the same "
             "value; `in_oracle_top_set`: in the label oracle's own top set.", ""]
     compact = leaderboard_headline(board, settings)
-    if "checkpoint" in board and "model_id" in compact:  # the file to ship, beside each id
-        compact = compact.copy()
-        compact.insert(list(compact.columns).index("model_id") + 1, "checkpoint",
-                       [f"`{c}`" if c else "—" for c in board["checkpoint"].fillna("")])
     lines += [markdown_table(compact), ""]
     lines += ["## Failed models", ""]
     if failed.empty:
