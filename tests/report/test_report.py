@@ -325,7 +325,7 @@ def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_cal
 def test_first_heading_names_the_pick_and_the_metric_record_is_a_caveat(decided_report):
     from markupsafe import escape
 
-    from zoorank.report.metric_record import load_record
+    from zoorank.report.metric_record_page import load_record
 
     root, _, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
