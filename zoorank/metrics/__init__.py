@@ -17,6 +17,7 @@ from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_sha
 from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
 from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
 from zoorank.metrics import discriminant, classifier  # noqa: F401
+from zoorank.metrics import mst_id as _mst_id_family  # noqa: F401
 # isort: on
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.classifier import (
@@ -35,6 +36,7 @@ from zoorank.metrics.learnability import clid, cluster_learnability
 from zoorank.metrics.lidar_scatter import lidar
 from zoorank.metrics.loss_data import loss_data_curve
 from zoorank.metrics.loss_data_costs import esc, mdl, sdl
+from zoorank.metrics.mst_id import mst_id, mst_length
 from zoorank.metrics.oracle import (
     knn_accuracy,
     knn_few_label,
@@ -83,6 +85,8 @@ __all__ = [
     "mdl",
     "mean_knn_distance",
     "mle_id",
+    "mst_id",
+    "mst_length",
     "ncti",
     "neighborhood_consistency",
     "nleep",
