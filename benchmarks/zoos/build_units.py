@@ -126,8 +126,9 @@ def carried_rows() -> pd.DataFrame:
     frame["n_params"] = pd.array([pd.NA] * len(frame), dtype="Int64")
     frame["final_loss"] = np.nan
     frame["truth_prev_epoch"] = np.nan
-    frame["role"] = np.where(frame["held_out"] | frame.get("held_out_2", False), "held_out",
-                             "calibration")
+    # their designs were seen by earlier protocols: every carried unit calibrates; the one look of
+    # the unit protocol is on the sweeps of held_out_units.md (the zoos' old flags stay as they were)
+    frame["role"] = "calibration"
     frame["built_after"] = None
     frame["source"] = "validation_zoos.parquet (product pipeline: embed → score → rank)"
     return frame
