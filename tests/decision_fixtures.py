@@ -1,6 +1,6 @@
 """Fold rows and health rows for a store written by ``rank_fixtures.write_store`` (no Ray): what
 SCORE would write, computed with the same functions (``zoorank.oracle.resample``,
-``zoorank.metrics.health``) and fingerprints."""
+``zoorank.stats.health``) and fingerprints."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from zoorank.store import Store
 
 def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
     from zoorank.catalog import build_catalog
-    from zoorank.metrics.health import embedding_health
     from zoorank.oracle import resample
+    from zoorank.stats.health import embedding_health
 
     catalog = build_catalog(config)
     manifest = catalog.fresh_manifest(store.read_manifest())

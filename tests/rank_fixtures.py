@@ -12,7 +12,7 @@ from them whose quality is known by construction:
 * ``broken``: listed in the manifest as failed (no embeddings, no metrics).
 
 Label-free metrics are real calls (RankMe, uniformity) on these arrays; NC and its baselines come
-from ``zoorank.metrics.reliability``.
+from ``zoorank.metrics.label_free.reliability``.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ def write_store(root: str, n: int = 300, datasets: tuple[str, ...] = (DATASET,)
                 ) -> dict[str, np.ndarray]:
     """Write samples, embeddings, manifest, metrics and reliability per dataset (dataset i uses
     the digits images i·n .. (i+1)·n); returns the first dataset's embeddings."""
-    from zoorank.metrics.geometry import uniformity
-    from zoorank.metrics.rankme_family import rankme
-    from zoorank.metrics.reliability import (
+    from zoorank.metrics.label_free.geometry import uniformity
+    from zoorank.metrics.label_free.rankme import rankme
+    from zoorank.metrics.label_free.reliability import (
         embedding_norm,
         feature_variance,
         mean_knn_distance,

@@ -37,7 +37,7 @@ Conventions
   per-model sum the Tune objective reports) is added when CL and ID are computed.
 * **Health flags** (True = a problem): ``nonfinite`` (NaN/Inf features; no metric is computed),
   ``collapsed`` (half or more of the clean rows repeat exactly, or numerical rank ≤ 1; the rule is
-  :func:`zoorank.metrics.collapse.collapse_flags`),
+  :func:`zoorank.metrics.label_free.collapse.collapse_flags`),
   ``low_rank`` (RankMe below max(2, 1% of min(n, d))), ``degenerate`` (a metric warned of degenerate input
   or failed; see ``errors`` / ``warnings``).
 """
@@ -59,7 +59,7 @@ from zoorank.data.images import decode_image
 from zoorank.data.views import clean_view, make_views, view_subset
 from zoorank.errors import ConfigError, InputError
 from zoorank.metrics import registry
-from zoorank.metrics.collapse import collapse_flags
+from zoorank.metrics.label_free.collapse import collapse_flags
 from zoorank.metrics.suite import label_free_suite, select_samples
 from zoorank.zoo import IMAGENET_MEAN, IMAGENET_STD, Geometry, pool_features
 

@@ -1,7 +1,7 @@
 """CODA's cost at classifier-zoo scale: one ``zoorank ask`` round (:func:`coda_next`, k picks, the
 product defaults: the authors' scale, ``MAX_CANDIDATES`` candidates, ``GRID`` cells, the prior
 built inside as ``coda_batch`` does) and :func:`coda_belief`, wall time and peak memory, against
-a baseline: ``zoorank/metrics/coda.py`` of another git revision (``--baseline-rev``) imported from
+a baseline: ``zoorank/metrics/active/coda.py`` of another git revision (``--baseline-rev``) imported from
 a temp dir. The baseline's code has no authors' scale (it took a temperature T, a label adding 1),
 so the like-for-like rows run this tree at that scale (``scale = 1 / T``, ``label_weight = 1``,
 T = ``--baseline-temperature``) and compare the picks for equality; the product rows time this
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 import harness
 import numpy as np
 
-from zoorank.metrics import coda
+from zoorank.metrics.active import coda
 
 TITLE = "bench_coda — CODA's `zoorank ask` round and class-mix score at classifier-zoo scale"
 
@@ -60,8 +60,8 @@ def synthetic_zoo(m: int, n: int, k: int, seed: int) -> np.ndarray:
 
 
 def baseline_module(rev: str):
-    """``zoorank/metrics/coda.py`` at git revision ``rev``, imported as a module of its own."""
-    src = subprocess.run(["git", "show", f"{rev}:zoorank/metrics/coda.py"], cwd=harness.REPO,
+    """``zoorank/metrics/active/coda.py`` at git revision ``rev``, imported as a module of its own."""
+    src = subprocess.run(["git", "show", f"{rev}:zoorank/metrics/active/coda.py"], cwd=harness.REPO,
                          check=True, capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "coda_baseline.py"
     path.write_text(src)
@@ -140,7 +140,7 @@ def main() -> None:
         return
     base_k = dict(item.split("=") for item in args.baseline_k.split(",") if item)
     report = harness.Report()
-    report.say(f"baseline: zoorank/metrics/coda.py at {args.baseline_rev} (T = "
+    report.say(f"baseline: zoorank/metrics/active/coda.py at {args.baseline_rev} (T = "
                f"{args.baseline_temperature:g}); N = {args.n}, k = {args.k}, "
                f"{coda.MAX_CANDIDATES} candidates, grid {coda.GRID}; product defaults s = "
                f"{coda.SCALE:g}, α = {coda.STRENGTH:g}, η = {coda.LABEL_WEIGHT:g}, look-ahead "

@@ -1,9 +1,9 @@
 """Cost of the top set (issue 24): the Model Confidence Set on fold-bootstrap replicates.
 
 A synthetic zoo of n models with F = 8 paired folds (values spread over a range, one model in three
-noisy) → B fold-bootstrap replicates (:func:`zoorank.metrics.uncertainty.fold_bootstrap`) →
-:func:`~zoorank.metrics.uncertainty.rank_uncertainty` (ranks, intervals, p_best and the top set)
-and, alone, :func:`~zoorank.metrics.uncertainty.top_set`. Baseline in the same process:
+noisy) → B fold-bootstrap replicates (:func:`zoorank.stats.uncertainty.fold_bootstrap`) →
+:func:`~zoorank.stats.uncertainty.rank_uncertainty` (ranks, intervals, p_best and the top set)
+and, alone, :func:`~zoorank.stats.uncertainty.top_set`. Baseline in the same process:
 ``arch.bootstrap.MCS(method="max")`` on the equivalent F × n loss matrix (its own bootstrap, block
 size 1), which runs all n − 1 elimination steps. Prints, never asserts::
 
@@ -34,7 +34,7 @@ def zoo(n: int, n_folds: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     from arch.bootstrap import MCS
 
-    from zoorank.metrics.uncertainty import (
+    from zoorank.stats.uncertainty import (
         fold_bootstrap,
         fold_scale,
         model_confidence_set,

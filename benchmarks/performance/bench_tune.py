@@ -38,8 +38,8 @@ os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
 
 import torch  # noqa: E402
 
-from zoorank.metrics.agreement import agreement  # noqa: E402
-from zoorank.metrics.learnability import clid  # noqa: E402
+from zoorank.metrics.label_free.clid import clid  # noqa: E402
+from zoorank.stats.agreement import agreement  # noqa: E402
 from zoorank.tune.config import ObjectiveSpec, parse_tune_config  # noqa: E402
 from zoorank.tune.objective import evaluate_probe  # noqa: E402
 from zoorank.tune.search import prepare_search, run_search  # noqa: E402

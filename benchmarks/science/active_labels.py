@@ -7,25 +7,26 @@ the models that may be best, the leaderboard's label-free p(best) as prior). Eac
 ``--round`` labels at a time, up to ``--max-labels``, as a sampler asks:
 
 * ``active``: query-by-committee (``zoorank ask --sampler committee``, the default before issue
-  30; :func:`zoorank.metrics.active.next_batch`: k-means cold start, then the committee's
+  30; :func:`zoorank.metrics.active.knn_committee.next_batch`: k-means cold start, then the committee's
   disagreement weighted by p(best), spread by k-means);
-* ``random``: uniformly random unlabelled images (:func:`zoorank.metrics.active.random_batch`);
+* ``random``: uniformly random unlabelled images (:func:`zoorank.metrics.active.knn_committee.random_batch`);
 * ``balanced``: random images, as many of each class as possible per round (it peeks at the hidden
   labels to balance: a stronger baseline than a user can run);
 * ``uncertainty``: the images whose consensus few-label kNN vote has the largest entropy
-  (:func:`zoorank.metrics.active.uncertainty_batch`, k-means cold start on the pool's first model;
+  (:func:`zoorank.metrics.active.knn_committee.uncertainty_batch`, k-means cold start on the pool's first
+  model;
   ``zoorank ask``'s default since this benchmark, ``--sampler uncertainty``).
 
 After each round p(best | labels) is computed as ``zoorank label`` does
-(:func:`zoorank.metrics.active.label_evidence`, i.e. :func:`~zoorank.metrics.label_posterior.
-labelled_p_best`). The *pick* is the most probable model. The truth: each model's leave-one-out
-few-label kNN accuracy with every label of the pool revealed (the *oracle's best* is the best of
-the pool's models). Per (zoo, sampler), over ``--seeds`` seeds (seed s is shared by the samplers,
-so differences are paired):
+(:func:`zoorank.metrics.active.knn_committee.label_evidence`, i.e.
+:func:`~zoorank.metrics.active.label_posterior.labelled_p_best`). The *pick* is the most probable
+model. The truth: each model's leave-one-out few-label kNN accuracy with every label of the pool
+revealed (the *oracle's best* is the best of the pool's models). Per (zoo, sampler), over
+``--seeds`` seeds (seed s is shared by the samplers, so differences are paired):
 
 * **regret** of the pick after n labels (pp of oracle accuracy below the oracle's best) and the
   **share of runs whose pick is within the tolerance** (0.5 pp,
-  :data:`zoorank.metrics.label_posterior.TIE_TOLERANCE`) of the best: the curves of CODA (Kay et
+  :data:`zoorank.metrics.active.label_posterior.TIE_TOLERANCE`) of the best: the curves of CODA (Kay et
   al., ICCV 2025) and Model Selector (Okanovic et al., AISTATS 2025);
 * **stops** of the stopping rule (the leader's p(best | labels) ≥
   :data:`zoorank.labels.stopping.TARGET`): how many runs it fires in within the budget, and how
@@ -84,7 +85,7 @@ def balanced_batch(truth: np.ndarray, free: np.ndarray, k: int, counts: np.ndarr
 
 def oracle_accuracy(pool) -> np.ndarray:
     """Each pool model's leave-one-out few-label kNN accuracy with every label revealed."""
-    from zoorank.metrics.active import knn_predictions
+    from zoorank.metrics.active.knn_committee import knn_predictions
 
     every = np.arange(len(pool.codes))
     n_classes = len(pool.classes)
@@ -95,7 +96,12 @@ def oracle_accuracy(pool) -> np.ndarray:
 def run_once(pool, sampler: str, seed: int, round_size: int, max_labels: int
              ) -> list[tuple[int, int, float]]:
     """One run: per round, (labels revealed, the pick, the pick's p(best | labels))."""
-    from zoorank.metrics.active import label_evidence, next_batch, random_batch, uncertainty_batch
+    from zoorank.metrics.active.knn_committee import (
+        label_evidence,
+        next_batch,
+        random_batch,
+        uncertainty_batch,
+    )
 
     truth, n_classes, n = pool.codes, len(pool.classes), len(pool.codes)
     rng = np.random.default_rng(seed)
@@ -127,7 +133,7 @@ def zoo_figures(name: str, run_yaml: str, args: argparse.Namespace) -> dict:
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
     from zoorank.labels.stopping import TARGET
-    from zoorank.metrics.label_posterior import TIE_TOLERANCE
+    from zoorank.metrics.active.label_posterior import TIE_TOLERANCE
 
     pool = load_pool(load_config(run_yaml))
     if len(pool.labelled) != len(pool.sample_id):
@@ -171,7 +177,7 @@ def zoo_figures(name: str, run_yaml: str, args: argparse.Namespace) -> dict:
 # -- tables --------------------------------------------------------------------------------------
 
 def _within(regret: np.ndarray) -> np.ndarray:
-    from zoorank.metrics.label_posterior import TIE_TOLERANCE
+    from zoorank.metrics.active.label_posterior import TIE_TOLERANCE
 
     return (regret <= 100 * TIE_TOLERANCE + 1e-9).astype(np.float64)
 
@@ -195,7 +201,7 @@ def few_label_gap(run_yaml: str, best: str, other: str, budgets=(60, 100, 200),
     by."""
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
-    from zoorank.metrics.active import knn_predictions
+    from zoorank.metrics.active.knn_committee import knn_predictions
 
     pool = load_pool(load_config(run_yaml))
     Zs = [pool.Zs[pool.model_ids.index(m)] for m in (best, other)]
@@ -332,7 +338,7 @@ def markdown(zoos: list[dict], args: argparse.Namespace, seconds: float) -> str:
              f"Labels hidden and revealed only as a sampler asks, {args.round} per round, up to "
              f"{args.max_labels}, {args.seeds} seeds (seed s shared by the samplers: paired). "
              "*Pick*: the most probable model under p(best | labels) "
-             "(`zoorank.metrics.label_posterior.labelled_p_best`, as `zoorank label` computes it). "
+             "(`zoorank.metrics.active.label_posterior.labelled_p_best`, as `zoorank label` computes it). "
              "*Regret*: the oracle's best accuracy minus the pick's (pp), the oracle being each "
              "model's leave-one-out few-label kNN accuracy with every label revealed. *Within "
              "tolerance*: regret ≤ 0.5 pp. *Stop*: the stopping rule fires (leader's p(best | "

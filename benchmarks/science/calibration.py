@@ -3,22 +3,23 @@
 What it measures, per zoo:
 
 * **Top-set coverage**: the share of replications whose 95% top set (the product's path: the
-  scoring subset :func:`zoorank.metrics.suite.select_samples`, :func:`~zoorank.metrics.uncertainty.
-  fold_assignment` → :func:`~zoorank.metrics.uncertainty.fold_means` → :func:`~zoorank.metrics.
-  uncertainty.fold_bootstrap` scaled by :func:`~zoorank.metrics.uncertainty.fold_scale` →
-  :func:`~zoorank.metrics.uncertainty.rank_uncertainty`, at the config defaults: 8 folds of half
+  scoring subset :func:`zoorank.metrics.suite.select_samples`, :func:`~zoorank.stats.uncertainty.
+  fold_assignment` → :func:`~zoorank.stats.uncertainty.fold_means` → :func:`~zoorank.stats.
+  uncertainty.fold_bootstrap` scaled by :func:`~zoorank.stats.uncertainty.fold_scale` →
+  :func:`~zoorank.stats.uncertainty.rank_uncertainty`, at the config defaults: 8 folds of half
   the images, 1000 replicates) holds every truly-best model, with its Monte-Carlo error
   ``sqrt(c (1 − c) / R)`` for R replications.
 * **p(best) reliability**: a binned reliability table and the expected calibration error (ECE,
   ten equal-width bins, weighted by count) of the label-free p(best) (the same replicates) and of
-  p(best | labels) (:func:`zoorank.metrics.label_posterior.labelled_p_best` on the correctness of a random
+  p(best | labels) (:func:`zoorank.metrics.active.label_posterior.labelled_p_best` on the correctness of
+  a random
   labelled subset). A prediction is scored against its *outcome*: the models within the tie
   tolerance (:data:`TOL`, 0.5 pp) of the truly best share 1 equally, every other model gets 0;
   this is the event p(best) splits ties by. Two ECEs: over every (model, replication) pair, and
   over the leader only (its p(best) against its outcome: the stricter figure, not diluted by the
   many models at p ≈ 0).
 * **The stopping rule** (:data:`zoorank.labels.stopping.TARGET`: stop when the leader's
-  p(best | labels), its posterior widened by :data:`zoorank.metrics.label_posterior.STOP_WIDENING`
+  p(best | labels), its posterior widened by :data:`zoorank.metrics.active.label_posterior.STOP_WIDENING`
   for the rule's repeated looks, is ≥ 0.9, else at the label budget): labels are revealed in
   random order, ``--round`` at a time, up to ``--max-labels``; *fires* = the rule stopped before
   the budget; *right* = the pick's full-data value is within :data:`TOL` (0.5 pp) of the best
@@ -69,9 +70,9 @@ import harness
 import numpy as np
 from scipy import stats
 
-from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best_widened
+from zoorank.metrics.active.label_posterior import STOP_WIDENING, labelled_p_best_widened
 from zoorank.metrics.suite import select_samples
-from zoorank.metrics.uncertainty import (
+from zoorank.stats.uncertainty import (
     fold_assignment,
     fold_bootstrap,
     fold_means,
@@ -219,11 +220,11 @@ def few_label_correct(units: list[np.ndarray], codes: np.ndarray, order: np.ndar
     """{n: (n, M) 0/1} for each look n: is each model's leave-one-out few-label kNN prediction of
     labelled row ``order[i]`` (from the other rows of ``order[:n]``) its class? ``units``: one
     (N, d) embedding per model with unit rows. The product's
-    :func:`zoorank.metrics.active.knn_predictions` restricted to the labelled rows (``label_evidence``
-    scores only those), computed incrementally over the nested prefixes: each look merges the
-    newly labelled rows into every row's k nearest (pinned against the product in
+    :func:`zoorank.metrics.active.knn_committee.knn_predictions` restricted to the labelled rows
+    (``label_evidence`` scores only those), computed incrementally over the nested prefixes: each
+    look merges the newly labelled rows into every row's k nearest (pinned against the product in
     ``tests/benchmarks/test_calibration_harness.py``)."""
-    from zoorank.metrics.active import FEW_LABEL_K
+    from zoorank.metrics.active.knn_committee import FEW_LABEL_K
 
     looks = sorted(looks)
     rows = np.asarray(order[:looks[-1]], dtype=np.int64)
@@ -596,9 +597,9 @@ def store_pool(spec: str) -> tuple[list[str], list[np.ndarray], np.ndarray] | No
 def embedding_zoo(name: str, spec: str, cache: Path) -> Zoo | None:
     """A real embedding zoo (module docstring), its pool cached under ``cache``: the truth is each
     model's leave-one-out few-label kNN accuracy with every label of the pool
-    (:func:`zoorank.metrics.active.knn_predictions`, the accuracy p(best | labels) is about);
+    (:func:`zoorank.metrics.active.knn_committee.knn_predictions`, the accuracy p(best | labels) is about);
     None when neither the cache nor the store exists."""
-    from zoorank.metrics.active import knn_predictions
+    from zoorank.metrics.active.knn_committee import knn_predictions
 
     path = cache / f"{name}_pool.npz"
     if path.exists():
@@ -632,7 +633,7 @@ def _reliability_table(rows: list[tuple[str, int, float, float]]) -> str:
 
 
 #: which zoos the posterior's settings were tuned on: the prior spread grid and
-#: :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` were chosen on draws of the simulated
+#: :data:`~zoorank.metrics.active.label_posterior.STOP_WIDENING` were chosen on draws of the simulated
 #: settings and the UvA classifiers with seed 1001 (``benchmarks/science/stop_tuning.py``); a
 #: run here with another seed draws fresh replications of the same settings. The embedding zoos
 #: were never used to choose anything in the posterior or the rule.

@@ -4,7 +4,7 @@ Zoo: 8 scikit-learn logistic regressions on real digits (1797 images, 8 × 8), g
 size (20 to 1000 images) and input (all 64 pixels or the top 24 / 40 rows of pixels), trained on
 digits 300..; evaluated on digits 0..300 with seeded Gaussian pixel noise of σ in {0, 20, 40, 60,
 80} (0..255 scale; σ 0 is the source). Truth: each head's top-1 on each domain. For every
-estimator of ``zoorank.metrics.classifier``: Kendall τ against the truth over the zoo and the mean
+estimator of ``zoorank.metrics.heads.classifier``: Kendall τ against the truth over the zoo and the mean
 absolute error (pp), per domain and averaged over the shifted domains. A sanity check of the
 implementations on real heads, not the shift benchmark (that is ``benchmarks/science/shift_benchmark.py``).
 
@@ -24,7 +24,7 @@ from scipy import stats
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
-from zoorank.metrics import classifier as est
+from zoorank.metrics.heads import classifier as est
 
 N = 300
 ZOO = {f"lr{t}-{p}": (t, p) for t in (20, 50, 200, 1000) for p in (64, 40)}

@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 import harness
 import numpy as np
 
-from zoorank.metrics import coda, coda_weighted
-from zoorank.metrics import model_selection as ms
-from zoorank.metrics.label_posterior import labelled_p_best
+from zoorank.metrics.active import coda, coda_weighted
+from zoorank.metrics.active import model_selection as ms
+from zoorank.metrics.active.label_posterior import labelled_p_best
 
 TITLE = "CODA vs random, uncertainty and ModelPicker: labels to a near-best pick"
 METHODS = ("coda", "coda_ask_count_pick", "random", "random_coda_pick", "uncertainty", "model_picker")

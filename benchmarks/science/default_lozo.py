@@ -47,7 +47,6 @@ import pandas as pd
 from primary_evidence import candidates, zoo_inputs
 from scipy import stats
 
-from zoorank.metrics.agreement import top1_regret
 from zoorank.metrics.primary import (
     DEFAULT_COVERAGE,
     MIN_ZOOS,
@@ -55,6 +54,7 @@ from zoorank.metrics.primary import (
     default_for_coverage,
     leave_one_zoo_out,
 )
+from zoorank.stats.agreement import top1_regret
 
 ORACLE = "knn_accuracy"
 TITLE = "The default primary metric, chosen out of sample"

@@ -54,8 +54,8 @@ import numpy as np
 from coda_labels import load_npz
 
 from zoorank.labels.stopping import TARGET
-from zoorank.metrics import coda
-from zoorank.metrics.label_posterior import STOP_WIDENING, TIE_TOLERANCE, labelled_p_best_widened
+from zoorank.metrics.active import coda
+from zoorank.metrics.active.label_posterior import STOP_WIDENING, TIE_TOLERANCE, labelled_p_best_widened
 
 TITLE = "The stopping rule of `zoorank ask` on classifier zoos, with CODA asking"
 RULES = {

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 import harness
 import numpy as np
 
-from zoorank.metrics.agreement import agreement
-from zoorank.metrics.lidar_scatter import lidar
+from zoorank.metrics.label_free.lidar import lidar
 from zoorank.score.worker import load_augmented
+from zoorank.stats.agreement import agreement
 from zoorank.store import Store
 
 ORACLES = ("knn_accuracy", "linear_probe_accuracy")

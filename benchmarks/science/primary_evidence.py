@@ -6,7 +6,7 @@ For every zoo (a run config whose store holds a finished ``zoorank run`` with th
 * Kendall τ-b of the candidate's order against each oracle (all ranked models; positive = agrees),
 * the candidate's **top set** (the rank-consistent Model Confidence Set over the fold bootstrap of
   the evaluation images, computed exactly as the RANK stage does:
-  :func:`zoorank.decide.intervals.metric_uncertainty`, :func:`zoorank.metrics.uncertainty.rank_uncertainty`,
+  :func:`zoorank.decide.intervals.metric_uncertainty`, :func:`zoorank.stats.uncertainty.rank_uncertainty`,
   blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
   the point-best model in ≥ 1 − c of the replicates"),
 * the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
@@ -60,8 +60,8 @@ def zoo_inputs(run_yaml: Path) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, di
     from zoorank.catalog import build_catalog
     from zoorank.config.loading import load_config
     from zoorank.decide.leaderboard import read_leaderboard
-    from zoorank.metrics.health import BLOCKING
     from zoorank.oracle import resample
+    from zoorank.stats.health import BLOCKING
     from zoorank.store import Store
 
     if run_yaml.suffix == ".json":  # validate_ranking.py's validate_run.json
@@ -100,7 +100,7 @@ def _mean_rank(rank_rows: Sequence[np.ndarray]) -> np.ndarray:
 def _old_rule(point: np.ndarray, u: Any, confidence: float, blocked: np.ndarray) -> np.ndarray:
     """The top set of the rule before issue 24: the point-best unblocked model(s) and every model
     at least as good as it in ≥ 1 − c of the replicates (``share_vs_best``)."""
-    from zoorank.metrics.uncertainty import snap
+    from zoorank.stats.uncertainty import snap
 
     p = snap(point[None, :])[0]
     ok = np.isfinite(p) & ~blocked
@@ -113,7 +113,7 @@ def _old_rule(point: np.ndarray, u: Any, confidence: float, blocked: np.ndarray)
 def _raw_mcs(point: np.ndarray, reps: np.ndarray, confidence: float,
              blocked: np.ndarray) -> int:
     """Size of the MCS before its upward closure (how much the closure adds)."""
-    from zoorank.metrics.uncertainty import model_confidence_set, snap
+    from zoorank.stats.uncertainty import model_confidence_set, snap
 
     p, r = snap(point[None, :])[0], snap(reps)
     ok = np.flatnonzero(np.isfinite(p) & ~blocked)
@@ -129,7 +129,7 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
     from zoorank.decide.intervals import metric_uncertainty
     from zoorank.decide.intervals import unflagged_uncertainty as rank_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
-    from zoorank.metrics.uncertainty import replicate_ranks
+    from zoorank.stats.uncertainty import replicate_ranks
 
     _, replicates = metric_uncertainty(config, board, folds, blocked)
     out: dict[str, dict[str, Any]] = {}

@@ -20,7 +20,7 @@ so that any method can run on the same predictions; the penultimate features of 
 go to ``<domain>.features.npz`` (one array per model). Reruns reuse every cached file.
 
 Prints, per domain and on average over the corrupted domains: Kendall τ against the truth of every
-label-free accuracy estimate (``zoorank.metrics.classifier``), of zoorank's label-free embedding
+label-free accuracy estimate (``zoorank.metrics.heads.classifier``), of zoorank's label-free embedding
 metrics on the penultimate features (the default primary that a config of the default metrics
 without an augmented view or seed ensembles would rank by: the embedding leaderboard), the MAE of
 each accuracy estimate, the regret of each board's leader, and labels until the pick stays within
@@ -66,7 +66,7 @@ CORRUPTIONS: tuple[tuple[str, int], ...] = (
     ("gaussian_noise", 1), ("impulse_noise", 1), ("defocus_blur", 1), ("motion_blur", 1),
     ("pixelate", 1), ("snow", 2), ("frost", 2), ("contrast", 2), ("jpeg_compression", 3))
 #: held-out domains (``benchmarks/science/shift_heldout.py``): the nine above chose the
-#: classifier board's defaults (``zoorank.metrics.classifier.DEFAULT_CLASSIFIER_METRIC`` and
+#: classifier board's defaults (``zoorank.metrics.heads.classifier.DEFAULT_CLASSIFIER_METRIC`` and
 #: ``..._WITH_SOURCE``) in-sample; these fifteen were fixed before any figure on them was
 #: computed, by a rule written down first: (a) every ``imagecorruptions`` type not among the nine
 #: that runs on NumPy 2 and is not near chance at every severity (glass_blur, fog and
@@ -288,9 +288,9 @@ def write_predictions(models: dict[str, tuple], folder: Path, n_images: int, n_s
 
 def estimates(logits: np.ndarray, source_logits: np.ndarray, source_labels: np.ndarray
               ) -> dict[str, np.ndarray]:
-    """Every label-free accuracy estimate of ``zoorank.metrics.classifier`` by its registered
+    """Every label-free accuracy estimate of ``zoorank.metrics.heads.classifier`` by its registered
     name: name → (M,) estimated accuracies in [0, 1]."""
-    from zoorank.metrics import classifier as C
+    from zoorank.metrics.heads import classifier as C
 
     m, k = len(logits), logits.shape[2]
     preds = logits.argmax(axis=2)
@@ -309,7 +309,7 @@ def estimates(logits: np.ndarray, source_logits: np.ndarray, source_labels: np.n
 
 def default_estimator() -> str:
     """The classifier board's estimator (the "new default")."""
-    from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC
+    from zoorank.metrics.heads.classifier import DEFAULT_CLASSIFIER_METRIC
 
     return DEFAULT_CLASSIFIER_METRIC
 
@@ -386,8 +386,8 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
     """(labels, picked model) at every count of ``grid`` for one method and seed; the hidden
     labels are revealed only for the images the method asks for. ``coda``: keyword arguments of
     ``coda_next`` (its candidate subsample and P(best) grid)."""
-    from zoorank.metrics import model_selection as S
-    from zoorank.metrics.coda import coda_belief, coda_next, coda_prior
+    from zoorank.metrics.active import model_selection as S
+    from zoorank.metrics.active.coda import coda_belief, coda_next, coda_prior
 
     n = P.shape[1]
     rng = np.random.default_rng(seed)
@@ -409,7 +409,7 @@ def simulate(method: str, P: np.ndarray, labels: np.ndarray, feats: list[np.ndar
                 trace.append((g, int(np.argmax(p))))
         return trace
     if method == "zoorank ask":
-        from zoorank.metrics.active import label_evidence, next_batch
+        from zoorank.metrics.active.knn_committee import label_evidence, next_batch
 
         at = np.zeros(0, np.int64)
         ev = label_evidence(feats, at, labels[at], P.shape[2], seed=seed)

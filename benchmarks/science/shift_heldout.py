@@ -1,6 +1,6 @@
 """The classifier board's defaults on held-out domains: one look, its protocol committed first.
 
-``zoorank.metrics.classifier.DEFAULT_CLASSIFIER_METRIC`` (``nuclear_norm_accuracy``, a zoo
+``zoorank.metrics.heads.classifier.DEFAULT_CLASSIFIER_METRIC`` (``nuclear_norm_accuracy``, a zoo
 without a labelled source set) and ``DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE`` (``cot_accuracy``)
 were chosen by the shift benchmark (``benchmarks/science/shift_benchmark.py``) as the highest mean
 Kendall τ over its nine corrupted domains, and ``benchmarks/results/shift_benchmark.md`` reports
@@ -152,7 +152,7 @@ def main() -> None:
     held = [d for d in held_all if d in results and d not in near]
     first = next(iter(results.values()))
     default = first["default"]
-    from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE as with_source
+    from zoorank.metrics.heads.classifier import DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE as with_source
 
     emb = f"emb:{first['embedding_default']}"
     rows_all = list(first["rows"])

@@ -36,7 +36,7 @@ import harness  # noqa: E402
 
 from zoorank.decide.shortlist import percentile_summary, rule_text  # noqa: E402
 from zoorank.metrics import registry  # noqa: E402
-from zoorank.metrics.shortlist import holds_near_best, shortlist_mask  # noqa: E402
+from zoorank.stats.shortlist_rule import holds_near_best, shortlist_mask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "benchmarks" / "zoos" / "validation_zoos.parquet"

@@ -49,7 +49,7 @@ from shortlist_calibration import (  # noqa: E402
 )
 
 from zoorank.decide.shortlist import percentile_summary, rule_text  # noqa: E402
-from zoorank.metrics.shortlist import holds_near_best, shortlist_mask  # noqa: E402
+from zoorank.stats.shortlist_rule import holds_near_best, shortlist_mask  # noqa: E402
 
 PROTOCOL = Path(__file__).with_name("shortlist_protocol_2.md")
 TITLE = "The shortlist by split conformal prediction across zoos (protocol 2)"

@@ -1,7 +1,7 @@
 """The stopping rule and p(best | labels) on zoos nothing was tuned on: one look, its protocol
 committed first.
 
-The stopping rule's widening (``zoorank.metrics.label_posterior.STOP_WIDENING`` = 2.5) and the
+The stopping rule's widening (``zoorank.metrics.active.label_posterior.STOP_WIDENING`` = 2.5) and the
 posterior's prior spread grid were chosen on draws of six simulated settings and the UvA
 classifiers (``benchmarks/science/stop_tuning.py``). This script measures the rule as shipped,
 and the calibration of the printed p(best | labels), on zoos none of those choices saw:
@@ -130,7 +130,7 @@ def main() -> None:
     from threadpoolctl import threadpool_limits
 
     from zoorank.labels.stopping import TARGET
-    from zoorank.metrics.label_posterior import STOP_WIDENING
+    from zoorank.metrics.active.label_posterior import STOP_WIDENING
 
     folder = args.predictions or B.CACHE / Z.training_commit() / "predictions-n1000-s1000"
     groups = args.groups.split(",")

@@ -1,7 +1,7 @@
 """How the stopping rule's widening and the posterior's prior spread grid were chosen: the tuning
 runs, reconstructed and committed.
 
-``zoorank.metrics.label_posterior.SPREAD_GRID`` (prior spreads from 0.25 pp, commit ``07723fc``)
+``zoorank.metrics.active.label_posterior.SPREAD_GRID`` (prior spreads from 0.25 pp, commit ``07723fc``)
 and ``STOP_WIDENING`` = 2.5 (commit ``d314c90``) were chosen on *tuning draws*: the labelled runs
 of ``benchmarks/science/calibration.py`` (``calibration.labelled``) with seed 1001 instead of the reported
 run's 0, 200 runs per setting, on the six simulated settings and the UvA classifiers. The script
@@ -86,7 +86,7 @@ def tuning_runs(z: cal.Zoo, reps: int, pool: int, budgets: list[int], round_size
     """For each widening: fires, right stops, labels at stop; and the (p, outcome) pairs of the
     calibrated p(best) at the budgets: ``calibration.labelled``'s draws and looks, every
     widening from one posterior mixture per look."""
-    from zoorank.metrics.label_posterior import labelled_p_best_widened
+    from zoorank.metrics.active.label_posterior import labelled_p_best_widened
 
     rng = np.random.default_rng(seed + 7)  # calibration.labelled's sequence
     out = {w: {"fires": 0, "right": 0, "stops": [], "reps": reps} for w in WIDENINGS}
@@ -153,7 +153,7 @@ def main() -> None:
     from threadpoolctl import threadpool_limits
 
     from zoorank.labels.stopping import TARGET
-    from zoorank.metrics import label_posterior
+    from zoorank.metrics.active import label_posterior
 
     zoos = cal.simulated_zoos()
     if not args.no_uva:

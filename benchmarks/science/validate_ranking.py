@@ -12,7 +12,7 @@ the zoo, Kendall τ [95% bootstrap CI] of every label-free metric against kNN an
 accuracy (all models and per SSL family), top-1 regret and top-k recall, the oracles' own noise,
 the τ the papers report beside ours (``../shared/specs/``) and a verdict per metric. Every figure
 is read from the store's ``agreement`` and ``leaderboard`` tables, or computed on them with
-``zoorank.metrics.agreement.agreement``. The recorded CIFAR-10 run's written reading (hypotheses per
+``zoorank.stats.agreement.agreement``. The recorded CIFAR-10 run's written reading (hypotheses per
 metric) lives in ``results/validate_ranking.md`` beside its numbers.
 
 Prints, never asserts. Run from the repository root::
@@ -331,7 +331,7 @@ def zoo_section(info: dict[str, Any], board: pd.DataFrame, ds: str) -> str:
 
 def noise_section(board: pd.DataFrame, ds: str, bootstrap: int, seed: int) -> str:
     """Seed noise of the oracle and the agreement of the two oracles: a ceiling for any metric."""
-    from zoorank.metrics.agreement import agreement
+    from zoorank.stats.agreement import agreement
 
     lines = []
     k, lp = f"{ds}/knn_accuracy", f"{ds}/linear_probe_accuracy"
@@ -414,7 +414,7 @@ def write_markdown(info: dict[str, Any], path: Path, report_cmd: str | None) -> 
     body = [
         "Produced by `benchmarks/science/validate_ranking.py`. Every number below is read from the"
         " run's store (`agreement`, `leaderboard`) or computed from it with"
-        " `zoorank.metrics.agreement.agreement`; nothing was edited by hand.",
+        " `zoorank.stats.agreement.agreement`; nothing was edited by hand.",
         "", "## Run", "", *[line for line in run if line],
         "", "## The zoo", "", zoo_section(info, board, ds), "",
         "Oracle: kNN (k = 20, T = 0.07, cosine) and a linear probe, both trained on a stratified"

@@ -651,7 +651,7 @@ def zoo_rows(zoo: Zoo, folder: Path) -> pd.DataFrame:
     from zoorank.config.loading import load_config
     from zoorank.decide.leaderboard import read_leaderboard
     from zoorank.metrics import registry
-    from zoorank.metrics.health import BLOCKING
+    from zoorank.stats.health import BLOCKING
     from zoorank.store import Store
 
     config = load_config(folder / "run.yaml")

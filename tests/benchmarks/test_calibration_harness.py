@@ -71,7 +71,7 @@ def test_the_baseline_bootstrap_sums_to_one_and_lets_one_lucky_label_win():
 def test_the_harness_few_label_knn_is_the_products_on_every_nested_look():
     # the incremental kNN over nested labelled prefixes equals knn_predictions (the product's,
     # as label_evidence scores the labelled rows) recomputed from scratch at each look
-    from zoorank.metrics.active import knn_predictions
+    from zoorank.metrics.active.knn_committee import knn_predictions
 
     rng = np.random.default_rng(3)
     codes = rng.integers(0, 4, size=150)
@@ -96,7 +96,7 @@ def test_an_embedding_zoo_whose_models_are_copies_never_stops():
     Z = rng.normal(size=(300, 5)) + 2 * np.eye(5)[codes]
     U = Z / np.linalg.norm(Z, axis=1, keepdims=True)
     every = np.arange(300)
-    from zoorank.metrics.active import knn_predictions
+    from zoorank.metrics.active.knn_committee import knn_predictions
 
     truth = (knn_predictions(Z, every, codes, 3) == codes).astype(float)
     zoo = cal.Zoo("copies", "real", correct=np.stack([truth] * 3, axis=1),

@@ -116,7 +116,7 @@ def test_the_protocol_runs_from_local_files_and_scores_the_cached_features(tmp_p
     import torch
     import torchvision.models as tvm
 
-    from zoorank.metrics.transferability import h_score, logme
+    from zoorank.metrics import h_score, logme
 
     photos = sorted((shared_data / "imagenet_sample").glob("*.JPEG"))
     assert len(photos) >= 12

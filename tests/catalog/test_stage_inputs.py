@@ -306,7 +306,7 @@ def _two_dataset_label_store(root, n: int = 200) -> tuple[dict, np.ndarray]:
     from labels_fixtures import embeddings, write_label_store
 
     from zoorank.catalog import build_catalog
-    from zoorank.metrics.rankme_family import rankme
+    from zoorank.metrics.label_free.rankme import rankme
 
     cfg, truth = write_label_store(str(root), n=n)
     cfg.pop("oracle")

@@ -76,7 +76,7 @@ def test_a_constant_model_is_flagged_collapsed_and_not_in_the_top_set(decided):
 
 
 def test_every_top_set_model_is_unflagged_or_only_softly_flagged(decided):
-    from zoorank.metrics.health import BLOCKING
+    from zoorank.stats.health import BLOCKING
 
     _, _, board, settings = decided
     for m in settings["decision"]["top_set"]:
@@ -95,7 +95,7 @@ def test_per_metric_uncertainty_table_covers_each_resampled_metric(decided):
 
 
 def test_consensus_reports_kendalls_w_and_a_sentence(decided):
-    from zoorank.metrics.consensus import kendall_w
+    from zoorank.stats.consensus import kendall_w
 
     _, _, board, settings = decided
     c = settings["decision"]["consensus"]["digits"]

@@ -11,7 +11,7 @@ import pytest
 from decision_fixtures import ranked_board
 
 from zoorank.decide import shortlist as S
-from zoorank.metrics.health import BLOCKING
+from zoorank.stats.health import BLOCKING
 
 KEYS = {"models", "metric", "rule", "text", "hits", "zoos", "hit_rate", "mean_size",
         "mean_size_fraction", "held_out_zoos", "pick_regret_pp", "kind", "kind_covered",

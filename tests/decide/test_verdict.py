@@ -147,7 +147,7 @@ def test_one_level_for_the_top_set_in_decision_json_console_and_report(ranked, c
     """The console once said 95% where the report said 94%: both read the one measured level."""
     from zoorank.decide.leaderboard import print_verdict
     from zoorank.decide.verdict import top_set_claim
-    from zoorank.metrics.uncertainty import MEASURED_SETTINGS, measured_coverage
+    from zoorank.stats.uncertainty import MEASURED_SETTINGS, measured_coverage
 
     root, config = ranked[0], ranked[1]
     doc = _doc(root)

@@ -227,7 +227,7 @@ def test_given_labels_reach_the_oracle_and_only_it(labelled_store, tmp_path):
 def test_ask_sampler_option_chooses_how_images_are_asked(labelled_store, tmp_path, capsys):
     from zoorank.config.loading import load_config
     from zoorank.labels.pool import load_pool
-    from zoorank.metrics.active import knn_votes
+    from zoorank.metrics.active.knn_committee import knn_votes
 
     path, store, truth, _ = labelled_store
     labelled = list(range(0, 300, 5))

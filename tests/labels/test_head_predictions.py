@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from zoorank.cli import main
-from zoorank.metrics import coda
+from zoorank.metrics.active import coda
 from zoorank.store import Store
 
 N = 300
@@ -145,7 +145,7 @@ def test_ask_picks_with_each_sampler(classifier_store, sampler):
 
 def test_ask_picks_by_coda_and_label_reports_the_heads_correctness_posterior(classifier_store,
                                                                               tmp_path, capsys):
-    from zoorank.metrics.label_posterior import labelled_p_best
+    from zoorank.metrics.active.label_posterior import labelled_p_best
 
     path, store, truth, logits = classifier_store
     P = np.stack([_softmax(logits[m].astype(np.float32).astype(np.float64)) for m in SIGMAS])
@@ -221,7 +221,7 @@ def test_a_classifier_zoo_picks_and_stops_on_the_heads_correctness_posterior():
     # top-1 correctness on the labels (the stop widened by STOP_WIDENING)
     from zoorank.labels.head_predictions import head_evidence
     from zoorank.labels.stopping import few_label_pick, stopping_rule
-    from zoorank.metrics.label_posterior import STOP_WIDENING, labelled_p_best
+    from zoorank.metrics.active.label_posterior import STOP_WIDENING, labelled_p_best
 
     rng = np.random.default_rng(0)
     n = 400

@@ -74,7 +74,7 @@ def test_a_registered_metric_is_validated_scored_ranked_reported_and_a_tune_obje
     # RANK: the leaderboard follows the new metric, higher first (+1)
     run_rank(config, show=False)
     board = pd.read_csv(tmp_path / "leaderboard.csv")
-    from zoorank.metrics.health import BLOCKING
+    from zoorank.stats.health import BLOCKING
 
     ranked = board[board["model_id"].isin(list(models))]["model_id"].tolist()
     # a model with a blocking health flag (the fixture's collapsed one) ranks below every other
@@ -110,7 +110,7 @@ def test_an_unregistered_name_is_no_tune_objective():
 
 
 def test_settings_are_the_functions_keyword_arguments_written_once():
-    from zoorank.metrics.geometry import twonn_id
+    from zoorank.metrics.label_free.geometry import twonn_id
 
     entry = registry.info("twonn_id")
     kwargs = entry.kwargs()
@@ -185,7 +185,7 @@ def test_pool_and_ensemble_metrics_are_read_from_the_registry():
 def test_one_label_split_rule_for_rank_tune_and_zoorank_metrics():
     from sklearn.model_selection import train_test_split
 
-    from zoorank.metrics.oracle import knn_accuracy, oracle_split
+    from zoorank.metrics.few_label.oracle_metrics import knn_accuracy, oracle_split
     from zoorank.oracle.label_oracle import oracle_split as rank_split
     from zoorank.score.embeddings_file import oracle_scores
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from zoorank.config import DEFAULT_METRICS, LABEL_FREE_METRICS, ScoreOptions
+from zoorank.metrics.label_free.rankme import rankme
 from zoorank.metrics.primary import primary_candidates
-from zoorank.metrics.rankme_family import rankme
 from zoorank.metrics.suite import (
     CONFIG_METRICS,
     METRIC_DIRECTIONS,
@@ -60,7 +60,7 @@ def test_suite_returns_every_requested_metric_with_finite_values_and_settings(em
 
 @pytest.mark.parametrize("mode", ["absolute", "relative"])
 def test_lidar_delta_mode_is_applied_and_recorded(embedding, mode):
-    from zoorank.metrics.lidar_scatter import lidar
+    from zoorank.metrics.label_free.lidar import lidar
 
     clean, views = embedding
     options = ScoreOptions(lidar_delta=0.1, lidar_delta_mode=mode)

@@ -155,8 +155,7 @@ def test_oracle_suite_adds_the_budget_cells_of_the_train_split(digits):
 
 
 def test_zoo_relative_scores_store_their_terms_and_rank_combines_them_over_the_zoo(digits):
-    from zoorank.metrics import ncti
-    from zoorank.metrics.discriminant import ncti_combine
+    from zoorank.metrics import ncti, ncti_combine
 
     images, labels = digits
     X, y = images.reshape(len(images), -1)[:300] / 16.0, labels[:300]

@@ -21,7 +21,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
-from zoorank.metrics import classifier
+from zoorank.metrics.heads import classifier
 from zoorank.store import Store
 from zoorank.store.shards import embedding_table
 

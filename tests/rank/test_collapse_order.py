@@ -13,7 +13,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from zoorank.config.loading import parse_config
-from zoorank.metrics.ranks import flagged_last
+from zoorank.stats.ranks import flagged_last
 from zoorank.store.schema import METRICS_COLUMNS
 
 N = 300
@@ -42,10 +42,10 @@ def _shifted(X: np.ndarray) -> np.ndarray:
 def _zoo(tmp_path, primary: str):
     """(config, metric rows, fold rows, health rows) of the four encoders, computed by the
     product's metric functions."""
-    from zoorank.metrics.geometry import alignment
-    from zoorank.metrics.health import embedding_health
-    from zoorank.metrics.rankme_family import rankme
-    from zoorank.metrics.uncertainty import fold_assignment
+    from zoorank.metrics.label_free.geometry import alignment
+    from zoorank.metrics.label_free.rankme import rankme
+    from zoorank.stats.health import embedding_health
+    from zoorank.stats.uncertainty import fold_assignment
 
     X = load_digits().data[:N].astype(np.float32) / 16
     cfg = {"store": str(tmp_path / "store"), "seed": 0,

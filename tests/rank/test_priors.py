@@ -11,7 +11,7 @@ from scipy import stats
 from zoorank.config.loading import parse_config
 from zoorank.decide.board_priors import confound_warnings
 from zoorank.errors import ConfigError
-from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU, confounds, prior_tau
+from zoorank.stats.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU, confounds, prior_tau
 
 # -- config ------------------------------------------------------------------------------------
 
@@ -198,7 +198,7 @@ def test_rank_writes_prior_columns_agreement_rows_and_confounds(tmp_path):
     store = Store(root)
     # parameter counts in RankMe's order of these embeddings (collapsed: the smallest), so RankMe
     # follows the parameter count exactly: a confound by construction
-    from zoorank.metrics.rankme_family import rankme
+    from zoorank.metrics.label_free.rankme import rankme
 
     def rm(z):
         try:

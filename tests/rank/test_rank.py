@@ -1,4 +1,4 @@
-"""Ranks, aggregation and agreement (zoorank.metrics.agreement) against scipy and hand cases."""
+"""Ranks, aggregation and agreement (zoorank.stats.agreement) against scipy and hand cases."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from deltalake import DeltaTable
 from scipy import stats
 
 from zoorank.metrics import registry
-from zoorank.metrics.agreement import (
+from zoorank.stats.agreement import (
     agreement,
     bootstrap_indices,
     kendall_tau_b_rows,
     top1_regret,
     topk_recall,
 )
-from zoorank.metrics.consensus import rank_agreement_matrix
-from zoorank.metrics.ranks import aggregate_ranks, joint_rank, rank_within
+from zoorank.stats.consensus import rank_agreement_matrix
+from zoorank.stats.ranks import aggregate_ranks, joint_rank, rank_within
 
 
 def test_rank_within_matches_scipy_rankdata_with_ties_and_puts_nan_last():
@@ -222,7 +222,7 @@ def _split(n: int = 300):
 
 @pytest.mark.timeout(300)
 def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(ranked_store):
-    from zoorank.metrics.oracle import knn_accuracy, recall_at_1
+    from zoorank.metrics.few_label.oracle_metrics import knn_accuracy, recall_at_1
     from zoorank.store.schema import METRICS_COLUMNS
 
     root, _, models, _ = ranked_store
@@ -241,8 +241,8 @@ def test_oracle_rows_equal_the_oracle_functions_on_the_seeded_stratified_split(r
 def test_oracle_fold_values_are_the_accuracy_on_each_fold_of_the_test_split(ranked_store):
     import json
 
-    from zoorank.metrics.oracle import knn_accuracy
-    from zoorank.metrics.uncertainty import fold_assignment
+    from zoorank.metrics.few_label.oracle_metrics import knn_accuracy
+    from zoorank.stats.uncertainty import fold_assignment
 
     root, config, models, _ = ranked_store
     oracle = DeltaTable(str(root / "oracle")).to_pandas()
@@ -477,7 +477,7 @@ def test_rank_combines_zoo_relative_few_label_terms_before_their_budget_agreemen
     from rank_fixtures import config_dict, write_store
 
     from zoorank.config.loading import parse_config
-    from zoorank.metrics.discriminant import etran_combine, ncti_combine
+    from zoorank.metrics import etran_combine, ncti_combine
     from zoorank.oracle.budget import split_oracle, zoo_relative_cells
     from zoorank.rank import run_rank
 

@@ -303,8 +303,8 @@ def test_every_caveat_of_decision_json_is_in_the_collapsed_details_under_the_car
 
 
 def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_called_nominal():
-    from zoorank.metrics.uncertainty import MEASURED_COVERAGE
     from zoorank.report.decision_screen import top_set_claim
+    from zoorank.stats.uncertainty import MEASURED_COVERAGE
 
     worst = min(c for c, _, _ in MEASURED_COVERAGE.values())
     at_defaults = {"confidence": 0.95, "folds": 8, "fold_fraction": 0.5, "top_set_guarantee": "G."}
@@ -312,7 +312,7 @@ def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_cal
     assert claim["level"] == f"{worst:.0%}"
     assert f"read it as a {worst:.0%} set" in claim["sentence"] and claim["sentence"].startswith("G.")
     # beside it, the label-free p(best)'s measured calibration, its worst setting named
-    from zoorank.metrics.uncertainty import MEASURED_P_BEST_ECE
+    from zoorank.stats.uncertainty import MEASURED_P_BEST_ECE
 
     hardest = max(MEASURED_P_BEST_ECE, key=MEASURED_P_BEST_ECE.get)
     assert f"by {MEASURED_P_BEST_ECE[hardest]:.2f} on average ({hardest})" in claim["sentence"]

@@ -9,11 +9,11 @@ import scipy.stats
 from test_score import scored  # noqa: F401  (the module's scored store fixture)
 
 from zoorank.catalog import build_catalog
-from zoorank.metrics.health import health_flags
-from zoorank.metrics.rankme_family import rankme
-from zoorank.metrics.uncertainty import fold_assignment
+from zoorank.metrics.label_free.rankme import rankme
 from zoorank.oracle import resample
 from zoorank.score import run_score
+from zoorank.stats.health import health_flags
+from zoorank.stats.uncertainty import fold_assignment
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -14,11 +14,11 @@ from rank_fixtures import entry_fingerprints
 
 from zoorank.catalog import reliability_path
 from zoorank.config.loading import parse_config
-from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
-from zoorank.metrics.learnability import cluster_learnability
-from zoorank.metrics.lidar_scatter import lidar
-from zoorank.metrics.rankme_family import rankme
-from zoorank.metrics.spectrum_shape import coding_rate
+from zoorank.metrics import coding_rate
+from zoorank.metrics.label_free.clid import cluster_learnability
+from zoorank.metrics.label_free.geometry import alignment, mle_id, twonn_id, uniformity
+from zoorank.metrics.label_free.lidar import lidar
+from zoorank.metrics.label_free.rankme import rankme
 from zoorank.score import run_score
 from zoorank.score.worker import pool_size
 from zoorank.store import METRICS, Store

@@ -13,10 +13,10 @@ from zoorank.data import load_samples
 from zoorank.data.images import decode_image
 from zoorank.data.views import clean_view, make_views
 from zoorank.metrics import registry
-from zoorank.metrics.geometry import twonn_id
-from zoorank.metrics.learnability import cluster_learnability
-from zoorank.metrics.lidar_scatter import lidar
-from zoorank.metrics.rankme_family import rankme
+from zoorank.metrics.label_free.clid import cluster_learnability
+from zoorank.metrics.label_free.geometry import twonn_id
+from zoorank.metrics.label_free.lidar import lidar
+from zoorank.metrics.label_free.rankme import rankme
 from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import FLOOR, build_probe_set, evaluate_probe, score_features
 from zoorank.tune.trainers import SSLTrainer, decode_images

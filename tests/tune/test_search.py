@@ -103,7 +103,7 @@ def test_the_oracle_regret_and_tau_follow_from_the_trials(digits_search):
 def test_an_exported_trial_reproduces_the_trainer_through_the_embed_stage(digits_search, tmp_path):
     from zoorank.config.loading import parse_config
     from zoorank.embed import run_embed
-    from zoorank.metrics.lidar_scatter import lidar
+    from zoorank.metrics.label_free.lidar import lidar
 
     config, frame = digits_search
     row = frame[frame["model_id"].str.startswith("vicreg")].iloc[0]

@@ -26,7 +26,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from zoorank.config.suggest import did_you_mean
 from zoorank.metrics import registry
-from zoorank.metrics.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
+from zoorank.metrics.heads.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
 from zoorank.metrics.options import OPTIONS
 from zoorank.metrics.primary import default_primary
 

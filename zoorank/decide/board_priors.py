@@ -1,6 +1,6 @@
 """The priors on a leaderboard (columns ``param_count``, ``width``, ``prior/<name>``): which columns
 carry values, the confound warnings of the ``decision`` settings and what the report shows of the
-priors. Orchestration over :mod:`zoorank.metrics.priors`, whose conventions hold (every prior is
+priors. Orchestration over :mod:`zoorank.stats.priors`, whose conventions hold (every prior is
 higher-is-better; the confound rule); the columns are joined by :mod:`zoorank.rank.prior_columns`.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from zoorank.decide.leaderboard import ranking_vector
 from zoorank.metrics import registry
-from zoorank.metrics.priors import CONFOUND_TAU, PARAMS, WIDTH, confounds, is_prior_column
+from zoorank.stats.priors import CONFOUND_TAU, PARAMS, WIDTH, confounds, is_prior_column
 
 
 def prior_columns(board: pd.DataFrame) -> list[str]:
@@ -32,8 +32,8 @@ def confound_warnings(board: pd.DataFrame, datasets: Sequence[str]) -> list[dict
 
     Per dataset, each label-free metric column on the board and the leaderboard rank
     (``leaderboard_rank``) against each prior column (:func:`prior_columns`), by the rule of
-    :func:`zoorank.metrics.priors.confounds` (|τ-b| ≥ :data:`~zoorank.metrics.priors.CONFOUND_TAU`
-    over ≥ :data:`~zoorank.metrics.priors.CONFOUND_MIN_MODELS` models). Returns
+    :func:`zoorank.stats.priors.confounds` (|τ-b| ≥ :data:`~zoorank.stats.priors.CONFOUND_TAU`
+    over ≥ :data:`~zoorank.stats.priors.CONFOUND_MIN_MODELS` models). Returns
     ``{dataset, metric, prior, tau, n, sentence}`` dicts. Cost O(D · M · P · n log n).
     """
     priors = {c: board[c].to_numpy(dtype=np.float64) for c in prior_columns(board)}

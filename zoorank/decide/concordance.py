@@ -1,7 +1,7 @@
 """What the label-free metrics say of each other on a dataset (issue 17): their concordance
 (Kendall's W), each one's best model against the top set, per-model disagreement and the plain
 sentence (:func:`consensus`); and the width confound (:func:`width_warning`). Part of the decision
-(:mod:`.decision`); the maths is :mod:`zoorank.metrics.consensus`.
+(:mod:`.decision`); the maths is :mod:`zoorank.stats.consensus`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pandas as pd
 
 from zoorank.decide.intervals import ranked_metrics
 from zoorank.metrics import registry
-from zoorank.metrics.consensus import kendall_w, rank_disagreement
 from zoorank.metrics.primary import WIDTH_SENSITIVE
-from zoorank.metrics.uncertainty import replicate_ranks
+from zoorank.stats.consensus import kendall_w, rank_disagreement
+from zoorank.stats.uncertainty import replicate_ranks
 
 #: a metric joins the consensus when it has a value for at least this share of the ranked models
 #: (NC of a zoo with one small seed ensemble ranks only its members).

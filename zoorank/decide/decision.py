@@ -2,14 +2,14 @@
 the label-free metrics and the width confound (issue 17). Part of the RANK stage.
 
 Orchestration over pure maths: the rank intervals, p_best and top set (:mod:`.intervals`, over
-:mod:`zoorank.metrics.uncertainty`), the health flags (here, :mod:`zoorank.metrics.health`) and the
+:mod:`zoorank.stats.uncertainty`), the health flags (here, :mod:`zoorank.stats.health`) and the
 consensus of the metrics and width confound (:mod:`.concordance`). Inputs are the leaderboard frame of
 :func:`zoorank.rank.board.build_leaderboard`, the fresh metric rows, the fresh fold rows and health rows
 (:mod:`zoorank.oracle.resample`).
 
 Outputs: leaderboard columns ``rank_low``, ``rank_high``, ``p_best``, ``in_top_set`` (of the
 leaderboard's own order: the aggregate of the primary metric's ranks; the top set is a
-rank-consistent Model Confidence Set, :func:`zoorank.metrics.uncertainty.top_set`),
+rank-consistent Model Confidence Set, :func:`zoorank.stats.uncertainty.top_set`),
 ``flags``, ``disagreement``, ``tied_with`` (the other models with the same leaderboard value: a
 seed ensemble scored by one ensemble-level value) and, when the oracle ran with folds,
 ``in_oracle_top_set`` (the label oracle's own top set from the same fold bootstrap over its test
@@ -41,10 +41,10 @@ from zoorank.decide.intervals import (
 )
 from zoorank.decide.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
 from zoorank.metrics import registry
-from zoorank.metrics.health import BLOCKING, health_flags
-from zoorank.metrics.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU
-from zoorank.metrics.ranks import flagged_last, rank_within
-from zoorank.metrics.uncertainty import TOP_SET_GUARANTEE
+from zoorank.stats.health import BLOCKING, health_flags
+from zoorank.stats.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU
+from zoorank.stats.ranks import flagged_last, rank_within
+from zoorank.stats.uncertainty import TOP_SET_GUARANTEE
 
 DECISION_COLUMNS = ["rank_low", "rank_high", "p_best", "in_top_set", "flags", "disagreement",
                     "tied_with", "in_oracle_top_set"]
@@ -55,7 +55,7 @@ TIED_SHOWN = 5
 def model_flags(
     board: pd.DataFrame, metrics: pd.DataFrame, health: pd.DataFrame, datasets: Sequence[str]
 ) -> dict[str, dict[str, list[str]]]:
-    """model_id → dataset → health flags (:func:`zoorank.metrics.health.health_flags`), with the
+    """model_id → dataset → health flags (:func:`zoorank.stats.health.health_flags`), with the
     label-free metrics that ran and have no value (a NaN row) as ``failed:<metric>``. A metric the
     config makes impossible (:func:`zoorank.catalog.applicability.inapplicable_metrics`) has no row, so
     no flag. O(rows + n · datasets)."""
@@ -105,7 +105,7 @@ def flagged_below(board: pd.DataFrame, flags: Mapping[str, Mapping[str, list[str
     """``board`` re-ranked and re-sorted so that every model with a blocking flag (on any dataset)
     comes after every unblocked one (issue 30); when a metric degenerate on collapse
     (:func:`degenerate_on_collapse`) orders a dataset, the blocked models share the last places
-    instead of keeping its order (:func:`zoorank.metrics.ranks.flagged_last`). Cost O(n log n)."""
+    instead of keeping its order (:func:`zoorank.stats.ranks.flagged_last`). Cost O(n log n)."""
     if board.empty or "rank" not in board:
         return board.copy()
     blocked = np.array([any(set(f) & BLOCKING for f in flags[m].values())

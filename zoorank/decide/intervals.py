@@ -1,10 +1,10 @@
 """Rank intervals of the leaderboard (issue 17): per resampled metric and for the leaderboard's own
-order, from the fold bootstrap (:mod:`zoorank.metrics.uncertainty`), with the models a blocking
+order, from the fold bootstrap (:mod:`zoorank.stats.uncertainty`), with the models a blocking
 health flag puts last taking no part (issue 30). Part of the decision (:mod:`.decision`).
 
 Output: the long ``uncertainty`` table (:data:`UNCERTAINTY_COLUMNS`: model_id, dataset, metric,
 rank, rank_low, rank_high, p_best, in_top_set) and the aggregate's
-:class:`~zoorank.metrics.uncertainty.RankUncertainty`.
+:class:`~zoorank.stats.uncertainty.RankUncertainty`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.primary import COLLAPSE_DEGENERATE
-from zoorank.metrics.ranks import (
+from zoorank.stats.ranks import (
     AGGREGATION_DIRECTIONS,
     aggregate_ranks,
     flagged_last,
     merged_signal_ranks,
 )
-from zoorank.metrics.uncertainty import (
+from zoorank.stats.uncertainty import (
     RankUncertainty,
     fold_bootstrap,
     fold_scale,
@@ -69,7 +69,7 @@ def _fold_matrix(folds: pd.DataFrame, dataset: str, metric: str, model_ids: Sequ
 
 def unflagged_uncertainty(point: np.ndarray, reps: np.ndarray, confidence: float,
                           blocked: np.ndarray | None) -> RankUncertainty:
-    """:func:`~zoorank.metrics.uncertainty.rank_uncertainty` over the unblocked models only (issue
+    """:func:`~zoorank.stats.uncertainty.rank_uncertainty` over the unblocked models only (issue
     30: a flagged model is never ranked above an unflagged one, nor counted in p(best)): blocked
     models get p(best) 0 (NaN when they have no value) and no interval. Cost: that of
     ``rank_uncertainty``."""
@@ -132,7 +132,7 @@ def merged_replicates(
 ) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
     """``replicates`` where, on a dataset whose board mixes classifiers and encoders
     (``settings["mixed_signals"]``), the primary metric's entry is the merged board's: each
-    replicate ranked within each signal (:func:`zoorank.metrics.ranks.merged_signal_ranks`),
+    replicate ranked within each signal (:func:`zoorank.stats.ranks.merged_signal_ranks`),
     oriented as −rank. A dataset without both signals' replicates keeps none (no interval)."""
     out = dict(replicates)
     for ds, signals in (settings.get("mixed_signals") or {}).items():

@@ -2,7 +2,7 @@
 label-free top set: ``oracle_top_sets`` and the ``in_oracle_top_set`` column of the decision
 (:mod:`zoorank.decide.decision`). Part of the RANK stage.
 
-Conventions are those of the label-free top set (:mod:`zoorank.metrics.uncertainty`): the same fold
+Conventions are those of the label-free top set (:mod:`zoorank.stats.uncertainty`): the same fold
 bootstrap with the same seed, the same rank-consistent Model Confidence Set at the run's confidence.
 Accuracies, regret and noise are fractions; the sentences say them in percentage points.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
-from zoorank.metrics.uncertainty import fold_bootstrap, fold_scale, rank_uncertainty
+from zoorank.stats.uncertainty import fold_bootstrap, fold_scale, rank_uncertainty
 
 #: oracle metrics with fold values, in the order that picks the ``in_oracle_top_set`` column's: a
 #: classifier's own accuracy first (its oracle is its head, not kNN on its features; contract 8).

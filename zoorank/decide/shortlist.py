@@ -5,7 +5,7 @@ on.
 The rules and their records come from ``shortlist_record.json`` beside this module, written by
 ``benchmarks/science/shortlist_conformal.py`` (split conformal prediction across the validation
 zoos of ``benchmarks/zoos/build_validation_zoos.py``, then one look at zoos built after its
-protocol): per metric that can order a board, the rule (:mod:`zoorank.metrics.shortlist`; a rank
+protocol): per metric that can order a board, the rule (:mod:`zoorank.stats.shortlist_rule`; a rank
 fraction, so it is also the rank rule used on a board of several datasets or of mixed signals)
 and the measured figures. A metric without a record gets half the board, stated as unmeasured.
 
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from zoorank.metrics import registry
-from zoorank.metrics.health import BLOCKING
-from zoorank.metrics.shortlist import shortlist_mask
+from zoorank.stats.health import BLOCKING
+from zoorank.stats.shortlist_rule import shortlist_mask
 
 RECORD = "shortlist_record.json"
 #: the rule of a metric without a record: half the board (the cap of every rule), unmeasured.

@@ -46,8 +46,8 @@ from zoorank.decide.next_step import (
     zoo_kind,
 )
 from zoorank.decide.shortlist import shortlist_for
-from zoorank.metrics.health import BLOCKING
-from zoorank.metrics.uncertainty import (
+from zoorank.stats.health import BLOCKING
+from zoorank.stats.uncertainty import (
     MEASURED_COVERAGE,
     MEASURED_SETTINGS,
     measured_coverage,
@@ -149,7 +149,7 @@ def _flags(row: Mapping[str, Any]) -> set[str]:
 def pick_row(board: pd.DataFrame) -> tuple[dict[str, Any] | None, list[str]]:
     """(the pick's row, the ids ranked above it that a health flag passed over). The pick is the
     first ranked model without a health flag; when every ranked model has one, the first without
-    a blocking flag (:data:`zoorank.metrics.health.BLOCKING`), then the first ranked. Cost O(n)."""
+    a blocking flag (:data:`zoorank.stats.health.BLOCKING`), then the first ranked. Cost O(n)."""
     if board.empty or "rank" not in board:
         return None, []
     ranked = board[board["rank"].notna()].sort_values(["rank", "model_id"], kind="stable")
@@ -206,8 +206,8 @@ def top_set_claim(decision: Mapping[str, Any]) -> dict[str, str]:
 
     The one place the level is taken from, for the console, decision.json and the report alike (a
     level printed is a level measured). At the settings ``benchmarks/science/calibration.py`` measured
-    (:data:`~zoorank.metrics.uncertainty.MEASURED_SETTINGS`) the level is the lowest coverage it
-    measured there (:func:`~zoorank.metrics.uncertainty.measured_coverage`, the worst simulated
+    (:data:`~zoorank.stats.uncertainty.MEASURED_SETTINGS`) the level is the lowest coverage it
+    measured there (:func:`~zoorank.stats.uncertainty.measured_coverage`, the worst simulated
     zoo); at any other settings the nominal level is printed as nominal, with that said."""
     nominal = float(decision.get("confidence", 0.95))
     guarantee = str(decision.get("top_set_guarantee") or "")

@@ -121,7 +121,7 @@ class ChunkEmbedder:
         self.models: dict[str, Any] = {}
         self.norms: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
-        #: model_id → parameters of the module that embeds (a prior: :mod:`zoorank.metrics.priors`)
+        #: model_id → parameters of the module that embeds (a prior: :mod:`zoorank.stats.priors`)
         self.param_counts: dict[str, int] = {}
         #: model_id → the dataset's label space for its head (None: no head is looked for)
         self.label_spaces: dict[str, Any] = dict(label_spaces or {})

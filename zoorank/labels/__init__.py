@@ -7,6 +7,7 @@ Modules: :mod:`~zoorank.labels.pool` (a dataset's embeddings and known labels),
 merging label files), :mod:`~zoorank.labels.merge` (``zoorank label``),
 :mod:`~zoorank.labels.stopping` (the stopping rule as data, the few-label pick),
 :mod:`~zoorank.labels.head_predictions` (classifier zoos). The maths is
-:mod:`zoorank.metrics.active` (embedding zoos), :mod:`zoorank.metrics.coda` (which images a
-classifier zoo asks) and :mod:`zoorank.metrics.label_posterior` (p(best | labels), the pick).
+:mod:`zoorank.metrics.active.knn_committee` (embedding zoos), :mod:`zoorank.metrics.active.coda` (which
+images a
+classifier zoo asks) and :mod:`zoorank.metrics.active.label_posterior` (p(best | labels), the pick).
 """

@@ -4,18 +4,18 @@ image, read from the logits their kept heads wrote beside the embeddings (manife
 
 When every model of the pool has them, the labels' maths is split in two:
 
-* **which images to label**: CODA (:mod:`zoorank.metrics.coda`, the authors' settings) on the
+* **which images to label**: CODA (:mod:`zoorank.metrics.active.coda`, the authors' settings) on the
   heads' predictions, the images of largest expected information gain (or, by ``--sampler``,
   uncertainty sampling's, ModelPicker's or uniform at random);
 * **the pick and p(best | labels)**: the posterior of the heads' top-1 correctness on the labelled
-  images (:func:`~zoorank.metrics.label_posterior.labelled_p_best`, the pool as the population),
+  images (:func:`~zoorank.metrics.active.label_posterior.labelled_p_best`, the pool as the population),
   the same calibrated posterior as an embedding zoo's (:func:`head_evidence`). With every label of
   the pool it is each head's accuracy there, so the pick is the most accurate model (ties within
   0.5 pp shared). CODA's own score, a per-class mixture Σ_c π̂_c P(best on class c) in which a
   weak model that wins a few classes scores high, is not shown as p(best).
 
 A zoo where some model has no head (or a head of another width) keeps the embedding kNN committee
-of :mod:`zoorank.metrics.active`: one signal for the whole pool.
+of :mod:`zoorank.metrics.active.knn_committee`: one signal for the whole pool.
 
 Reading is O(M · n · (d + K)) (the shards hold both columns).
 """
@@ -30,14 +30,14 @@ import pandas as pd
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
-from zoorank.metrics.active import LabelEvidence, random_batch
-from zoorank.metrics.coda import coda_draw_labels, coda_next, coda_prior
-from zoorank.metrics.label_posterior import (
+from zoorank.metrics.active.coda import coda_draw_labels, coda_next, coda_prior
+from zoorank.metrics.active.knn_committee import LabelEvidence, random_batch
+from zoorank.metrics.active.label_posterior import (
     STOP_WIDENING,
     labelled_p_best_widened,
     pick_change_probability,
 )
-from zoorank.metrics.model_selection import (
+from zoorank.metrics.active.model_selection import (
     model_picker_eig,
     model_picker_posterior,
     top1_votes,
@@ -103,9 +103,9 @@ def with_head_predictions(config: RunConfig, pool: Pool, context: RunContext | N
 
 def head_evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
     """:class:`LabelEvidence` of a classifier zoo: ``p_best`` is p(best | labels),
-    :func:`~zoorank.metrics.label_posterior.labelled_p_best` of the heads' top-1 correctness on
+    :func:`~zoorank.metrics.active.label_posterior.labelled_p_best` of the heads' top-1 correctness on
     the labelled images (the pool as the population), and ``p_best_stop`` the same posterior
-    widened by :data:`~zoorank.metrics.label_posterior.STOP_WIDENING` for the stopping rule;
+    widened by :data:`~zoorank.metrics.active.label_posterior.STOP_WIDENING` for the stopping rule;
     ``accuracy``: each head's top-1 accuracy on the labelled images; ``predictions``: the heads'
     top-1 (M × n). Without labels, ``p_best`` is the label-free p(best) (``pool.prior``), the
     accuracy NaN and ``p_best_stop`` None. Cost O(M · n · K) + O(M³ + resamples · M²)."""
@@ -125,7 +125,7 @@ def _correct(votes: np.ndarray, at: np.ndarray, codes: np.ndarray) -> np.ndarray
 
 
 def coda_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.coda.coda_next`, its default
+    """The ``k`` pool rows CODA asks next (:func:`zoorank.metrics.active.coda.coda_next`, its default
     settings: the authors')."""
     return coda_next(pool.predictions, pool.labelled, pool.codes, excluded=excluded, k=k,
                      seed=seed)
@@ -137,7 +137,7 @@ def head_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int,
     ``excluded``: CODA's greedy batch (:func:`coda_batch`); uncertainty's ``k`` free rows of
     largest consensus entropy; ModelPicker's ``k`` free rows of largest expected entropy
     reduction under its posterior given the labels; random's ``k`` free rows drawn uniformly
-    (:func:`zoorank.metrics.active.random_batch`). Ties: a seeded shuffle."""
+    (:func:`zoorank.metrics.active.knn_committee.random_batch`). Ties: a seeded shuffle."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler: {sampler!r} is none of {sorted(SAMPLERS)}")
     if sampler == "coda":
@@ -159,8 +159,8 @@ def head_batch(pool: Pool, excluded: np.ndarray, k: int, seed: int,
 def head_change(pool: Pool, ev: LabelEvidence, batch: np.ndarray, seed: int) -> float:
     """P(labelling ``batch`` changes the pick): the batch's labels drawn :data:`CHANGE_DRAWS`
     times from CODA's class estimate given the labels so far
-    (:func:`~zoorank.metrics.coda.coda_draw_labels`), the pick recomputed from the heads'
-    correctness (:func:`~zoorank.metrics.label_posterior.pick_change_probability`). NaN for an
+    (:func:`~zoorank.metrics.active.coda.coda_draw_labels`), the pick recomputed from the heads'
+    correctness (:func:`~zoorank.metrics.active.label_posterior.pick_change_probability`). NaN for an
     empty batch."""
     batch = np.asarray(batch, dtype=np.int64)
     if not len(batch):

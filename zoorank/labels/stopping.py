@@ -3,12 +3,13 @@ how the top set narrowed, the labels spent, and whether another round is likely 
 decision. Default stop: the leader's p(best) ≥ :data:`TARGET` allowing for the rule's repeated
 looks, or the label budget spent.
 
-p(best) here is :func:`zoorank.metrics.label_posterior.labelled_p_best` (issue 30): a posterior
+p(best) here is :func:`zoorank.metrics.active.label_posterior.labelled_p_best` (issue 30): a posterior
 of the models' paired accuracies on the pool in which models within 0.5 pp of the best share
 "best". The printed p(best) is the calibrated one; the rule, which looks after every round, fires
 when the leader's p(best) under the same posterior with its covariance widened by
-:data:`~zoorank.metrics.label_posterior.STOP_WIDENING` clears the target
-(:meth:`~zoorank.metrics.active.LabelEvidence.stop_p_best`), so that near-tied models do not stop
+:data:`~zoorank.metrics.active.label_posterior.STOP_WIDENING` clears the target
+(:meth:`~zoorank.metrics.active.knn_committee.LabelEvidence.stop_p_best`), so that near-tied models do
+not stop
 it on a chance lead. ``benchmarks/science/calibration.py`` measures how often it fires and how often its
 pick is then within 0.5 pp of the best (``benchmarks/results/calibration.md``).
 
@@ -35,7 +36,7 @@ from zoorank.labels.head_predictions import POSTERIOR as HEAD_POSTERIOR
 from zoorank.labels.head_predictions import SAMPLERS as HEAD_SAMPLERS
 from zoorank.labels.head_predictions import head_batch, head_change, head_evidence
 from zoorank.labels.pool import Pool
-from zoorank.metrics.active import (
+from zoorank.metrics.active.knn_committee import (
     LabelEvidence,
     change_probability,
     label_evidence,
@@ -43,14 +44,14 @@ from zoorank.metrics.active import (
     random_batch,
     uncertainty_batch,
 )
-from zoorank.metrics.label_posterior import probability_mass_set
+from zoorank.metrics.active.label_posterior import probability_mass_set
 
 #: the leader's p(best) at which labelling stops by default.
 TARGET = 0.9
 #: how ``zoorank ask --sampler`` chooses the images of an embedding zoo (a classifier zoo uses
-#: CODA): ``committee`` (:func:`zoorank.metrics.active.next_batch`), ``uncertainty``
-#: (:func:`~zoorank.metrics.active.uncertainty_batch`) or ``random``
-#: (:func:`~zoorank.metrics.active.random_batch`).
+#: CODA): ``committee`` (:func:`zoorank.metrics.active.knn_committee.next_batch`), ``uncertainty``
+#: (:func:`~zoorank.metrics.active.knn_committee.uncertainty_batch`) or ``random``
+#: (:func:`~zoorank.metrics.active.knn_committee.random_batch`).
 SAMPLERS = ("committee", "uncertainty", "random")
 #: the default of :data:`SAMPLERS`: uncertainty sampling, whose pick had the lowest mean regret
 #: over 20–200 labels on the four real embedding zoos of ``benchmarks/results/active_labels.md``
@@ -64,7 +65,7 @@ EMBEDDING_POSTERIOR = "each model's few-label kNN accuracy on the labelled image
 
 
 def evidence(pool: Pool, seed: int = 0) -> LabelEvidence:
-    """:func:`zoorank.metrics.active.label_evidence` of the pool's labels; for a classifier zoo
+    """:func:`zoorank.metrics.active.knn_committee.label_evidence` of the pool's labels; for a classifier zoo
     (``pool.predictions``), :func:`zoorank.labels.head_predictions.head_evidence`."""
     if pool.predictions is not None:
         return head_evidence(pool, seed)

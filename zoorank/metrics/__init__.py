@@ -5,22 +5,48 @@ through :func:`zoorank.metrics._checks.check_array`, and returns a Python float 
 Nothing here reads files or starts Ray. Each docstring states its convention and defaults, with
 the paper they come from.
 
-Importing this package imports every family module, so every metric is registered in
-:mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions).
+The metrics stand in wings by what they read: ``label_free/`` (embeddings only), ``heads/``
+(a classifier's logits), ``few_label/`` (embeddings and a few labels, and the label oracle) and
+``active/`` (which image to label next). The machinery sits at the top: the registry, the input
+checks, the ``score:`` options, the per-model suite and the choice of the primary metric.
+
+Importing this package imports every family module of the wings, so every metric is registered in
+:mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions),
+and every name in a family module's ``__all__`` is exported here.
 """
 
-# isort: off
-# Registration order is the order of `zoorank metrics`, of a config's default `metrics:` and of the
-# report's columns: spectral (rankme_family, lidar_scatter, spectrum_shape), geometry,
-# learnability, reliability, collapse, suite (nc), then labels.
-from zoorank.metrics import registry, rankme_family, lidar_scatter, spectrum_shape  # noqa: F401
-from zoorank.metrics import geometry, learnability, reliability, collapse, suite  # noqa: F401
-from zoorank.metrics import oracle, loss_data, loss_data_costs, transferability  # noqa: F401
-from zoorank.metrics import discriminant, classifier  # noqa: F401
-from zoorank.metrics import mst_id as _mst_id_family  # noqa: F401
-# isort: on
+from zoorank.metrics._discover import discover_families, family_exports
+
+# Every family module of the wings registers its metrics at import: import them all (in the order of
+# ``zoorank.metrics._discover.ORDER``, then any other family module found in a wing). A new family
+# module needs no line here.
+FAMILIES: tuple[str, ...] = discover_families()
+
+# The public functions of today's families (explicit, for readers and static tools).
+# ruff: noqa: E402
 from zoorank.metrics._checks import DegenerateInputWarning
-from zoorank.metrics.classifier import (
+from zoorank.metrics.few_label.gbc import gbc
+from zoorank.metrics.few_label.h_score import h_score
+from zoorank.metrics.few_label.logme import logme
+from zoorank.metrics.few_label.loss_data import loss_data_curve
+from zoorank.metrics.few_label.loss_data_costs import esc, mdl, sdl
+from zoorank.metrics.few_label.ncti import ncti, ncti_combine
+from zoorank.metrics.few_label.nleep import nleep
+from zoorank.metrics.few_label.oracle_metrics import (
+    knn_accuracy,
+    knn_few_label,
+    linear_probe_accuracy,
+    r_auroc,
+    recall_at_1,
+)
+from zoorank.metrics.few_label.sfda_etran import (
+    etran,
+    etran_combine,
+    etran_energy,
+    minmax_across_zoo,
+    sfda,
+)
+from zoorank.metrics.heads.classifier import (
     atc_accuracy,
     average_confidence,
     consensus_agreement,
@@ -29,30 +55,19 @@ from zoorank.metrics.classifier import (
     doc_accuracy,
     nuclear_norm_accuracy,
 )
-from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
-from zoorank.metrics.discriminant import etran, etran_energy, ncti, sfda
-from zoorank.metrics.geometry import alignment, mle_id, twonn_id, uniformity
-from zoorank.metrics.learnability import clid, cluster_learnability
-from zoorank.metrics.lidar_scatter import lidar
-from zoorank.metrics.loss_data import loss_data_curve
-from zoorank.metrics.loss_data_costs import esc, mdl, sdl
-from zoorank.metrics.mst_id import mst_id, mst_length
-from zoorank.metrics.oracle import (
-    knn_accuracy,
-    knn_few_label,
-    linear_probe_accuracy,
-    r_auroc,
-    recall_at_1,
-)
-from zoorank.metrics.rankme_family import rankme
-from zoorank.metrics.reliability import (
+from zoorank.metrics.label_free.alpha_req import alpha_req
+from zoorank.metrics.label_free.clid import clid, cluster_learnability
+from zoorank.metrics.label_free.coding_rate import coding_rate, coding_rate_reduction
+from zoorank.metrics.label_free.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.label_free.geometry import alignment, mle_id, twonn_id, uniformity
+from zoorank.metrics.label_free.lidar import lidar
+from zoorank.metrics.label_free.rankme import rankme
+from zoorank.metrics.label_free.reliability import (
     embedding_norm,
     feature_variance,
     mean_knn_distance,
     neighborhood_consistency,
 )
-from zoorank.metrics.spectrum_shape import alpha_req, coding_rate, coding_rate_reduction
-from zoorank.metrics.transferability import gbc, h_score, logme, nleep
 
 __all__ = [
     "DegenerateInputWarning",
@@ -72,6 +87,7 @@ __all__ = [
     "embedding_norm",
     "esc",
     "etran",
+    "etran_combine",
     "etran_energy",
     "feature_variance",
     "gbc",
@@ -84,10 +100,10 @@ __all__ = [
     "loss_data_curve",
     "mdl",
     "mean_knn_distance",
+    "minmax_across_zoo",
     "mle_id",
-    "mst_id",
-    "mst_length",
     "ncti",
+    "ncti_combine",
     "neighborhood_consistency",
     "nleep",
     "nuclear_norm_accuracy",
@@ -100,3 +116,10 @@ __all__ = [
     "twonn_id",
     "uniformity",
 ]
+
+# The public names of family modules not listed above (a new family's functions), exported as well.
+for _name, _value in family_exports(FAMILIES).items():
+    if _name not in globals():
+        globals()[_name] = _value
+        __all__.append(_name)
+del _name, _value

@@ -45,7 +45,7 @@ WIDTH_SENSITIVE: frozenset[str] = frozenset({
 
 #: metrics at their best on a collapsed encoder (a constant map has alignment 0, the ideal, and
 #: uniformity ranks it by the constant's spread, none): they never order a model flagged
-#: ``collapsed`` (issue 30; :func:`zoorank.metrics.ranks.flagged_last` with ``order_flagged=False``).
+#: ``collapsed`` (issue 30; :func:`zoorank.stats.ranks.flagged_last` with ``order_flagged=False``).
 COLLAPSE_DEGENERATE: frozenset[str] = frozenset({"alignment", "uniformity"})
 
 

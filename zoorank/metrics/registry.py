@@ -34,7 +34,7 @@ Inputs: ``clean`` (n × d clean embeddings), ``augmented`` (n × q × d views), 
 clean embeddings of every member of a seed ensemble), ``pool`` (other metrics' rows over the pool
 of models of a dataset), ``labels`` (embeddings with labels: the label oracle and few-label scores),
 ``logits`` (a classifier head's logits on the clean view: the label-free accuracy estimates of
-:mod:`zoorank.metrics.classifier`, computed by SCORE for every model with a head, never listed
+:mod:`zoorank.metrics.heads.classifier`, computed by SCORE for every model with a head, never listed
 under ``metrics:`` and never the embedding board's primary metric; ``notes["source"]``: needs the
 labelled source set, ``notes["zoo"]``: one value per model from the whole zoo's predictions).
 

@@ -34,15 +34,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zoorank.metrics import geometry, registry
-from zoorank.metrics.collapse import duplicate_fraction, numerical_rank
-from zoorank.metrics.options import option, resolve_options
-from zoorank.metrics.reliability import (
+from zoorank.metrics import registry
+from zoorank.metrics.label_free import geometry
+from zoorank.metrics.label_free.collapse import duplicate_fraction, numerical_rank
+from zoorank.metrics.label_free.reliability import (
     embedding_norm,
     feature_variance,
     mean_knn_distance,
     neighborhood_consistency,
 )
+from zoorank.metrics.options import option, resolve_options
 
 __all__ = ["duplicate_fraction", "ensemble_reliability", "label_free_suite", "nc_settings",
            "numerical_rank", "per_model_metrics", "select_samples"]

@@ -11,7 +11,7 @@ For each dataset with a label oracle and each configured transferability score
    ``<score>:k<k>s<seed>``, e.g. ``logme:k5s0``: ``@`` is reserved for views);
 3. the Kendall τ-b of the resulting model ranking against the full oracle (kNN accuracy, linear
    probe accuracy) over all models (:func:`budget_agreement`), per seed (with the bootstrap
-   interval of :func:`zoorank.metrics.agreement.agreement`) and as the mean over seeds (its
+   interval of :func:`zoorank.stats.agreement.agreement`) and as the mean over seeds (its
    interval from the same model resamples applied to every seed).
 
 The label-free metrics' τ in ``agreement.parquet`` are the zero-label reference; the crossover of a
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.agreement import (
+from zoorank.metrics.registry import BUDGET_SEPARATOR
+from zoorank.stats.agreement import (
     ResampledKendall,
     agreement,
     draw_counts,
@@ -44,8 +45,7 @@ from zoorank.metrics.agreement import (
     model_bootstrap,
     percentile_interval,
 )
-from zoorank.metrics.ranks import rank_within
-from zoorank.metrics.registry import BUDGET_SEPARATOR
+from zoorank.stats.ranks import rank_within
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -75,7 +75,7 @@ _NAME = re.compile(
 
 
 def _score_functions() -> dict[str, Any]:
-    """The registry's few-label scores (``zoorank.metrics.transferability`` registers them)."""
+    """The registry's few-label scores (``zoorank.metrics.few_label.logme`` registers them)."""
     from zoorank.metrics import registry
 
     return registry.few_label_scores()
@@ -228,7 +228,7 @@ def _seed_mean(values: np.ndarray, oracle: np.ndarray, oracle_dir: int, bootstra
     """(mean τ over seeds, CI low, CI high): values (seeds × models), one resample for all seeds.
 
     Cost O(S · B · n log n) for S seeds, B resamples and n models; memory bounded by
-    :data:`~zoorank.metrics.agreement.BOOTSTRAP_MEMORY`.
+    :data:`~zoorank.stats.agreement.BOOTSTRAP_MEMORY`.
     """
     so = -rank_within(oracle, oracle_dir)
     sm = np.stack([-rank_within(v, +1) for v in values])
@@ -269,7 +269,7 @@ def budget_agreement(cells: pd.DataFrame, oracle_values: Mapping[str, pd.Series]
 
     ``cells``: rows of :func:`split_oracle` (model_id, score, labels_per_class, budget_seed,
     value); ``oracle_values[o]``: the oracle metric o per model_id (NaN dropped). One row per
-    (score, oracle, k, seed) from :func:`~zoorank.metrics.agreement.agreement`, plus one with
+    (score, oracle, k, seed) from :func:`~zoorank.stats.agreement.agreement`, plus one with
     ``budget_seed = "mean"``: the mean τ over seeds with a bootstrap interval over models.
     Cost O(S · B · n log n) per (score, oracle, k) for S seeds, B resamples and n models.
     """
@@ -325,7 +325,7 @@ def best_label_free(label_free: pd.DataFrame, dataset: str, oracle_metric: str
     """(metric, τ) of the label-free metric with the highest τ against one oracle over all models."""
     a = label_free[(label_free["dataset"] == dataset) & (label_free["oracle_metric"] == oracle_metric)
                    & (label_free["family"] == "all") & ~label_free["metric"].isin(_NOT_A_METRIC)]
-    if "kind" in a:  # the priors' rows (zoorank.metrics.priors) are baselines, not metrics
+    if "kind" in a:  # the priors' rows (zoorank.stats.priors) are baselines, not metrics
         a = a[a["kind"] != "prior"]
     a = a[np.isfinite(a["kendall_tau"].to_numpy(np.float64))]
     if a.empty:

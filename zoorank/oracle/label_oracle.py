@@ -8,7 +8,7 @@ dataset, metric, value, params, n, dim, seed, zoorank_version, fingerprint): ``k
 keyed by the catalog's fingerprint (:meth:`zoorank.catalog.Catalog.oracle_fingerprints`: the
 model's fresh clean embeddings, the oracle settings, the labels, the group's fresh reliability
 table and :data:`ORACLE_VERSION`): a rerun skips models whose rows exist with the same
-fingerprint. The maths is :mod:`zoorank.metrics.oracle`.
+fingerprint. The maths is :mod:`zoorank.metrics.few_label.oracle_metrics`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from zoorank.catalog import (
 )
 from zoorank.config import OracleSpec, RunConfig
 from zoorank.metrics import registry
-from zoorank.metrics.oracle import oracle_split  # noqa: F401  (the one split rule; public here before)
+from zoorank.metrics.few_label.oracle_metrics import oracle_split  # noqa: F401  (the one split rule; public here before)
 from zoorank.oracle.measures import oracle_suite
 from zoorank.store import Store
 from zoorank.store.batching import superseding
@@ -97,7 +97,7 @@ def _oracle_task(
                 uncertainties[column] = sign * rel.loc[test_ids[common], column].to_numpy(float)
     test_folds = None
     if n_folds >= 2 and len(test_ids) >= n_folds:
-        from zoorank.metrics.uncertainty import fold_assignment
+        from zoorank.stats.uncertainty import fold_assignment
 
         test_folds = fold_assignment(test_ids, n_folds, 1.0, seed)
     return oracle_suite(train_Z, train_y, test_Z, test_y, spec, seed, uncertainties, index,

@@ -1,7 +1,8 @@
 """What one label-oracle task measures, on arrays: the oracle suite of one model on one dataset's
 labelled split (kNN and linear-probe accuracy, R@1, R-AUROC, the loss-data costs, the few-label
 cells of :mod:`zoorank.oracle.budget`), as rows ``{metric, value, params, n, dim}``. Reads and
-writes nothing; the maths is :mod:`zoorank.metrics.oracle`, the fan-out over models and datasets
+writes nothing; the maths is :mod:`zoorank.metrics.few_label.oracle_metrics`, the fan-out over models and
+datasets
 and the commits :mod:`zoorank.oracle.label_oracle`.
 """
 
@@ -70,16 +71,16 @@ def oracle_suite(
     R-AUROC on the points with an uncertainty. The loss-data curve trains on subsets of the train
     split and measures the loss on the test split.
 
-    ``test_folds`` (fold index per test point, :func:`zoorank.metrics.uncertainty.fold_assignment`
+    ``test_folds`` (fold index per test point, :func:`zoorank.stats.uncertainty.fold_assignment`
     over the test ids; −1 left out): the kNN and linear-probe rows then carry their accuracy on each
     fold in ``params["fold_values"]`` (with ``params["n_folds"]``), the input of the oracle's own
     top set (:func:`zoorank.decide.oracle_top_sets.oracle_top_sets`). Rows without them (older runs) have no
     oracle top set.
     """
-    from zoorank.metrics import loss_data_costs as costs
-    from zoorank.metrics import oracle as om
-    from zoorank.metrics.loss_data import loss_data_curve
-    from zoorank.metrics.uncertainty import fold_means
+    from zoorank.metrics.few_label import loss_data_costs as costs
+    from zoorank.metrics.few_label import oracle_metrics as om
+    from zoorank.metrics.few_label.loss_data import loss_data_curve
+    from zoorank.stats.uncertainty import fold_means
 
     dim = int(train_Z.shape[1])
     n_tr, n_te = len(train_y), len(test_y)

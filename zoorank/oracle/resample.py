@@ -3,13 +3,13 @@
 Two store tables beside ``metrics``:
 
 * ``resamples`` (a table) — one row per (model_id, dataset, metric, fold): the metric computed on
-  fold ``fold`` of the images (:func:`zoorank.metrics.uncertainty.fold_assignment`, the same
+  fold ``fold`` of the images (:func:`zoorank.stats.uncertainty.fold_assignment`, the same
   folds for every model). Per-model metrics are recomputed on each fold; ``nc`` takes the fold
   means of its stored per-sample table; ``clid`` / ``clid_family`` are z(CL) + z(ID) over the
   pool on each fold (the pool step included). Only the ranked metrics are resampled: the
   registry's primary-eligible ones (CLID's terms included), augmented metrics on the first
   augmented view only.
-* ``health`` (a table) — one row per (model_id, dataset): :func:`zoorank.metrics.health.embedding_health`
+* ``health`` (a table) — one row per (model_id, dataset): :func:`zoorank.stats.health.embedding_health`
   of its clean embeddings.
 
 Freshness. A fold row's fingerprint hashes the fingerprint of the metric row it resamples (which
@@ -43,7 +43,7 @@ HEALTH_STATS = ["n", "dim", "non_finite_fraction", "relative_spread", "effective
 HEALTH_COLUMNS = ["model_id", "dataset", *HEALTH_STATS, "fingerprint"]
 #: bump when the fold maths (assignment, per-fold computation) changes.
 RESAMPLE_VERSION = 1
-#: bump when zoorank.metrics.health.embedding_health changes.
+#: bump when zoorank.stats.health.embedding_health changes.
 HEALTH_VERSION = 1
 
 
@@ -74,7 +74,7 @@ def fold_values(
 ) -> dict[str, list[float]]:
     """metric → its value on each fold (NaN where it fails on a fold), the suite's settings."""
     from zoorank.metrics.suite import label_free_suite
-    from zoorank.metrics.uncertainty import fold_assignment
+    from zoorank.stats.uncertainty import fold_assignment
 
     F, frac = options.resample_folds, options.resample_fraction
     fc = fold_assignment(clean_ids, F, frac, seed) if clean is not None else None
@@ -99,7 +99,7 @@ def fold_rows(model_id: str, dataset: str, metric: str, values: Iterable[float],
 
 def nc_fold_values(reliability: pd.DataFrame, options: ScoreOptions, seed: int) -> list[float]:
     """Fold means of an ensemble's per-sample NC (its stored test points)."""
-    from zoorank.metrics.uncertainty import fold_assignment
+    from zoorank.stats.uncertainty import fold_assignment
 
     folds = fold_assignment(reliability["sample_id"].to_numpy(), options.resample_folds,
                             options.resample_fraction, seed)
@@ -111,7 +111,7 @@ def nc_fold_values(reliability: pd.DataFrame, options: ScoreOptions, seed: int) 
 def clid_fold_values(cl: np.ndarray, id_: np.ndarray) -> np.ndarray:
     """(m, F) CLID fold values of a pool from its (m, F) CL and ID fold values: z(CL) + z(ID) on
     each fold over the members finite on that fold (NaN elsewhere, and on a fold with < 2)."""
-    from zoorank.metrics.learnability import clid
+    from zoorank.metrics.label_free.clid import clid
 
     out = np.full(cl.shape, np.nan)
     for k in range(cl.shape[1]):

@@ -26,7 +26,8 @@ writes (contract 2 plus the tables this stage adds):
   the caveats (:mod:`zoorank.decide.verdict`); ``zoorank label``'s few-label picks are kept.
 
 Conventions (ranks 1 = best, ties averaged, NaN last; directions; τ-b signs) are those of
-:mod:`zoorank.metrics.agreement`. The maths lives there and in :mod:`zoorank.metrics.oracle`; this
+:mod:`zoorank.stats.agreement`. The maths lives there and in
+:mod:`zoorank.metrics.few_label.oracle_metrics`; this
 module is orchestration. The tables are shaped in :mod:`~zoorank.rank.board` (leaderboard),
 :mod:`~zoorank.rank.agreement_table`, :mod:`~zoorank.rank.failed` and :mod:`~zoorank.rank.markdown`.
 Only rows that are fresh for the config are read (:mod:`zoorank.catalog`). The fingerprint of

@@ -1,9 +1,9 @@
 """The agreement table: every label-free metric (and the leaderboard rank) against every oracle
 metric, per dataset and per family ('all' or a family with >= 3 models). The priors (``param_count``,
-``width``, ``prior/<name>``: :mod:`zoorank.metrics.priors`, higher is better) get the same rows,
+``width``, ``prior/<name>``: :mod:`zoorank.stats.priors`, higher is better) get the same rows,
 marked ``kind = "prior"`` (``"metric"`` for the others): the static baseline beside every metric.
 
-τ-b signs and the bootstrap are those of :mod:`zoorank.metrics.agreement`.
+τ-b signs and the bootstrap are those of :mod:`zoorank.stats.agreement`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.decide.board_priors import prior_columns
 from zoorank.decide.leaderboard import ranking_vector
-from zoorank.metrics.agreement import agreement
 from zoorank.oracle.measures import oracle_direction
+from zoorank.stats.agreement import agreement
 
 MIN_MODELS_FOR_AGREEMENT = 3
 
@@ -33,8 +33,8 @@ def build_agreement(
     ``n_metric_nan`` counts them and ``n_models`` counts the models used.
 
     Cost per row (dataset × oracle metric × family × metric): O(B · n log n) time for n models
-    and B = ``rank.bootstrap`` (:func:`~zoorank.metrics.agreement.agreement`), memory bounded by
-    :data:`~zoorank.metrics.agreement.BOOTSTRAP_MEMORY`.
+    and B = ``rank.bootstrap`` (:func:`~zoorank.stats.agreement.agreement`), memory bounded by
+    :data:`~zoorank.stats.agreement.BOOTSTRAP_MEMORY`.
     """
     columns = ["metric", "kind", "oracle_metric", "dataset", "family", "n_models", "kendall_tau",
                "kendall_ci_low", "kendall_ci_high", "spearman", "spearman_ci_low",

@@ -2,7 +2,7 @@
 datasets, family and joint ranks, and each model's missing values.
 
 Conventions (ranks 1 = best, ties averaged, NaN last; directions) are those of
-:mod:`zoorank.metrics.agreement`.
+:mod:`zoorank.stats.agreement`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from zoorank.decide.leaderboard import metrics_fingerprint, ranking_vector
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.metrics.primary import default_for_coverage, default_order
-from zoorank.metrics.ranks import (
+from zoorank.stats.ranks import (
     AGGREGATION_DIRECTIONS,
     aggregate_ranks,
     joint_rank,

@@ -2,7 +2,7 @@
 the manifest: ``param_count`` and ``dim``) and ``prior/<name>`` (the zoo entry's ``prior:`` values).
 
 Conventions (every prior is higher-is-better, the confound rule) are those of
-:mod:`zoorank.metrics.priors`. Cost O(rows of the manifest) once per RANK.
+:mod:`zoorank.stats.priors`. Cost O(rows of the manifest) once per RANK.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.priors import PARAMS, PRIOR_PREFIX, WIDTH, is_prior_column
+from zoorank.stats.priors import PARAMS, PRIOR_PREFIX, WIDTH, is_prior_column
 
 
 def model_priors(models: Sequence[Any], manifest: pd.DataFrame | None) -> pd.DataFrame:

@@ -57,7 +57,6 @@ from zoorank.decide.leaderboard import (
 from zoorank.decide.next_step import config_shown
 from zoorank.decide.verdict import build_decision, with_current_config
 from zoorank.errors import InputError
-from zoorank.metrics.consensus import rank_agreement_matrix
 from zoorank.report.decision_screen import decision_section
 from zoorank.report.page import Image, Plot, Section, Table, page_images, render_page, walk
 from zoorank.report.plots import (
@@ -80,6 +79,7 @@ from zoorank.report.sections import (
     leaderboard_section,
     settings_section,
 )
+from zoorank.stats.consensus import rank_agreement_matrix
 from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 

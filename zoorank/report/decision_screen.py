@@ -37,7 +37,7 @@ __all__ = ["decision_section", "card_context", "forest_png", "labels_summary", "
 def forest_png(board: pd.DataFrame) -> bytes:
     """Rank intervals as a forest plot: one row per model (best on top), a bar from ``rank_low``
     to ``rank_high``, a dot at its rank; top-set models in blue, blocked (flagged) ones in red."""
-    from zoorank.metrics.health import BLOCKING
+    from zoorank.stats.health import BLOCKING
 
     ranked = board[board["rank"].notna()]
     top = ranked[ranked["in_top_set"].astype(bool)]
@@ -80,7 +80,7 @@ def _short(text: str, width: int) -> str:
 def _flags(flags: Any) -> list[dict[str, Any]]:
     """A model's flags as badges: ``{"name", "blocking"}`` each (blocking: keeps it out of the top
     set)."""
-    from zoorank.metrics.health import BLOCKING
+    from zoorank.stats.health import BLOCKING
 
     return [{"name": f, "blocking": f.split(":")[-1] in BLOCKING}
             for f in str(flags or "").split(",") if f]

@@ -17,7 +17,7 @@ Orchestration only; the maths is :mod:`zoorank.metrics.suite` over the contract-
 3. Pool level (driver): ``clid`` = z(CL) + z(ID) over the dataset's pool of models, ``clid_family``
    within each ``family``; recomputed whenever a pool member's CL or ID row changes.
 4. Classifier heads (driver, :mod:`.heads`): for models whose manifest has ``logit_dim > 0``, the
-   label-free accuracy estimates of :mod:`zoorank.metrics.classifier` from the clean shards'
+   label-free accuracy estimates of :mod:`zoorank.metrics.heads.classifier` from the clean shards'
    ``logits`` (with their fold rows), and ``head_accuracy`` where the dataset has labels.
 
 Failed models (manifest status ``failed``) get no metrics (rows left from an earlier success are

@@ -137,7 +137,12 @@ def score_matrix(Z: np.ndarray, labels: np.ndarray | None, q: int | None, seed: 
 
 def oracle_scores(Z: np.ndarray, y: np.ndarray, seed: int) -> dict:
     """kNN and linear-probe accuracy on the oracle's split (50/50, seeded), R@1 on all rows."""
-    from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy, oracle_split, recall_at_1
+    from zoorank.metrics.few_label.oracle_metrics import (
+        knn_accuracy,
+        linear_probe_accuracy,
+        oracle_split,
+        recall_at_1,
+    )
 
     tr, te, _ = oracle_split(np.arange(len(y)), y, 0.5, seed)
     return {

@@ -5,7 +5,7 @@ labelled datasets (the classifier oracle, which RANK moves to the oracle).
 Orchestration on the driver: a head's logits are n × K floats (K classes, not the embedding
 width), so one dataset's zoo is read and scored in one process, in O(models · n · K) memory.
 Which rows are due and their fingerprints: :mod:`zoorank.catalog.head_entries`; the maths:
-:mod:`zoorank.metrics.classifier`. A dataset is recomputed whole when any of its head rows is
+:mod:`zoorank.metrics.heads.classifier`. A dataset is recomputed whole when any of its head rows is
 missing or stale (the zoo estimates read every model). An estimate that raises is a NaN row with
 the reason, as every SCORE row.
 
@@ -34,9 +34,9 @@ from zoorank.config import RunConfig
 from zoorank.errors import InputError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import select_samples
-from zoorank.metrics.uncertainty import fold_assignment
 from zoorank.oracle import resample
 from zoorank.score.worker import metric_row
+from zoorank.stats.uncertainty import fold_assignment
 from zoorank.store import METRICS, Store
 from zoorank.store.schema import METRICS_KEY
 

@@ -49,8 +49,8 @@ class ResampleTask:
 def resample_model(store_uri: str, options: dict, seed: int, threads: int,
                    task: ResampleTask) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(fold rows, health row or None) of one (dataset, model): reads its embeddings."""
-    from zoorank.metrics.health import embedding_health
     from zoorank.oracle import resample
+    from zoorank.stats.health import embedding_health
 
     limit_threads(threads)
     store, o = Store(store_uri), ScoreOptions.model_validate(options)

@@ -13,7 +13,7 @@ Metric conventions (``specs/clid_lidar.md``; all: higher is better):
 * ``rankme``: RankMe of the n clean embeddings; ``rankme_aug``: of the n·q views pooled.
 * ``cluster_learnability``, ``twonn_id``: CLID's two parts on the clean embeddings, rows
   L2-normalised (the paper's setting). ``clid`` per trial is their raw sum ``100·CL + ID``
-  (``zoorank.metrics.learnability.clid`` mode ``raw_percent``): the paper's z-scored CLID needs the
+  (``zoorank.metrics.label_free.clid.clid`` mode ``raw_percent``): the paper's z-scored CLID needs the
   whole pool and is computed over the finished trials by the search.
 
 Every metric is computed by its registry entry (``zoorank.metrics.registry``) with the settings and

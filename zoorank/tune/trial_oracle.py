@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.agreement import agreement
+from zoorank.stats.agreement import agreement
 from zoorank.tune.config import TuneConfig, gpus_per_trial
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _oracle_scores(
     import torch
     from threadpoolctl import threadpool_limits
 
-    from zoorank.metrics.oracle import knn_accuracy, linear_probe_accuracy
+    from zoorank.metrics.few_label.oracle_metrics import knn_accuracy, linear_probe_accuracy
     from zoorank.tune.trainers import preprocess, resolve_device
 
     torch.set_num_threads(setup.num_threads)
@@ -103,7 +103,7 @@ def oracle_data(
     from zoorank.data import load_samples
     from zoorank.data.images import decode_image
     from zoorank.data.views import clean_view
-    from zoorank.metrics.oracle import oracle_split
+    from zoorank.metrics.few_label.oracle_metrics import oracle_split
 
     spec = config.labelled_dataset
     table = load_samples(spec, config.probe_seed)
@@ -179,7 +179,7 @@ def oracle_summary(
 ) -> dict[str, Any]:
     """Regret of the label-free pick and Kendall τ-b between ``score`` and ``oracle`` over trials.
 
-    Uses :func:`zoorank.metrics.agreement.agreement` (no bootstrap); trials without an oracle value
+    Uses :func:`zoorank.stats.agreement.agreement` (no bootstrap); trials without an oracle value
     are left out. ``winner`` is the model_id the score picks.
     """
     ok = frame[oracle].notna() if oracle in frame else pd.Series(False, index=frame.index)
