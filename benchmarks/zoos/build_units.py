@@ -218,7 +218,7 @@ def evaluate(sweep: ssl_sweeps.Sweep, state: dict[str, Any], data: dict[str, np.
 def truth_columns(Z: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """kNN accuracy on the oracle's split, and knn_few_label at each few-label budget."""
     from zoorank.metrics import knn_accuracy, knn_few_label
-    from zoorank.metrics.oracle import oracle_split
+    from zoorank.metrics.few_label.oracle_metrics import oracle_split
     from zoorank.oracle.budget import stratified_subset
 
     tr, te, _ = oracle_split(np.arange(len(y)), y, 0.5, SEED)
@@ -235,7 +235,7 @@ def sweep_rows(sweep: ssl_sweeps.Sweep, built_after: str | None) -> pd.DataFrame
     import torch
 
     from zoorank.metrics import knn_accuracy, registry
-    from zoorank.metrics.oracle import oracle_split
+    from zoorank.metrics.few_label.oracle_metrics import oracle_split
 
     torch.set_num_threads(1)
     start = time.perf_counter()

@@ -54,19 +54,18 @@ def test_mst_length_matches_prim(gamma):
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_mst_id_recovers_the_dimension_of_a_flat_cube(d):
     rng = np.random.default_rng(10 + d)
-    X = _rotate_into(rng.random((1600, d)), 12, seed=d)
+    X = _rotate_into(rng.random((800, d)), 12, seed=d)
     est = mst_id(X, normalize=False)
-    assert est == pytest.approx(d, rel=0.15)
+    assert est == pytest.approx(d, rel=0.12)  # the finite-n estimate falls a little short at d = 3
 
 
 def test_a_circle_is_one_dimensional_and_a_sphere_two():
     rng = np.random.default_rng(5)
-    a = rng.uniform(0, 2 * np.pi, 1200)
-    circle = _rotate_into(np.stack([np.cos(a), np.sin(a)], 1), 8, seed=2)
-    assert mst_id(circle) == pytest.approx(1.0, abs=0.15)  # on the unit sphere already
-    sphere = rng.standard_normal((1600, 3))  # normalised rows: the 2-sphere
-    assert mst_id(sphere) == pytest.approx(2.0, rel=0.15)
-    assert mst_id(sphere) > mst_id(circle)
+    a = rng.uniform(0, 2 * np.pi, 600)
+    circle = mst_id(_rotate_into(np.stack([np.cos(a), np.sin(a)], 1), 8, seed=2))
+    sphere = mst_id(rng.standard_normal((800, 3)))  # normalised rows: the 2-sphere
+    assert circle == pytest.approx(1.0, abs=0.1)
+    assert sphere == pytest.approx(2.0, rel=0.1)
 
 
 def test_the_registered_metric_is_the_function_at_its_settings():
