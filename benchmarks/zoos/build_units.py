@@ -44,9 +44,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+import harness  # noqa: E402,F401  (puts the groups, ssl_sweeps' among them, on the path)
 import ssl_sweeps  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 
 CACHE = Path(os.environ.get("ZOORANK_UNITS_CACHE", Path.home() / ".cache" / "zoorank-units"))
 TABLE = HERE / "units.parquet"
@@ -79,14 +81,6 @@ CARRIED_UNITS = {
 }
 #: the final epoch of a validation SSL search's trials (a checkpoint id without ``-r<k>``)
 SEARCH_EPOCHS = {"traj-ssl-cifar10": 10, "sweep-ssl-fashion": 2}
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 # -- carried-over units ----------------------------------------------------------------------------
@@ -353,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for s in ssl_sweeps.SWEEPS:
             state = "cached" if s.name in cached else "committed" if s.name in committed else ""
-            print(f"{s.name:<26} {s.method:<7} {s.dataset:<8} {len(s.settings)} × {s.epochs} ep  "
+            print(f"{s.name:<26} {s.method:<7} {s.dataset:<8} w{s.width:<3} {len(s.settings)} × {s.epochs} ep  "
                   f"{'held out' if s.held_out else '':<8} {state:<9} {s.varies}")
         print(f"+ {len(set(CARRIED_UNITS.values()))} carried units of validation_zoos.parquet")
         return 0
