@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -88,6 +89,24 @@ def test_an_invalid_override_is_a_config_error_naming_the_file_and_field(tmp_pat
     assert not (tmp_path / "store").exists()
 
 
+def test_the_errors_are_exported_at_the_top_level():
+    from zoorank import errors
+
+    assert (zoorank.ConfigError, zoorank.InputError, zoorank.NothingRankedError,
+            zoorank.ZoorankError) == (errors.ConfigError, errors.InputError,
+                                      errors.NothingRankedError, errors.ZoorankError)
+    assert issubclass(zoorank.ConfigError, zoorank.ZoorankError)
+
+
+def test_open_of_a_config_that_never_ran_raises_and_creates_no_store(tmp_path):
+    path = _config_file(tmp_path)
+    with pytest.raises(InputError, match=f"{re.escape(str(path))}: its store .* does not exist"):
+        zoorank.open(path)
+    with pytest.raises(InputError, match="does not exist"):
+        zoorank.open(yaml.safe_load(path.read_text()))
+    assert not (tmp_path / "store").exists()
+
+
 def test_open_of_a_missing_path_raises_and_creates_nothing(tmp_path):
     missing = tmp_path / "nothing-here"
     with pytest.raises(InputError, match="no such store"):
@@ -130,12 +149,16 @@ def test_open_picks_the_model_with_the_highest_rankme_and_lists_the_failed_one(r
     # RankMe computed here, on the fixture's own embeddings: the board is ordered by it
     _, _, models = embeddings(300)
     values = {m: rankme(Z) for m, Z in models.items()}
-    assert result.pick == max(values, key=values.get) == "noise"
+    assert result.pick.model_id == max(values, key=values.get) == "noise"
     assert set(result.leaderboard["model_id"]) == set(values)  # "broken" has no row
-    assert result.shortlist == shortlist_for(result.leaderboard, result.settings)["models"]
+    assert [m.model_id for m in result.shortlist] == shortlist_for(
+        result.leaderboard, result.settings)["models"]
     ranks = result.leaderboard.set_index("model_id")["rank"]
-    assert result.shortlist[0] == result.pick and list(ranks[result.shortlist]) == sorted(
-        ranks[result.shortlist])
+    listed = [m.model_id for m in result.shortlist]
+    assert result.shortlist[0] == result.pick and list(ranks[listed]) == sorted(ranks[listed])
+    # each shortlisted model carries its rank and the label-free values it was ranked with
+    assert [m.rank for m in result.shortlist] == list(ranks[listed])
+    assert result.pick.metrics["digits/rankme"] == pytest.approx(values["noise"], rel=1e-6)
     assert any("broken" in w and "failed" in w for w in result.warnings)
     assert result.decision == {} and result.report_path is None
     assert result.store == str(root.resolve())
@@ -143,7 +166,10 @@ def test_open_picks_the_model_with_the_highest_rankme_and_lists_the_failed_one(r
     long = result.metrics().set_index(["model_id", "metric"])["value"]
     assert long[("proj-b", "rankme")] == pytest.approx(values["proj-b"], rel=1e-6)
     assert set(result.metrics()["metric"]) == {"rankme", "uniformity", "nc"}
-    assert zoorank.open(config).pick == zoorank.open(config.model_dump()).pick == "noise"
+    assert str(zoorank.open(config).pick) == str(zoorank.open(config.model_dump()).pick) == "noise"
+    # every configured model counted: all but "broken" ranked, and it failed
+    n = len(config.models)
+    assert f"({n - 1} of {n} configured models ranked, 1 failed)" in repr(result).splitlines()[0]
 
 
 def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(ranked_store):
@@ -157,7 +183,7 @@ def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(
            "next_step": {"command": "zoorank ask CONFIG --budget 40"}, "schema_version": 1}
     write_decision(Store(str(root)), doc)
     result = zoorank.open(str(root))
-    assert (result.pick, result.shortlist) == ("proj-b", ["proj-b", "rot-0"])
+    assert (str(result.pick), [str(m) for m in result.shortlist]) == ("proj-b", ["proj-b", "rot-0"])
     assert result.decision == json.loads((root / "decision.json").read_text())
     # the caveats stand for the checks of the settings (here the width confound), failures follow
     assert result.warnings[0] == "a caveat" and len(result.warnings) == 2
@@ -195,10 +221,24 @@ def test_table_reads_every_delta_table_of_the_store(ranked_store):
 # -- run: one real tiny run ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """``zoorank.run`` on three small CNNs over 90 digits (clean + a 30 × 4 augmented view), with
-    an override; returns (config path, result)."""
+    """``zoorank.run`` on three small CNNs over 90 digits (clean + a 30 × 4 augmented view), the
+    first with its weights in a checkpoint file, and a fourth whose checkpoint is not a readable
+    file (a failed model), with an override; returns (config path, result)."""
+    import torch
+
+    from zoorank.tune.models import small_cnn
+
     tmp = tmp_path_factory.mktemp("api-run")
     path = _config_file(tmp)
+    data = yaml.safe_load(path.read_text())
+    torch.manual_seed(7)
+    torch.save({"state_dict": {f"backbone.{k}": v for k, v in small_cnn(width=8).state_dict().items()}},
+               tmp / "cnn-w8.ckpt")
+    data["models"][0].update(checkpoint=str(tmp / "cnn-w8.ckpt"), state_dict_prefix="backbone.")
+    (tmp / "broken.ckpt").write_bytes(b"not a checkpoint" * 64)
+    data["models"].append({**data["models"][1], "id": "broken",
+                           "checkpoint": str(tmp / "broken.ckpt")})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path, zoorank.run(str(path), rank={"confidence": 0.9})
 
 
@@ -212,7 +252,7 @@ def test_run_returns_the_pick_of_the_ordering_metric_and_writes_the_report(tiny_
     path, result = tiny_run
     board = result.leaderboard
     assert list(board["model_id"].sort_values()) == ["cnn-w16", "cnn-w16-d2", "cnn-w8"]
-    assert result.pick in set(board["model_id"])
+    assert result.pick.model_id in set(board["model_id"])
     assert result.report_path is not None and Path(result.report_path).is_file()
     assert result.settings["decision"]["confidence"] == 0.9  # the override reached RANK
     # the expected pick, from the stored metric rows the leaderboard names (read with deltalake):
@@ -225,7 +265,7 @@ def test_run_returns_the_pick_of_the_ordering_metric_and_writes_the_report(tiny_
     unflagged = set(board.loc[board["flags"].fillna("") == "", "model_id"])
     rows = rows[rows["model_id"].isin(unflagged)]
     sign = registry.info(metric).direction
-    assert result.pick == rows.loc[(sign * rows["value"]).idxmax(), "model_id"]
+    assert result.pick.model_id == rows.loc[(sign * rows["value"]).idxmax(), "model_id"]
     long = result.metrics()
     got = long[long["metric"] == metric].set_index("model_id")["value"]
     assert np.allclose(got[rows["model_id"]], rows["value"])
@@ -233,13 +273,15 @@ def test_run_returns_the_pick_of_the_ordering_metric_and_writes_the_report(tiny_
     manifest = result.table("manifest")
     assert (manifest["status"] == "done").sum() == 6
     if result.decision:  # RANK writes decision.json: its pick is the result's
-        assert result.decision["pick"]["model_id"] == result.pick
+        assert result.decision["pick"]["model_id"] == result.pick.model_id
     # the next step names the config file as it was given to run; digits has a label for
     # every image, so there is nothing to ask for
     step = result.decision["next_step"]
     assert step["config"] == str(path) and step["unlabelled"] == 0 and step["command"] is None
     assert "  next step: none (every image of digits already has a label)" in repr(result)
-    assert result.pick in repr(result) and result.pick in result._repr_html_()
+    assert str(result.pick) in repr(result) and str(result.pick) in result._repr_html_()
+    # four configured, the one with an unreadable checkpoint failed
+    assert "(3 of 4 configured models ranked, 1 failed)" in repr(result).splitlines()[0]
 
 
 @pytest.mark.slow
@@ -250,5 +292,77 @@ def test_open_reads_back_what_run_returned(tiny_run):
         again = zoorank.open(target)
         assert (again.pick, again.shortlist, again.warnings) == (
             result.pick, result.shortlist, result.warnings)
+        assert again.pick.checkpoint == result.pick.checkpoint
         pd.testing.assert_frame_equal(again.leaderboard, result.leaderboard)
     assert os.path.samefile(zoorank.open(path).report_path, result.report_path)
+
+
+def _digit_input(sample_id: int, info: dict) -> Any:
+    """Digit ``sample_id`` as the model's input, made here from scikit-learn's array and the
+    exported preprocessing (0..16 → 0..255, grey → RGB, centre crop, (x - mean) / std)."""
+    import torch
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from zoorank.data.views import clean_view
+    from zoorank.zoo import Geometry
+
+    pre = info["preprocessing"]
+    grey = np.rint(load_digits().images[sample_id] * (255.0 / 16.0)).astype(np.uint8)
+    img = Image.fromarray(grey).convert("RGB")
+    pixels = clean_view(img, Geometry(pre["input_size"], pre["interpolation"], pre["crop_pct"]))
+    x = torch.from_numpy(pixels).permute(2, 0, 1).float().div(255.0)[None]
+    return (x - torch.tensor(pre["mean"]).view(1, 3, 1, 1)) / torch.tensor(pre["std"]).view(1, 3, 1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_ranked_model_loads_and_exports_the_network_that_embed_ran(tiny_run, tmp_path):
+    """For each ranked model: ``load()`` on a digit gives the embedding EMBED stored for it; the
+    exported safetensors loads strictly into the bare architecture and gives the same output."""
+    import torch
+    from safetensors.torch import load_file
+
+    from zoorank.store import Store
+    from zoorank.tune.models import small_cnn
+
+    path, _ = tiny_run
+    result = zoorank.open(path)
+    store = Store(result.store)
+    assert result.pick is not None and result.shortlist[0] == result.pick
+    for model_id in result.leaderboard["model_id"]:
+        model = result.model(model_id)
+        stored = store.read_embeddings("digits", "clean", model_id)
+        rows = stored.embedding[stored.view_index == 0]
+        ids = stored.sample_id[stored.view_index == 0]
+        paths = result.export(tmp_path / model_id, model_id=model_id)
+        info = json.loads(Path(paths["info"]).read_text())
+        bare = small_cnn(**info["architecture"]["model_kwargs"])
+        bare.load_state_dict(load_file(paths["weights"]), strict=True)
+        bare.eval()
+        net = model.load()
+        for k in (0, len(ids) - 1):
+            x = _digit_input(int(ids[k]), info)
+            with torch.no_grad():
+                got, again = net(x)[0].numpy(), bare(x)[0].numpy()
+            np.testing.assert_allclose(got, rows[k], rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(again, rows[k], rtol=1e-4, atol=1e-5)
+        assert info["decision"]["picked"] == (model_id == result.pick.model_id)
+    # the checkpointed model: the prefix stripped, its digest the file's sha256
+    first = json.loads((tmp_path / "cnn-w8" / "zoorank-model.json").read_text())
+    import hashlib
+
+    digest = hashlib.sha256((Path(path).parent / "cnn-w8.ckpt").read_bytes()).hexdigest()
+    assert first["provenance"]["checkpoint_digest"] == digest
+    assert result.model("cnn-w8").checkpoint == str(Path(path).parent / "cnn-w8.ckpt")
+    assert not any(k.startswith("backbone.") for k in load_file(tmp_path / "cnn-w8" / "model.safetensors"))
+    # the CLI, given the store alone (the config comes from decision.json's next step), writes
+    # the same weights for the pick
+    from zoorank.cli import main
+
+    assert main(["export", result.store, "pick", str(tmp_path / "cli")]) == 0
+    pick = result.pick.model_id
+    by_cli, by_api = (load_file(tmp_path / d / "model.safetensors") for d in ("cli", pick))
+    assert by_cli.keys() == by_api.keys()
+    assert all(torch.equal(by_cli[k], by_api[k]) for k in by_api)
+    assert main(["export", result.store, "no-such-model", str(tmp_path / "none")]) == 2

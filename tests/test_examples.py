@@ -105,7 +105,7 @@ def test_the_minimal_example_runs_and_ranks_its_two_timm_models(in_examples, tmp
     result = zoorank.run(data, store=str(tmp_path / "store"))
     # the ids default to the timm names
     assert set(result.leaderboard["model_id"]) == {"resnet18", "mobilenetv3_small_100"}
-    assert result.pick in {"resnet18", "mobilenetv3_small_100"}
+    assert result.pick.model_id in {"resnet18", "mobilenetv3_small_100"}
     assert Path(result.report_path).is_file()
 
 
@@ -156,7 +156,7 @@ def test_the_checkpoint_folder_example_ranks_each_lightning_checkpoint_of_its_gl
     long = result.metrics().set_index(["model_id", "metric"])["value"]
     assert long[("lr3.0-s0-checkpoints-last", "rankme")] == pytest.approx(1.0, abs=1e-3)
     assert long[("lr0.3-s0-checkpoints-last", "rankme")] > 2
-    assert result.pick == "lr0.3-s0-checkpoints-last"
+    assert result.pick.model_id == "lr0.3-s0-checkpoints-last"
     assert registry.is_label_free("rankme") and "cifar10/knn_accuracy" in result.leaderboard
 
 

@@ -90,3 +90,32 @@ def test_the_lock_pins_every_dependency_of_pyproject():
         assert name in pins, f"{req.name} is not in requirements.lock: run `make lock`"
         assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
     assert len(pins) > len(wanted)  # their dependencies are pinned too
+
+
+def test_package_data_covers_every_file_the_package_reads_that_is_not_python():
+    """Every file under zoorank/ that is not Python (templates, CSS, scripts, JSON records) matches
+    a pattern of pyproject.toml's package-data for its package (the deepest folder with an
+    ``__init__.py``), so a wheel ships it (scripts/check_wheel.sh checks the built wheel itself).
+    """
+    import fnmatch
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = [p for p in (root / "zoorank").rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
+             and "__pycache__" not in p.parts]
+    assert any(p.name == "page.html.j2" for p in files)  # the report's templates are among them
+    missing = []
+    for path in files:
+        package = path.parent
+        while not (package / "__init__.py").is_file():
+            package = package.parent
+        name = ".".join(package.relative_to(root).parts)
+        rel = path.relative_to(package).as_posix()
+        patterns = [*data.get("*", []), *data.get(name, [])]
+        # as setuptools globs: a "*" never crosses a "/"
+        if not any(fnmatch.fnmatchcase(rel, pattern) and rel.count("/") == pattern.count("/")
+                   for pattern in patterns):
+            missing.append(str(path.relative_to(root)))
+    assert not missing, f"not in pyproject.toml's package-data: {missing}"

@@ -7,6 +7,11 @@ The Python API (:mod:`zoorank.api`)::
     result = zoorank.run("cfg.yaml")     # embed → score → rank → report, like `zoorank run`
     result.pick, result.shortlist, result.leaderboard
     zoorank.open("./zoorank-store")      # read a finished run
+    result.pick.load(), result.export("./shipped")   # the picked network, and shipping it
+
+The errors it raises are importable from here: :class:`ZoorankError` and its subclasses
+:class:`ConfigError` (an invalid config: exit 2 on the CLI), :class:`InputError` (an unusable
+input: exit 2) and :class:`NothingRankedError` (no model could be ranked: exit 3).
 
 ``import zoorank`` stays cheap: the API (and pandas, Ray, torch behind it) is imported on first use.
 """
@@ -14,13 +19,15 @@ The Python API (:mod:`zoorank.api`)::
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
+from zoorank.errors import ConfigError, InputError, NothingRankedError, ZoorankError
+
 try:
     __version__ = version("zoorank")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+local"
 
 #: the API's names, imported from zoorank.api on first use
-_API = ("Result", "open", "run")
+_API = ("RankedModel", "Result", "open", "run")
 
 
 def __getattr__(name: str) -> object:
@@ -37,4 +44,5 @@ def __dir__() -> list[str]:
 
 
 # ``open`` is left out of ``__all__`` so that ``from zoorank import *`` does not shadow the builtin
-__all__ = ["__version__", "Result", "run"]
+__all__ = ["__version__", "ConfigError", "InputError", "NothingRankedError", "RankedModel",
+           "Result", "ZoorankError", "run"]

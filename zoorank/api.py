@@ -6,6 +6,8 @@
 
     result = zoorank.run("cfg.yaml", store="./store", rank={"confidence": 0.9})
     result.pick, result.shortlist        # the model to take, and the ones to read first
+    result.pick.checkpoint, result.pick.load()   # its file, and its network with the weights
+    result.export("./shipped")           # the pick as safetensors + a JSON of its provenance
     result.leaderboard.head()            # a pandas DataFrame, one row per model
     zoorank.open("./store").pick         # the same verdict, read back without running anything
 
@@ -17,13 +19,12 @@ works the same way as a local directory.
 
 from __future__ import annotations
 
-import html
-import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
+
+from zoorank.result import RankedModel, Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from zoorank.config import RunConfig
     from zoorank.store import Store
 
-__all__ = ["Result", "run", "open", "validate"]
+__all__ = ["RankedModel", "Result", "run", "open", "validate"]
 
 #: a config as :func:`run` and :func:`open` take it: a YAML file, a mapping of its keys, or a
 #: validated :class:`~zoorank.config.RunConfig`.
@@ -39,196 +40,6 @@ ConfigLike = Union[str, os.PathLike, Mapping, "RunConfig"]
 
 #: config files are told from stores by their suffix (a store is a directory or a URI prefix).
 CONFIG_SUFFIXES = (".yaml", ".yml")
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class Result:
-    """What a finished run concluded, read from its store.
-
-    Attributes
-    ----------
-    store : str
-        The store: its absolute path, or its URI with any credentials removed.
-    leaderboard : pandas.DataFrame
-        The leaderboard, one row per model, best first (``rank`` 1 = best): the same table as
-        ``<store>/leaderboard.csv``, with every metric per dataset (``<dataset>/<metric>``
-        columns), the rank interval (``rank_low``, ``rank_high``), ``p_best``, ``in_top_set`` and
-        the health ``flags``.
-    pick : str or None
-        The model id to take (``decision.json``'s ``pick``): the leaderboard's first model
-        without a health flag. None when nothing could be ranked.
-    shortlist : list of str
-        The model ids to read first, best first: the shortlist rule's models
-        (``decision.json``'s ``shortlist``).
-    warnings : list of str
-        What to check before trusting the pick, one sentence each: the decision's caveats
-        (health flags, metrics that disagree, confounds such as the embedding width), then the
-        failed models.
-    report_path : str or None
-        The HTML report (``<store>/report/index.html``), None when it was not written.
-    decision : dict
-        ``<store>/decision.json`` as a dict: the pick, the shortlist and its measured record,
-        the expected regret, the next step, the top set, the few-label picks and the caveats
-        (its keys: the decision.json reference page). Empty for a store ranked before it was
-        written.
-    settings : dict
-        The settings the leaderboard was built with (the metric that orders it per dataset,
-        the aggregation, the top set's details).
-
-    Examples
-    --------
-    >>> result = zoorank.open("./zoorank-store")
-    >>> result.leaderboard[["rank", "model_id", "p_best"]].head()
-    >>> result.table("metrics").query("metric == 'rankme'")
-    """
-
-    store: str
-    leaderboard: pd.DataFrame
-    pick: str | None
-    shortlist: list[str]
-    warnings: list[str]
-    report_path: str | None
-    decision: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    _store: Store | None = field(default=None, repr=False)
-
-    @property
-    def headline(self) -> pd.DataFrame:
-        """The leaderboard's headline columns (rank and its interval, top set, model, flags, the
-        ordering metric per dataset, the oracle when there is one), as the report shows them."""
-        from zoorank.decide.leaderboard import leaderboard_headline
-
-        return leaderboard_headline(self.leaderboard, self.settings)
-
-    def metrics(self, label_free: bool = True) -> pd.DataFrame:
-        """The leaderboard's metric values as a long table: ``model_id, dataset, metric, value``.
-
-        Parameters
-        ----------
-        label_free : bool, default True
-            Only the label-free metrics; False adds every other ``<dataset>/<metric>`` column (the
-            label oracle's accuracies, few-label scores).
-
-        Returns
-        -------
-        pandas.DataFrame
-            One row per (model, dataset, metric) the leaderboard holds, in the leaderboard's
-            order of models. These are exactly the values the run ranked with; the store's
-            ``metrics`` table (:meth:`table`) also keeps rows of earlier settings.
-        """
-        import pandas as pd
-
-        from zoorank.metrics import registry
-
-        datasets = {c.split("/", 1)[1] for c in self.leaderboard.columns
-                    if c.startswith("rank/")} | set(self.settings.get("primary_metric") or {})
-        # <dataset>/<metric> only: <dataset>/<metric>/rank and rank/<dataset> are ranks
-        cols = [c for c in self.leaderboard.columns
-                if c.count("/") == 1 and c.split("/")[0] in datasets
-                and (not label_free or registry.is_label_free(c.split("/")[1]))]
-        if not cols:
-            return pd.DataFrame(columns=["model_id", "dataset", "metric", "value"])
-        long = self.leaderboard.melt(id_vars=["model_id"], value_vars=cols, var_name="column",
-                                     value_name="value")
-        split = long["column"].str.split("/", n=1, expand=True)
-        long.insert(1, "dataset", split[0])
-        long.insert(2, "metric", split[1])
-        return long.drop(columns="column").reset_index(drop=True)
-
-    def table(self, name: str) -> pd.DataFrame:
-        """One of the store's Delta tables as a DataFrame (its latest committed snapshot).
-
-        Parameters
-        ----------
-        name : str
-            The table's path in the store: ``metrics``, ``oracle``, ``manifest``, ``failed``,
-            ``agreement``, ``health``, ``uncertainty``, ``resamples``, ``labels``,
-            ``leaderboard`` or ``datasets/<dataset>/samples``.
-
-        Returns
-        -------
-        pandas.DataFrame
-            The table; empty when the store has no such table.
-
-        Notes
-        -----
-        The same table reads with ``deltalake.DeltaTable(uri).to_pandas()``, Polars
-        (``pl.read_delta``) or DuckDB (over ``DeltaTable(uri).to_pyarrow_dataset()``). The
-        ``metrics`` and ``oracle`` tables keep the rows of earlier settings beside the current
-        ones (their ``fingerprint`` tells them apart): :meth:`metrics` holds only the values the
-        leaderboard was built from.
-        """
-        return self._opened().read_frame(name)
-
-    def _opened(self) -> Store:
-        if self._store is not None:
-            return self._store
-        from zoorank.store import Store
-
-        return Store(self.store)
-
-    # -- display -----------------------------------------------------------------------------
-    def _ranked(self) -> int:
-        board = self.leaderboard
-        return int(board["rank"].notna().sum()) if "rank" in board else 0
-
-    def _pick_text(self) -> str:
-        if self.pick is None:
-            return "none (nothing could be ranked)"
-        pick = self.decision.get("pick") or {}
-        metric, value = pick.get("metric"), pick.get("value")
-        if metric and isinstance(value, (int, float)) and math.isfinite(value):
-            return f"{self.pick} ({metric} = {value:.4g}" + (
-                f" on {pick['dataset']})" if pick.get("dataset") else ")")
-        return self.pick
-
-    def _decision_rows(self) -> list[tuple[str, str]]:
-        """(name, text) of decision.json's one-line answers: the metrics' agreement on the pick,
-        the next step."""
-        rows = []
-        if self.decision.get("disagreement"):
-            rows.append(("agreement", str(self.decision["disagreement"])))
-        step = self.decision.get("next_step") or {}
-        if step.get("command"):
-            rows.append(("next step", str(step["command"])))
-        elif step:
-            rows.append(("next step", f"none ({step.get('short') or 'nothing to ask'})"))
-        return rows
-
-    def __repr__(self) -> str:
-        lines = [f"zoorank.Result: {self.store} ({self._ranked()} of {len(self.leaderboard)} "
-                 "models ranked)",
-                 f"  pick:      {self._pick_text()}",
-                 f"  shortlist: {', '.join(self.shortlist) or 'none'}",
-                 *[f"  {name + ':':<10} {text}" for name, text in self._decision_rows()],
-                 f"  warnings:  {len(self.warnings)}" + (" (.warnings)" if self.warnings else ""),
-                 f"  report:    {self.report_path or 'not written'}"]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        esc = html.escape
-        report = esc(self.report_path or "not written")
-        if self.report_path and "://" not in self.report_path:
-            report = f'<a href="{esc(Path(self.report_path).as_uri())}">{report}</a>'
-        rows = [("store", esc(self.store)), ("pick", f"<b>{esc(self._pick_text())}</b>"),
-                ("shortlist", esc(", ".join(self.shortlist) or "none")),
-                *[(name, esc(text)) for name, text in self._decision_rows()],
-                ("models", f"{self._ranked()} of {len(self.leaderboard)} ranked"),
-                ("report", report)]
-        parts = ["<div><table>"]
-        parts += [f'<tr><th style="text-align:left">{k}</th><td style="text-align:left">{v}'
-                  "</td></tr>" for k, v in rows]
-        parts.append("</table>")
-        if self.warnings:
-            parts.append("<p>Warnings:</p><ul>"
-                         + "".join(f"<li>{esc(w)}</li>" for w in self.warnings) + "</ul>")
-        if len(self.leaderboard):
-            parts.append(self.headline.head(10).to_html(index=False, na_rep="—",
-                                                        float_format=lambda v: f"{v:.4g}"))
-            if len(self.leaderboard) > 10:
-                parts.append(f"<p>(first 10 of {len(self.leaderboard)}: .leaderboard)</p>")
-        parts.append("</div>")
-        return "".join(parts)
 
 
 def run(config: ConfigLike, *, address: str | None = None, **overrides: Any) -> Result:
@@ -283,7 +94,7 @@ def run(config: ConfigLike, *, address: str | None = None, **overrides: Any) -> 
     path = os.fspath(config) if isinstance(config, (str, os.PathLike)) else None
     with config_path(path):
         pipeline.run_all(cfg, context=context)
-    return _read(context.store)
+    return _read(context.store, cfg)
 
 
 def open(store_or_config: str | os.PathLike | Mapping | RunConfig) -> Result:  # noqa: A001
@@ -304,7 +115,9 @@ def open(store_or_config: str | os.PathLike | Mapping | RunConfig) -> Result:  #
     Raises
     ------
     zoorank.errors.InputError
-        The store holds no finished run (no leaderboard yet), or the path does not exist.
+        The store holds no finished run (no leaderboard yet), or the path (or a config's store)
+        does not exist. Nothing is created: a config that never ran is an error, not an empty
+        store.
     zoorank.errors.ConfigError
         A config given is invalid.
 
@@ -325,7 +138,12 @@ def open(store_or_config: str | os.PathLike | Mapping | RunConfig) -> Result:  #
             raise InputError(f"{text}: no such store (a directory or URI written by "
                              "`zoorank run`) or config file (*.yaml)")
         return _read(Store(text))
-    return _read(Store(_as_config(target, {}).store))
+    config = _as_config(target, {})
+    if not is_uri(config.store) and not Path(config.store).expanduser().is_dir():
+        name = os.fspath(target) if isinstance(target, (str, os.PathLike)) else "the config"
+        raise InputError(f"{name}: its store {config.store} does not exist: this config has not "
+                         "run yet (`zoorank run CONFIG` first)")
+    return _read(Store(config.store), config)
 
 
 def validate(config: ConfigLike, **overrides: Any) -> RunConfig:
@@ -402,8 +220,9 @@ def _as_config(config: ConfigLike, overrides: Mapping[str, Any]) -> RunConfig:
     return parse_config(_merged(base.model_dump(exclude_unset=True), overrides), source)
 
 
-def _read(store: Store) -> Result:
-    """The :class:`Result` of the last RANK of ``store``."""
+def _read(store: Store, config: RunConfig | None = None) -> Result:
+    """The :class:`Result` of the last RANK of ``store``; ``config`` (else the config file its
+    decision.json names, when it exists) lets its models load."""
     from zoorank.decide.leaderboard import read_rank_outputs
     from zoorank.decide.verdict import read_decision
     from zoorank.errors import InputError
@@ -422,10 +241,47 @@ def _read(store: Store) -> Result:
         from zoorank.store.uris import join, redact
 
         report = redact(join(store.uri, report))
-    return Result(store=store.root if store.is_local else store.name, leaderboard=board,
-                  pick=pick, shortlist=shortlist,
-                  warnings=_warnings(board, settings, decision, tables[FAILED]),
-                  report_path=report, decision=decision, settings=settings, _store=store)
+    result = Result(store=store.root if store.is_local else store.name, leaderboard=board,
+                    pick=None, shortlist=[],
+                    warnings=_warnings(board, settings, decision, tables[FAILED]),
+                    report_path=report, decision=decision, settings=settings, _store=store,
+                    _config=config or _named_config(decision),
+                    counts=_counts(store, board, tables[FAILED], decision))
+    # the models refer back to their result (its config and store): set once it exists
+    object.__setattr__(result, "pick", result.model(pick) if pick is not None else None)
+    object.__setattr__(result, "shortlist", [result.model(m) for m in shortlist
+                                             if (board["model_id"].astype(str) == m).any()])
+    return result
+
+
+def _named_config(decision: Mapping[str, Any]) -> RunConfig | None:
+    """The config decision.json's next step names, when that file exists and validates."""
+    from zoorank.errors import ConfigError
+
+    path = (decision.get("next_step") or {}).get("config")
+    if not path or not Path(str(path)).expanduser().is_file():
+        return None
+    try:
+        return _as_config(str(path), {})
+    except ConfigError:
+        return None
+
+
+def _counts(store: Store, board: pd.DataFrame, failed: pd.DataFrame,
+            decision: Mapping[str, Any]) -> tuple[int, int]:
+    """(configured, failed) models: decision.json's ``counts`` when present, else every model id
+    the store knows (leaderboard, manifest, failed table) and the failed ones without a rank."""
+    counts = decision.get("counts") or {}
+    if isinstance(counts, Mapping) and "configured" in counts:
+        return int(counts["configured"]), int(counts.get("failed") or 0)
+    from zoorank.store.layout import MANIFEST
+
+    ranked = set(board.loc[board["rank"].notna(), "model_id"].astype(str)) if "rank" in board \
+        else set()
+    listed = set(board["model_id"].astype(str)) | set(failed["model_id"].astype(str))
+    if store.table_exists(MANIFEST):
+        listed |= set(store.read_manifest()["model_id"].astype(str))
+    return len(listed), len(set(failed["model_id"].astype(str)) - ranked)
 
 
 def _verdict(board: pd.DataFrame, settings: Mapping[str, Any],

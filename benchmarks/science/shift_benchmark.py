@@ -51,7 +51,9 @@ import harness
 import numpy as np
 import shift_zoo as Z
 import torch
-from scipy import stats
+
+from zoorank.metrics import softmax
+from zoorank.stats.agreement import kendall_tau, top1_regret
 
 CACHE = Path.home() / ".cache" / "zoorank-shift"
 TITLE = "Shift benchmark: real CIFAR-10 classifiers under corruption"
@@ -130,21 +132,18 @@ def top1(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (np.asarray(probs).argmax(axis=2) == np.asarray(labels)[None, :]).mean(axis=1)
 
 
-def kendall(score: np.ndarray, truth: np.ndarray) -> float:
-    """Kendall τ-b of ``score`` against ``truth`` (NaN when either is constant or has a NaN)."""
-    score, truth = np.asarray(score, float), np.asarray(truth, float)
-    if not np.isfinite(score).all() or np.ptp(score) == 0 or np.ptp(truth) == 0:
-        return float("nan")
-    return float(stats.kendalltau(score, truth).statistic)
+#: Kendall τ-b of a score against the truth (NaN when either is constant or has a NaN).
+kendall = kendall_tau
 
 
 def regret(score: np.ndarray, truth: np.ndarray) -> float:
-    """pp of accuracy lost by taking the model of highest ``score`` (ties: the first) instead of
-    the best; ``truth`` in [0, 1]. NaN when no score is finite."""
+    """pp of accuracy lost by taking the model of highest ``score`` instead of the best
+    (:func:`zoorank.stats.agreement.top1_regret`: ties at the top count as a random pick among
+    them); ``truth`` in [0, 1]. NaN when no score is finite."""
     score = np.asarray(score, float)
     if not np.isfinite(score).any():
         return float("nan")
-    return float(100 * (np.max(truth) - truth[int(np.nanargmax(score))]))
+    return 100 * top1_regret(score, truth)[0]
 
 
 def mae(estimate: np.ndarray, truth: np.ndarray) -> float:
@@ -243,10 +242,9 @@ def forward(models: dict[str, tuple], pixels: np.ndarray, batch: int = 250
     return np.stack(logits), feats
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+def probabilities(logits: np.ndarray) -> np.ndarray:
+    """(M, N, K) class probabilities of (M, N, K) logits (:func:`zoorank.metrics.softmax` per row)."""
+    return softmax(logits.reshape(-1, logits.shape[-1])).reshape(logits.shape)
 
 
 def domain_name(corruption: str | None, severity: int) -> str:
@@ -274,7 +272,7 @@ def write_predictions(models: dict[str, tuple], folder: Path, n_images: int, n_s
                 pixels, labels = Z.decode(Z.TEST, 0, n_images)
             px, lab = corrupt(pixels, corruption, severity), labels
         logits, feats = forward(models, px)
-        np.savez_compressed(path, probs=softmax(logits).astype(np.float32),
+        np.savez_compressed(path, probs=probabilities(logits).astype(np.float32),
                             logits=logits.astype(np.float32), labels=lab, model_ids=ids,
                             corruption=str(corruption), severity=severity)
         np.savez_compressed(folder / f"{name}.features.npz", **feats)

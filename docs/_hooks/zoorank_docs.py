@@ -443,8 +443,16 @@ def examples_page() -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def decision_reference() -> str:
+    """decision.json's keys from :mod:`zoorank.decide.decision_schema` (the schema RANK checks)."""
+    from zoorank.decide.decision_schema import reference
+
+    return reference()
+
+
 GENERATORS = {"examples": examples_page, "config": config_reference, "cli": cli_reference,
-              "metrics": metrics_reference, "store": store_reference}
+              "metrics": metrics_reference, "store": store_reference,
+              "decision-json": decision_reference}
 
 
 LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")

@@ -45,6 +45,8 @@ ARGV = {
     "zoorank config schema": ["config", "schema"],
     "zoorank config validate": ["config", "validate", "c.yaml"],
     "zoorank init": ["init", "runs"],
+    "zoorank calibrate": ["calibrate", "store-a", "--out", "r.json"],
+    "zoorank plan": ["plan", "c.yaml"], "zoorank export": ["export", "store", "pick", "out"],
 }
 
 

@@ -14,8 +14,9 @@ from zoorank.decide import shortlist as S
 from zoorank.stats.health import BLOCKING
 
 KEYS = {"models", "metric", "rule", "text", "hits", "zoos", "hit_rate", "mean_size",
-        "mean_size_fraction", "held_out_zoos", "pick_regret_pp", "kind", "kind_covered",
-        "coverage_note"}
+        "mean_size_fraction", "held_out_zoos", "all_hits", "all_zoos", "pick_regret_pp", "kind",
+        "kind_covered", "coverage_note"}
+HELD_OUT = ["h1", "h2", "h3", "h4"]
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,15 @@ def two_datasets(tmp_path_factory):
 
 
 def _entry(rule, **figures):
+    # 9 of 10 zoos in all, of which 3 of the 4 held out: only the held-out ones are reported as such
     base = {"rule": rule, "text": "a rule", "hits": 9, "zoos": 10, "hit_rate": 0.9,
             "mean_size": 3.0, "mean_size_fraction": 0.3, "held_out_zoos": 4,
+            "held_out": {"hits": 3, "zoos": 4, "names": HELD_OUT},
             "pick_regret_pp": {"median": 0.4, "p90": 1.5, "zoos": 4},
             "kinds": ["SSL encoders", "encoders"], "board_kinds": ["encoders"], **figures}
     base["rank_rule"] = {**base, "rule": {"kind": "rank_count", "k": 3}, "text": "the rank rule",
-                         "hits": 8, "zoos": 10, "hit_rate": 0.8}
+                         "hits": 8, "zoos": 10, "hit_rate": 0.8,
+                         "held_out": {"hits": 2, "zoos": 4, "names": HELD_OUT}}
     return base
 
 
@@ -64,7 +68,10 @@ def test_a_rank_rule_keeps_the_first_eligible_models_and_copies_the_record(one_d
     assert "collapsed" not in set(eligible["model_id"])  # the fixture's collapsed model is flagged
     assert got["models"] == list(eligible["model_id"][:2])
     assert got["metric"] == "rankme"
-    assert (got["hits"], got["zoos"], got["hit_rate"], got["held_out_zoos"]) == (9, 10, 0.9, 4)
+    # the held-out zoos' figures, never the calibration zoos' (those stand beside as all_*)
+    assert (got["hits"], got["zoos"], got["hit_rate"], got["held_out_zoos"]) == (3, 4, 0.75,
+                                                                                 HELD_OUT)
+    assert (got["all_hits"], got["all_zoos"]) == (9, 10)
     assert got["pick_regret_pp"] == {"median": 0.4, "p90": 1.5, "zoos": 4}
     assert got["kind"] == "encoders" and got["kind_covered"] and got["coverage_note"] is None
 
@@ -90,7 +97,8 @@ def test_a_metric_without_a_record_gets_half_the_board_unmeasured(one_dataset, r
     assert got["models"] == list(eligible["model_id"][:max(1, n // 2)])
     assert got["rule"] == S.FALLBACK_RULE
     assert all(got[k] is None for k in ("hits", "zoos", "hit_rate", "mean_size",
-                                        "mean_size_fraction", "held_out_zoos"))
+                                        "mean_size_fraction"))
+    assert got["held_out_zoos"] == []
     assert got["pick_regret_pp"] == {"median": None, "p90": None, "zoos": None}
     assert "no measured record" in got["text"]
     assert got["kind_covered"] is False and "unmeasured" in got["coverage_note"]
@@ -102,7 +110,7 @@ def test_a_board_of_two_datasets_uses_the_rank_rule_on_its_aggregate_rank(two_da
     got = S.shortlist_for(board, settings)
     assert got["rule"] == {"kind": "rank_count", "k": 3}
     assert got["models"] == list(_eligible_in_order(board)["model_id"][:3])
-    assert (got["hits"], got["hit_rate"]) == (8, 0.8)  # the rank rule's own figures
+    assert (got["hits"], got["hit_rate"]) == (2, 0.5)  # the rank rule's own held-out figures
     assert "several datasets" in got["coverage_note"]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -162,25 +161,41 @@ def test_one_level_for_the_top_set_in_decision_json_console_and_report(ranked, c
     assert f"a {level} set" in out and "95% confidence" not in out
 
 
-def test_console_verdict_is_at_most_8_lines_within_100_columns(ranked, capsys):
+def test_console_verdict_gives_the_whole_path_and_every_shortlisted_id(ranked, capsys):
+    """Within 100 columns but for a path or id that is longer, never cut: the checkpoint on a line
+    of its own, every shortlisted id (wrapped), the few-label pick first once labels exist."""
     from zoorank.console import PLAIN_WIDTH
     from zoorank.decide.leaderboard import decision_lines, print_verdict
+    from zoorank.decide.verdict import verdict_entry
 
     doc = _doc(ranked[0])
-    doc["few_label"] = {"digits": {"model_id": "proj-b", "p_best": 0.81, "labels": 60}}
     print_verdict(doc, report="/s/report/index.html", config="run.yaml", store="/s")
     lines = capsys.readouterr().out.splitlines()
-    assert 6 <= len(lines) <= 8, lines
     assert all(len(line) <= PLAIN_WIDTH for line in lines), lines
     assert lines[0].startswith(f"Pick: {doc['pick']['model_id']} (rankme ")
+    assert lines[1] == f"Checkpoint: {doc['pick']['checkpoint'] or 'none (the architecture alone, no file)'}"
     assert lines[-1] == "Checkpoint and verdict, as JSON: /s/decision.json"
     assert any(line.startswith("Next step: zoorank ask run.yaml --budget 200 (measured: ")
                for line in lines)
-    assert "Few-label pick: digits: proj-b, p(best | labels) 0.81 after 60 labels" in lines
-    # a hundred shortlisted models fold into "+k more", not more lines
-    doc["shortlist"]["models"] = [f"sweep-{i:04d}" for i in range(100)]
-    short = next(line for line in decision_lines(doc) if line.startswith("Shortlist"))
-    assert len(short) <= PLAIN_WIDTH and re.search(r"\(\+\d+ more\)$", short)
+    # a long checkpoint path stands whole on its own line, whatever the width
+    path = "s3://bucket/" + "/".join(f"sweep-{i:03d}" for i in range(30)) + "/epoch=9-step=99.ckpt"
+    doc["pick"]["checkpoint"] = path
+    assert f"Checkpoint: {path}" in decision_lines(doc)
+    # a hundred shortlisted models: every id printed, wrapped within the width, none cut
+    ids = [f"lr{i:04d}-checkpoints-epoch_{i % 7}-step_{i * 13}" for i in range(100)]
+    doc["shortlist"]["models"] = ids
+    shown = decision_lines(doc)
+    start = next(i for i, line in enumerate(shown) if line.startswith("Shortlist"))
+    block = [shown[start]] + [line for line in shown[start + 1:start + 80] if line.startswith("  ")]
+    assert all(len(line) <= PLAIN_WIDTH for line in block)
+    printed = [t.strip(",") for line in block for t in line.split()]
+    assert all(i in printed for i in ids) and "report" not in " ".join(block)
+    # after `zoorank label`: the few-label pick first, with p(best | labels), the label-free beside
+    doc["few_label"] = {"digits": {"model_id": "proj-b", "p_best": 0.81, "labels": 60}}
+    doc["verdict"] = verdict_entry(doc["pick"], doc["few_label"])
+    first = decision_lines(doc)[0]
+    assert first.startswith("Pick: proj-b (few-label: p(best | labels) 0.81 after 60 labels on "
+                            "digits); label-free pick: " + doc["pick"]["model_id"]), first
 
 
 def test_label_keeps_its_few_label_pick_when_rank_rewrites_the_file(ranked, tmp_path):
@@ -342,10 +357,11 @@ def test_labels_given_back_count_once_against_the_budget_and_keep_the_unlabelled
     few-label pick of those 60 labels then asks for 200 - 60 = 140 (not fewer: the 60 are not
     taken off the 180 a second time)."""
     from zoorank.decide.next_step import next_step
-    from zoorank.decide.verdict import update_few_label, write_decision
+    from zoorank.decide.verdict import KEYS, update_few_label, write_decision
 
     store = Store(str(tmp_path))
-    write_decision(store, {"pick": {"model_id": "a", "dataset": "photos"}, "few_label": {},
+    write_decision(store, {**dict.fromkeys(KEYS), "pick": {"model_id": "a", "dataset": "photos"},
+                           "few_label": {},
                            "next_step": next_step("encoder", 0, "zoo.yaml", 180, "photos")})
     doc = update_few_label(store, "photos", {"model_id": "a", "p_best": 0.4, "labels": 60})
     assert doc["next_step"]["budget"] == 140 and doc["next_step"]["unlabelled"] == 180

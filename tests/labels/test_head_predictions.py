@@ -282,35 +282,48 @@ def _class_winner_zoo(seed: int, m: int = 12, k: int = 10, n: int = 1000):
     return np.where(right, truth[None], wrong), truth
 
 
-def test_with_every_label_the_pick_is_the_most_accurate_model_on_20_zoos_with_class_winners():
-    # the pick goes through the product's path (head_evidence, stopping_rule) with every label of
-    # the pool; the truth is each model's accuracy computed here from the votes and the labels.
-    # CODA's class-mix score on the same zoos at zoorank's earlier scale (s = 20, η = 1), every
-    # label counted, is what the pick used to be.
+def _partial_label_regrets(n_labels: int, seeds: range) -> tuple[np.ndarray, np.ndarray]:
+    """Per seeded zoo with class winners: the held-out regret (pp) of the product path's pick
+    (head_evidence, stopping_rule) from ``n_labels`` random labels of the pool of 1000, and a
+    random pick's expected regret; the truth is each model's accuracy on the OTHER images, whose
+    labels the posterior did not see."""
     from zoorank.labels.head_predictions import head_evidence
     from zoorank.labels.pool import Pool
     from zoorank.labels.stopping import stopping_rule
 
-    right, coda_wrong = 0, 0
-    for seed in range(20):
+    picks, randoms = [], []
+    for seed in seeds:
         votes, truth = _class_winner_zoo(seed)
         m, n = votes.shape
         k = int(truth.max()) + 1
-        accuracy = (votes == truth[None]).mean(axis=1)
-        per_class = np.stack([(votes[:, truth == c] == c).mean(axis=1) for c in range(k)])
-        winners = set(per_class.argmax(axis=1).tolist())
-        assert len(winners - {int(accuracy.argmax())}) >= 3  # weak models win classes
+        labelled = np.sort(np.random.default_rng(100 + seed).choice(n, n_labels, replace=False))
+        unseen = np.setdiff1d(np.arange(n), labelled)
+        accuracy = (votes[:, unseen] == truth[None, unseen]).mean(axis=1)
         P = np.full((m, n, k), 0.4 / (k - 1))
         np.put_along_axis(P, votes[..., None], 0.6, axis=2)
         pool = Pool(dataset="synthetic", classes=tuple(str(c) for c in range(k)),
                     sample_id=np.arange(n), source=[""] * n, model_ids=[f"m{j}" for j in range(m)],
-                    Zs=[np.zeros((n, 1), np.float32)] * m, labelled=np.arange(n), codes=truth,
-                    prior=np.full(m, 1.0 / m), free_top_set=[], catalog=None, predictions=P)
+                    Zs=[np.zeros((n, 1), np.float32)] * m, labelled=labelled,
+                    codes=truth[labelled], prior=np.full(m, 1.0 / m), free_top_set=[],
+                    catalog=None, predictions=P)
         rule = stopping_rule(pool, head_evidence(pool), round_size=20)
         pick = int(rule["leader"][1:])
-        right += int(accuracy[pick] >= accuracy.max() - 0.005)
-        score, _ = coda.coda_belief(coda.coda_prior(P, scale=20.0, label_weight=1.0),
-                                    np.arange(n), truth)
-        coda_wrong += int(accuracy[int(np.argmax(score))] < accuracy.max() - 0.005)
-    assert right == 20
-    assert coda_wrong >= 5  # zoos on which the old pick was more than 0.5 pp off (14 of 20)
+        picks.append(100 * (accuracy.max() - accuracy[pick]))
+        randoms.append(100 * (accuracy.max() - accuracy.mean()))
+    return np.array(picks), np.array(randoms)
+
+
+def test_with_200_labels_the_pick_is_near_the_best_on_images_it_did_not_see():
+    # 200 of 1000 labels, 16 seeded zoos where weak models win classes; measured: the pick within
+    # 1 pp of the held-out best on 12/16 zoos, mean regret 1.32 pp against a random pick's 10.0 pp
+    # (the argmax of the observed accuracies does better: 0.22 pp over seeds 0-19)
+    regret, random = _partial_label_regrets(200, range(16))
+    assert (regret <= 1.0).sum() >= 12, regret.round(2)
+    assert regret.mean() < 0.2 * random.mean(), (regret.mean(), random.mean())
+
+
+def test_with_20_labels_the_pick_beats_a_random_pick_on_images_it_did_not_see():
+    # the few-label regime's hard end: 20 labels (2 a class); measured over 16 seeded zoos: mean
+    # held-out regret 7.22 pp (median 6.58) against a random pick's 10.13 pp (within 1 pp on 3/16)
+    regret, random = _partial_label_regrets(20, range(16))
+    assert regret.mean() < random.mean() - 2.0, (regret.mean(), random.mean())

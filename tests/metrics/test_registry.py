@@ -21,7 +21,7 @@ from zoorank.config import ScoreOptions
 from zoorank.config.loading import parse_config
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
-from zoorank.metrics.options import OPTIONS, resolve_options
+from zoorank.metrics.score_options import OPTIONS, resolve_options
 from zoorank.metrics.suite import label_free_suite
 
 NEW = "mean_abs_coordinate"
@@ -223,3 +223,42 @@ def test_a_pool_metrics_one_model_value_is_its_solo_combination():
                                                    "twonn_id": math.inf}))
     with pytest.raises(ValueError, match="rankme has no one-model value"):
         registry.solo_value("rankme", {"rankme": 3.0})
+
+
+def test_what_orders_the_board_and_the_oracles_are_fields_of_the_registrations():
+    from zoorank.metrics.primary import COLLAPSE_DEGENERATE, PRIMARY_PREFERENCE, WIDTH_SENSITIVE
+    from zoorank.oracle.budget import REFERENCE_ORACLES
+    from zoorank.rank.board import IN_DOMAIN_ACCURACY
+
+    ranks = {n: m.default_rank for n, m in registry.REGISTRY.items() if m.default_rank is not None}
+    assert sorted(ranks.values()) == list(range(1, len(ranks) + 1))  # one place each, no gap
+    assert PRIMARY_PREFERENCE == tuple(sorted(ranks, key=ranks.get))
+    assert all(registry.REGISTRY[n].primary for n in PRIMARY_PREFERENCE)
+    assert WIDTH_SENSITIVE == {n for n, m in registry.REGISTRY.items() if m.width_sensitive}
+    assert {"rankme_norm", "rankme_proj"}.isdisjoint(WIDTH_SENSITIVE)
+    assert COLLAPSE_DEGENERATE == {"alignment", "uniformity"}
+    assert registry.oracles() == REFERENCE_ORACLES == IN_DOMAIN_ACCURACY
+    assert all(registry.REGISTRY[n].inputs == "labels" for n in registry.oracles())
+
+
+def test_a_new_registration_joins_the_oracles_and_the_default_order():
+    def probe_accuracy(Z, y):
+        return 0.0
+
+    def spread(Z):
+        return 0.0
+
+    try:
+        registry.register("test_only_accuracy", +1, "labels", oracle=True)(probe_accuracy)
+        registry.register("test_only_spread", +1, "clean", default_rank=99)(spread)
+        assert registry.oracles()[-1] == "test_only_accuracy"
+        from zoorank.metrics.primary import PRIMARY_PREFERENCE
+
+        assert PRIMARY_PREFERENCE[-1] == "test_only_spread"
+    finally:
+        registry.unregister("test_only_accuracy")
+        registry.unregister("test_only_spread")
+    with pytest.raises(ValueError, match="default_rank= is for a metric that may order the board"):
+        registry.register("test_only_bad", +1, "labels", default_rank=1)
+    with pytest.raises(ValueError, match="an oracle reads labels"):
+        registry.register("test_only_bad", +1, "clean", oracle=True)

@@ -39,6 +39,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
         run_demo(out=args.out, dataset=args.dataset, data=args.data, size=args.size,
                  address=args.address)
         return 0, None
+    if command == "calibrate":
+        return _calibrate(args)
+    if command == "export":
+        return _export(args)
     if command == "tune":
         from zoorank.tune.search import run_tune
 
@@ -48,9 +52,11 @@ def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
     from zoorank.config.loading import load_config
     from zoorank.decide.next_step import config_path
 
-    config = load_config(args.config, store=args.store)
+    config = load_config(args.config, store=getattr(args, "store", None))
     if command == "zoo":
         return _zoo(config, args)
+    if command == "plan":
+        return _plan(config, args)
     # the verdict's next step (console and decision.json) names the config as the user typed it
     with config_path(args.config):
         return _stage_command(config, args)
@@ -76,7 +82,7 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
 
         status = watch(config, address=args.address, interval=args.interval,
                        until=args.until, settle=args.settle).exit_status
-        return status, _decision(config) if args.json else None
+        return _strict(config, args, status), _decision(config) if args.json else None
     if command == "run":
         pipeline.run_all(config, address=args.address)
     elif command == "gc":
@@ -85,7 +91,38 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
         pipeline.run_report(config)
     else:
         getattr(pipeline, f"run_{command}")(config, address=args.address)
-    return 0, _decision(config) if getattr(args, "json", False) else None
+    return _strict(config, args, 0), _decision(config) if getattr(args, "json", False) else None
+
+
+def _strict(config: Any, args: argparse.Namespace, status: int) -> int:
+    """``status``, or 1 under ``--strict`` when decision.json counts a failed model (each named
+    on stderr with its reason)."""
+    if status or not getattr(args, "strict", False):
+        return status
+    from zoorank.decide.verdict import read_decision
+    from zoorank.store import Store
+
+    doc = read_decision(Store(config.store)) or {}
+    failed = (doc.get("counts") or {}).get("failed") or 0
+    if not failed:
+        return status
+    print(f"zoorank: --strict: {failed} of {doc['counts'].get('configured')} configured models "
+          "failed:", file=sys.stderr)
+    for f in doc.get("failed") or []:
+        print(f"  {f['model_id']} ({f.get('dataset')}, {f.get('stage')}): {f['reason']}",
+              file=sys.stderr)
+    return 1
+
+
+def _calibrate(args: argparse.Namespace) -> tuple[int, Any]:
+    from zoorank.decide.calibrate import calibrate
+
+    record = calibrate(args.stores, args.out, table=args.table, seed=args.seed)
+    for key, entry in record["boards"].items():
+        print(f"{key}: {entry['metric'] or 'no metric'} over {entry['units']['n']} units. "
+              f"{entry['statement']}")
+    print(f"zoorank: wrote the calibration record to {args.out}", file=sys.stderr)
+    return 0, record if args.json else None
 
 
 def _config_command(args: argparse.Namespace) -> tuple[int, Any]:
@@ -170,3 +207,52 @@ def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
             "head": head, "unreadable": m.unreadable,
         })
     return 0, {"models": out}
+
+
+def _plan(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    """``zoorank plan``: the night's cost, an estimate (:mod:`zoorank.plan`)."""
+    from zoorank.errors import InputError
+    from zoorank.plan import DEFAULT_GPU_SPEEDUP, plan, plan_text
+
+    every, per = None, {}
+    for item in args.throughput:
+        arch, _, value = item.rpartition("=")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise InputError(f"--throughput {item}: not [ARCH=]IMAGES_PER_S") from None
+        if not rate > 0:
+            raise InputError(f"--throughput {item}: images per second must be positive")
+        if arch:
+            per[arch] = rate
+        else:
+            every = rate
+    speedup = args.gpu_speedup if args.gpu_speedup is not None else DEFAULT_GPU_SPEEDUP
+    if not speedup > 0:
+        raise InputError(f"--gpu-speedup {args.gpu_speedup}: must be positive")
+    doc = plan(config, throughput=per, every=every, gpu_speedup=speedup)
+    if not args.json:
+        print(plan_text(doc, args.config))
+    return 0, doc
+
+
+def _export(args: argparse.Namespace) -> tuple[int, Any]:
+    """``zoorank export STORE MODEL_ID OUT`` (:meth:`zoorank.result.Result.export`)."""
+    import os
+
+    from zoorank.api import open as open_run
+    from zoorank.errors import InputError
+
+    result = open_run(args.store)
+    if args.run_config:  # the config, read against the same store
+        configured = open_run(args.run_config)
+        if not os.path.samefile(configured.store, result.store) if "://" not in result.store \
+                else configured.store != result.store:
+            raise InputError(f"--config {args.run_config}: its store is {configured.store}, "
+                             f"not {result.store}")
+        result = configured
+    model_id = None if args.model_id == "pick" else args.model_id
+    paths = result.export(args.out, model_id=model_id)
+    if not args.json:
+        print(f"Exported {model_id or result.pick}: {paths['weights']}, {paths['info']}")
+    return 0, paths

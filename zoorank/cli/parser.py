@@ -74,6 +74,13 @@ def _add_address(p: argparse.ArgumentParser) -> None:
                         "(default: $RAY_ADDRESS, else a local Ray started on demand)")
 
 
+def _add_strict(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when any configured model failed (decision.json's counts.failed "
+                        "is not 0), after ranking the others; without it a failed model is "
+                        "recorded and the exit status is 0")
+
+
 def _add_json(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true",
                    help=f"print {what} as JSON on stdout (everything else goes to stderr)")
@@ -115,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(p)
     _add_address(p)
     _add_json(p, "the decision (the store's decision.json)")
+    _add_strict(p)
     p.add_argument("--watch", action="store_true",
                    help="keep ranking: re-list the checkpoint globs and rank what is new")
     p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
@@ -133,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
             _add_address(p)
         if stage == "rank":
             _add_json(p, "the decision (the store's decision.json)")
+            _add_strict(p)
 
     p = _subparser(sub, "gc", help="delete stale metric rows and orphaned embeddings of a store")
     _add_config(p)
@@ -195,6 +204,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store(p)
     _add_json(p, "the resolved models")
 
+    p = _subparser(sub, "plan", help="what a night costs: models, images, views, forward "
+                                     "passes and an estimate of GPU-hours per architecture",
+                   description="Print the config's models, images and views, its forward passes "
+                               "(images × models × views) and an estimate of GPU-hours per "
+                               "architecture, from --throughput or from a small forward timed on "
+                               "this machine's CPU and scaled by --gpu-speedup (the output says "
+                               "which). Runs nothing on Ray and writes nothing.")
+    _add_config(p)
+    _add_json(p, "the plan")
+    p.add_argument("--throughput", action="append", default=[], metavar="[ARCH=]IMAGES_PER_S",
+                   help="images per second on one GPU: for every architecture, or ARCH=N for "
+                        "one (ARCH as the plan prints it); repeatable. Default: measured")
+    p.add_argument("--gpu-speedup", type=float, default=None, metavar="X",
+                   help="how many times this CPU's measured forward a GPU runs (an assumption; "
+                        "default: 20)")
+
+    p = _subparser(sub, "export", help="write a ranked model's backbone as safetensors, with its "
+                                       "preprocessing and provenance",
+                   description="Write OUT/model.safetensors (the network's weights, checkpoint "
+                               "prefix stripped: they load strictly into the architecture) and "
+                               "OUT/zoorank-model.json (architecture, preprocessing, config and "
+                               "checkpoint digests, the decision).")
+    p.add_argument("store", metavar="STORE", help="the run's store, or its config (*.yaml)")
+    p.add_argument("model_id", metavar="MODEL_ID", help="the model to export (`pick`: the pick)")
+    p.add_argument("out", metavar="OUT", help="the directory to write")
+    p.add_argument("--config", dest="run_config", metavar="CONFIG",
+                   help="the run's config, when STORE is a store whose decision.json names none")
+    _add_json(p, "the written files")
+
     p = _subparser(sub, "inspect", help="what a checkpoint holds: tensors, state dict, prefixes")
     p.add_argument("checkpoint", help="checkpoint file or URI")
     p.add_argument("--prefix", help="a state_dict_prefix (or preset) to try")
@@ -221,6 +259,25 @@ def build_parser() -> argparse.ArgumentParser:
                                              "when it is invalid")
     _add_config(q)
     _add_json(q, "the config as it is read (defaults filled in, paths resolved)")
+
+    p = _subparser(sub, "calibrate", help="a calibration record from labelled zoos: the metric "
+                                          "and shortlist chosen leaving one unit out",
+                   description="From labelled zoos (stores RANK ran on with the label oracle "
+                               "on, and/or a per-model Parquet table), choose the metric and the "
+                               "shortlist fraction by leave-one-unit-out, measure them against "
+                               "the baselines, and write the record a run's `record:` names.")
+    p.add_argument("stores", nargs="*", metavar="STORE",
+                   help="a labelled store (folder or URI); UNIT=STORE names its unit (stores of "
+                        "the same networks on other images share one; default: one unit per "
+                        "store, named after its folder)")
+    p.add_argument("--table", metavar="PARQUET",
+                   help="a per-model table (one row per zoo and model: unit, truth, one column "
+                        "per label-free metric), e.g. benchmarks/zoos/validation_zoos.parquet")
+    p.add_argument("--out", required=True, metavar="RECORD",
+                   help="the record file to write (JSON)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the bootstrap over units (default: %(default)s)")
+    _add_json(p, "the record")
 
     p = _subparser(sub, "init", help="write a starting config from a folder of checkpoints "
                                      "and images, or timm names",

@@ -27,8 +27,8 @@ from pydantic.json_schema import GenerateJsonSchema
 from zoorank.config.suggest import did_you_mean
 from zoorank.metrics import registry
 from zoorank.metrics.heads.classifier import DEFAULT_CLASSIFIER_METRIC, DEFAULT_CLASSIFIER_METRIC_WITH_SOURCE
-from zoorank.metrics.options import OPTIONS
 from zoorank.metrics.primary import default_primary
+from zoorank.metrics.score_options import OPTIONS
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
@@ -472,8 +472,22 @@ class RankOptions(Strict):
     Default 1000."""
 
 
+def _metrics_description() -> str:
+    """The ``metrics:`` field's description, naming every metric registered now."""
+    return ("Label-free metrics to compute, by name (known: " + ", ".join(registry.config_names())
+            + "). Default: all of them.")
+
+
 class RunConfig(Strict):
     """A zoorank run: the images, the models, and how they are embedded, scored and ranked."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The JSON schema, the known metrics read from the registry now (one registered after
+        import, by a family module found later or a notebook, is listed too)."""
+        schema = super().model_json_schema(*args, **kwargs)
+        schema["properties"]["metrics"]["description"] = _metrics_description()
+        return schema
 
     store: str = Field(default="./zoorank-store", description=(
         "Where everything is written: a folder or a URI (`s3://`, `gs://`). `--store` on the "
@@ -490,9 +504,7 @@ class RunConfig(Strict):
     """The views embedded: the clean view and any augmented views (LiDAR and the augmented
     metrics need one). Default: the clean view only."""
     metrics: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_METRICS),
-        description="Label-free metrics to compute, by name (known: "
-                    + ", ".join(LABEL_FREE_METRICS) + "). Default: all of them.")
+        default_factory=lambda: list(DEFAULT_METRICS), description=_metrics_description())
     oracle: OracleSpec | None = None
     """Label-based measures to check the ranking against. Default: none."""
     embed: EmbedOptions = Field(default_factory=EmbedOptions)
@@ -505,6 +517,11 @@ class RunConfig(Strict):
     """The labelled in-distribution dataset (the name of another dataset of the run) on which
     DoC, ATC and COT calibrate a classifier head's accuracy estimate. Default: none (those
     estimates are not computed)."""
+    record: str | None = Field(default=None, description=(
+        "A calibration record written by `zoorank calibrate` from this team's labelled zoos: RANK "
+        "orders the board by its metric (unless `rank.primary_metric` names one) and takes its "
+        "shortlist fraction, and the console prints its held-out units and baselines. Default: "
+        "the record zoorank ships. " + RELATIVE_PATHS))
 
     @field_validator("models", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from zoorank.config import RunConfig, Strict
 from zoorank.config.paths import resolve_paths
 from zoorank.config.suggest import close_matches, did_you_mean
 from zoorank.errors import ConfigError
+from zoorank.evaluation import load_record
 from zoorank.metrics import registry
 from zoorank.metrics.primary import primary_candidates
 
@@ -152,7 +153,19 @@ def parse_config(data: Any, source: str = "<config>", base: str | Path | None = 
     except ValidationError as err:
         raise ConfigError(validation_message(err, data, source)) from None
     _check_primary_metric(config, source)
-    return config if base is None else resolve_paths(config, base)
+    config = config if base is None else resolve_paths(config, base)
+    _check_record(config, source)
+    return config
+
+
+def _check_record(config: RunConfig, source: str) -> None:
+    """``record:`` must name a readable calibration record (``zoorank calibrate`` writes one)."""
+    if config.record is None:
+        return
+    try:
+        load_record(config.record)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{source}: record: {err}") from None
 
 
 def _check_primary_metric(config: RunConfig, source: str) -> None:

@@ -61,8 +61,10 @@ def resolve_paths(config: RunConfig, base: str | Path) -> RunConfig:
                 if d.path and is_relative_path(d.path) else d for d in config.datasets]
     models = [FromTuneSpec(from_tune=rebase(m.from_tune, base)) if isinstance(m, FromTuneSpec)
               else _model(m, base) for m in config.models]
+    record = (rebase(config.record, base) if config.record and is_relative_path(config.record)
+              else config.record)
     return config.model_copy(update={"store": rebase(config.store, base), "datasets": datasets,
-                                     "models": models})
+                                     "models": models, "record": record})
 
 
 def resolve_dataset(spec: DatasetSpec, base: str | Path) -> DatasetSpec:

@@ -108,6 +108,7 @@ def leaderboard_headline(board: pd.DataFrame, settings: Mapping[str, Any]) -> pd
         cols.append(settings["in_domain"])
     if "missing" in board and (board["missing"].astype(str) != "").any():
         cols.append("missing")
+    cols.append("checkpoint")
     return board[[c for c in cols if c in board]]
 
 
@@ -158,36 +159,65 @@ def _fits(text: str, width: int = PLAIN_WIDTH) -> bool:
     return len(text) <= width
 
 
-def _listed(prefix: str, ids: Sequence[str], width: int = PLAIN_WIDTH) -> str:
-    """``prefix`` and as many of ``ids`` as fit in ``width`` columns, then ``(+k more)``."""
-    out = prefix + (", ".join(ids) if ids else "none")
-    if _fits(out, width):
-        return out
-    shown: list[str] = []
-    for i, m in enumerate(ids):
-        more = f" (+{len(ids) - i - 1} more)" if i < len(ids) - 1 else ""
-        if not _fits(prefix + ", ".join([*shown, m]) + more, width):
-            break
-        shown.append(m)
-    if not shown:  # not even one id fits beside the prefix
-        return prefix + "listed in the report"
-    rest = len(ids) - len(shown)
-    return prefix + ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+def wrapped(prefix: str, items: Sequence[str], width: int = PLAIN_WIDTH,
+            indent: str = "  ") -> list[str]:
+    """``prefix`` then every one of ``items``, comma-separated, wrapped at ``width`` columns
+    (never inside an item: a long id or path stands on a line of its own, whole)."""
+    import textwrap
+
+    text = prefix + (", ".join(items) if items else "none")
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [prefix.rstrip()]
 
 
 def _number(v: Any) -> str:
     return "—" if v is None else f"{float(v):.4g}"
 
 
+def _pp(v: Any) -> str:
+    return "—" if v is None else f"{float(v):.2f} pp"
+
+
+def record_lines(record: Mapping[str, Any] | None, regret: Mapping[str, Any]) -> list[str]:
+    """The pick's measured record: its regret on held-out units (their n) with the all-unit
+    figures beside it, one line against the baselines, and ``guaranteed: false`` where false.
+    ``record``: decision.json's ``record`` block (:func:`zoorank.evaluation.record_block`); without
+    one, the shortlist's held-out zoos (``regret``: ``expected_regret_pp``)."""
+    from zoorank.evaluation.entry import BASELINE_WORDS
+
+    if not record or not (record.get("held_out_units") or {}).get("n"):
+        if regret.get("median") is None:
+            return ["Expected regret of the pick: not measured yet"]
+        return [f"Expected regret of the pick: median {_pp(regret['median'])}, p90 "
+                f"{_pp(regret.get('p90'))} ({regret.get('zoos')} held-out zoos)"]
+    held, r = record["held_out_units"], record.get("regret_pp") or {}
+    out, every = r.get("held_out") or {}, r.get("all_units") or {}
+    units = (record.get("units") or {}).get("n")
+    lines = [f"Record of {record.get('metric')} ({record.get('board')}, {record.get('source')}): "
+             f"the pick's regret on {held['n']} held-out units median {_pp(out.get('median'))}, "
+             f"p90 {_pp(out.get('p90'))}; on all {every.get('n', units)} units median "
+             f"{_pp(every.get('median'))}, p90 {_pp(every.get('p90'))}"]
+    base = [f"{BASELINE_WORDS.get(k, k)}: {_pp(v.get('median'))}"
+            for k, v in (record.get("baselines") or {}).items() if v.get("n")]
+    if base:
+        lines.append("Baselines on the same held-out units (median regret): " + "; ".join(base))
+    if not record.get("guaranteed"):
+        lines.append(f"guaranteed: false (the shortlist held a near-best model on "
+                     f"{held.get('hits')}/{held['n']} held-out units; no coverage guarantee)")
+    return lines
+
+
 def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
                    config: str | None = None, store: str | None = None) -> list[str]:
-    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`) in at most 8 lines, each
-    within :data:`PLAIN_WIDTH` columns but for a long path or id: the pick, the shortlist and its
-    measured record, the pick's expected regret, the metrics' disagreement, the next step, the
-    few-label pick (when labels were given back), where the report (``report``: its path; None:
-    not written by this command) and decision.json (under ``store``) are. ``config``: the config's
-    path, put in the next step's command (default: the running command's,
-    :func:`zoorank.decide.next_step.config_path`; else the one the stored command names)."""
+    """The verdict of ``decision.json`` (:mod:`zoorank.decide.verdict`), each line within
+    :data:`PLAIN_WIDTH` columns but for a long path or id, which is never cut: the pick (after
+    ``zoorank label``, the few-label pick first with the label-free one beside it), its checkpoint
+    on a line of its own, every shortlisted id (wrapped), the measured record with its baselines,
+    the failed models, the metrics' disagreement, the next step, where the report (``report``:
+    its path; None: not written by this command) and decision.json (under ``store``) are.
+    ``config``: the config's path, put in the next step's command (default: the running
+    command's, :func:`zoorank.decide.next_step.config_path`; else the one the stored command
+    names)."""
     if not doc:
         return []
     config = config or current_config()
@@ -195,30 +225,33 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     report = shown_path(report) if report else report
     pick = doc.get("pick") or {}
     top = doc.get("top_set") or {}
+    counts = doc.get("counts") or {}
+    failed = doc.get("failed") or []
     if not pick:
         return ["Pick: none (no model could be ranked: see the failed models)",
-                f"Verdict, as JSON: {where}"]
+                *_failed_lines(counts, failed), f"Verdict, as JSON: {where}"]
     lines = []
     value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
              if pick.get("metric") else "")
-    head = f"Pick: {pick['model_id']}" + (f" ({value})" if value else "")
-    with_path = head + f", checkpoint {pick['checkpoint']}" if pick.get("checkpoint") else head
-    lines.append(with_path if _fits(with_path) else head)
+    label_free = f"{pick['model_id']}" + (f" ({value})" if value else "")
+    verdict = doc.get("verdict") or {}
+    if verdict.get("basis") == "labels":
+        lines.append(f"Pick: {verdict['model_id']} (few-label: p(best | labels) "
+                     f"{_number(verdict.get('p_best'))} after {verdict.get('labels')} labels on "
+                     f"{verdict.get('dataset')}); label-free pick: {label_free}")
+    else:
+        lines.append(f"Pick: {label_free}")
+    lines.append(f"Checkpoint{'' if verdict.get('basis') != 'labels' else ' of the label-free pick'}"
+                 f": {pick.get('checkpoint') or 'none (the architecture alone, no file)'}")
     short = doc.get("shortlist") or {}
     ids = [str(m) for m in short.get("models") or []]
     if short.get("hits") is not None and short.get("zoos"):
-        record = f"within 0.5 pp of the best on {short['hits']}/{short['zoos']} held-out zoos"
+        record = f"held a near-best model on {short['hits']}/{short['zoos']} held-out units or zoos"
     else:
         record = "hit rate not measured yet"
-    lines.append(_listed(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids))
-    regret = doc.get("expected_regret_pp") or {}
-    if regret.get("median") is not None:
-        p90 = regret.get("p90")
-        lines.append(f"Expected regret of the pick: median {float(regret['median']):.2f} pp, 90th "
-                     f"percentile {'—' if p90 is None else f'{float(p90):.2f}'} pp "
-                     f"({regret.get('zoos')} held-out zoos)")
-    else:
-        lines.append("Expected regret of the pick: not measured yet")
+    lines += wrapped(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids)
+    lines += record_lines(doc.get("record"), doc.get("expected_regret_pp") or {})
+    lines += _failed_lines(counts, failed)
     if doc.get("disagreement"):
         lines.append(str(doc["disagreement"]))
     step = doc.get("next_step") or {}
@@ -231,7 +264,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     elif step:
         lines.append(f"Next step: none ({step.get('short') or 'the measured budget is spent'})")
     few = doc.get("few_label") or {}
-    if few:
+    if len(few) > 1 or (few and verdict.get("basis") != "labels"):
         lines.append("Few-label pick: " + "; ".join(
             f"{ds}: {e.get('model_id')}, p(best | labels) {_number(e.get('p_best'))} after "
             f"{e.get('labels')} labels" for ds, e in few.items()))
@@ -241,6 +274,15 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     lines.append(detail + (report or f"`zoorank report {shlex.quote(config) if config else CONFIG}`"))
     lines.append(f"Checkpoint and verdict, as JSON: {where}")
     return lines
+
+
+def _failed_lines(counts: Mapping[str, Any], failed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line when models failed: how many of the configured, and the first ids."""
+    if not counts.get("failed"):
+        return []
+    ids = list(dict.fromkeys(str(f["model_id"]) for f in failed))
+    return wrapped(f"Failed: {counts['failed']} of {counts.get('configured')} configured models "
+                   f"(reasons in decision.json's failed): ", ids)
 
 
 def print_verdict(doc: Mapping[str, Any] | None, report: str | None = None,

@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from zoorank.config import RunConfig
+from zoorank.metrics import registry
 from zoorank.stats.uncertainty import fold_bootstrap, fold_scale, rank_uncertainty
 
 #: oracle metrics with fold values, in the order that picks the ``in_oracle_top_set`` column's: a
 #: classifier's own accuracy first (its oracle is its head, not kNN on its features; contract 8).
-ORACLE_TOP_SET_METRICS = ("head_accuracy", "knn_accuracy", "linear_probe_accuracy")
+ORACLE_TOP_SET_METRICS = ("head_accuracy", *registry.oracles())
 
 
 def _oracle_folds(oracle: pd.DataFrame, dataset: str, metric: str, ids: Sequence[str]

@@ -2,7 +2,10 @@
 holds a model within 0.5 pp of the labels' best) was measured on validation zoos it was not chosen
 on.
 
-The rules and their records come from ``shortlist_record.json`` beside this module, written by
+When the run's calibration record (:mod:`zoorank.decide.run_record`: the config's ``record:``,
+else the one zoorank ships) has an entry for the board's kind whose metric orders the board, the
+rule is its shortlist fraction and the figures are its held-out units'. Otherwise the rules and
+their records come from ``shortlist_record.json`` beside this module, written by
 ``benchmarks/science/shortlist_conformal.py`` (split conformal prediction across the validation
 zoos of ``benchmarks/zoos/build_validation_zoos.py``, then one look at zoos built after its
 protocol): per metric that can order a board, the rule (:mod:`zoorank.stats.shortlist_rule`; a rank
@@ -25,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.decide.run_record import settings_record
+from zoorank.evaluation import record_block
 from zoorank.metrics import registry
 from zoorank.stats.health import BLOCKING
 from zoorank.stats.shortlist_rule import shortlist_mask
@@ -95,9 +100,17 @@ def board_kind(board: pd.DataFrame) -> tuple[str, str | None]:
 
 
 def _measured(entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    keys = ("hits", "zoos", "hit_rate", "mean_size", "mean_size_fraction", "held_out_zoos")
-    out = {k: (entry or {}).get(k) for k in keys}
-    regret = (entry or {}).get("pick_regret_pp") or {}
+    """The figures of a record entry on its HELD-OUT zoos only (``hits`` of ``zoos``, the hit
+    rate, the names in ``held_out_zoos``), with the all-zoo figures beside them under ``all_*``:
+    calibration zoos, whose design was seen, never count as held out."""
+    entry = entry or {}
+    held = entry.get("held_out") or {}
+    names = list(held.get("names") or entry.get("held_out_zoo_names") or [])
+    out = {"hits": held.get("hits"), "zoos": held.get("zoos"),
+           "hit_rate": (held["hits"] / held["zoos"]) if held.get("zoos") else None,
+           "mean_size": entry.get("mean_size"), "mean_size_fraction": entry.get("mean_size_fraction"),
+           "held_out_zoos": names, "all_hits": entry.get("hits"), "all_zoos": entry.get("zoos")}
+    regret = entry.get("pick_regret_pp") or {}
     out["pick_regret_pp"] = {k: regret.get(k) for k in ("median", "p90", "zoos")}
     return out
 
@@ -115,6 +128,22 @@ def _coverage(entry: Mapping[str, Any] | None, coarse: str, fine: str | None,
     note = None if covered else (f"No validation zoo covers {kind}: the shortlist's rate is "
                                  f"measured on {', '.join(covered_kinds) or 'no zoo'}.")
     return kind, covered, note
+
+
+def _unit_record(block: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(rule, measured figures, text) from a record of the protocol by unit
+    (:func:`zoorank.evaluation.record_block`): its shortlist fraction, and its held-out units in
+    the places of the held-out zoos."""
+    cap = (block.get("conformal") or {}).get("max_fraction", FALLBACK_RULE["max_fraction"])
+    rule = {"kind": "rank_fraction", "fraction": float(block["shortlist_fraction"]),
+            "max_fraction": float(cap)}
+    held, regret = block["held_out_units"], block["regret_pp"]["held_out"]
+    measured = {"hits": held["hits"], "zoos": held["n"], "hit_rate": held["hit_rate"],
+                "mean_size": None, "mean_size_fraction": None,
+                "held_out_zoos": list(held.get("names") or []), "all_hits": None, "all_zoos": None,
+                "pick_regret_pp": {"median": regret["median"], "p90": regret["p90"],
+                                   "zoos": regret["n"]}}
+    return rule, measured, rule_text(rule) + f" (calibration record: {held['n']} held-out units)"
 
 
 def shortlist_for(board: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,6 +186,10 @@ def shortlist_for(board: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str,
     else:
         rule, measured = dict(entry["rank_rule"]["rule"]), _measured(entry["rank_rule"])
         text = entry["rank_rule"].get("text")
+    coarse, fine = board_kind(board)
+    unit_block = record_block(settings_record(settings), coarse)
+    if unit_block is not None and unit_block.get("metric") == metric:
+        rule, measured, text = _unit_record(unit_block)
     eligible = ~blocked_models(ranked)
     if rule["kind"] == "band":
         (ds,) = primary
@@ -168,8 +201,13 @@ def shortlist_for(board: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str,
         scores = -ranked["rank"].to_numpy(dtype=np.float64)
     scores = np.where(eligible & np.isfinite(scores), scores, np.nan)
     mask = shortlist_mask(scores, rule) if len(scores) else np.zeros(0, dtype=bool)
-    coarse, fine = board_kind(board)
     kind, covered, note = _coverage(entry, coarse, fine, bool(mixed_ds))
+    if unit_block is not None and unit_block.get("metric") == metric:
+        covered, note = True, (None if unit_block["guaranteed"] else
+                               f"The shortlist's rate is measured on "
+                               f"{unit_block['held_out_units']['n']} held-out units "
+                               f"({unit_block['source']}) and carries no guarantee "
+                               "(guaranteed: false).")
     if text is None:
         text = rule_text(rule, metric) + ("" if entry is not None else
                                           " (no measured record for this metric)")

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.decide.decision_schema import SECTIONS, check
 from zoorank.decide.metric_record import summarise
 from zoorank.decide.next_step import (
     LABELS_TO_SETTLE,
@@ -45,6 +46,7 @@ from zoorank.decide.next_step import (
     next_step,
     zoo_kind,
 )
+from zoorank.decide.run_record import decision_record
 from zoorank.decide.shortlist import shortlist_for
 from zoorank.stats.health import BLOCKING
 from zoorank.stats.uncertainty import (
@@ -59,9 +61,7 @@ from zoorank.store.redact import redact
 DECISION_JSON = "decision.json"
 SCHEMA_VERSION = 1
 #: the keys every decision.json holds (``docs/reference/decision-json.md`` documents each).
-KEYS = ("schema_version", "zoorank_version", "created", "store", "leaderboard_fingerprint", "pick",
-        "shortlist", "expected_regret_pp", "disagreement", "next_step", "top_set", "few_label",
-        "caveats")
+KEYS = tuple(key for key, _, _ in SECTIONS[0][2])
 #: below this Kendall's W the disagreement line calls the metrics' agreement weak.
 WEAK_W = 0.5
 
@@ -71,7 +71,9 @@ def now_iso() -> str:
 
 
 def write_decision(store: Store, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` as ``<store>/decision.json`` (atomic, redacted like every text file)."""
+    """Write ``doc`` as ``<store>/decision.json`` (atomic, redacted like every text file), after
+    checking its keys against :mod:`zoorank.decide.decision_schema`."""
+    check(doc)
     store.write_json(DECISION_JSON, dict(doc))
 
 
@@ -80,7 +82,10 @@ def read_decision(store: Store) -> dict[str, Any] | None:
     if not store.exists(DECISION_JSON):
         return None
     doc = store.read_json(DECISION_JSON)
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    # a file an older zoorank wrote lacks the keys added since: null until RANK rewrites it
+    return {**{k: None for k in KEYS}, **doc}
 
 
 def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -93,6 +98,7 @@ def update_few_label(store: Store, dataset: str, few_label: Mapping[str, Any]) -
     entries = dict(doc.get("few_label") or {})
     entries[dataset] = dict(few_label, updated=now_iso())
     doc["few_label"] = entries
+    doc["verdict"] = verdict_entry(doc.get("pick"), entries)
     step = doc.get("next_step") or {}
     if step.get("kind") in LABELS_TO_SETTLE:  # the labels given back count against the budget
         doc["next_step"] = _stepped(doc, current_config() or step.get("config"))
@@ -126,6 +132,48 @@ def with_current_config(store: Store) -> dict[str, Any] | None:
 
 
 # -- building it (RANK) ----------------------------------------------------------------------------
+
+
+def verdict_entry(pick: Mapping[str, Any] | None,
+                  few_label: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``verdict`` of decision.json: the model to take and on what grounds. After ``zoorank label``
+    the few-label pick of the pick's dataset (else of the last dataset labelled) comes first,
+    with its p(best | labels), and the label-free pick stands beside it; before, the label-free
+    pick. ``{model_id, basis: "labels" | "label-free", p_best, labels, dataset, label_free}``."""
+    label_free = (pick or {}).get("model_id")
+    few = dict(few_label or {})
+    dataset = (pick or {}).get("dataset")
+    entry = few.get(dataset) if dataset in few else (few[list(few)[-1]] if few else None)
+    if entry and entry.get("model_id"):
+        ds = dataset if dataset in few else list(few)[-1]
+        return {"model_id": str(entry["model_id"]), "basis": "labels",
+                "p_best": _plain(entry.get("p_best")), "labels": _plain(entry.get("labels")),
+                "dataset": ds, "label_free": label_free}
+    return {"model_id": label_free, "basis": "label-free", "p_best": None, "labels": None,
+            "dataset": dataset, "label_free": label_free}
+
+
+def failed_entries(failed: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """``failed`` of decision.json: one entry per (model, dataset) that failed or is missing,
+    ``{model_id, dataset, stage, reason}``, from RANK's ``failed`` table (sorted)."""
+    if failed is None or failed.empty:
+        return []
+    return [{"model_id": str(r["model_id"]), "dataset": str(r.get("dataset") or "") or None,
+             "stage": str(r.get("stage") or "") or None, "reason": redact(str(r.get("error") or ""))}
+            for r in failed.to_dict("records")]
+
+
+def count_entry(board: pd.DataFrame, failed: Sequence[Mapping[str, Any]],
+                configured: int | None) -> dict[str, int]:
+    """``counts`` of decision.json: models configured (after globs; None: not known here),
+    ranked (a rank on the board) and failed (configured but ranked nowhere, with an entry in
+    ``failed``)."""
+    ranked_ids = set(board.loc[board["rank"].notna(), "model_id"].astype(str)) \
+        if "rank" in board and len(board) else set()
+    failed_ids = {f["model_id"] for f in failed} - ranked_ids
+    return {"configured": configured if configured is not None
+            else len(ranked_ids | failed_ids), "ranked": len(ranked_ids),
+            "failed": len(failed_ids)}
 
 
 def _plain(value: Any) -> Any:
@@ -310,14 +358,17 @@ def metric_caveats(settings: Mapping[str, Any]) -> list[str]:
 def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Mapping[str, Any],
                    store_name: str, previous: Mapping[str, Any] | None = None,
                    config: str | None = None,
-                   unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   unlabelled: Mapping[str, int] | None = None,
+                   failed: pd.DataFrame | None = None,
+                   configured: int | None = None) -> dict[str, Any]:
     """The decision document (module docstring) of a decided leaderboard (``board`` and
     ``settings`` as RANK wrote them; ``models``: model_id → resolved zoo entry). ``previous``: the
     stored document, whose ``few_label`` is kept. ``config``: the run config's path for the next
     step's command (default: the one the running command set,
     :func:`zoorank.decide.next_step.config_path`, else ``previous``'s). ``unlabelled``: dataset →
     its images without a label (:meth:`zoorank.catalog.Catalog.unlabelled`), so that the next
-    step never asks for more than are left; None: not known. Cost O(n log n)."""
+    step never asks for more than are left; None: not known. ``failed``: RANK's ``failed`` table;
+    ``configured``: the number of models the config names (after globs). Cost O(n log n)."""
     from zoorank import __version__
 
     row, passed_over = pick_row(board)
@@ -338,6 +389,11 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
     dataset = pick["dataset"] if pick else None
     step = next_step(zoo_kind(pick["signal"]), labelled_on(few_label, dataset), config,
                      (unlabelled or {}).get(dataset), dataset) if pick else None
+    failures = failed_entries(failed)
+    counts = count_entry(board, failures, configured)
+    if counts["failed"]:
+        caveats.insert(0, f"{counts['failed']} of {counts['configured']} configured models failed "
+                          "and are not ranked (decision.json's failed lists each with its reason).")
     return {
         "schema_version": SCHEMA_VERSION,
         "zoorank_version": __version__,
@@ -345,9 +401,13 @@ def build_decision(board: pd.DataFrame, settings: Mapping[str, Any], models: Map
         "store": store_name,
         "leaderboard_fingerprint": settings.get("metrics_fingerprint"),
         "pick": pick,
+        "verdict": verdict_entry(pick, few_label),
+        "counts": counts,
+        "failed": failures,
         "shortlist": short,
         "expected_regret_pp": dict(short.get("pick_regret_pp") or
                                    {"median": None, "p90": None, "zoos": None}),
+        "record": decision_record(board, settings),
         "disagreement": disagreement_line(settings, pick["model_id"] if pick else None,
                                           short.get("models") or []),
         "next_step": step,

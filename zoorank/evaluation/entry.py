@@ -51,13 +51,16 @@ def statement(entry: dict[str, Any]) -> str:
     beats = (rand.get("interval_90") is not None and rand["interval_90"][1] < 0)
     verdict = "" if beats else " It does not beat a random pick with a 90% interval that excludes 0."
     lower = held["cp_lower_90"]
-    guarantee = ("" if entry["guaranteed"] else
-                 f" No guarantee: {entry['units']['n']} units are too few, or the shortlist is "
-                 "capped at half the board.")
-    return (f"On {held['n']} held-out units, {entry['metric']}'s pick was {_pp(r['median'])} "
+    c = entry["conformal"]
+    why = (f"{c['n']} calibration units are too few at α = {c['alpha']:g}"
+           if c["order_statistic"] > c["n"] else
+           f"the fraction is capped at {100 * c['max_fraction']:.0f}% of the board")
+    guarantee = "" if entry["guaranteed"] else f" No guarantee: {why}."
+    units = "unit" if held["n"] == 1 else "units"
+    return (f"On {held['n']} held-out {units}, {entry['metric']}'s pick was {_pp(r['median'])} "
             f"from the best (median; p90 {_pp(r['p90'])}); {base}.{verdict} Its shortlist "
             f"(the first {100 * entry['shortlist_fraction']:.0f}% of the board) held a model within "
-            f"{NEAR_BEST_PP:g} pp of the best on {held['hits']}/{held['n']} units (90% lower bound "
+            f"{NEAR_BEST_PP:g} pp of the best on {held['hits']}/{held['n']} {units} (90% lower bound "
             f"{100 * (lower or 0):.0f}%).{guarantee}")
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
 from zoorank.labels.pool import Pool
+from zoorank.metrics import softmax
 from zoorank.metrics.active.coda import coda_draw_labels, coda_next, coda_prior
 from zoorank.metrics.active.knn_committee import LabelEvidence, random_batch
 from zoorank.metrics.active.label_posterior import (
@@ -67,12 +68,6 @@ POSTERIOR = "the heads' top-1 accuracy on the labelled images (paired posterior)
 CHANGE_DRAWS = 16
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    z = np.exp(z - z.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 def head_predictions(config: RunConfig, pool: Pool, context: RunContext | None = None
                      ) -> np.ndarray | None:
     """(M, n, K) softmax of every pool model's stored logits on the pool's samples (rows aligned
@@ -92,7 +87,7 @@ def head_predictions(config: RunConfig, pool: Pool, context: RunContext | None =
             return None
         keep = emb.view_index == 0
         pos = pd.Series(np.arange(int(keep.sum())), index=emb.sample_id[keep])
-        out[j] = _softmax(emb.logits[keep][pos.loc[pool.sample_id].to_numpy()])
+        out[j] = softmax(emb.logits[keep][pos.loc[pool.sample_id].to_numpy()])
     return out
 
 

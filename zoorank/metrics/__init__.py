@@ -12,10 +12,10 @@ checks, the ``score:`` options, the per-model suite and the choice of the primar
 
 Importing this package imports every family module of the wings, so every metric is registered in
 :mod:`zoorank.metrics.registry` (each family module registers its metrics beside their functions),
-and every name in a family module's ``__all__`` is exported here.
+and every registered metric's function is exported here.
 """
 
-from zoorank.metrics._discover import discover_families, family_exports
+from zoorank.metrics._discover import discover_families, metric_functions
 
 # Every family module of the wings registers its metrics at import: import them all (in the order of
 # ``zoorank.metrics._discover.ORDER``, then any other family module found in a wing). A new family
@@ -54,6 +54,7 @@ from zoorank.metrics.heads.classifier import (
     dawid_skene_accuracy,
     doc_accuracy,
     nuclear_norm_accuracy,
+    softmax,
 )
 from zoorank.metrics.label_free.alpha_req import alpha_req
 from zoorank.metrics.label_free.clid import clid, cluster_learnability
@@ -113,12 +114,13 @@ __all__ = [
     "recall_at_1",
     "sdl",
     "sfda",
+    "softmax",
     "twonn_id",
     "uniformity",
 ]
 
-# The public names of family modules not listed above (a new family's functions), exported as well.
-for _name, _value in family_exports(FAMILIES).items():
+# The functions of metrics registered by family modules not listed above, exported as well.
+for _name, _value in metric_functions().items():
     if _name not in globals():
         globals()[_name] = _value
         __all__.append(_name)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from types import ModuleType
 from typing import Any
 
 #: the wings, in the order their other (unlisted) family modules are imported.
@@ -51,11 +50,15 @@ def discover_families() -> tuple[str, ...]:
     return tuple(names)
 
 
-def family_exports(names: tuple[str, ...]) -> dict[str, Any]:
-    """Every name of the family modules' ``__all__``, with its value (the package exports them)."""
+def metric_functions() -> dict[str, Any]:
+    """Every registered metric's public function by its name (the package exports them, so a new
+    family's metrics are importable from ``zoorank.metrics`` with no ``__all__`` entry there)."""
+    from zoorank.metrics.registry import REGISTRY
+
     out: dict[str, Any] = {}
-    for name in names:
-        module: ModuleType = importlib.import_module(f"{_PACKAGE}.{name}")
-        for public in getattr(module, "__all__", ()):
-            out.setdefault(public, getattr(module, public))
+    for entry in REGISTRY.values():
+        fn = entry.function
+        name = getattr(fn, "__name__", "")
+        if fn is not None and name.isidentifier() and not name.startswith("_"):
+            out.setdefault(name, fn)
     return out

@@ -12,12 +12,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
+from zoorank.metrics.registry import (
+    REGISTRY,
+    VIEW_SEPARATOR,
+    collapse_degenerate,
+    default_preference,
+    expand,
+    width_sensitive,
+)
 
-#: the default primary metric when ``rank.primary_metric`` is not set: on each dataset, the first of
+#: PRIMARY_PREFERENCE (the registrations' ``default_rank``, :func:`registry.default_preference`): the
+#: default primary metric when ``rank.primary_metric`` is not set: on each dataset, the first of
 #: these that the config computes and that ranks (nearly) the whole zoo (:func:`default_for_coverage`);
-#: metrics registered later follow in registration order (candidates of
-#: ``benchmarks/science/default_lozo.py`` at once; they move here when its rule places them).
+#: metrics registered without a ``default_rank`` follow in registration order (candidates of
+#: ``benchmarks/science/default_lozo.py`` at once; they get a rank when its rule places them).
 #: Chosen OUT OF SAMPLE (issue 30): :func:`leave_one_zoo_out` over five validation zoos (the demo,
 #: digits, the CIFAR-10 SSL zoo, the UvA classifiers, the UvA autoencoders;
 #: ``benchmarks/results/default_lozo.md``, 2026-11-27): RankMe had no failure (its leader within
@@ -25,29 +33,33 @@ from zoorank.metrics.registry import REGISTRY, VIEW_SEPARATOR, expand
 #: held-out pick on four of the five zoos, each within tolerance; MLE's ID, the pick when digits
 #: was held out, missed there by 6.9 pp and goes last (a metric that fails out of sample is never
 #: the default). This order equals ``zoorank/report/metric_record.json``'s ``default_order``.
-PRIMARY_PREFERENCE: tuple[str, ...] = (
-    "rankme", "rankme_proj", "rankme_norm", "nc", "twonn_id", "alignment", "uniformity", "clid",
-    "rankme_aug", "coding_rate", "lidar", "cluster_learnability", "alpha_req", "etran_energy",
-    "mle_id",
-)
+#:
+#: WIDTH_SENSITIVE (``width_sensitive=True``): metrics that grow with the embedding width (rank-
+#: and dimension-based): ranking models of different widths by one of them orders partly by width
+#: (issue 17); RANK warns when a zoo mixes widths and one of these orders it. Width-normalised
+#: variants: ``rankme_norm``, ``rankme_proj``.
+#:
+#: COLLAPSE_DEGENERATE (``collapse_degenerate=True``): metrics at their best on a collapsed encoder
+#: (a constant map has alignment 0, the ideal, and uniformity ranks it by the constant's spread,
+#: none): they never order a model flagged ``collapsed`` (issue 30;
+#: :func:`zoorank.stats.ranks.flagged_last` with ``order_flagged=False``).
+#:
+#: The three are read from the registry when asked for (a metric registered later is included).
+_FROM_REGISTRY = {
+    "PRIMARY_PREFERENCE": default_preference,
+    "WIDTH_SENSITIVE": width_sensitive,
+    "COLLAPSE_DEGENERATE": collapse_degenerate,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_REGISTRY:
+        return _FROM_REGISTRY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: share of the best-covered metric's models that the default primary metric must rank.
 DEFAULT_COVERAGE = 0.9
-
-#: metrics that grow with the embedding width (rank- and dimension-based): ranking models of
-#: different widths by one of them orders partly by width (issue 17); RANK warns when a zoo mixes
-#: widths and one of these orders it. Width-normalised variants: ``rankme_norm``, ``rankme_proj``.
-WIDTH_SENSITIVE: frozenset[str] = frozenset({
-    "rankme", "rankme_aug", "lidar", "twonn_id", "mle_id", "coding_rate", "clid", "clid_family",
-    "numerical_rank",
-})
-
-
-#: metrics at their best on a collapsed encoder (a constant map has alignment 0, the ideal, and
-#: uniformity ranks it by the constant's spread, none): they never order a model flagged
-#: ``collapsed`` (issue 30; :func:`zoorank.stats.ranks.flagged_last` with ``order_flagged=False``).
-COLLAPSE_DEGENERATE: frozenset[str] = frozenset({"alignment", "uniformity"})
-
 
 def primary_candidates(config_names_: Iterable[str], augmented_views: Iterable[str] = ()) -> list[str]:
     """Names ``rank.primary_metric`` may take for a config: its primary-eligible metrics, with
@@ -69,7 +81,8 @@ def default_order(config_names_: Iterable[str], augmented: bool = True) -> list[
     (then registration order); without an augmented view (``augmented=False``) the metrics that
     need one (LiDAR, RankMe(aug), alignment) are left out: they would have no value."""
     computed = expand(config_names_)
-    order = [*PRIMARY_PREFERENCE, *(n for n in computed if n not in PRIMARY_PREFERENCE)]
+    preference = default_preference()
+    order = [*preference, *(n for n in computed if n not in preference)]
     return [m for m in order if m in computed and REGISTRY[m].primary
             and (augmented or REGISTRY[m].inputs != "augmented")]
 

@@ -1,7 +1,7 @@
 """The metric registry: every metric zoorank knows, registered beside the function that computes it.
 
-A metric is one function plus one registration next to it in its family module
-(``zoorank/metrics/<family>.py``)::
+A metric is one function with one ``@register`` in its family module (a file of a wing,
+``zoorank/metrics/<wing>/<family>.py``, found by :mod:`zoorank.metrics._discover`)::
 
     @register("uniformity", -1, "clean", settings=lambda o, seed: {"t": 2.0})
     def uniformity(Z, t=2.0): ...
@@ -23,7 +23,7 @@ scores of a label budget are stored as ``<score>:k<k>s<seed>`` (``logme:k5s0``; 
 Settings. ``settings(options, seed)`` returns the keyword arguments the metric's function is called
 with — written once, recorded in every row's ``params`` and part of its fingerprint; ``notes`` are
 recorded too but not passed (fixed facts of the computation, e.g. ``n_clusters: round(sqrt(n))``).
-``options`` is a mapping of the ``score:`` options declared in :mod:`zoorank.metrics.options`
+``options`` is a mapping of the ``score:`` options declared in :mod:`zoorank.metrics.score_options`
 (each with its default; ``resolve_options`` fills it from a ``ScoreOptions`` or any object or mapping).
 
 Versions. ``version`` is the implementation version of the metric: bump it when its maths or
@@ -39,7 +39,7 @@ under ``metrics:`` and never the embedding board's primary metric; ``notes["sour
 labelled source set, ``notes["zoo"]``: one value per model from the whole zoo's predictions).
 
 Which metric orders the leaderboard by default is :mod:`zoorank.metrics.primary`. This module imports
-only :mod:`zoorank.metrics.options` of zoorank's: it is the bottom of the metrics layer.
+only :mod:`zoorank.metrics.score_options` of zoorank's: it is the bottom of the metrics layer.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from zoorank.metrics.options import OPTIONS, resolve_options
+from zoorank.metrics.score_options import OPTIONS, resolve_options
 
 Inputs = Literal["clean", "augmented", "ensemble", "pool", "labels", "logits"]
 INPUTS: tuple[str, ...] = ("clean", "augmented", "ensemble", "pool", "labels", "logits")
@@ -118,6 +118,16 @@ class MetricInfo:
     #: per term (stored as ``<name>.<term>`` budget cells) and ``combine(*terms)`` turns the zoo's
     #: term arrays into one value per model, in RANK.
     terms: tuple[str, ...] = ()
+    #: place in the primary metric's default order (1 first; how it was chosen: zoorank.metrics.
+    #: primary); None: after every ranked one, in registration order.
+    default_rank: int | None = None
+    #: grows with the embedding width: RANK warns when it orders a zoo of mixed widths.
+    width_sensitive: bool = False
+    #: at its best on a collapsed encoder: it never orders a model flagged ``collapsed``.
+    collapse_degenerate: bool = False
+    #: an accuracy of the label oracle: the truth RANK, the label budget and Tune judge the
+    #: label-free metrics against (:func:`oracles`).
+    oracle: bool = False
 
     def oriented(self, value: float) -> float:
         """``value`` oriented so that higher is better: direction · value, or −|value − target|."""
@@ -180,6 +190,10 @@ def register(
     compute: bool = True,
     terms: Iterable[str] = (),
     zoo_relative: Callable[..., Any] | None = None,
+    default_rank: int | None = None,
+    width_sensitive: bool = False,
+    collapse_degenerate: bool = False,
+    oracle: bool = False,
 ) -> Callable[[F], F]:
     """Decorator: register the decorated function as metric ``name`` (returns it unchanged).
 
@@ -188,6 +202,8 @@ def register(
     it: the function is then documentation; a pool metric's function is its ``combine``, called by
     SCORE over each pool of ``scope``). A few-label score with ``terms`` returns one raw value per
     term, and ``zoo_relative(*term_arrays)`` combines them over a dataset's models in RANK.
+    ``default_rank``, ``width_sensitive``, ``collapse_degenerate`` and ``oracle``: see
+    :class:`MetricInfo` (what may order the board and where it stands among the candidates).
     ``primary`` defaults to True for clean, augmented, ensemble and pool metrics. Registering a
     name twice replaces the entry only if it is the same function (module reloads); otherwise
     ValueError.
@@ -204,6 +220,10 @@ def register(
     unknown = [o for o in options if o not in OPTIONS]
     if unknown:
         raise ValueError(f"{name}: options {unknown} are not declared (options.option)")
+    if default_rank is not None and (primary is False or inputs in ("labels", "logits")):
+        raise ValueError(f"{name}: default_rank= is for a metric that may order the board")
+    if oracle and inputs != "labels":
+        raise ValueError(f"{name}: an oracle reads labels (inputs='labels'), got {inputs!r}")
 
     def decorate(fn: F) -> F:
         entry = MetricInfo(
@@ -215,7 +235,8 @@ def register(
             combine=fn if compute and inputs == "pool" else zoo_relative, scope=scope, solo=solo,
             function=fn, few_label=few_label,
             description=description or (fn.__doc__ or "").strip().split("\n")[0], prefix=prefix,
-            terms=terms,
+            terms=terms, default_rank=default_rank, width_sensitive=width_sensitive,
+            collapse_degenerate=collapse_degenerate, oracle=oracle,
         )
         old = REGISTRY.get(name)
         if old is not None and getattr(old.compute or old.combine, "__qualname__", None) != getattr(
@@ -265,6 +286,26 @@ def config_names() -> tuple[str, ...]:
     """Names a config's ``metrics:`` may list, in registration order (not the ``logits``
     estimates: SCORE computes them for every model with a head)."""
     return tuple(dict.fromkeys(m.config_name for m in label_free().values() if m.inputs != "logits"))
+
+
+def oracles() -> tuple[str, ...]:
+    """The label oracle's accuracies (``oracle=True``), in registration order: what the board's
+    in-domain accuracy, the label budget's reference and Tune's trial oracle read."""
+    return tuple(n for n, m in REGISTRY.items() if m.oracle)
+
+
+def default_preference() -> tuple[str, ...]:
+    """The metrics with a ``default_rank``, by it: the default order of the primary metric."""
+    ranked = [(m.default_rank, n) for n, m in REGISTRY.items() if m.default_rank is not None]
+    return tuple(n for _, n in sorted(ranked))
+
+
+def width_sensitive() -> frozenset[str]:
+    return frozenset(n for n, m in REGISTRY.items() if m.width_sensitive)
+
+
+def collapse_degenerate() -> frozenset[str]:
+    return frozenset(n for n, m in REGISTRY.items() if m.collapse_degenerate)
 
 
 def classifier_metrics() -> dict[str, MetricInfo]:
@@ -364,11 +405,9 @@ def ensemble_metric() -> MetricInfo:
 
 
 def solo_value(name: str, values: Mapping[str, float]) -> float:
-    """A pool metric's one-model value (its ``solo`` settings) from its terms' ``values``.
-
-    What a Tune trial reports for CLID and the probe's ``clid_raw`` (``100·CL + ID``). ValueError
-    for a metric with no one-model value; NaN when a term is missing or not finite.
-    """
+    """A pool metric's one-model value (its ``solo`` settings) from its terms' ``values``: what a
+    Tune trial reports for CLID and the probe's ``clid_raw`` (``100·CL + ID``). ValueError for a
+    metric with no one-model value; NaN when a term is missing or not finite."""
     import math
 
     import numpy as np

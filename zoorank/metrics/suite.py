@@ -43,7 +43,7 @@ from zoorank.metrics.label_free.reliability import (
     mean_knn_distance,
     neighborhood_consistency,
 )
-from zoorank.metrics.options import option, resolve_options
+from zoorank.metrics.score_options import option, resolve_options
 
 __all__ = ["duplicate_fraction", "ensemble_reliability", "label_free_suite", "nc_settings",
            "numerical_rank", "per_model_metrics", "select_samples"]
@@ -189,7 +189,7 @@ NC = "nc"
 
 @registry.register(
     NC, +1, "ensemble", options=("nc_k", "nc_reference_size", "nc_metric"), settings=nc_settings,
-    description="mean neighbourhood consistency over a seed ensemble (Park 2024)",
+    description="mean neighbourhood consistency over a seed ensemble (Park 2024)", default_rank=4,
 )
 def ensemble_reliability(
     members: list[Any], sample_ids: Any, options: Any = None, seed: int = 0

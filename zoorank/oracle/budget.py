@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.metrics.registry import BUDGET_SEPARATOR
+from zoorank.metrics.registry import BUDGET_SEPARATOR, oracles
 from zoorank.stats.agreement import (
     ResampledKendall,
     agreement,
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: oracle metrics the curve is measured against, in order of preference (the first is the headline).
-REFERENCE_ORACLES = ("knn_accuracy", "linear_probe_accuracy")
+REFERENCE_ORACLES = oracles()
 #: columns the budget rows add to ``agreement.parquet``.
 BUDGET_COLUMNS = ["labels_per_class", "budget_seed"]
 #: label-free rows of ``agreement.parquet`` that are not a metric of their own.

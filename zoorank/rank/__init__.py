@@ -206,6 +206,17 @@ def split_head_oracle(metrics: pd.DataFrame, oracle: pd.DataFrame
     return metrics[~is_head].reset_index(drop=True), oracle.reset_index(drop=True)
 
 
+def with_checkpoints(board: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
+    """``board`` with a ``checkpoint`` column: each model's checkpoint file (path or URI,
+    credentials removed), None for a model without one."""
+    from zoorank.store.redact import redact
+
+    files = {m.model_id: (redact(str(m.spec.checkpoint)) if getattr(m.spec, "checkpoint", None)
+                          else None) for m in models}
+    return board.assign(checkpoint=board["model_id"].map(files).astype("str")) if len(board) \
+        else board
+
+
 def write_rank_outputs(
     config: RunConfig,
     store: Store,
@@ -245,6 +256,7 @@ def write_rank_outputs(
     if manifest is None:
         manifest = build_catalog(config, models, store=store).fresh_manifest(store.read_manifest())
     board = with_priors(board, model_priors(models, manifest))
+    board = with_checkpoints(board, models)
     board, per_metric = _decide(config, store, board, settings, metrics, manifest, folds, health,
                                 oracle)
     agree = build_agreement(config, board, metrics, oracle)
@@ -270,7 +282,8 @@ def write_rank_outputs(
     # the verdict (decision.json) beside the leaderboard; the few-label picks `zoorank label`
     # recorded are kept
     decision = build_decision(board, settings, {m.model_id: m for m in models}, store.name,
-                              read_decision(store), unlabelled=unlabelled)
+                              read_decision(store), unlabelled=unlabelled, failed=failed,
+                              configured=len(models))
     store.replace_table(LEADERBOARD, board, metadata)
     write_decision(store, decision)
     write_if_changed(store, LEADERBOARD_CSV, board.to_csv(index=False).encode())

@@ -16,6 +16,7 @@ import pandas as pd
 
 from zoorank.config import RunConfig
 from zoorank.decide.leaderboard import metrics_fingerprint, ranking_vector
+from zoorank.decide.run_record import record_metric
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
 from zoorank.metrics.primary import default_for_coverage, default_order
@@ -28,7 +29,7 @@ from zoorank.stats.ranks import (
 )
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
-IN_DOMAIN_ACCURACY = ("knn_accuracy", "linear_probe_accuracy")
+IN_DOMAIN_ACCURACY = registry.oracles()
 
 
 def wide_table(long: pd.DataFrame, model_ids: Sequence[str]) -> pd.DataFrame:
@@ -105,8 +106,10 @@ def build_leaderboard(
     # there (missing is missing), and the aggregation renormalises over the datasets it has.
     # Unset, the default is chosen per dataset from the metrics that rank (nearly) every model
     # there (metrics.primary.default_for_coverage: NC only for a zoo of seed ensembles).
-    configured = config.rank.primary_metric
     order = default_order(config.metrics, augmented=bool(config.augmented_views))
+    # a calibration record named by the config (zoorank calibrate) orders the board by its
+    # metric unless rank.primary_metric names one
+    configured = config.rank.primary_metric or record_metric(config, order)
     primary: dict[str, str] = {}
     primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}
@@ -168,7 +171,7 @@ def build_leaderboard(
                                 "configured_primary_metric": config.rank.primary_metric,
                                 "dataset_weights": dict(config.rank.dataset_weights),
                                 "in_domain": None, "classifier_metric": head_metric,
-                                "mixed_signals": mixed}
+                                "mixed_signals": mixed, "record": config.record}
     if rank_table and model_ids:
         table = pd.DataFrame(rank_table, index=model_ids)
         weights = {k: v for k, v in config.rank.dataset_weights.items() if k in table.columns}

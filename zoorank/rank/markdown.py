@@ -45,11 +45,14 @@ def leaderboard_markdown(board: pd.DataFrame, failed: pd.DataFrame, settings: Ma
     if settings.get("in_domain"):
         lines.append(f"Joint rank: sqrt(rank · rank of `{settings['in_domain']}`) (CLID §3.5).")
     lines.append("")
-    verdict = decision_lines(decision, report="report/index.html")
-    checkpoint = ((decision or {}).get("pick") or {}).get("checkpoint")
+    verdict: list[str] = []
+    for line in decision_lines(decision, report="report/index.html"):
+        if line.startswith("  ") and verdict:  # a wrapped line continues its item: no width here
+            verdict[-1] += " " + line.strip()
+        else:
+            verdict.append(line)
     if verdict:
-        lines += ["## Decision", ""] + [f"* {line}" for line in verdict] + (
-            [f"* The pick's checkpoint: `{checkpoint}`"] if checkpoint else []) + [""]
+        lines += ["## Decision", ""] + [f"* {line}" for line in verdict] + [""]
     caveats = (decision or {}).get("caveats") or []
     if caveats:
         lines += ["## Caveats", ""] + [f"* {c}" for c in caveats] + [

@@ -127,7 +127,8 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
     # the libraries whose versions differ between the ranked models' embeddings (the console says so
     # after embed; the page says it beside the width warning)
     version_warning = mixed_versions(manifest[manifest["model_id"].isin(model_ids)])
-    decision = current_decision(store, board, settings, catalog.models, catalog.unlabelled())
+    decision = current_decision(store, board, settings, catalog.models, catalog.unlabelled(),
+                                failed)
     sections.append(decision_section(board, settings, agree_all, version_warning, decision))
     sections.append(leaderboard_section(board, leaderboard_headline(board, settings), settings))
 
@@ -201,7 +202,8 @@ def run_report(config: RunConfig, catalog: Catalog | None = None,
 
 def current_decision(store: Store, board: pd.DataFrame, settings: dict,
                      models: Sequence[Any],
-                     unlabelled: Mapping[str, int] | None = None) -> dict[str, Any]:
+                     unlabelled: Mapping[str, int] | None = None,
+                     failed: pd.DataFrame | None = None) -> dict[str, Any]:
     """The stored decision.json when it belongs to this leaderboard (same metric rows), else the
     same document built here from the leaderboard (a store ranked before decision.json existed,
     or a RANK that committed its leaderboard but not yet its decision; not written). The stored
@@ -211,7 +213,7 @@ def current_decision(store: Store, board: pd.DataFrame, settings: dict,
             "metrics_fingerprint"):
         return stored
     return build_decision(board, settings, {m.model_id: m for m in models}, store.name, stored,
-                          unlabelled=unlabelled)
+                          unlabelled=unlabelled, failed=failed, configured=len(models))
 
 
 def _dataset_sections(board: pd.DataFrame, metrics: pd.DataFrame, oracle: pd.DataFrame,

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from zoorank.metrics import registry
+
 MAX_RANK_CHART_MODELS = 30
 
 #: seed ensembles drawn in a dataset's NC box plot (the best and worst halves beyond it).
@@ -25,7 +27,7 @@ MAX_NC_BOXES = 40
 MAX_RELIABILITY_HISTOGRAMS = 6
 
 #: oracle metrics drawn against the label-free metrics, in order of preference (the first two found).
-SCATTER_ORACLES = ("knn_accuracy", "linear_probe_accuracy", "recall_at_1", "mdl")
+SCATTER_ORACLES = (*registry.oracles(), "recall_at_1", "mdl")
 
 #: label-free metrics drawn as labelled lines in the label-budget plot (the best by τ; the rest grey).
 BUDGET_LABELLED_METRICS = 3

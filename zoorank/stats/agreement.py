@@ -46,6 +46,18 @@ def _paired(metric_values: Any, oracle_values: Any) -> tuple[np.ndarray, np.ndar
     return m, o
 
 
+def kendall_tau(x: Any, y: Any) -> float:
+    """Kendall's τ-b of two aligned vectors (``scipy.stats.kendalltau``); NaN when either has a
+    NaN or ±Inf, has fewer than two values or is constant (τ is undefined there)."""
+    a, b = model_vector(x, "x"), model_vector(y, "y")
+    if a.shape != b.shape:
+        raise ValueError(f"x and y differ in length: {a.shape} vs {b.shape}")
+    if len(a) < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()) or np.ptp(a) == 0 \
+            or np.ptp(b) == 0:
+        return float("nan")
+    return float(stats.kendalltau(a, b).statistic)
+
+
 def top1_regret(metric_values: Any, oracle_values: Any, direction: int = 1,
                 oracle_direction: int = 1) -> tuple[float, float, float]:
     """(regret, oracle value of the metric's pick, best oracle value); regret ≥ 0 in oracle units.

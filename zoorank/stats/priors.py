@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from zoorank.stats.agreement import kendall_tau
 from zoorank.stats.ranks import check_direction, model_vector
 
 __all__ = [
@@ -59,10 +59,7 @@ def prior_tau(metric_values: Any, prior_values: Any, direction: int = 1) -> tupl
         raise ValueError(f"metric_values and prior_values differ in length: {m.shape} vs {p.shape}")
     direction = check_direction(direction)
     keep = np.isfinite(m) & np.isfinite(p)
-    n = int(keep.sum())
-    if n < 2 or np.ptp(m[keep]) == 0 or np.ptp(p[keep]) == 0:
-        return float("nan"), n
-    return float(stats.kendalltau(direction * m[keep], p[keep]).statistic), n
+    return kendall_tau(direction * m[keep], p[keep]), int(keep.sum())
 
 
 def confounds(

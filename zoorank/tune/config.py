@@ -23,7 +23,7 @@ from zoorank.config.loading import load_yaml, validation_message
 from zoorank.config.paths import rebase, resolve_dataset
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
-from zoorank.metrics.options import OPTIONS
+from zoorank.metrics.score_options import OPTIONS
 from zoorank.store import Store
 from zoorank.store.layout import TUNE_DIR, tune_dir
 

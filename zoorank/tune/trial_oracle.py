@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from zoorank.metrics import registry
 from zoorank.stats.agreement import agreement
 from zoorank.tune.config import TuneConfig, gpus_per_trial
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_oracle", "oracle_data", "oracle_summary"]
 
-ORACLE_COLUMNS = ("knn_accuracy", "linear_probe_accuracy")
+ORACLE_COLUMNS = registry.oracles()
 
 ORACLE_TRIALS_PER_TASK = 8
 

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from few_label_cases import digits_split
 
 from zoorank.metrics._checks import DegenerateInputWarning
 from zoorank.metrics.few_label.loss_data import loss_data_curve
-from zoorank.metrics.few_label.loss_data_costs import esc, mdl, sdl
 from zoorank.metrics.few_label.oracle_metrics import (
     knn_accuracy,
     knn_few_label,
@@ -21,14 +21,6 @@ from zoorank.metrics.few_label.oracle_metrics import (
 )
 
 # ----------------------------------------------------------------------------------- helpers
-
-
-def _digits_split(digits, n_train=1200):
-    images, labels = digits
-    X = images.reshape(len(images), -1)
-    perm = np.random.default_rng(0).permutation(len(X))
-    tr, te = perm[:n_train], perm[n_train:]
-    return X[tr], labels[tr], X[te], labels[te]
 
 
 def _dino_vote_reference(train_Z, train_y, test_Z, k, T):
@@ -52,9 +44,6 @@ def _pairwise_auroc(u, wrong):
     return wins / (len(pos) * len(neg))
 
 
-# --------------------------------------------------------------------------------- URL: R@1
-
-
 def test_recall_at_1_hand_case_a_is_one_half():
     Z = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
     r1, correct = recall_at_1(Z, [0, 0, 1, 0], return_correct=True)
@@ -67,9 +56,6 @@ def test_recall_at_1_excludes_self_but_counts_an_exact_duplicate():
     Z = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.1, 1.0]])
     _, correct = recall_at_1(Z, ["a", "a", "b", "c"], return_correct=True)
     np.testing.assert_array_equal(correct, [1, 1, 0, 0])
-
-
-# ------------------------------------------------------------------------------ URL: R-AUROC
 
 
 def test_r_auroc_hand_case_b_is_0_875():
@@ -107,9 +93,6 @@ def test_r_auroc_rejects_nan_non_binary_and_mismatched_inputs():
         r_auroc([0.1, 0.2, 0.3], [1, 0])
 
 
-# ------------------------------------------------------------------------ kNN and linear probe
-
-
 def test_knn_accuracy_matches_direct_numpy_dino_vote():
     rng = np.random.default_rng(2)
     centers = rng.standard_normal((4, 16))
@@ -126,12 +109,12 @@ def test_knn_accuracy_matches_direct_numpy_dino_vote():
 
 
 def test_knn_accuracy_is_high_on_digits(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits)
+    Xtr, ytr, Xte, yte = digits_split(digits)
     assert knn_accuracy(Xtr, ytr, Xte, yte) > 0.95
 
 
 def test_linear_probe_is_accurate_on_digit_pixels_and_at_chance_on_random_features(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits)
+    Xtr, ytr, Xte, yte = digits_split(digits)
     assert linear_probe_accuracy(Xtr, ytr, Xte, yte, seed=0) > 0.9
     rng = np.random.default_rng(3)
     noise_tr, noise_te = rng.standard_normal(Xtr.shape), rng.standard_normal(Xte.shape)
@@ -153,7 +136,7 @@ def test_linear_probe_single_c_and_validation():
 
 
 def test_oracle_accepts_torch_tensors_and_matches_numpy(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits, n_train=400)
+    Xtr, ytr, Xte, yte = digits_split(digits, n_train=400)
     Xte, yte = Xte[:300], yte[:300]
     t = torch.tensor
     assert knn_accuracy(t(Xtr, dtype=torch.float32), t(ytr), t(Xte), t(yte)) == knn_accuracy(
@@ -197,104 +180,6 @@ def test_oracle_rejects_nan_and_bad_shapes():
         loss_data_curve(X, y, X, y, [10], 1, probe="svm")
 
 
-# ----------------------------------------------------------------------------- loss-data curve
-
-NS = [10, 20, 40]
-LOSSES = [2.0, 1.0, 0.05]
-
-
-def test_sdl_mdl_esc_hand_case_at_eps_0_1():
-    # SDL = 10·1.9 + 10·0.9 + 20·0 ; MDL = 10·2 + 10·1 + 20·0.05 ; first n with loss <= 0.1.
-    assert sdl(NS, LOSSES, 0.1) == pytest.approx(28.0)
-    assert sdl(NS, LOSSES, 0.1, return_bound=True) == (pytest.approx(28.0), False)
-    assert mdl(NS, LOSSES) == pytest.approx(31.0)
-    assert esc(NS, LOSSES, 0.1) == 40
-    assert esc(NS, LOSSES, 0.1, return_bound=True) == (40, False)
-
-
-def test_sdl_and_esc_at_eps_0_01_are_flagged_bounds():
-    value, bounded = sdl(NS, LOSSES, 0.01, return_bound=True)
-    assert value == pytest.approx(19.9 + 9.9 + 0.8)  # 30.6, reported "> 30.6"
-    assert bounded
-    with pytest.warns(DegenerateInputWarning, match="lower bound"):
-        assert sdl(NS, LOSSES, 0.01) == pytest.approx(30.6)
-    assert esc(NS, LOSSES, 0.01, return_bound=True) == (40, True)  # "> 40"
-    with pytest.warns(DegenerateInputWarning, match="never reaches"):
-        assert esc(NS, LOSSES, 0.01) == math.inf
-
-
-def test_sdl_equals_mdl_minus_n_eps_when_loss_stays_above_eps():
-    ns = np.array([10, 15, 24, 38, 60])
-    losses = np.array([2.3, 1.9, 1.4, 1.1, 0.88])
-    eps = 0.1
-    value, bounded = sdl(ns, losses, eps, return_bound=True)
-    assert bounded
-    assert value == pytest.approx(mdl(ns, losses) - ns[-1] * eps)
-
-
-def test_left_edge_convention_codes_each_chunk_with_the_previous_model():
-    first = math.log(10)  # uniform code over 10 classes for (0, 10]
-    # chunks (0,10] (10,20] (20,40] coded at losses log 10, 2.0, 1.0
-    assert mdl(NS, LOSSES, edge="left", first_chunk_loss=first) == pytest.approx(
-        10 * first + 10 * 2.0 + 20 * 1.0
-    )
-    assert sdl(NS, LOSSES, 0.1, edge="left", first_chunk_loss=first) == pytest.approx(
-        10 * (first - 0.1) + 10 * 1.9 + 20 * 0.9
-    )
-    with pytest.raises(ValueError, match="first_chunk_loss"):
-        mdl(NS, LOSSES, edge="left")
-
-
-def test_curve_reducers_validate_their_input():
-    with pytest.raises(ValueError, match="increasing"):
-        mdl([10, 10, 40], LOSSES)
-    with pytest.raises(ValueError, match="NaN"):
-        sdl(NS, [2.0, np.nan, 0.05], 0.1)
-    with pytest.raises(ValueError, match="entries"):
-        esc(NS, LOSSES[:2], 0.1)
-    with pytest.raises(ValueError, match="eps"):
-        sdl(NS, LOSSES, -0.1)
-    with pytest.raises(ValueError, match="edge"):
-        mdl(NS, LOSSES, edge="middle")
-
-
-def test_loss_data_curve_decreases_with_n_on_digits(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits)
-    ns, losses, per_seed = loss_data_curve(
-        Xtr, ytr, Xte, yte, [640, 20, 160, 40], seeds=[0, 1], train_steps=300,
-        return_per_seed=True,
-    )
-    np.testing.assert_array_equal(ns, [20, 40, 160, 640])
-    assert per_seed.shape == (4, 2)
-    np.testing.assert_allclose(losses, per_seed.mean(axis=1))
-    assert np.all(np.diff(losses) < 0), losses
-    assert losses[-1] < 0.5 < math.log(10) < losses[0] + 1.0
-
-
-def test_loss_data_curve_point_depends_only_on_its_size_and_seed(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits)
-    threads = torch.get_num_threads()
-    _, alone = loss_data_curve(Xtr, ytr, Xte, yte, [300], seeds=[3], train_steps=50)
-    assert torch.get_num_threads() == threads  # a temporary single-thread setting is restored
-    _, together = loss_data_curve(Xtr, ytr, Xte, yte, [30, 300], seeds=[3, 4], train_steps=50)
-    _, again = loss_data_curve(Xtr, ytr, Xte, yte, [300], seeds=[3], train_steps=50)
-    assert again[0] == alone[0]  # deterministic
-    per = loss_data_curve(Xtr, ytr, Xte, yte, [30, 300], seeds=[3, 4], train_steps=50,
-                          return_per_seed=True)[2]
-    assert per[1, 0] == pytest.approx(alone[0], rel=1e-5)
-    assert together[1] == pytest.approx(per[1].mean())
-
-
-def test_loss_data_curve_mlp_probe_learns_and_feeds_the_reducers(digits):
-    Xtr, ytr, Xte, yte = _digits_split(digits)
-    ns, losses = loss_data_curve(
-        torch.tensor(Xtr), torch.tensor(ytr), Xte, yte, [20, 600], seeds=1,
-        probe="mlp", hidden_dim=32, train_steps=200, lr=1e-3,
-    )
-    assert losses[1] < losses[0]
-    assert mdl(ns, losses) > sdl(ns, losses, 0.1, return_bound=True)[0] > 0
-
-
 def test_return_correct_gives_each_test_points_correctness():
     # 1-NN by cosine, by hand: test point 0 is nearest train point 0 (class 0, right), test point
     # 1 nearest train point 1 (class 1, but its label is 0: wrong), test point 2 nearest 1 (right)
@@ -308,11 +193,6 @@ def test_return_correct_gives_each_test_points_correctness():
     acc, correct = linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:], return_correct=True)
     assert correct.shape == (30,) and acc == pytest.approx(correct.mean())
     assert acc == linear_probe_accuracy(X[:50], y[:50], X[50:], y[50:])
-
-
-# --------------------------------------------------------------------------------------------
-# kNN accuracy at a few labels per class
-# --------------------------------------------------------------------------------------------
 
 
 def loop_knn_few_label(X, y, k=20, temperature=0.07, max_folds=5):

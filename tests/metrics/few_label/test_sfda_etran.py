@@ -4,7 +4,7 @@ Independent references written here: a per-row loop for the energy (and its clos
 constant rows), the papers' step-by-step SFDA/ETran discriminant through SciPy's generalised
 eigenvectors (the reference code's route; the module solves with Σ⁻¹ directly), NCTI's three terms
 from an explicit PCA (NumPy SVD) and shrunk-LDA algebra (the module uses scikit-learn), and
-hand-computed min–max combinations. Features are scikit-learn digits pixels.
+hand-computed min–max combinations. Features are scikit-learn digits pixels600.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg
+from few_label_cases import softmax_rows
 
 from zoorank.metrics import (
     DegenerateInputWarning,
@@ -22,31 +23,10 @@ from zoorank.metrics import (
     etran_combine,
     etran_energy,
     minmax_across_zoo,
-    ncti,
     ncti_combine,
     registry,
     sfda,
 )
-
-
-@pytest.fixture(scope="module")
-def pixels(digits):
-    """600 digits images as 64 pixel features in [0, 1], with their labels."""
-    images, labels = digits
-    return images.reshape(len(images), -1)[:600] / 16.0, labels[:600]
-
-
-# --------------------------------------------------------------------------------------------
-# references
-# --------------------------------------------------------------------------------------------
-
-
-def softmax_rows(a):
-    out = np.empty_like(a)
-    for i, row in enumerate(a):
-        e = np.exp(row - row.max())
-        out[i] = e / e.sum()
-    return out
 
 
 def reference_lda_proba(X, y, s):
@@ -90,13 +70,8 @@ def reference_sfda(X, y):
     return np.mean([proba[i, classes.index(y[i])] for i in range(len(y))])
 
 
-# --------------------------------------------------------------------------------------------
-# ETran's energy
-# --------------------------------------------------------------------------------------------
-
-
-def test_etran_energy_is_the_mean_logsumexp_of_the_lowest_half_percent(pixels):
-    X, _ = pixels
+def test_etran_energy_is_the_mean_logsumexp_of_the_lowest_half_percent(pixels600):
+    X, _ = pixels600
     Z = 3.0 * X[:400] - 1.0
     energies = sorted(math.log(sum(math.exp(v) for v in row)) for row in Z)
     count = max(1, math.floor(0.005 * len(Z)))  # 2 of 400
@@ -131,13 +106,8 @@ def test_etran_energy_is_a_label_free_tune_objective_with_its_floor():
     assert any(issubclass(w.category, DegenerateInputWarning) for w in caught)
 
 
-# --------------------------------------------------------------------------------------------
-# SFDA
-# --------------------------------------------------------------------------------------------
-
-
-def test_sfda_matches_the_step_by_step_reference(pixels):
-    X, y = pixels
+def test_sfda_matches_the_step_by_step_reference(pixels600):
+    X, y = pixels600
     # λ_max(S_w) ≈ 0.3 here, so the adaptive shrinkage (≈ 0.2) is far from its floor
     assert 1e-3 < reference_shrinkage(X, y) < 0.9
     assert sfda(X, y) == pytest.approx(reference_sfda(X, y), rel=1e-9)
@@ -151,8 +121,8 @@ def test_sfda_matches_the_step_by_step_reference(pixels):
         assert sfda(Xw, yw) == pytest.approx(reference_sfda(Xw, yw), rel=1e-9)
 
 
-def test_sfda_prefers_true_labels_to_shuffled_ones(pixels):
-    X, y = pixels
+def test_sfda_prefers_true_labels_to_shuffled_ones(pixels600):
+    X, y = pixels600
     shuffled = np.random.default_rng(0).permutation(y)
     assert sfda(X, y) > sfda(X, shuffled) + 0.3
 
@@ -183,13 +153,8 @@ def test_sfda_budget_cells_record_the_saturation():
     assert "warning" not in by_name["logme:k5s0"]["params"]
 
 
-# --------------------------------------------------------------------------------------------
-# ETran
-# --------------------------------------------------------------------------------------------
-
-
-def test_etran_terms_are_the_discriminants_mean_true_class_probability_and_the_energy(pixels):
-    X, y = pixels
+def test_etran_terms_are_the_discriminants_mean_true_class_probability_and_the_energy(pixels600):
+    X, y = pixels600
     proba = reference_lda_proba(X, y, reference_shrinkage(X, y))
     classes = list(np.unique(y))
     lda = np.mean([proba[i, classes.index(y[i])] for i in range(len(y))])
@@ -209,62 +174,6 @@ def test_minmax_keeps_nan_and_makes_a_constant_term_zero():
     out = minmax_across_zoo([2.0, np.nan, 4.0, 3.0])
     np.testing.assert_allclose(out, [0.0, np.nan, 1.0, 0.5])
     np.testing.assert_array_equal(minmax_across_zoo([7.0, 7.0]), [0.0, 0.0])
-
-
-# --------------------------------------------------------------------------------------------
-# NCTI
-# --------------------------------------------------------------------------------------------
-
-
-def reference_ncti_terms(X, y, n_components=64, top=32):
-    """NCTI's terms from explicit algebra: PCA by SVD of the centred X, scikit-learn's shrunk
-    'eigen' LDA written out (per-class shrunk covariances weighted by priors; projection on the
-    top C − 1 generalised eigenvectors of (S_t − S_w, S_w); posteriors from Σ⁻¹)."""
-    n, d = X.shape
-    p = min(n_components, n, d)
-    Xc = X - X.mean(axis=0)
-    U, S, _ = np.linalg.svd(Xc, full_matrices=False)
-    P = U[:, :p] * S[:p]
-    variances = S[:p] ** 2 / (n - 1)
-    s = max(math.exp(-variances[:top].sum()), 1e-10)
-    assert s > 1e-10, "the reference covers the shrunk ('eigen') branch"
-    classes = list(np.unique(y))
-    C = len(classes)
-
-    def shrunk(A):
-        cov = np.cov(A.T, bias=True)
-        return (1 - s) * cov + s * np.trace(cov) / p * np.eye(p)
-
-    priors = np.array([np.mean(y == c) for c in classes])
-    means = np.stack([P[y == c].mean(axis=0) for c in classes])
-    Sw = sum(pr * shrunk(P[y == c]) for pr, c in zip(priors, classes))
-    St = shrunk(P)
-    evals, V = scipy.linalg.eigh(St - Sw, Sw)
-    V = V[:, np.argsort(evals)[::-1]]
-    low = P @ V[:, : min(C - 1, p)]
-    low = low - low.mean(axis=0)
-    seli = np.linalg.svd(low, compute_uv=False).sum()
-    coef = means @ np.linalg.inv(Sw)
-    proba = softmax_rows(P @ coef.T - 0.5 * np.diag(means @ coef.T) + np.log(priors))
-    codes = np.array([classes.index(v) for v in y])
-    ncc = np.mean(proba[np.arange(n), codes])
-    vc = math.log(sum(np.linalg.svd(proba[codes == c], compute_uv=False).sum()
-                      for c in range(C)))
-    return np.array([seli, ncc, vc])
-
-
-def test_ncti_terms_match_the_explicit_pca_and_shrunk_lda(pixels):
-    X, y = pixels
-    Z = 0.2 * X  # top-32 PCA variance ≈ 0.1: the shrunk branch
-    np.testing.assert_allclose(ncti(Z, y), reference_ncti_terms(Z, y), rtol=1e-6)
-    Zs, ys = Z[:200, :40], y[:200]  # fewer dimensions than the PCA asks for
-    np.testing.assert_allclose(ncti(Zs, ys), reference_ncti_terms(Zs, ys), rtol=1e-6)
-
-
-def test_ncti_combine_is_min_max_seli_plus_ncc_minus_vc():
-    # hand-computed: minmax(seli) = [0, 1, .5], minmax(ncc) = [1, 0, .5], minmax(vc) = [0, .5, 1]
-    out = ncti_combine([1.0, 3.0, 2.0], [0.9, 0.5, 0.7], [2.0, 3.0, 4.0])
-    np.testing.assert_allclose(out, [1.0, 0.5, 0.0], atol=1e-12)
 
 
 def test_the_new_scores_are_registered_few_label_scores():

@@ -21,6 +21,7 @@ from zoorank.metrics.registry import register
 __all__ = ["gbc"]
 
 
+@register("gbc", +1, "labels", few_label=True)
 def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
         seed: int = 0) -> float:
     """GBC: minus the summed Bhattacharyya coefficients between class Gaussians (Pándy et al. 2022).
@@ -67,4 +68,3 @@ def gbc(Z: Any, y: Any, n_components: int = 64, variance_floor: float = 1e-4,
     return float(-coeff.sum())
 
 
-register("gbc", +1, "labels", few_label=True)(gbc)

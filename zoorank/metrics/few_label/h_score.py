@@ -43,6 +43,7 @@ def _ledoit_wolf(Xc: np.ndarray) -> tuple[np.ndarray, float]:
     return shrunk, s
 
 
+@register("h_score", +1, "labels", few_label=True)
 def h_score(Z: Any, y: Any, shrinkage: bool = True) -> float:
     """H-score: tr(cov(f)⁻¹ · cov(E[f | y])) (Bao et al. 2019), shrunk by default (Ibrahim et al. 2022).
 
@@ -91,4 +92,3 @@ def h_score(Z: Any, y: Any, shrinkage: bool = True) -> float:
     return float(scale * np.sum(weighted.T * (inv @ weighted.T)))
 
 
-register("h_score", +1, "labels", few_label=True)(h_score)

@@ -40,6 +40,7 @@ def _rank_cutoff(values: np.ndarray, shape: tuple[int, int]) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+@register("logme", +1, "labels", few_label=True)
 def logme(Z: Any, y: Any, max_iter: int = 1000, tol: float = 1e-8) -> float:
     """LogME: mean over classes of the maximised log evidence per sample (You et al. 2021).
 
@@ -91,9 +92,6 @@ def logme(Z: Any, y: Any, max_iter: int = 1000, tol: float = 1e-8) -> float:
     for c in range(n_classes):
         evidence[c] = _logme_one(proj[:, c] ** 2, outside[c], s2, n, max_iter, tol)
     return float(np.mean(evidence) / n)
-
-
-register("logme", +1, "labels", few_label=True)(logme)
 
 
 def _logme_one(z2: np.ndarray, outside: float, s2: np.ndarray, n: int, max_iter: int,

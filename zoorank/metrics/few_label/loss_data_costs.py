@@ -50,6 +50,7 @@ def _riemann(
     return float(np.sum(widths * np.maximum(heights - eps, 0.0)))
 
 
+@register("mdl", -1, "labels")
 def mdl(
     ns: Any,
     losses: Any,
@@ -71,9 +72,8 @@ def mdl(
     return _riemann(n, L, 0.0, edge, first_chunk_loss)
 
 
-register("mdl", -1, "labels")(mdl)
-
-
+@register("sdl_eps", -1, "labels", prefix=True,
+         description="surplus description length at ε (sdl_eps<ε>)")
 def sdl(
     ns: Any,
     losses: Any,
@@ -114,10 +114,7 @@ def sdl(
     return value
 
 
-register("sdl_eps", -1, "labels", prefix=True,
-         description="surplus description length at ε (sdl_eps<ε>)")(sdl)
-
-
+@register("esc_eps", -1, "labels", prefix=True, description="ε sample complexity (esc_eps<ε>)")
 def esc(
     ns: Any,
     losses: Any,
@@ -152,4 +149,3 @@ def esc(
     return math.inf
 
 
-register("esc_eps", -1, "labels", prefix=True, description="ε sample complexity (esc_eps<ε>)")(esc)

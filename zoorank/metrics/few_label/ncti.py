@@ -19,6 +19,16 @@ from zoorank.metrics.registry import register
 __all__ = ["ncti", "ncti_combine"]
 
 
+def ncti_combine(seli: Any, ncc: Any, vc: Any) -> np.ndarray:
+    """NCTI over a zoo: ``minmax(S_seli) + minmax(S_ncc) − minmax(S_vc)`` (Wang et al. 2023).
+
+    One value per model in [−1, 2] (NaN where a term is NaN); higher is better. O(m) for m models.
+    """
+    return minmax_across_zoo(seli) + minmax_across_zoo(ncc) - minmax_across_zoo(vc)
+
+
+@register("ncti", +1, "labels", few_label=True, terms=("seli", "ncc", "vc"),
+         zoo_relative=ncti_combine)
 def ncti(Z: Any, y: Any, n_components: int = 64, top_components: int = 32,
          seed: int = 0) -> np.ndarray:
     """NCTI's three raw neural-collapse terms ``[S_seli, S_ncc, S_vc]`` of one model.
@@ -65,13 +75,3 @@ def ncti(Z: Any, y: Any, n_components: int = 64, top_components: int = 32,
     return np.array([seli, ncc, vc])
 
 
-def ncti_combine(seli: Any, ncc: Any, vc: Any) -> np.ndarray:
-    """NCTI over a zoo: ``minmax(S_seli) + minmax(S_ncc) − minmax(S_vc)`` (Wang et al. 2023).
-
-    One value per model in [−1, 2] (NaN where a term is NaN); higher is better. O(m) for m models.
-    """
-    return minmax_across_zoo(seli) + minmax_across_zoo(ncc) - minmax_across_zoo(vc)
-
-
-register("ncti", +1, "labels", few_label=True, terms=("seli", "ncc", "vc"),
-         zoo_relative=ncti_combine)(ncti)

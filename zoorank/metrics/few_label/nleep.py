@@ -26,6 +26,7 @@ def pca_projection(X: np.ndarray, n_components: int | float, seed: int) -> np.nd
     return PCA(n_components=n_components, svd_solver="full", random_state=seed).fit_transform(X)
 
 
+@register("nleep", +1, "labels", few_label=True)
 def nleep(
     Z: Any,
     y: Any,
@@ -91,4 +92,3 @@ def nleep(
     return float(np.mean(np.log(np.maximum(likelihood, np.finfo(np.float64).tiny))))
 
 
-register("nleep", +1, "labels", few_label=True)(nleep)

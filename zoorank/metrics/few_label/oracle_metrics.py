@@ -65,6 +65,7 @@ def oracle_split(
     return np.sort(tr), np.sort(te), note
 
 
+@register("knn_accuracy", +1, "labels", oracle=True)
 def knn_accuracy(
     train_Z: Any,
     train_y: Any,
@@ -116,9 +117,7 @@ def knn_accuracy(
     return (float(correct.mean()), correct) if return_correct else float(correct.mean())
 
 
-register("knn_accuracy", +1, "labels")(knn_accuracy)
-
-
+@register("linear_probe_accuracy", +1, "labels", oracle=True)
 def linear_probe_accuracy(
     train_Z: Any,
     train_y: Any,
@@ -205,9 +204,7 @@ def linear_probe_accuracy(
     return (float(correct.mean()), correct) if return_correct else float(correct.mean())
 
 
-register("linear_probe_accuracy", +1, "labels")(linear_probe_accuracy)
-
-
+@register("recall_at_1", +1, "labels")
 def recall_at_1(Z: Any, y: Any, return_correct: bool = False) -> float | tuple[float, np.ndarray]:
     """Recall@1 of the URL benchmark: does each point's cosine nearest neighbour share its class?
 
@@ -235,9 +232,8 @@ def recall_at_1(Z: Any, y: Any, return_correct: bool = False) -> float | tuple[f
     return (r1, correct) if return_correct else r1
 
 
-register("recall_at_1", +1, "labels")(recall_at_1)
-
-
+@register("r_auroc", +1, "labels", prefix=True,
+         description="R-AUROC of a reliability column (r_auroc_<column>)")
 def r_auroc(uncertainty: Any, correct: Any) -> float:
     """R-AUROC: how well an uncertainty ranks a model's own R@1 errors above its hits (URL).
 
@@ -277,15 +273,12 @@ def r_auroc(uncertainty: Any, correct: Any) -> float:
     return float(roc_auc_score(wrong, u))
 
 
-register("r_auroc", +1, "labels", prefix=True,
-         description="R-AUROC of a reliability column (r_auroc_<column>)")(r_auroc)
-
-
 # --------------------------------------------------------------------------------------------
 # kNN accuracy at a few labels per class
 # --------------------------------------------------------------------------------------------
 
 
+@register("knn_few_label", +1, "labels", few_label=True)
 def knn_few_label(Z: Any, y: Any, k: int = 20, temperature: float = 0.07,
                   max_folds: int = 5) -> float:
     """Cross-validated kNN accuracy on the labelled samples alone (Sorkhei et al. 2025).
@@ -330,4 +323,3 @@ def knn_few_label(Z: Any, y: Any, k: int = 20, temperature: float = 0.07,
     return float(correct / len(codes))
 
 
-register("knn_few_label", +1, "labels", few_label=True)(knn_few_label)

@@ -30,6 +30,7 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import softmax
 
 from zoorank.metrics._checks import (
     DegenerateInputWarning,
@@ -59,12 +60,6 @@ SFDA_SATURATION_GAP = 1e-3
 # --------------------------------------------------------------------------------------------
 # shared discriminant
 # --------------------------------------------------------------------------------------------
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=1, keepdims=True)
 
 
 class _Scatter(NamedTuple):
@@ -130,7 +125,7 @@ def _lda_proba(X: np.ndarray, codes: np.ndarray, n_classes: int, shrinkage: floa
     # logits = X Σ⁻¹ Mᵀ − ½ diag(M Σ⁻¹ Mᵀ) + log π, each product formed in the eigenbasis
     quad = np.einsum("cr,cr->c", along, inv_along) + np.einsum("cd,cd->c", outside, outside) / a
     logits = (X @ sc.basis.T) @ inv_along.T + (X @ outside.T) / a - 0.5 * quad
-    return _softmax(logits + np.log(sc.priors))
+    return softmax(logits + np.log(sc.priors), axis=1)
 
 
 def _rank_deficient(n: int, d: int, n_classes: int) -> bool:
@@ -189,7 +184,7 @@ def etran_energy(Z: Any, fraction: float = 0.005) -> float:
     settings=lambda o, seed: {"fraction": 0.005},
     guard=lambda details: "collapsed embedding: every row is equal" if details["collapsed"] else None,
     description="ETran energy: mean logsumexp of the features over the lowest 0.5% of samples "
-                "(Gholami 2023; label-free, raw features)",
+                "(Gholami 2023; label-free, raw features)", default_rank=14,
 )
 def _etran_energy_metric(Z: Any, fraction: float = 0.005) -> tuple[float, dict[str, Any]]:
     """:func:`etran_energy` with the collapse flag its guard reads."""
@@ -207,6 +202,7 @@ def _etran_energy_metric(Z: Any, fraction: float = 0.005) -> tuple[float, dict[s
 # --------------------------------------------------------------------------------------------
 
 
+@register("sfda", +1, "labels", few_label=True)
 def sfda(Z: Any, y: Any, shrinkage: float | None = None) -> float:
     """SFDA: mean true-class probability of a Fisher discriminant after self-challenging ConfMix.
 
@@ -253,7 +249,7 @@ def sfda(Z: Any, y: Any, shrinkage: float | None = None) -> float:
         if not 0 < shrinkage <= 1:
             raise ValueError(f"shrinkage must be in (0, 1], got {shrinkage}")
         s = float(shrinkage)
-    soft = _softmax(_lda_proba(X, codes, n_classes, s, scatter))
+    soft = softmax(_lda_proba(X, codes, n_classes, s, scatter), axis=1)
     means = scatter.means
     outer = (means.sum(axis=0) - means) / (n_classes - 1)  # mean of the other classes' means
     q = soft[np.arange(n), codes][:, None]
@@ -267,36 +263,9 @@ def sfda(Z: Any, y: Any, shrinkage: float | None = None) -> float:
     return value
 
 
-register("sfda", +1, "labels", few_label=True)(sfda)
-
-
 # --------------------------------------------------------------------------------------------
 # ETran (LDA + energy)
 # --------------------------------------------------------------------------------------------
-
-
-def etran(Z: Any, y: Any, fraction: float = 0.005) -> np.ndarray:
-    """ETran's two raw terms ``[S_lda, S_energy]`` of one model (Gholami et al. 2023).
-
-    * ``S_lda``: ``(1/n) Σ_i p(y_i | x_i)`` under the linear discriminant with SFDA's adaptively
-      shrunk within-class covariance (the paper's LDA-projected classifier, i.e. the first stage
-      of :func:`sfda` without ConfMix). The public code's ``eigh`` of the non-symmetric
-      ``S_w⁻¹S_b`` turns Σ⁻¹ into the identity; zoorank follows the paper's projection.
-    * ``S_energy``: :func:`etran_energy` with ``fraction``.
-
-    The ETran score of a zoo is :func:`etran_combine` of these terms over its models (RANK does it:
-    the normalisation is zoo-relative).
-
-    Returns
-    -------
-    numpy.ndarray, shape (2,)
-        ``[S_lda in (0, 1], S_energy]``; higher is better for both. Cost O(n·d·min(n, d)).
-    """
-    X, codes, n_classes = check_labelled(Z, y)
-    scatter = _scatter(X, codes, n_classes)
-    proba = _lda_proba(X, codes, n_classes, _adaptive_shrinkage(scatter), scatter)
-    lda_term = float(np.mean(proba[np.arange(X.shape[0]), codes]))
-    return np.array([lda_term, etran_energy(X, fraction=fraction)])
 
 
 def minmax_across_zoo(values: Any) -> np.ndarray:
@@ -324,5 +293,29 @@ def etran_combine(lda: Any, energy: Any, energy_weight: float = ETRAN_ENERGY_WEI
             + energy_weight * minmax_across_zoo(energy))
 
 
-register("etran", +1, "labels", few_label=True, terms=("lda", "energy"),
-         zoo_relative=etran_combine)(etran)
+@register("etran", +1, "labels", few_label=True, terms=("lda", "energy"),
+         zoo_relative=etran_combine)
+def etran(Z: Any, y: Any, fraction: float = 0.005) -> np.ndarray:
+    """ETran's two raw terms ``[S_lda, S_energy]`` of one model (Gholami et al. 2023).
+
+    * ``S_lda``: ``(1/n) Σ_i p(y_i | x_i)`` under the linear discriminant with SFDA's adaptively
+      shrunk within-class covariance (the paper's LDA-projected classifier, i.e. the first stage
+      of :func:`sfda` without ConfMix). The public code's ``eigh`` of the non-symmetric
+      ``S_w⁻¹S_b`` turns Σ⁻¹ into the identity; zoorank follows the paper's projection.
+    * ``S_energy``: :func:`etran_energy` with ``fraction``.
+
+    The ETran score of a zoo is :func:`etran_combine` of these terms over its models (RANK does it:
+    the normalisation is zoo-relative).
+
+    Returns
+    -------
+    numpy.ndarray, shape (2,)
+        ``[S_lda in (0, 1], S_energy]``; higher is better for both. Cost O(n·d·min(n, d)).
+    """
+    X, codes, n_classes = check_labelled(Z, y)
+    scatter = _scatter(X, codes, n_classes)
+    proba = _lda_proba(X, codes, n_classes, _adaptive_shrinkage(scatter), scatter)
+    lda_term = float(np.mean(proba[np.arange(X.shape[0]), codes]))
+    return np.array([lda_term, etran_energy(X, fraction=fraction)])
+
+

@@ -84,11 +84,12 @@ def _logits(x: Any, name: str) -> np.ndarray:
 
 
 def softmax(logits: Any, name: str = "logits") -> np.ndarray:
-    """Row-wise softmax of ``logits`` (n × K) in float64 (max-shifted; ``-inf`` → probability 0)."""
-    z = _logits(logits, name)
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    """Row-wise softmax of ``logits`` (n × K) in float64 (max-shifted; ``-inf`` → probability 0):
+    zoorank's one softmax, ``scipy.special.softmax`` after the logits' checks (2-D, numeric, no
+    NaN or +Inf, no row of only −inf)."""
+    from scipy.special import softmax as scipy_softmax
+
+    return scipy_softmax(_logits(logits, name), axis=1)
 
 
 def _source(source_logits: Any, source_labels: Any, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from zoorank.metrics._checks import (
     l2_normalize,
     to_numpy,
 )
-from zoorank.metrics.options import option
+from zoorank.metrics.score_options import option
 
 # A centred matrix whose norm is below this fraction of the raw input's norm is roundoff.
 _COLLAPSE_RTOL = 1e-10

@@ -18,8 +18,8 @@ from zoorank.metrics.label_free._spectrum import (
     is_negligible,
     sq_norm,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["alpha_req"]
 
@@ -95,7 +95,7 @@ def alpha_req(
 @register(
     "alpha_req", -1, "clean", options=("alpha_fit_range",), target=1.0,
     settings=lambda o, seed: {"fit_range": tuple(o["alpha_fit_range"])},
-    notes={"ranked_by": "-|alpha-1|"},
+    notes={"ranked_by": "-|alpha-1|"}, default_rank=13,
 )
 def _alpha_req_metric(Z: Any, fit_range: tuple[int, int]) -> tuple[float, dict[str, Any]]:
     """alpha-ReQ: power-law decay of the spectrum, ranked by |alpha - 1|."""

@@ -20,8 +20,8 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import kmeans
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import fixed, register
+from zoorank.metrics.score_options import option
 
 __all__ = ["cluster_learnability", "prequential_knn_accuracy", "clid"]
 
@@ -229,7 +229,7 @@ def _collapsed(details: dict[str, Any]) -> str | None:
     "cluster_learnability", +1, "clean", options=("cl_chunk_size",), tune_floor=0.0,
     settings=lambda o, seed: {"k": 1, "chunk_size": o["cl_chunk_size"], "seed": seed},
     notes={"n_clusters": "round(sqrt(n))", "normalize": True, "kmeans": "spherical"},
-    guard=_collapsed,
+    guard=_collapsed, default_rank=12,
 )
 def _cl_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
     """cluster learnability: 1-NN accuracy on k-means labels, K = round(√n)."""
@@ -238,6 +238,16 @@ def _cl_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
     return d["cl"], {"n_clusters": d["n_clusters"], "n_clusters_used": d["n_clusters_used"]}
 
 
+@register(
+    "clid_family", +1, "pool", config_name="clid", primary=False, scope="family",
+    requires=("cluster_learnability", "twonn_id"), settings=fixed(mode="zscore"),
+    description="CLID within each family", width_sensitive=True,
+)
+@register(
+    "clid", +1, "pool", tune_floor=0.0, requires=("cluster_learnability", "twonn_id"),
+    settings=fixed(mode="zscore"), solo={"mode": "raw_percent"},
+    description="CLID: z(CL) + z(ID) over the dataset's pool of models", default_rank=8, width_sensitive=True,
+)
 def clid(
     cl: Any,
     id_: Any,
@@ -277,18 +287,6 @@ def clid(
     if c.shape[0] < 2:
         raise ValueError(f"clid mode='zscore' needs at least 2 models, got {c.shape[0]}")
     return _zscore(c, "cl") + _zscore(d, "id_")
-
-
-register(
-    "clid", +1, "pool", tune_floor=0.0, requires=("cluster_learnability", "twonn_id"),
-    settings=fixed(mode="zscore"), solo={"mode": "raw_percent"},
-    description="CLID: z(CL) + z(ID) over the dataset's pool of models",
-)(clid)
-register(
-    "clid_family", +1, "pool", config_name="clid", primary=False, scope="family",
-    requires=("cluster_learnability", "twonn_id"), settings=fixed(mode="zscore"),
-    description="CLID within each family",
-)(clid)
 
 
 def _zscore(x: np.ndarray, name: str) -> np.ndarray:

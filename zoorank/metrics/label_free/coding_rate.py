@@ -15,8 +15,8 @@ from zoorank.metrics.label_free._spectrum import (
     gram,
     logdet_identity_plus,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["coding_rate", "coding_rate_reduction"]
 
@@ -38,6 +38,11 @@ def _rate(X: np.ndarray, eps2: float) -> float:
     return 0.5 * logdet_identity_plus(gram(X, normalize=True), m / (N * eps2))
 
 
+@register(
+    "coding_rate", +1, "clean", options=("coding_rate_eps2",),
+    settings=lambda o, seed: {"eps2": o["coding_rate_eps2"]}, notes={"normalize": True},
+    description="MCR² coding rate", default_rank=10, width_sensitive=True,
+)
 def coding_rate(Z: Any, eps2: float = 0.5) -> float:
     """MCR² coding rate R(Z, ε) of L2-normalised embeddings (Yu et al. 2020; spec A.5 item 2).
 
@@ -64,13 +69,6 @@ def coding_rate(Z: Any, eps2: float = 0.5) -> float:
     """
     X, eps2 = _check_coding_input(Z, eps2)
     return _rate(X, eps2)
-
-
-register(
-    "coding_rate", +1, "clean", options=("coding_rate_eps2",),
-    settings=lambda o, seed: {"eps2": o["coding_rate_eps2"]}, notes={"normalize": True},
-    description="MCR² coding rate",
-)(coding_rate)
 
 
 def coding_rate_reduction(

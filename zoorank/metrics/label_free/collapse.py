@@ -25,6 +25,11 @@ COLLAPSED_MAX_RANK = 1
 LOW_RANK_FRACTION = 0.01
 
 
+@register(
+    "numerical_rank", +1, "clean", config_name="collapse", primary=False, settings=fixed(),
+    notes={"tol": "max(sigma)*max(n,d)*eps(float32)"},
+    description="numerical rank (collapse diagnostic)", width_sensitive=True,
+)
 def numerical_rank(Z: Any) -> int:
     """Number of singular values of Z above ``max(σ) · max(n, d) · eps(float32)``.
 
@@ -43,13 +48,10 @@ def numerical_rank(Z: Any) -> int:
     return int(np.count_nonzero(sigma > top * max(n, d) * np.finfo(np.float32).eps))
 
 
-register(
-    "numerical_rank", +1, "clean", config_name="collapse", primary=False, settings=fixed(),
-    notes={"tol": "max(sigma)*max(n,d)*eps(float32)"},
-    description="numerical rank (collapse diagnostic)",
-)(numerical_rank)
-
-
+@register(
+    "duplicate_fraction", -1, "clean", config_name="collapse", primary=False, settings=fixed(),
+    notes={"exact": True}, description="share of exactly repeated rows (collapse diagnostic)",
+)
 def duplicate_fraction(Z: Any) -> float:
     """Share of rows that exactly repeat an earlier row: 1 − (distinct rows) / n.
 
@@ -60,12 +62,6 @@ def duplicate_fraction(Z: Any) -> float:
     X = X + np.float32(0.0)  # -0.0 and 0.0 compare equal but differ in bytes
     rows = X.view(np.dtype((np.void, X.dtype.itemsize * X.shape[1]))).ravel()
     return float(1.0 - np.unique(rows).size / X.shape[0])
-
-
-register(
-    "duplicate_fraction", -1, "clean", config_name="collapse", primary=False, settings=fixed(),
-    notes={"exact": True}, description="share of exactly repeated rows (collapse diagnostic)",
-)(duplicate_fraction)
 
 
 def collapse_flags(numerical_rank: float, duplicate_fraction: float, rankme: float, n: int,

@@ -20,8 +20,8 @@ from zoorank.metrics._checks import (
     warn_degenerate,
 )
 from zoorank.metrics.neighbors import knn
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import fixed, register
+from zoorank.metrics.score_options import option
 
 __all__ = ["twonn_id", "mle_id", "alignment", "uniformity"]
 
@@ -146,7 +146,7 @@ def twonn_id(
 @register(
     "twonn_id", +1, "clean", tune_floor=0.0,
     settings=fixed(discard_fraction=0.1, normalize=True, fit_intercept=False),
-    notes={"distance": "euclidean"},
+    notes={"distance": "euclidean"}, default_rank=5, width_sensitive=True,
 )
 def _twonn_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
     """TwoNN intrinsic dimension on L2-normalised rows."""
@@ -229,6 +229,7 @@ def mle_id(
 @register(
     "mle_id", +1, "clean", options=("mle_k",),
     settings=lambda o, seed: {"k": o["mle_k"], "normalize": True, "aggregate": "mean"},
+    default_rank=15, width_sensitive=True,
 )
 def _mle_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
     """Levina-Bickel MLE intrinsic dimension."""
@@ -266,7 +267,7 @@ def alignment(Z1: Any, Z2: Any, alpha: float = 2) -> float:
 
 @register(
     "alignment", -1, "augmented", settings=fixed(alpha=ALIGNMENT_ALPHA),
-    notes={"views": [0, 1], "normalize": True},
+    notes={"views": [0, 1], "normalize": True}, default_rank=6, collapse_degenerate=True,
 )
 def _alignment_metric(E: Any, alpha: float) -> float:
     """alignment of views 0 and 1 (Wang & Isola 2020)."""
@@ -275,6 +276,10 @@ def _alignment_metric(E: Any, alpha: float) -> float:
     return alignment(E[:, 0], E[:, 1], alpha=alpha)
 
 
+@register(
+    "uniformity", -1, "clean", settings=fixed(t=UNIFORMITY_T), notes={"normalize": True},
+    description="uniformity on the sphere (Wang & Isola 2020)", default_rank=7, collapse_degenerate=True,
+)
 def uniformity(Z: Any, t: float = 2, block_size: int = 2048) -> float:
     """Uniformity loss (Wang & Isola 2020): log E exp(−t ‖f̂(x_i) − f̂(x_j)‖₂²).
 
@@ -328,7 +333,3 @@ def uniformity(Z: Any, t: float = 2, block_size: int = 2048) -> float:
     return float(run_max + math.log(run_sum) - math.log(n_pairs))
 
 
-register(
-    "uniformity", -1, "clean", settings=fixed(t=UNIFORMITY_T), notes={"normalize": True},
-    description="uniformity on the sphere (Wang & Isola 2020)",
-)(uniformity)

@@ -27,8 +27,8 @@ from zoorank.metrics.label_free._spectrum import (
     rows64,
     sq_norm,
 )
-from zoorank.metrics.options import option
 from zoorank.metrics.registry import register
+from zoorank.metrics.score_options import option
 
 __all__ = ["lidar"]
 
@@ -246,7 +246,7 @@ def lidar(
 @register(
     "lidar", +1, "augmented", options=("lidar_delta", "lidar_delta_mode", "eps"), tune_floor=1.0,
     settings=lambda o, seed: {"delta": o["lidar_delta"], "eps": o["eps"],
-                              "delta_mode": o["lidar_delta_mode"]},
+                              "delta_mode": o["lidar_delta_mode"]}, default_rank=11, width_sensitive=True,
 )
 def _lidar_metric(E: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
     """LiDAR: smooth rank of the LDA matrix (Thilak 2024)."""

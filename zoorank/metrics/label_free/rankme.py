@@ -55,6 +55,12 @@ def _singular_values(X: np.ndarray, mean: np.ndarray | None) -> np.ndarray:
     return np.linalg.svd(B, compute_uv=False)
 
 
+@register(
+    "rankme", +1, "clean", options=("eps",), tune_floor=1.0,
+    settings=lambda o, seed: {"eps": o["eps"], "center": False},
+    description="RankMe: exp entropy of the normalised singular values (Garrido 2023)",
+    default_rank=1, width_sensitive=True,
+)
 def rankme(Z: Any, eps: float = 1e-7, center: bool = False) -> float:
     """RankMe: smooth effective rank of the singular values of an embedding matrix.
 
@@ -94,16 +100,10 @@ def rankme(Z: Any, eps: float = 1e-7, center: bool = False) -> float:
     return effective_rank(sigma, eps)
 
 
-register(
-    "rankme", +1, "clean", options=("eps",), tune_floor=1.0,
-    settings=lambda o, seed: {"eps": o["eps"], "center": False},
-    description="RankMe: exp entropy of the normalised singular values (Garrido 2023)",
-)(rankme)
-
-
 @register(
     "rankme_aug", +1, "augmented", options=("eps",), tune_floor=1.0,
     settings=lambda o, seed: {"eps": o["eps"], "center": False}, notes={"pooled": "n*q rows"},
+    default_rank=9, width_sensitive=True,
 )
 def rankme_aug(E: Any, eps: float = 1e-7, center: bool = False) -> tuple[float, dict[str, Any]]:
     """RankMe of the n·q augmented views pooled (n × q × d → n·q rows)."""
@@ -115,7 +115,7 @@ def rankme_aug(E: Any, eps: float = 1e-7, center: bool = False) -> tuple[float, 
     "rankme_norm", +1, "clean", options=("eps",),
     settings=lambda o, seed: {"eps": o["eps"], "center": False}, notes={"divided_by": "width"},
     description="RankMe / embedding width, in (0, 1]: comparable across widths "
-                "(a model that spreads over more of its width scores higher)",
+                "(a model that spreads over more of its width scores higher)", default_rank=3,
 )
 def rankme_norm(Z: Any, eps: float = 1e-7, center: bool = False) -> tuple[float, dict[str, Any]]:
     """RankMe divided by the embedding width d, in (0, 1]; higher is better.
@@ -134,7 +134,7 @@ def rankme_norm(Z: Any, eps: float = 1e-7, center: bool = False) -> tuple[float,
     settings=lambda o, seed: {"eps": o["eps"], "center": False, "seed": seed},
     notes={"projection": "random orthonormal", "dim": PROJECTION_DIM},
     description=f"RankMe after a seeded random orthonormal projection to {PROJECTION_DIM} dims "
-                "(the same for every model of a width): at most 64 at any width",
+                "(the same for every model of a width): at most 64 at any width", default_rank=2,
 )
 def rankme_proj(Z: Any, eps: float = 1e-7, center: bool = False, seed: int = 0
                 ) -> tuple[float, dict[str, Any]]:

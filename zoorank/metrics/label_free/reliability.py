@@ -70,14 +70,16 @@ def _members(
     if len(x) < min_members:
         raise ValueError(f"{name} needs at least {min_members} ensemble members, got {len(x)}")
     arrays = [check_array(z, f"{name}[{m}]", dtype=dtype) for m, z in enumerate(x)]
-    n = arrays[0].shape[0]
-    for m, z in enumerate(arrays):
-        if z.shape[0] != n:
-            raise ValueError(
-                f"{name}[{m}] has {z.shape[0]} rows but {name}[0] has {n}: every member must embed "
-                "the same points in the same order"
-            )
+    _same_along(arrays, name, 0, "rows", "every member must embed the same points in the same order")
     return arrays
+
+
+def _same_along(arrays: list[np.ndarray], name: str, axis: int, what: str, why: str) -> None:
+    """ValueError naming the first member whose size along ``axis`` differs from member 0's."""
+    size = arrays[0].shape[axis]
+    for m, z in enumerate(arrays):
+        if z.shape[axis] != size:
+            raise ValueError(f"{name}[{m}] has {z.shape[axis]} {what} but {name}[0] has {size}: {why}")
 
 
 def _check_pairs(test: list[np.ndarray], ref: list[np.ndarray]) -> None:
@@ -285,13 +287,8 @@ def feature_variance(test: Sequence[Any], normalize: bool = True) -> np.ndarray:
     (n,) float64 array, >= 0. Cost O(M · n · d), memory O(n · d).
     """
     members = _members(test, "test", min_members=2)
-    d = members[0].shape[1]
-    for m, z in enumerate(members):
-        if z.shape[1] != d:
-            raise ValueError(
-                f"test[{m}] has width {z.shape[1]} but test[0] has {d}: feature variance compares "
-                "coordinates across members and needs a common width"
-            )
+    _same_along(members, "test", 1, "columns", "feature variance compares coordinates across "
+                "members and needs a common width")
     if normalize:
         members = [l2_normalize(z) for z in members]
     mean = sum(members) / len(members)
