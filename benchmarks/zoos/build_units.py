@@ -347,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for s in ssl_sweeps.SWEEPS:
             state = "cached" if s.name in cached else "committed" if s.name in committed else ""
-            print(f"{s.name:<26} {s.method:<7} {s.dataset:<8} w{s.width:<3} {len(s.settings)} × {s.epochs} ep  "
-                  f"{'held out' if s.held_out else '':<8} {state:<9} {s.varies}")
+            print(f"{s.name:<26} {s.method:<7} {s.dataset:<8} w{s.width:<3} {len(s.settings)} "
+                  f"× {s.epochs} ep  {'held out' if s.held_out else '':<8} {state:<9} {s.varies}")
         print(f"+ {len(set(CARRIED_UNITS.values()))} carried units of validation_zoos.parquet")
         return 0
     unknown = sorted(set(args.only or ()) - set(names))

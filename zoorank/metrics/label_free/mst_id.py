@@ -45,6 +45,13 @@ def mst_length(X: Any, gamma: float = 1.0) -> float:
     return float(np.sum(edges**gamma))
 
 
+@register(
+    "mst_id", +1, "clean", tune_floor=0.0,
+    settings=lambda o, seed: {"gamma": 1.0, "n_sizes": 4, "repeats": 3, "normalize": True,
+                              "seed": seed},
+    notes={"distance": "euclidean", "sizes": "n, n/2, n/4, n/8"},
+    description="MST intrinsic dimension: γ/(1 − slope) of log MST length on log n (Costa & Hero)",
+)
 def mst_id(
     Z: Any,
     gamma: float = 1.0,
@@ -108,17 +115,3 @@ def mst_id(
         return {"id": value, "slope": slope, "sizes": sizes, "lengths": [float(v) for v in lengths],
                 "n_used": n, "n_duplicates_dropped": n_dup}
     return value
-
-
-@register(
-    "mst_id", +1, "clean", tune_floor=0.0,
-    settings=lambda o, seed: {"gamma": 1.0, "n_sizes": 4, "repeats": 3, "normalize": True,
-                              "seed": seed},
-    notes={"distance": "euclidean", "sizes": "n, n/2, n/4, n/8"},
-    description="MST intrinsic dimension: γ/(1 − slope) of log MST length on log n (Costa & Hero)",
-)
-def _mst_metric(Z: Any, **settings: Any) -> tuple[float, dict[str, Any]]:
-    """MST-length intrinsic dimension on L2-normalised rows."""
-    d = mst_id(Z, return_details=True, **settings)
-    return d["id"], {"slope": d["slope"], "n_used": d["n_used"],
-                     "n_duplicates_dropped": d["n_duplicates_dropped"]}
