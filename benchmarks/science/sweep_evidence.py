@@ -70,7 +70,8 @@ def paired_cell(a, b) -> str:
     if not d["n"]:
         return "—"
     lo, hi = d["interval_90"]
-    mark = " **excludes 0**" if hi < 0 or lo > 0 else ""
+    mark = (" **excludes 0: the pick is better**" if hi < 0 else
+            " **excludes 0: the pick is worse**" if lo > 0 else "")
     return f"{d['mean_diff_pp']:+.2f} [{lo:+.2f}, {hi:+.2f}] (n = {d['n']}){mark}"
 
 
