@@ -26,9 +26,29 @@ def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | N
 
 def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
               context: RunContext | None = None):
+    """EMBED, after every checkpoint was loaded on CPU (:func:`preflight`)."""
     from zoorank.embed import run_embed as _run
 
-    return _run(config, context=_context(config, catalog, context, address))
+    context = preflight(_context(config, catalog, context, address))
+    return _run(config, context=context)
+
+
+def preflight(context: RunContext) -> RunContext:
+    """Every checkpoint of the catalog loaded on CPU before any Ray actor is asked for
+    (:mod:`zoorank.zoo.preflight`): a misfit entry raises ConfigError (exit 2), an unreadable
+    file is that model's failure (EMBED records it); the context, with those models marked."""
+    from zoorank.catalog import build_catalog
+    from zoorank.zoo.duplicates import duplicate_lines
+    from zoorank.zoo.preflight import preflight as _check
+
+    catalog = context.catalog
+    checked = _check(catalog.models, store=context.store)
+    for line in duplicate_lines(catalog.models) + checked.lines():
+        print(line)
+    if checked.failed:
+        catalog = build_catalog(context.config, models=checked.models, store=context.store)
+        context = RunContext.of(context, catalog)
+    return context
 
 
 def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,

@@ -172,12 +172,17 @@ def _decision(config: Any) -> dict[str, Any]:
 
 
 def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    from zoorank.zoo.duplicates import duplicate_lines
     from zoorank.zoo.inspect import describe_zoo, head_classes
+    from zoorank.zoo.preflight import preflight, store_if_any
     from zoorank.zoo.resolve import resolve_models
 
-    models = resolve_models(config)
+    checked = preflight(resolve_models(config), store=store_if_any(config.store))
+    models = checked.models
     if not args.json:
         print(describe_zoo(models))
+        for line in duplicate_lines(models) + checked.lines():
+            print(line)
         return 0, None
     from zoorank.store import uris
     from zoorank.zoo.memory import count_parameters
@@ -204,7 +209,7 @@ def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
             "crop_pct": m.geometry.crop_pct, "mean": list(m.normalization.mean),
             "std": list(m.normalization.std),
             "parameters": None if m.unreadable else count_parameters(m),
-            "head": head, "unreadable": m.unreadable,
+            "head": head, "unreadable": m.unreadable, "duplicates": list(m.duplicates),
         })
     return 0, {"models": out}
 

@@ -39,7 +39,7 @@ def _entry_lines(entry: dict[str, Any], base: Path) -> list[str]:
 
 
 def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dict[str, Any]],
-           base: Path, input_size: int | None) -> str:
+           base: Path, input_size: int | None, config_name: str = "zoorank.yaml") -> str:
     """The config's text: a header, then ``store``, ``datasets``, ``models``, ``views`` and
     ``metrics`` with comments."""
     stamp = _dt.datetime.now().replace(microsecond=0).isoformat(sep=" ")
@@ -50,8 +50,9 @@ def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dic
         "# Relative paths are taken from this file's folder. Every field: `zoorank config "
         "schema`,",
         "# or the configuration reference of the docs. Check the lines marked TODO, then:",
-        "#   zoorank zoo THIS.yaml     # what the models resolve to, before anything runs",
-        "#   zoorank run THIS.yaml     # embed, score, rank, report",
+        f"#   zoorank zoo {config_name}     # what the models resolve to, every checkpoint "
+        "loaded",
+        f"#   zoorank run {config_name}     # embed, score, rank, report",
         "store: ./zoorank-store       # a folder (beside this file) or s3:// / gs://",
         "seed: 0",
         "datasets:",

@@ -190,17 +190,18 @@ def _check_layer(model: nn.Module, spec: ModelSpec) -> None:
         )
 
 
-def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu") -> nn.Module:
+def load_model(resolved: ResolvedModel, device: str | torch.device = "cpu",
+               state: Mapping[str, torch.Tensor] | None = None) -> nn.Module:
     """Build a resolved model with its checkpoint: eval mode, no grad, on ``device``.
 
     Returns a :class:`FeatureExtractor` mapping normalized ``(B, 3, H, W)`` to float32
     ``(B, dim)``; its :meth:`~FeatureExtractor.features_and_logits` adds the head's logits where
-    a head was found (``head`` attribute: its kind, None without). Raises CheckpointError with
-    the reason.
+    a head was found (``head`` attribute: its kind, None without). ``state``: the checkpoint's
+    state dict when the caller read it already (:mod:`zoorank.zoo.preflight`). Raises
+    CheckpointError with the reason.
     """
     spec = resolved.spec
-    state = None
-    if spec.checkpoint and spec.source == "timm" and heads_wanted(spec):
+    if state is None and spec.checkpoint and spec.source == "timm" and heads_wanted(spec):
         try:  # read once: its classifier decides num_classes, then it is loaded
             state = read_checkpoint(str(spec.checkpoint), trust=spec.trust_checkpoint,
                                     state_dict_key=spec.state_dict_key,

@@ -81,6 +81,9 @@ class ResolvedModel:
     #: a python model's classifier head as found on the driver (:mod:`zoorank.zoo.heads`); None
     #: for other sources and with heads off.
     head_search: HeadSearch | None = None
+    #: ids of the models with the same weights and spec, ranked as this one
+    #: (:mod:`zoorank.zoo.duplicates`); they are left out of the zoo.
+    duplicates: tuple[str, ...] = ()
 
     def wants(self, dataset: str) -> bool:
         """Whether this model is ranked on ``dataset``."""
@@ -103,7 +106,8 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None,
     Raises ConfigError naming the model when a glob matches nothing, a file, directory or cached
     model is missing, an architecture is unknown, a dataset is not the config's, or two models
     get the same id. A checkpoint that exists (or may) but cannot be read is no error: its model
-    comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring).
+    comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring). Identical
+    checkpoints come back once (:mod:`zoorank.zoo.duplicates`).
     """
     own = digests is None
     digests = _digest_cache(config.store, store) if digests is None else digests
@@ -136,7 +140,9 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None,
                           "on a case-insensitive file system")
     if own:
         digests.save()
-    return [model for _, model in resolved]
+    from zoorank.zoo.duplicates import drop_duplicates
+
+    return drop_duplicates([model for _, model in resolved])
 
 
 def _digest_cache(uri: str, store: Store | None = None) -> DigestCache:
