@@ -51,7 +51,7 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.oracle import resample
-from zoorank.score.heads import score_heads
+from zoorank.score.head_scores import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
@@ -135,15 +135,16 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
-              context: RunContext | None = None) -> pd.DataFrame:
+def run_score(context: RunContext | RunConfig, address: str | None = None,
+              catalog: Catalog | None = None) -> pd.DataFrame:
     """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
     returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
     console = Console(stderr=True)
     start = time.perf_counter()
-    context = RunContext.of(config if context is None else context, catalog, address)
+    context = RunContext.of(context, catalog, address)
+    config = context.config
     store, catalog = context.store, context.catalog
     models = catalog.models
     metrics = store.read_metrics()
