@@ -16,7 +16,7 @@ from PIL import Image
 
 from zoorank.cli import main
 from zoorank.config.loading import load_config
-from zoorank.init.checkpoints import glob_for
+from zoorank.init.checkpoint_entries import glob_for
 
 ARCH = "test_resnet"  # a tiny timm architecture (0.4 M parameters)
 

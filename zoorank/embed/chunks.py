@@ -21,8 +21,8 @@ from zoorank.console.embed_progress import Display
 from zoorank.embed import viewcache
 from zoorank.embed.decode_groups import Caches, Groups
 from zoorank.embed.entry_rows import VERIFY_THREADS, verified_row
-from zoorank.embed.plan import chunk_entries, slices_for
 from zoorank.embed.resources import Resources
+from zoorank.embed.work_plan import chunk_entries, slices_for
 from zoorank.store import Store
 from zoorank.zoo import Geometry, ResolvedModel, sources
 

@@ -23,7 +23,7 @@ What it looks for under FOLDER (hidden folders and stores skipped):
 weights). The file is written only if it validates (:func:`zoorank.config.loading.load_config`);
 paths in it are relative to its own folder.
 
-The modules: :mod:`~zoorank.init.scan` (the walk), :mod:`~zoorank.init.checkpoints`,
+The modules: :mod:`~zoorank.init.scan` (the walk), :mod:`~zoorank.init.checkpoint_entries`,
 :mod:`~zoorank.init.datasets`, :mod:`~zoorank.init.timm_names` (the entries) and
 :mod:`~zoorank.init.render` (the file's text); here, :func:`build_config` and
 :func:`init_command`.
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from zoorank.errors import ConfigError, InputError
-from zoorank.init.checkpoints import checkpoint_groups, describe_checkpoints
+from zoorank.init.checkpoint_entries import checkpoint_groups, describe_checkpoints
 from zoorank.init.datasets import _dataset_name, find_datasets
 from zoorank.init.render import _relative, render
 from zoorank.init.runs import RunGroup, run_groups, run_notes

@@ -60,7 +60,6 @@ from zoorank.catalog.stage_inputs import (
 )
 from zoorank.config import RunConfig
 from zoorank.console import output_console
-from zoorank.decide.intervals import UNCERTAINTY
 from zoorank.decide.leaderboard import (
     FAILED_COLUMNS,
     metrics_fingerprint,
@@ -69,6 +68,7 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.decide.rank_intervals import UNCERTAINTY
 from zoorank.decide.verdict import (
     DECISION_JSON,
     build_decision,

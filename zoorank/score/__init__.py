@@ -141,6 +141,8 @@ def run_score(context: RunContext | RunConfig, address: str | None = None,
     returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
+    from zoorank.console import counts_line
+
     console = Console(stderr=True)
     start = time.perf_counter()
     context = RunContext.of(context, catalog, address)
@@ -202,13 +204,13 @@ def run_score(context: RunContext | RunConfig, address: str | None = None,
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)
     rate = f", {scored / work_s * 60:.1f} models/min once Ray was up" if scored and work_s else ""
-    console.print(
-        f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
-        f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
-        f"updated, {heads} dataset(s) of classifier heads estimated, "
-        f"{len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
-        f"{elapsed:.1f} s{rate}"
-    )
+    console.print(counts_line("score", [
+        (scored, "model(s) scored"), (plan.up_to_date, "up to date"),
+        (len(plan.group_tasks), "ensemble(s)"),
+        (len({r["model_id"] for r in pool}), "pool score(s) updated"),
+        (heads, "dataset(s) of classifier heads estimated"),
+        (len(set(plan.failed)), "failed upstream"), (len(errors), "error(s)")],
+        f"{elapsed:.1f} s{rate}"), markup=False, highlight=False)
     for line in errors:
         console.print(f"[red]score: {line} (recorded as missing; a rerun tries it again)")
     table = store.read_metrics()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import torch

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from zoorank.zoo import sources
 from zoorank.zoo.checkpoints import (
     PREFIX_PRESETS,
     CheckpointError,
@@ -127,7 +128,7 @@ def suggest_fix(model: ResolvedModel) -> str | None:
     for value, used, state in ways:
         if value != spec.state_dict_prefix and _loads(model, state, state_dict_prefix=value):
             return _prefix_text(value, used)
-    if spec.source != "timm":
+    if not sources.get(spec.source).suggests_architectures:
         return None
     names = _architectures(obj, model)
     for value, used, state in ways:

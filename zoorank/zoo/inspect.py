@@ -51,6 +51,9 @@ class CheckpointReport:
     last_linear: tuple[str, int] | None = None
 
 
+#: weight names of an SSL projection or prediction head (never a classifier).
+_PROJECTOR = re.compile(r"(^|\.)(projector|projection|projection_head|proj|predictor|prototypes)"
+                        r"(\.|$)")
 #: weight names of classifier heads (timm's ``pretrained_cfg["classifier"]`` of common families).
 _CLASSIFIER_WEIGHT = re.compile(r"(^|\.)(fc|head|head\.fc|classifier|last_linear)\.weight$")
 
@@ -123,7 +126,9 @@ def inspect_checkpoint(
     if report.classifier is None:
         linear = [(k, shape[0]) for k, shape, _ in report.tensors
                   if len(shape) == 2 and k.endswith(".weight")]
-        report.last_linear = linear[-1] if linear else None
+        # a projector's (SSL) or predictor's weight is no classifier: no hint for it
+        report.last_linear = linear[-1] if linear and not _PROJECTOR.search(linear[-1][0]) \
+            else None
     for preset in PREFIX_PRESETS:
         with contextlib.suppress(CheckpointError):
             report.presets[preset] = select_prefix(obj, preset, state_dict_key, path)[0]

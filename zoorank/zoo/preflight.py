@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from zoorank.errors import ConfigError
+from zoorank.zoo import sources
 
 if TYPE_CHECKING:
     from zoorank.store import Store
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 #: the store file that remembers which (checkpoint, architecture, prefix, head) passed.
 CACHE_FILE = "cache/preflight.json"
-#: the sources whose checkpoint is a state dict loaded into a built network.
-_CHECKED_SOURCES = ("timm", "python", "transformers")
 
 
 @dataclass
@@ -117,7 +116,8 @@ def _first(err: BaseException) -> str:
 
 def _wanted(model: ResolvedModel) -> bool:
     spec = model.spec
-    return bool(spec.checkpoint) and model.unreadable is None and spec.source in _CHECKED_SOURCES
+    return bool(spec.checkpoint) and model.unreadable is None \
+        and sources.get(spec.source).state_dict_checkpoint
 
 
 def preflight(models: Sequence[ResolvedModel], store: Store | None = None,

@@ -55,6 +55,9 @@ class ModelSource:
     name_in_fingerprint: ClassVar[bool] = True
     #: a checkpoint is a state dict loaded into the built network (False: the file is the network)
     state_dict_checkpoint: ClassVar[bool] = True
+    #: whether a checkpoint that does not fit may be matched to another architecture of the
+    #: source by its parameter names and shapes (:mod:`zoorank.zoo.fixes`)
+    suggests_architectures: ClassVar[bool] = False
     #: ``layer:`` may name one of its submodules
     layers: ClassVar[bool] = True
     #: without a checkpoint the network starts from a seeded random initialisation

@@ -71,6 +71,7 @@ def timm_preprocessing(spec: ModelSpec, label: str) -> tuple[Geometry, Normaliza
 @register
 class TimmSource(ModelSource):
     """timm architectures (``resnet18``, ``convnext_tiny.fb_in1k``, ``hf-hub:timm/...``)."""
+    suggests_architectures = True
 
     name = "timm"
     traits = MODEL_SOURCES["timm"]
