@@ -177,7 +177,8 @@ def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(
     from zoorank.store import Store
 
     root, _ = ranked_store
-    doc = {**dict.fromkeys(KEYS), "pick": {"model_id": "proj-b", "metric": "rankme", "value": 14.38, "dataset": "digits"},
+    doc = {**dict.fromkeys(KEYS),
+           "pick": {"model_id": "proj-b", "metric": "rankme", "value": 14.38, "dataset": "digits"},
            "shortlist": {"models": ["proj-b", "rot-0"]}, "caveats": ["a caveat"],
            "disagreement": "2 of 2 label-free metrics put the pick first.",
            "next_step": {"command": "zoorank ask CONFIG --budget 40"}, "schema_version": 1}
