@@ -48,6 +48,8 @@ def record(monkeypatch):
     ``load_record``)."""
     def use(metrics):
         monkeypatch.setattr(S, "load_record", lambda: {"metrics": metrics, "zoos": {}})
+        # and no calibration record by unit (the shipped one would set the rule of its metric)
+        monkeypatch.setattr(S, "settings_record", lambda settings: None)
     return use
 
 
