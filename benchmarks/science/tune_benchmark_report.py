@@ -120,15 +120,28 @@ def space_figures(table: pd.DataFrame, objective: str, max_t: int, grace: int = 
     }
 
 
+#: the compute bound on ASHA's trial-epochs (a share of the grid's) an objective must keep
+MAX_FRACTION = 0.6
+
+
+def _choose(figures: dict[str, dict[str, dict]], spaces: list[str], key: str) -> str:
+    """The candidate with the lowest median ``key`` over ``spaces`` among those whose ASHA keeps
+    a median share of the grid's trial-epochs ≤ ``MAX_FRACTION`` (all, when none does); ties: the
+    higher mean τ."""
+    within = [o for o in figures
+              if np.median([figures[o][s]["asha_fraction"] for s in spaces]) <= MAX_FRACTION]
+    return min(within or list(figures),
+               key=lambda o: (np.median([figures[o][s][key] for s in spaces]),
+                              -np.nanmean([figures[o][s]["tau"] for s in spaces])))
+
+
 def loso(figures: dict[str, dict[str, dict]], key: str = "zoo_pick_regret") -> list[dict]:
-    """Leave one space out: the candidate with the lowest median ``key`` over the other spaces
-    (ties: the higher mean τ), applied to the held-out space."""
+    """Leave one space out: the candidate :func:`_choose` picks on the other spaces, applied to
+    the held-out one."""
     spaces = sorted(next(iter(figures.values())))
     folds = []
     for held in spaces:
-        rest = [s for s in spaces if s != held]
-        chosen = min(figures, key=lambda o: (np.median([figures[o][s][key] for s in rest]),
-                                             -np.nanmean([figures[o][s]["tau"] for s in rest])))
+        chosen = _choose(figures, [s for s in spaces if s != held], key)
         folds.append({"held_out": held, "chosen": chosen,
                       "regret": figures[chosen][held][key],
                       "fraction": figures[chosen][held]["asha_fraction"]})
@@ -138,9 +151,7 @@ def loso(figures: dict[str, dict[str, dict]], key: str = "zoo_pick_regret") -> l
 def choose_default(figures: dict[str, dict[str, dict]],
                    key: str = "zoo_pick_regret") -> str:
     """The protocol's choice on every space (what ships; its estimate is the held-out figure)."""
-    spaces = sorted(next(iter(figures.values())))
-    return min(figures, key=lambda o: (np.median([figures[o][s][key] for s in spaces]),
-                                       -np.nanmean([figures[o][s]["tau"] for s in spaces])))
+    return _choose(figures, sorted(next(iter(figures.values()))), key)
 
 
 def asha_check(table: pd.DataFrame, run: dict) -> dict:
@@ -204,7 +215,9 @@ def write_report(cache: Path, spaces: dict, out: Path, max_t: int = 6) -> dict:
         "## The default objective, chosen by leaving one space out",
         "",
         "For each space, the candidate with the lowest median regret of zoorank's pick on ASHA's "
-        "zoo over the *other* spaces (ties: the higher mean τ) is applied to it. Candidates: "
+        "zoo over the *other* spaces, among those whose ASHA kept a median share of the grid's "
+        f"trial-epochs ≤ {MAX_FRACTION:.0%} there (ties: the higher mean τ), is applied to it. "
+        "Candidates: "
         + ", ".join(f"`{c}`" for c in CANDIDATES) + ".",
         "",
         "| held-out space | chosen on the others | its regret there (pp) | ASHA's trial-epochs "
