@@ -253,6 +253,16 @@ def write_report(cache: Path, spaces: dict, out: Path, max_t: int = 6) -> dict:
         + (f" Held out: {_f(_median(held))} pp — "
            + ("met." if _median(held) <= 1.5 else "not met.") if folds else ""),
         "",
+        "Beside it (medians over the same spaces): a random pick "
+        f"{_f(_median([figures[default][s]['random_pick_regret'] for s in tables]))} pp; the "
+        "lowest final training loss of the full grid "
+        f"{_f(_median([figures[default][s]['lowest_loss_regret'] for s in tables]))} pp; the "
+        "training loss as ASHA's objective "
+        f"{_f(_median([figures['train_loss'][s]['zoo_pick_regret'] for s in tables]))} pp at "
+        f"{_median([figures['train_loss'][s]['asha_fraction'] for s in tables]):.0%} of the "
+        "grid's trial-epochs (it barely prunes: a loss falls every epoch, so a rung rarely "
+        f"stops a trial), which is over the {MAX_FRACTION:.0%} bound.",
+        "",
         "## Every objective on every space",
         "",
         "τ: Kendall τ-b of the objective at the last epoch against the truth over the grid's "
@@ -316,15 +326,18 @@ def write_report(cache: Path, spaces: dict, out: Path, max_t: int = 6) -> dict:
                      f"{c['seconds']:.0f} |")
     if not checks:
         lines.append("| (no real ASHA run finished) | | | | | |")
-    cost = []
+    cost, total = [], 0.0
     for s in tables:
         path = cache / f"{s}.cost.json"
         if path.exists():
             c = json.loads(path.read_text())
             cost.append(f"{s}: search {c['search']:.0f} s, scoring every epoch "
                         f"{c['scoring']:.0f} s")
+            total = total + c["search"] + c["scoring"]
     lines += ["", "## Cost", "",
               "Measured wall-clock on a 2-core machine shared with other work (0.25 CPU per "
-              "trial, the grid's 8 trials at a time; real ASHA one at a time): " + "; ".join(cost) + "."]
+              "trial, the grid's 8 trials at a time; real ASHA one at a time): " + "; ".join(cost)
+              + f"; {total / 60:.0f} min for the grids in all, plus the real ASHA runs' "
+              f"{sum(c['seconds'] for _, c in checks) / 60:.0f} min."]
     out.write_text("\n".join(lines) + "\n")
     return {"figures": figures, "folds": folds, "default": default}
