@@ -1,6 +1,6 @@
 """Fold rows and health rows for a store written by ``rank_fixtures.write_store`` (no Ray): what
-SCORE would write, computed with the same functions (``zoorank.oracle.resample``,
-``zoorank.stats.health``) and fingerprints."""
+SCORE would write, computed with the same functions (``zoorank.score.fold_rows``,
+``zoorank.oracle.resample``'s fingerprints, ``zoorank.stats.health``)."""
 
 from __future__ import annotations
 
@@ -14,23 +14,24 @@ from zoorank.store import Store
 def write_fold_and_health_rows(store: Store, config, n: int = 300) -> None:
     from zoorank.catalog import build_catalog
     from zoorank.oracle import resample
+    from zoorank.score import fold_rows
     from zoorank.stats.health import embedding_health
 
     catalog = build_catalog(config)
     manifest = catalog.fresh_manifest(store.read_manifest())
     metrics = catalog.fresh_metrics(store, manifest)
-    names = resample.resampled_metrics(config)
+    names = fold_rows.resampled_metrics(config)
     entries = {(r.dataset, r.model_id): str(r.fingerprint)
                for r in manifest.itertuples(index=False) if r.status == "done"}
     folds, health = [], []
     for i, ds in enumerate(d.name for d in config.datasets):
         ids, _, models = embeddings(n, offset=i * n)
         for mid, Z in models.items():
-            values = resample.fold_values(ids, Z, None, None, names, config.score, config.seed)
+            values = fold_rows.fold_values(ids, Z, None, None, names, config.score, config.seed)
             rows = metrics[(metrics["model_id"] == mid) & (metrics["dataset"] == ds)]
             for r in rows.itertuples(index=False):
                 if r.metric in values and np.isfinite(r.value):
-                    folds += resample.fold_rows(
+                    folds += fold_rows.fold_rows(
                         mid, ds, r.metric, values[r.metric],
                         resample.fold_fingerprint(r.fingerprint, config.score))
             health.append({"model_id": mid, "dataset": ds, **embedding_health(Z),

@@ -94,11 +94,10 @@ def architecture(resolved: ResolvedModel, network: nn.Module) -> dict[str, Any]:
     """What to build the bare network from: source, name, model_kwargs (timm: ``num_classes``
     as built), and how its output is pooled."""
     from zoorank.store.uris import redact
+    from zoorank.zoo import sources
 
     spec = resolved.spec
-    kwargs = dict(spec.model_kwargs)
-    if spec.source == "timm":
-        kwargs["num_classes"] = int(getattr(network, "num_classes", 0) or 0)
+    kwargs = {**spec.model_kwargs, **sources.get(spec.source).built_kwargs(network)}
     return {"source": spec.source, "name": redact(spec.name), "model_kwargs": kwargs,
             "pooling": spec.pooling, "layer": spec.layer}
 

@@ -118,14 +118,15 @@ def _tree_bytes(store: Store, relpath: str) -> int:
     return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
 
 
-def run_gc(config: RunConfig, dry_run: bool = False, models: Any = None,
-           catalog: Catalog | None = None, context: RunContext | None = None) -> GcReport:
+def run_gc(context: RunContext | RunConfig, dry_run: bool = False, models: Any = None,
+           catalog: Catalog | None = None) -> GcReport:
     """Delete what ``config``'s store has and its catalog does not; returns what was (or would be)
     removed."""
     from rich.console import Console
 
     grace = float(os.environ.get("ZOORANK_GC_GRACE_SECONDS", GC_GRACE_SECONDS))
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(context, catalog)
+    config = context.config
     if catalog is None and models is not None:  # the models given, not the config's zoo
         catalog = build_catalog(config, models, store=context.store)
     catalog = context.catalog if catalog is None else catalog

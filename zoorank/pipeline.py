@@ -12,9 +12,17 @@ This module wires stages only: ``--watch``'s loop is :mod:`zoorank.watch`, REPOR
 
 from __future__ import annotations
 
+import pandas as pd
+
+from zoorank import embed, gc, rank, score
 from zoorank.catalog import Catalog
 from zoorank.catalog.context import RunContext
 from zoorank.config import RunConfig
+from zoorank.decide.leaderboard import read_leaderboard
+from zoorank.decide.verdict import update_few_label
+from zoorank.labels import ask, merge, stopping
+from zoorank.report.page import Section, Table
+from zoorank.report.skip import report_unless_current
 
 
 def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | None,
@@ -26,27 +34,39 @@ def _context(config: RunConfig, catalog: Catalog | None, context: RunContext | N
 
 def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
               context: RunContext | None = None):
-    from zoorank.embed import run_embed as _run
+    """EMBED, after every checkpoint was loaded on CPU (:func:`preflight`)."""
+    return embed.run_embed(preflight(_context(config, catalog, context, address)))
 
-    return _run(config, context=_context(config, catalog, context, address))
+
+def preflight(context: RunContext) -> RunContext:
+    """Every checkpoint of the catalog loaded on CPU before any Ray actor is asked for
+    (:mod:`zoorank.zoo.preflight`): a misfit entry raises ConfigError (exit 2), an unreadable
+    file is that model's failure (EMBED records it); the context, with those models marked."""
+    from zoorank.catalog import build_catalog
+    from zoorank.zoo.duplicates import duplicate_lines
+    from zoorank.zoo.preflight import preflight as _check
+
+    catalog = context.catalog
+    checked = _check(catalog.models, store=context.store)
+    for line in duplicate_lines(catalog.models) + checked.lines():
+        print(line)
+    if checked.failed:
+        catalog = build_catalog(context.config, models=checked.models, store=context.store)
+        context = RunContext.of(context, catalog)
+    return context
 
 
 def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
               context: RunContext | None = None):
-    from zoorank.score import run_score as _run
-
-    return _run(config, context=_context(config, catalog, context, address))
+    return score.run_score(_context(config, catalog, context, address))
 
 
 def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
              check: bool = True, catalog: Catalog | None = None, context: RunContext | None = None):
     """RANK; raises NothingRankedError (exit 3) when no model could be ranked (``check``)."""
-    from zoorank.rank import check_ranked
-    from zoorank.rank import run_rank as _run
-
-    board = _run(config, show=show, context=_context(config, catalog, context, address))
+    board = rank.run_rank(_context(config, catalog, context, address), show=show)
     if check:
-        check_ranked(board)
+        rank.check_ranked(board)
     return board
 
 
@@ -57,31 +77,21 @@ def run_report(config: RunConfig, address: str | None = None, catalog: Catalog |
 
     Skipped (the page is not re-rendered) when it was rendered from the same inputs and code
     (:mod:`zoorank.report.skip`); the leaderboard is printed anyway."""
-    from zoorank.decide.leaderboard import read_leaderboard
-    from zoorank.rank import check_ranked
-    from zoorank.report.skip import report_unless_current
-
     context = _context(config, catalog, context, address)
-    out = report_unless_current(config, context=context,
-                                extra_sections=lambda: _label_sections(config, context))
+    out = report_unless_current(context, extra_sections=lambda: _label_sections(context))
     if check:
-        import pandas as pd
-
         board, _ = read_leaderboard(context.store)
-        check_ranked(board if board is not None else pd.DataFrame())
+        rank.check_ranked(board if board is not None else pd.DataFrame())
     return out
 
 
-def _label_sections(config: RunConfig, context: RunContext | None = None) -> list:
+def _label_sections(context: RunContext) -> list:
     """The report's sections on the labels given back (``zoorank ask`` / ``label``): the
     stopping rule as it stands (:func:`zoorank.labels.stopping.summary`) of every dataset with
     labels given back, in the config's order; none before any label."""
-    from zoorank.labels.stopping import summary
-    from zoorank.report.page import Section, Table
-
     sections = []
-    for spec in config.datasets:  # a dataset name is a valid HTML id (config.NAME_PATTERN)
-        got = summary(config, spec.name, context=context)
+    for spec in context.config.datasets:  # a dataset name is a valid HTML id (NAME_PATTERN)
+        got = stopping.summary(context, spec.name)
         if got is None:
             continue
         rows = got.get("rows") or []
@@ -99,22 +109,19 @@ def run_all(config: RunConfig, address: str | None = None, context: RunContext |
     NothingRankedError (exit 3) is raised. ``context``: the command's, when it has one (the watch
     loop's rounds, the demo); else one is built here, once, for every stage.
     """
-    from zoorank.rank import check_ranked
-
     context = _context(config, None, context, address)
     run_embed(config, context=context)
     run_score(config, context=context)
     board = run_rank(config, show=False, check=False, context=context)  # the report prints
     out = run_report(config, context=context, check=False)
-    check_ranked(board)
+    rank.check_ranked(board)
     return out
 
 
-def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False):
+def run_gc(config: RunConfig, address: str | None = None, dry_run: bool = False,
+           context: RunContext | None = None):
     """Delete what the config no longer describes (stale rows, orphaned shards); see zoorank.gc."""
-    from zoorank.gc import run_gc as _run
-
-    return _run(config, dry_run=dry_run, context=RunContext(config, address=address))
+    return gc.run_gc(_context(config, None, context, address), dry_run=dry_run)
 
 
 def run_ask(config: RunConfig, budget: int, round_: int | None = None,
@@ -122,27 +129,21 @@ def run_ask(config: RunConfig, budget: int, round_: int | None = None,
             sampler: str | None = None):
     """``zoorank ask``: one round of images to label (:mod:`zoorank.labels.ask`); ``sampler``:
     None for the zoo kind's default (:func:`zoorank.labels.stopping.resolve_sampler`)."""
-    from zoorank.labels.ask import run_ask as _run
-
-    return _run(config, budget, round_=round_, dataset=dataset, max_labels=max_labels,
-                sampler=sampler, context=RunContext(config))
+    return ask.run_ask(RunContext(config), budget, round_=round_, dataset=dataset,
+                       max_labels=max_labels, sampler=sampler)
 
 
 def run_label(config: RunConfig, path: str, dataset: str | None = None,
               max_labels: int | None = None, rank: bool = True, address: str | None = None):
     """``zoorank label``: merge labels (:mod:`zoorank.labels.merge`), then RANK, which recomputes
     the oracle, few-label scores and agreement of the datasets whose labels changed."""
-    from zoorank.labels.merge import run_label as _run
-
     context = RunContext(config, address=address)
-    merged = _run(config, path, dataset=dataset, max_labels=max_labels, context=context)
+    merged = merge.run_label(context, path, dataset=dataset, max_labels=max_labels)
     if merged.added:  # the labels given back change the catalog's labels fingerprints
         context.labels_merged()
     if rank and merged.added:
         run_rank(config, show=False, check=False, context=context)
         # RANK (re)writes decision.json: the few-label pick goes back in, after it
-        from zoorank.decide.verdict import update_few_label
-
         merged.recorded = update_few_label(context.store, merged.dataset,
                                            merged.few_label) is not None
     return merged

@@ -43,8 +43,10 @@ def architecture_key(model: ResolvedModel) -> str:
     """The architecture a model's throughput is shared with: source, name, kwargs, input size."""
     spec = model.spec
     kwargs = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(spec.model_kwargs.items()))
-    name = spec.name if spec.source in ("timm", "python") else f"{spec.source} model"
-    if spec.source in ("transformers", "torchscript"):
+    from zoorank.config.model_spec import source_traits
+
+    name = spec.name  # an architecture or a factory; a file or folder: its last part
+    if source_traits(spec.source).name_is_path != "no":
         name = str(spec.name).rstrip("/").rsplit("/", 1)[-1]
     return f"{spec.source}:{name}" + (f"({kwargs})" if kwargs else "") + \
         f" @{model.geometry.input_size}px"

@@ -205,7 +205,7 @@ def markdown(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, A
 
 def record(table: pd.DataFrame, infos: list[dict[str, Any]], lozo: dict[str, Any],
            command: str, commit: str) -> dict[str, Any]:
-    """The metric record the report reads (``zoorank.report.metric_record``)."""
+    """The metric record the report reads (``zoorank.report.metric_record_page``)."""
     held = lozo["held_out"]
     metrics: dict[str, Any] = {}
     for cand, sub in table.groupby("candidate"):

@@ -6,7 +6,8 @@ For every zoo (a run config whose store holds a finished ``zoorank run`` with th
 * Kendall τ-b of the candidate's order against each oracle (all ranked models; positive = agrees),
 * the candidate's **top set** (the rank-consistent Model Confidence Set over the fold bootstrap of
   the evaluation images, computed exactly as the RANK stage does:
-  :func:`zoorank.decide.intervals.metric_uncertainty`, :func:`zoorank.stats.uncertainty.rank_uncertainty`,
+  :func:`zoorank.decide.rank_intervals.metric_uncertainty`,
+  :func:`zoorank.stats.uncertainty.rank_uncertainty`,
   blocking health flags respected) and, beside it, the size the old rule gave ("at least as good as
   the point-best model in ≥ 1 − c of the replicates"),
 * the **oracle's own top set** (the same fold bootstrap and MCS over the oracle's per-fold
@@ -126,8 +127,8 @@ def candidates(config: Any, board: pd.DataFrame, folds: pd.DataFrame,
                blocked: Mapping[str, np.ndarray], dataset: str) -> dict[str, dict[str, Any]]:
     """name → {"order": oriented point values (higher = better), "top": bool per model}."""
     from zoorank.decide.concordance import consensus
-    from zoorank.decide.intervals import metric_uncertainty
-    from zoorank.decide.intervals import unflagged_uncertainty as rank_uncertainty
+    from zoorank.decide.rank_intervals import metric_uncertainty
+    from zoorank.decide.rank_intervals import unflagged_uncertainty as rank_uncertainty
     from zoorank.metrics.primary import WIDTH_SENSITIVE
     from zoorank.stats.uncertainty import replicate_ranks
 

@@ -376,8 +376,11 @@ def metrics_reference() -> str:
         floor = "—" if m.tune_floor is None else f"{m.tune_floor:g}"
         rows.append(f"| `{name}` | {m.inputs} | {direction} | {'yes' if m.primary else 'no'} | "
                     f"{options} | {floor} | {_cell(first) or '—'} |")
-    return ("| metric | inputs | direction | may order the board | `score:` options | Tune floor "
-            "| what it measures |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+    # in a div the site's CSS keeps names whole (docs/stylesheets/extra.css: .metrics-reference)
+    return ("<div class=\"metrics-reference\" markdown>\n\n"
+            "| metric | inputs | direction | may order the board | `score:` options | Tune floor "
+            "| what it measures |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+            + "\n\n</div>")
 
 
 def store_reference() -> str:

@@ -366,3 +366,18 @@ def test_labels_given_back_count_once_against_the_budget_and_keep_the_unlabelled
     doc = update_few_label(store, "photos", {"model_id": "a", "p_best": 0.4, "labels": 60})
     assert doc["next_step"]["budget"] == 140 and doc["next_step"]["unlabelled"] == 180
     assert doc["next_step"]["command"] == "zoorank ask zoo.yaml --budget 140"
+
+
+def test_the_card_leads_with_the_few_label_pick_and_lists_the_failed_models(ranked):
+    from zoorank.decide.verdict import verdict_entry
+    from zoorank.report.decision_screen import card_context
+
+    doc = _doc(ranked[0])
+    few = {"digits": {"model_id": "proj-b", "p_best": 0.8123, "labels": 60}}
+    doc = {**doc, "few_label": few, "verdict": verdict_entry(doc["pick"], few)}
+    board = pd.read_csv(ranked[0] / "leaderboard.csv")
+    card = card_context(doc, board, {"primary_metric": {"digits": "rankme"}})
+    assert card["first_few"]["model_id"] == "proj-b" and card["first_few"]["p_best_text"] == "0.81"
+    assert card["pick"]["model_id"] == doc["pick"]["model_id"]  # the label-free one beside it
+    failed = {f["model_id"] for f in doc["failed"]}
+    assert failed and all(m in " ".join(card["failure_lines"]) for m in failed)

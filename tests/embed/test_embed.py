@@ -36,7 +36,7 @@ from zoorank.data.images import decode_image
 from zoorank.data.sources import index_samples
 from zoorank.data.views import clean_view, make_views
 from zoorank.embed import run_embed
-from zoorank.embed.plan import chunk_models
+from zoorank.embed.work_plan import chunk_models
 from zoorank.errors import ConfigError, InputError
 from zoorank.store import Store
 from zoorank.zoo import load_model, resolve_models
@@ -560,7 +560,7 @@ def test_a_worker_node_lost_mid_embed_loses_no_model(tmp_path):
 
 # -- issue 9/10: concurrent chunks, compact entries, verified manifest, honest fingerprints --------
 def test_verify_rows_accepts_exactly_one_row_per_sample_and_view_index():
-    from zoorank.embed.plan import verify_rows
+    from zoorank.embed.work_plan import verify_rows
 
     ids = np.array([4, 9, 11])
     sid, vi = np.repeat(ids, 3), np.tile(np.arange(3), 3)
@@ -578,7 +578,7 @@ def test_verify_rows_accepts_exactly_one_row_per_sample_and_view_index():
 def test_auto_device_is_cuda_when_the_cluster_has_or_can_add_gpus():
     from zoorank.catalog import planned_precision
     from zoorank.config import EmbedOptions
-    from zoorank.embed.plan import choose_device
+    from zoorank.embed.work_plan import choose_device
 
     assert choose_device("auto", 0, 0) == "cpu"
     assert choose_device("auto", 2, 0) == "cuda"
@@ -592,7 +592,7 @@ def test_auto_device_is_cuda_when_the_cluster_has_or_can_add_gpus():
 
 
 def test_slices_keep_entries_to_a_few_files():
-    from zoorank.embed.plan import SLICE_MIN_ROWS, slices_for
+    from zoorank.embed.work_plan import SLICE_MIN_ROWS, slices_for
 
     assert slices_for(chunks=1, workers=8, smallest_entry_rows=512, parts=40) == 1
     assert slices_for(1, 8, 8 * SLICE_MIN_ROWS, 40) == 8
@@ -631,8 +631,8 @@ def test_fingerprints_hold_precision_and_dataset_content_not_its_path(zoo, share
 def test_chunks_run_together_and_a_512_row_entry_is_at_most_two_files(ray_session, zoo,
                                                                        shared_data, photos,
                                                                        tmp_path, monkeypatch):
-    from zoorank.embed import plan as embedplan
     from zoorank.embed import viewcache
+    from zoorank.embed import work_plan as embedplan
 
     def config(store, **embed):
         data = config_dict(tmp_path / store, zoo, shared_data, photos,

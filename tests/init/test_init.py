@@ -16,7 +16,7 @@ from PIL import Image
 
 from zoorank.cli import main
 from zoorank.config.loading import load_config
-from zoorank.init.checkpoints import glob_for
+from zoorank.init.checkpoint_entries import glob_for
 
 ARCH = "test_resnet"  # a tiny timm architecture (0.4 M parameters)
 
@@ -137,7 +137,9 @@ def test_an_architecture_named_only_by_the_path_is_found_and_checked(tmp_path):
     assert main(["init", str(folder), "-o", str(out), "--timm", "resnet18"]) == 0
     model = load_config(out).models[0]
     assert model.name == ARCH and model.state_dict_prefix is None
-    assert model.checkpoint == str(folder / "*" / "weights.safetensors")
+    # the run folders differ only in the seed: one seed ensemble, its glob open to more seeds
+    assert model.checkpoint == str(folder / f"{ARCH}-s*" / "weights.safetensors")
+    assert (model.group, model.family) == (ARCH, "zoo")
 
 
 def test_an_unknown_architecture_is_a_todo_in_a_config_that_still_validates(tmp_path):

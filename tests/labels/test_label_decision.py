@@ -95,14 +95,15 @@ def uva_store(tmp_path, shared_data, monkeypatch):
 def test_label_with_every_label_records_the_most_accurate_model_in_decision_json(uva_store,
                                                                                  tmp_path):
     from zoorank.cli import main
-    from zoorank.decide.verdict import SCHEMA_VERSION, read_decision, write_decision
+    from zoorank.decide.verdict import KEYS, SCHEMA_VERSION, read_decision, write_decision
     from zoorank.store import Store
 
     path, store_path, truth = uva_store
     store = Store(str(store_path))
     # RANK writes decision.json (its label-free pick); until it does on this branch, as RANK will
     if read_decision(store) is None:
-        write_decision(store, {"schema_version": SCHEMA_VERSION, "pick": None, "few_label": {}})
+        write_decision(store, {**dict.fromkeys(KEYS), "schema_version": SCHEMA_VERSION,
+                               "pick": None, "few_label": {}})
     answers = tmp_path / "answers.csv"
     with open(answers, "w", newline="") as f:
         w = csv.writer(f)

@@ -1,4 +1,4 @@
-"""The metric record of the report's first screen (zoorank.report.metric_record) on hand-made
+"""The metric record of the report's first screen (zoorank.report.metric_record_page) on hand-made
 records, and the package's own record file against the benchmark's contract."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zoorank.report.metric_record import WEAK_TAU, load_record, summarise
+from zoorank.report.metric_record_page import WEAK_TAU, load_record, summarise
 
 RECORD = {
     "commit": "abc1234", "date": "2026-11-26", "oracle": "knn_accuracy", "regret_tolerance_pp": 2.0,

@@ -325,7 +325,7 @@ def test_the_level_printed_is_the_measured_one_at_the_measured_settings_else_cal
 def test_first_heading_names_the_pick_and_the_metric_record_is_a_caveat(decided_report):
     from markupsafe import escape
 
-    from zoorank.report.metric_record import load_record
+    from zoorank.report.metric_record_page import load_record
 
     root, _, _, settings = decided_report
     page = (root / "report" / "index.html").read_text()
@@ -379,8 +379,12 @@ def test_the_few_label_pick_of_decision_json_is_on_the_card_and_in_the_console(
                     "(heads&#39; correctness).")
     # the next step counts the 60 labels given back against the measured 200
     assert "zoorank ask CONFIG --budget 140" in card
+    # the verdict's first line, on the card and the console, is the few-label pick
+    assert "<h1 id='pick'>Pick: proj-b (few-label: p(best | labels) 0.87 after 60 labels)</h1>" \
+        in card and "the label-free pick: <b>" in card
     out = capsys.readouterr().out
-    assert "Few-label pick: digits: proj-b, p(best | labels) 0.87 after 60 labels" in out
+    assert out.splitlines()[[line.startswith("Pick: ") for line in out.splitlines()].index(True)] \
+        .startswith("Pick: proj-b (few-label: p(best | labels) 0.87 after 60 labels")
 
 
 def _served(root):

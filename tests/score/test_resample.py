@@ -11,7 +11,7 @@ from test_score import scored  # noqa: F401  (the module's scored store fixture)
 from zoorank.catalog import build_catalog
 from zoorank.metrics.label_free.rankme import rankme
 from zoorank.oracle import resample
-from zoorank.score import run_score
+from zoorank.score import fold_rows, run_score
 from zoorank.stats.health import health_flags
 from zoorank.stats.uncertainty import fold_assignment
 
@@ -28,7 +28,7 @@ def test_every_ranked_metric_with_a_value_has_one_row_per_fold(scored):  # noqa:
     folds = _folds(store)
     catalog = build_catalog(config)
     metrics = catalog.fresh_metrics(store, catalog.fresh_manifest(store.read_manifest()))
-    ranked = set(resample.resampled_metrics(config)) | {"nc", "clid", "clid_family"}
+    ranked = set(fold_rows.resampled_metrics(config)) | {"nc", "clid", "clid_family"}
     finite = metrics[metrics["metric"].isin(ranked) & metrics["value"].notna()]
     counts = folds.groupby(["model_id", "dataset", "metric"]).size()
     for r in finite.itertuples(index=False):

@@ -398,26 +398,23 @@ def test_glob_yields_one_model_per_file_with_path_ids_and_content_fingerprints(
     models = resolve(
         {"source": "timm", "name": ARCH, "checkpoint": "runs/*/last.safetensors", "group": "g"}
     )
-    assert [m.model_id for m in models] == ["lr0.1-s0-last", "lr0.1-s1-last", "lr0.3-s0-last"]
+    # identical bytes under two names: one model (same digest and fingerprint), ranked once,
+    # the other named as its duplicate; other bytes: another model
+    assert [m.model_id for m in models] == ["lr0.1-s0-last", "lr0.3-s0-last"]
+    assert [m.duplicates for m in models] == [("lr0.1-s1-last",), ()]
     assert [m.spec.checkpoint for m in models] == [
         "runs/lr0.1-s0/last.safetensors",
-        "runs/lr0.1-s1/last.safetensors",
         "runs/lr0.3-s0/last.safetensors",
     ]
     assert all(m.group == "g" and m.spec.id == m.model_id for m in models)
     digests = [m.checkpoint_digest for m in models]
-    assert digests == [hashlib.sha256(b).hexdigest() for b in (first, first, second)]
-    # identical bytes under two names: same weights digest and fingerprint; other bytes differ
-    assert models[0].fingerprint == models[1].fingerprint != models[2].fingerprint
+    assert digests == [hashlib.sha256(b).hexdigest() for b in (first, second)]
+    assert models[0].fingerprint != models[1].fingerprint
 
     with_id = resolve(
         {"id": "r18", "source": "timm", "name": ARCH, "checkpoint": "runs/**/*.safetensors"}
     )
-    assert [m.model_id for m in with_id] == [
-        "r18-lr0.1-s0-last",
-        "r18-lr0.1-s1-last",
-        "r18-lr0.3-s0-last",
-    ]
+    assert [m.model_id for m in with_id] == ["r18-lr0.1-s0-last", "r18-lr0.3-s0-last"]
     (resized,) = resolve(
         {
             "id": "x",

@@ -65,8 +65,11 @@ def _dispatch(args: argparse.Namespace) -> tuple[int, Any]:
 def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
     """A command that runs stages on ``config``: (exit status, its result for ``--json``)."""
     from zoorank import pipeline
+    from zoorank.catalog.context import RunContext
 
     command = args.command
+    # the command's one context: its Store serves the stages and the --json result alike
+    context = RunContext(config, address=getattr(args, "address", None))
     if command == "ask":
         asked = pipeline.run_ask(config, budget=args.budget, round_=args.round,
                                  dataset=args.dataset, max_labels=args.max_labels,
@@ -82,27 +85,26 @@ def _stage_command(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
 
         status = watch(config, address=args.address, interval=args.interval,
                        until=args.until, settle=args.settle).exit_status
-        return _strict(config, args, status), _decision(config) if args.json else None
+        return _strict(context, args, status), _decision(context) if args.json else None
     if command == "run":
-        pipeline.run_all(config, address=args.address)
+        pipeline.run_all(config, context=context)
     elif command == "gc":
-        pipeline.run_gc(config, dry_run=args.dry_run)
+        pipeline.run_gc(config, dry_run=args.dry_run, context=context)
     elif command == "report":
-        pipeline.run_report(config)
+        pipeline.run_report(config, context=context)
     else:
-        getattr(pipeline, f"run_{command}")(config, address=args.address)
-    return _strict(config, args, 0), _decision(config) if getattr(args, "json", False) else None
+        getattr(pipeline, f"run_{command}")(config, context=context)
+    return _strict(context, args, 0), _decision(context) if getattr(args, "json", False) else None
 
 
-def _strict(config: Any, args: argparse.Namespace, status: int) -> int:
+def _strict(context: Any, args: argparse.Namespace, status: int) -> int:
     """``status``, or 1 under ``--strict`` when decision.json counts a failed model (each named
     on stderr with its reason)."""
     if status or not getattr(args, "strict", False):
         return status
     from zoorank.decide.verdict import read_decision
-    from zoorank.store import Store
 
-    doc = read_decision(Store(config.store)) or {}
+    doc = read_decision(context.store) or {}
     failed = (doc.get("counts") or {}).get("failed") or 0
     if not failed:
         return status
@@ -148,13 +150,14 @@ def _config_command(args: argparse.Namespace) -> tuple[int, Any]:
     return 0, config.model_dump(mode="json") if args.json else None
 
 
-def _decision(config: Any) -> dict[str, Any]:
-    """What ``run --json`` / ``rank --json`` print: the store's ``decision.json``; before RANK
-    writes one, the leaderboard's first rows and where the outputs are."""
+def _decision(context: Any) -> dict[str, Any]:
+    """What ``run --json`` / ``rank --json`` print: the store's ``decision.json`` (the command's
+    context's store); before RANK writes one, the leaderboard's first rows and where the outputs
+    are."""
     from zoorank.decide.verdict import read_decision
-    from zoorank.store import Store, uris
+    from zoorank.store import uris
 
-    store = Store(config.store)
+    config, store = context.config, context.store
     decision = read_decision(store)
     if decision is not None:
         return decision
@@ -172,12 +175,17 @@ def _decision(config: Any) -> dict[str, Any]:
 
 
 def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
+    from zoorank.zoo.duplicates import duplicate_lines
     from zoorank.zoo.inspect import describe_zoo, head_classes
+    from zoorank.zoo.preflight import preflight, store_if_any
     from zoorank.zoo.resolve import resolve_models
 
-    models = resolve_models(config)
+    checked = preflight(resolve_models(config), store=store_if_any(config.store))
+    models = checked.models
     if not args.json:
         print(describe_zoo(models))
+        for line in duplicate_lines(models) + checked.lines():
+            print(line)
         return 0, None
     from zoorank.store import uris
     from zoorank.zoo.memory import count_parameters
@@ -204,7 +212,7 @@ def _zoo(config: Any, args: argparse.Namespace) -> tuple[int, Any]:
             "crop_pct": m.geometry.crop_pct, "mean": list(m.normalization.mean),
             "std": list(m.normalization.std),
             "parameters": None if m.unreadable else count_parameters(m),
-            "head": head, "unreadable": m.unreadable,
+            "head": head, "unreadable": m.unreadable, "duplicates": list(m.duplicates),
         })
     return 0, {"models": out}
 

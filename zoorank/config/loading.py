@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -29,6 +29,7 @@ from zoorank.metrics.primary import primary_candidates
 
 #: the tags of the config's tagged unions (a models entry is a ``model`` or a ``from_tune``).
 _UNION_TAGS = ("model", "from_tune")
+_Section = TypeVar("_Section", bound=BaseModel)
 
 
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:
@@ -140,18 +141,24 @@ def validation_message(err: ValidationError, data: Any, source: str) -> str:
     return "\n".join(seen)
 
 
+def validate_mapping(model: type[_Section], data: Any, source: str) -> _Section:
+    """``data`` (a YAML file's content) validated as ``model`` (a run config, a tune config);
+    raises ConfigError naming the file and each field (:func:`validation_message`)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(validation_message(err, data, source)) from None
+
+
 def parse_config(data: Any, source: str = "<config>", base: str | Path | None = None) -> RunConfig:
     """Validate a mapping as a RunConfig; raises ConfigError naming the file and field.
 
     ``base``: the folder relative paths are taken from (the config file's,
     :func:`zoorank.config.paths.resolve_paths`); None leaves them as they are (relative to the
     working directory where they are used)."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the config must be a YAML mapping, got {type(data).__name__}")
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(validation_message(err, data, source)) from None
+    config = validate_mapping(RunConfig, data, source)
     _check_primary_metric(config, source)
     config = config if base is None else resolve_paths(config, base)
     _check_record(config, source)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from zoorank.config import DatasetSpec, FromTuneSpec, ModelSpec, RunConfig
+from zoorank.config.model_spec import source_traits
 
 
 def is_relative_path(value: str | None) -> bool:
@@ -33,9 +34,9 @@ def rebase(value: str, base: str | Path) -> str:
     return os.path.normpath(os.path.join(os.fspath(base), value))
 
 
-def _transformers_directory(name: str, base: Path) -> bool:
-    """A transformers ``name`` that is a folder beside the config (``./m``, ``../m``, or a name
-    found there), not a hub id of the local cache (``org/model``)."""
+def _model_directory(name: str, base: Path) -> bool:
+    """A folder ``name`` (a transformers model's) that is a folder beside the config (``./m``,
+    ``../m``, or a name found there), not a hub id of the local cache (``org/model``)."""
     if not is_relative_path(name):
         return False
     return name.startswith(("./", "../")) or (base / name).is_dir()
@@ -45,9 +46,10 @@ def _model(spec: ModelSpec, base: Path) -> ModelSpec:
     update: dict[str, Any] = {}
     if spec.checkpoint:
         update["checkpoint"] = rebase(spec.checkpoint, base)
-    if spec.source == "torchscript" and not spec.checkpoint:
+    name_is_path = source_traits(spec.source).name_is_path
+    if name_is_path == "file" and not spec.checkpoint:  # a torchscript file
         update["name"] = rebase(spec.name, base)
-    elif spec.source == "transformers" and _transformers_directory(spec.name, base):
+    elif name_is_path == "folder" and _model_directory(spec.name, base):
         update["name"] = rebase(spec.name, base)
     update = {k: v for k, v in update.items() if v != getattr(spec, k)}
     return spec.model_copy(update=update) if update else spec

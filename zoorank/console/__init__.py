@@ -78,3 +78,11 @@ def table_box(console: Any) -> Any:
     from rich import box
 
     return box.SIMPLE_HEAD if console.is_terminal else None
+
+
+def counts_line(stage: str, counts: list[tuple[int, str]], tail: str = "") -> str:
+    """A stage's line that says only what happened: ``"<stage>: 3 model(s) scored, 1 failed;
+    4.2 s"`` from ``(count, words)`` pairs, each pair with a zero count left out (``"nothing to
+    do"`` when every count is zero); ``tail`` after a semicolon."""
+    said = [f"{n} {words}" for n, words in counts if n]
+    return f"{stage}: {', '.join(said) or 'nothing to do'}" + (f"; {tail}" if tail else "")

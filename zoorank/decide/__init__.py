@@ -5,7 +5,7 @@ itself but the leaderboard table (:mod:`~zoorank.decide.leaderboard`) and ``deci
 
 - :mod:`~zoorank.decide.leaderboard`: the leaderboard table, its columns and settings;
 - :mod:`~zoorank.decide.decision`: the top set and the flags (the decision settings);
-- :mod:`~zoorank.decide.intervals`: the rank intervals, p(best) and top set of each resampled
+- :mod:`~zoorank.decide.rank_intervals`: the rank intervals, p(best) and top set of each resampled
   metric and of the leaderboard's order;
 - :mod:`~zoorank.decide.concordance`: the consensus of the label-free metrics, the width confound;
 - :mod:`~zoorank.decide.oracle_top_sets`: the oracle's own top sets under fold resampling;

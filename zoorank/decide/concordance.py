@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zoorank.decide.intervals import ranked_metrics
+from zoorank.decide.rank_intervals import ranked_metrics
 from zoorank.metrics import registry
 from zoorank.metrics.primary import WIDTH_SENSITIVE
 from zoorank.stats.consensus import kendall_w, rank_disagreement

@@ -33,13 +33,13 @@ import pandas as pd
 from zoorank.config import RunConfig
 from zoorank.decide.board_priors import confound_warnings
 from zoorank.decide.concordance import consensus, width_warning
-from zoorank.decide.intervals import (
+from zoorank.decide.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
+from zoorank.decide.rank_intervals import (
     aggregate_uncertainty,
     degenerate_on_collapse,
     merged_replicates,
     metric_uncertainty,
 )
-from zoorank.decide.oracle_top_sets import ORACLE_TOP_SET_METRICS, oracle_top_sets
 from zoorank.metrics import registry
 from zoorank.stats.health import BLOCKING, health_flags
 from zoorank.stats.priors import CONFOUND_MIN_MODELS, CONFOUND_TAU

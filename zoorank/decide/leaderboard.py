@@ -229,7 +229,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     failed = doc.get("failed") or []
     if not pick:
         return ["Pick: none (no model could be ranked: see the failed models)",
-                *_failed_lines(counts, failed), f"Verdict, as JSON: {where}"]
+                *failed_lines(counts, failed), f"Verdict, as JSON: {where}"]
     lines = []
     value = (f"{pick.get('metric')} {_number(pick.get('value'))} on {pick.get('dataset')}"
              if pick.get("metric") else "")
@@ -251,7 +251,7 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
         record = "hit rate not measured yet"
     lines += wrapped(f"Shortlist ({len(ids)} of {top.get('of', '?')}; {record}): ", ids)
     lines += record_lines(doc.get("record"), doc.get("expected_regret_pp") or {})
-    lines += _failed_lines(counts, failed)
+    lines += failed_lines(counts, failed)
     if doc.get("disagreement"):
         lines.append(str(doc["disagreement"]))
     step = doc.get("next_step") or {}
@@ -276,13 +276,15 @@ def decision_lines(doc: Mapping[str, Any] | None, report: str | None = None,
     return lines
 
 
-def _failed_lines(counts: Mapping[str, Any], failed: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line when models failed: how many of the configured, and the first ids."""
+def failed_lines(counts: Mapping[str, Any], failed: Sequence[Mapping[str, Any]],
+                 width: int = PLAIN_WIDTH) -> list[str]:
+    """When models failed: how many of the configured, and every failed id, wrapped at
+    ``width`` (the card passes a large one: the page wraps)."""
     if not counts.get("failed"):
         return []
     ids = list(dict.fromkeys(str(f["model_id"]) for f in failed))
     return wrapped(f"Failed: {counts['failed']} of {counts.get('configured')} configured models "
-                   f"(reasons in decision.json's failed): ", ids)
+                   f"(reasons in decision.json's failed): ", ids, width)
 
 
 def print_verdict(doc: Mapping[str, Any] | None, report: str | None = None,

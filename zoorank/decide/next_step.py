@@ -119,6 +119,7 @@ def next_step(kind: str, labelled: int = 0, config: str | None = None,
                 "basis": (f"Every image {where}already has a label, so there is nothing to ask "
                           "for: the label oracle (`oracle:` in the config) measures the models on "
                           "them, and the report compares the label-free ranking with it.")}
+    small = unlabelled is not None and 0 < int(unlabelled) < left
     if unlabelled is not None:
         left = min(left, int(unlabelled))
     if left <= 0:
@@ -126,9 +127,13 @@ def next_step(kind: str, labelled: int = 0, config: str | None = None,
                 "basis": (f"{labelled} labels given back, at least the {measured} that settled "
                           f"the pick on the measured zoos; more labels are unlikely to change "
                           f"the few-label pick. {entry['basis']}")}
+    pool = (f"The pool is small: only {left} image(s) {f'of {dataset} ' if dataset else ''}"
+            f"have no label, fewer than the {measured} measured to settle the pick, so the "
+            "budget is all of them. ") if small else ""
     return {**out, "command": ask_command(config, left), "budget": left,
-            "short": str(entry["short"]),
-            "basis": (f"{labelled} labels already given back; " if labelled else "")
+            "short": f"every unlabelled image: {left} of the measured {measured}" if small
+            else str(entry["short"]),
+            "basis": pool + (f"{labelled} labels already given back; " if labelled else "")
             + str(entry["basis"])}
 
 

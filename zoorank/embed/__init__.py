@@ -141,8 +141,8 @@ def label_space_errors(rows: pd.DataFrame) -> None:
         raise ConfigError("; ".join(found))
 
 
-def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
-              context: RunContext | None = None) -> pd.DataFrame:
+def run_embed(context: RunContext | RunConfig, address: str | None = None,
+              catalog: Catalog | None = None) -> pd.DataFrame:
     """Embed every (dataset, view, model) of ``config`` into the store; returns their manifest rows.
 
     Entries already done with the same fingerprint and complete shards are skipped. Failed models
@@ -151,8 +151,9 @@ def run_embed(config: RunConfig, address: str | None = None, catalog: Catalog | 
     ``result.attrs["pipelines"]`` holds each chunk's timings (start-up, steady-state images/s),
     ``result.attrs["driver_peak_rss_bytes"]`` this process's peak resident memory.
     """
+    context = RunContext.of(context, catalog, address)
+    config = context.config
     check_views(config.views)
-    context = RunContext.of(config if context is None else context, catalog, address)
     store, catalog = context.store, context.catalog
     models, indexes = catalog.models, catalog.indexes
     if catalog.digests is not None:

@@ -21,10 +21,10 @@ from zoorank.console.embed_progress import Display
 from zoorank.embed import viewcache
 from zoorank.embed.decode_groups import Caches, Groups
 from zoorank.embed.entry_rows import VERIFY_THREADS, verified_row
-from zoorank.embed.plan import chunk_entries, slices_for
 from zoorank.embed.resources import Resources
+from zoorank.embed.work_plan import chunk_entries, slices_for
 from zoorank.store import Store
-from zoorank.zoo import Geometry, ResolvedModel
+from zoorank.zoo import Geometry, ResolvedModel, sources
 
 
 def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
@@ -38,9 +38,9 @@ def factory_paths(models: Iterable[ResolvedModel]) -> list[str]:
 
     roots: list[str] = []
     for m in models:
-        if m.spec.source != "python":
+        top = sources.get(m.spec.source).import_root(m.spec)
+        if top is None:
             continue
-        top = m.spec.name.partition(":")[0].split(".")[0]
         try:
             found = importlib.util.find_spec(top)
         except (ImportError, ValueError):

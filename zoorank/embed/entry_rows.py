@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from zoorank.catalog import Entry
-from zoorank.embed.plan import verify_rows
+from zoorank.embed.work_plan import verify_rows
 from zoorank.store import Store
 from zoorank.store.shards import parse_shards
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from zoorank.catalog import planned_precision
 from zoorank.config import EmbedOptions
-from zoorank.embed.plan import choose_device
+from zoorank.embed.work_plan import choose_device
 from zoorank.errors import ConfigError
 
 log = logging.getLogger("zoorank.embed")

@@ -23,7 +23,7 @@ What it looks for under FOLDER (hidden folders and stores skipped):
 weights). The file is written only if it validates (:func:`zoorank.config.loading.load_config`);
 paths in it are relative to its own folder.
 
-The modules: :mod:`~zoorank.init.scan` (the walk), :mod:`~zoorank.init.checkpoints`,
+The modules: :mod:`~zoorank.init.scan` (the walk), :mod:`~zoorank.init.checkpoint_entries`,
 :mod:`~zoorank.init.datasets`, :mod:`~zoorank.init.timm_names` (the entries) and
 :mod:`~zoorank.init.render` (the file's text); here, :func:`build_config` and
 :func:`init_command`.
@@ -36,15 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from zoorank.errors import ConfigError, InputError
-from zoorank.init.checkpoints import checkpoint_groups, describe_checkpoints
+from zoorank.init.checkpoint_entries import checkpoint_groups, describe_checkpoints
 from zoorank.init.datasets import _dataset_name, find_datasets
 from zoorank.init.render import _relative, render
+from zoorank.init.runs import RunGroup, run_groups, run_notes
 from zoorank.init.scan import CHECKPOINT_SUFFIXES, SMALL_IMAGE, Found, scan
 from zoorank.init.timm_names import timm_entries
 
 
 def build_config(folder: Path | None, timm_names: list[str], data: list[Path],
-                 arch: str | None, base: Path) -> str:
+                 arch: str | None, base: Path, config_name: str = "zoorank.yaml") -> str:
     """The text of a config for what ``folder`` holds, ``timm_names`` and ``data``."""
     found = scan(folder) if folder is not None else Found()
     datasets, sizes = find_datasets(found, data)
@@ -58,13 +59,18 @@ def build_config(folder: Path | None, timm_names: list[str], data: list[Path],
     if folder is not None:
         for group in checkpoint_groups(sorted(found.checkpoints), folder):
             entry = describe_checkpoints(group, folder, arch)
-            model: dict[str, Any] = {"source": "timm",
-                                     "name": entry.name or "TODO-architecture",
-                                     "checkpoint": _relative(folder / entry.pattern, base)}
-            if entry.state_dict_prefix:
-                model["state_dict_prefix"] = entry.state_dict_prefix
-            model["#"] = entry.notes
-            models.append(model)
+            runs = run_groups(group, folder) if entry.pattern.count("**") == 0 else [
+                RunGroup(entry.pattern, group, None, None)]
+            for run in runs:
+                model: dict[str, Any] = {"source": "timm",
+                                         "name": entry.name or "TODO-architecture",
+                                         "checkpoint": _relative(folder / run.pattern, base)}
+                if entry.state_dict_prefix:
+                    model["state_dict_prefix"] = entry.state_dict_prefix
+                model.update({k: v for k, v in (("group", run.group), ("family", run.family))
+                              if v})
+                model["#"] = [*run_notes(run, group, folder), *entry.notes[1:]]
+                models.append(model)
     models += timm_entries(timm_names)
     if not models:
         where = f"under {folder} " if folder is not None else ""
@@ -75,7 +81,7 @@ def build_config(folder: Path | None, timm_names: list[str], data: list[Path],
                      "#": "TODO: your images (no image folder, Parquet or .npz file was found)"}]
     small = [s for s in sizes if s]
     input_size = max(small) if small and max(small) <= SMALL_IMAGE else None
-    return render(folder, datasets, models, base, input_size)
+    return render(folder, datasets, models, base, input_size, config_name)
 
 
 def init_command(args: Any) -> int:
@@ -93,7 +99,8 @@ def init_command(args: Any) -> int:
     if folder is None and not args.timm:
         raise ConfigError("zoorank init: give a FOLDER of checkpoints, or --timm NAMES")
     base = out.parent if str(out.parent) else Path(".")
-    text = build_config(folder, list(args.timm), [Path(p) for p in args.data], args.arch, base)
+    text = build_config(folder, list(args.timm), [Path(p) for p in args.data], args.arch, base,
+                        str(args.output))
     base.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=base, suffix=".yaml", delete=False) as tmp:
         tmp.write(text)

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from zoorank.zoo import sources
+
 
 def _scalar(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix(
@@ -39,7 +41,7 @@ def _entry_lines(entry: dict[str, Any], base: Path) -> list[str]:
 
 
 def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dict[str, Any]],
-           base: Path, input_size: int | None) -> str:
+           base: Path, input_size: int | None, config_name: str = "zoorank.yaml") -> str:
     """The config's text: a header, then ``store``, ``datasets``, ``models``, ``views`` and
     ``metrics`` with comments."""
     stamp = _dt.datetime.now().replace(microsecond=0).isoformat(sep=" ")
@@ -50,8 +52,9 @@ def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dic
         "# Relative paths are taken from this file's folder. Every field: `zoorank config "
         "schema`,",
         "# or the configuration reference of the docs. Check the lines marked TODO, then:",
-        "#   zoorank zoo THIS.yaml     # what the models resolve to, before anything runs",
-        "#   zoorank run THIS.yaml     # embed, score, rank, report",
+        f"#   zoorank zoo {config_name}     # what the models resolve to, every checkpoint "
+        "loaded",
+        f"#   zoorank run {config_name}     # embed, score, rank, report",
         "store: ./zoorank-store       # a folder (beside this file) or s3:// / gs://",
         "seed: 0",
         "datasets:",
@@ -61,7 +64,8 @@ def render(folder: Path | None, datasets: list[dict[str, Any]], models: list[dic
         lines.append("    # limit: 5000            # a seeded subset of this many images")
     lines.append("models:")
     for entry in models:
-        if input_size and entry.get("source") == "timm" and "input_size" not in entry:
+        if (input_size and "input_size" not in entry
+                and sources.get(entry["source"]).config_input_size):
             entry["input_size"] = input_size
         lines += _entry_lines(entry, base)
     if input_size:

@@ -155,15 +155,16 @@ def label_studio_config(classes: tuple[str, ...]) -> str:
             f"{choices}\n  </Choices>\n</View>\n")
 
 
-def run_ask(config: RunConfig, budget: int, round_: int | None = None,
+def run_ask(context: RunContext | RunConfig, budget: int, round_: int | None = None,
             dataset: str | None = None, max_labels: int | None = None,
-            sampler: str | None = None, out=print, context: RunContext | None = None) -> AskRound:
+            sampler: str | None = None, out=print) -> AskRound:
     """Choose ``budget`` images of ``dataset`` and write round ``round_`` (default: the next);
     ``sampler``: how the images are chosen (None: the zoo kind's default,
     :func:`zoorank.labels.stopping.resolve_sampler`)."""
     if budget <= 0:
         raise InputError(f"--budget: {budget} (give the number of images to ask for, ≥ 1)")
-    context = RunContext.of(config if context is None else context)
+    context = RunContext.of(context)
+    config = context.config
     store = context.store
     pool = with_head_predictions(config, load_pool(config, dataset, context=context), context)
     sampler = resolve_sampler(pool, sampler)

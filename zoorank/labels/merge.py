@@ -51,12 +51,12 @@ def known_labels(pool) -> dict[int, str]:
             if 0 <= int(v) < len(pool.classes)}
 
 
-def run_label(config: RunConfig, path: str, dataset: str | None = None,
-              round_size: int = 40, max_labels: int | None = None, out=print,
-              context: RunContext | None = None) -> LabelMerge:
+def run_label(context: RunContext | RunConfig, path: str, dataset: str | None = None,
+              round_size: int = 40, max_labels: int | None = None, out=print) -> LabelMerge:
     """Check and merge the labels of ``path``; print the stopping rule (before → after)."""
     rows = parse_file(path)
-    context = RunContext.of(config if context is None else context)
+    context = RunContext.of(context)
+    config = context.config
     pool = with_head_predictions(config, load_pool(config, dataset, context=context), context)
     before = evidence(pool, config.seed)
     index = pool.catalog.indexes[pool.dataset]

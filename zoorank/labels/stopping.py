@@ -217,18 +217,19 @@ def console_lines(rule: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary(config, dataset: str | None = None, round_size: int = 40,
-            max_labels: int | None = None, context: Any = None) -> dict[str, Any] | None:
+def summary(context: Any, dataset: str | None = None, round_size: int = 40,
+            max_labels: int | None = None) -> dict[str, Any] | None:
     """The stopping rule of ``dataset`` (default: the config's first) as it stands in the store,
     for the report: None when no label was given back (``<store>/labels/`` absent or empty for
     it). Reads every model's clean embeddings (O(M · n · d)) and simulates one round.
-    ``context``: the command's :class:`~zoorank.catalog.context.RunContext`, when it has one."""
+    ``context``: the command's :class:`~zoorank.catalog.context.RunContext` (or a config)."""
     from zoorank.catalog.context import RunContext
     from zoorank.labels.head_predictions import with_head_predictions
     from zoorank.labels.pool import load_pool, pick_dataset
     from zoorank.labels.table import read_labels
 
-    context = RunContext.of(config if context is None else context)
+    context = RunContext.of(context)
+    config = context.config
     name = pick_dataset(config, dataset)
     if read_labels(context.store, name).empty:
         return None

@@ -60,7 +60,6 @@ from zoorank.catalog.stage_inputs import (
 )
 from zoorank.config import RunConfig
 from zoorank.console import output_console
-from zoorank.decide.intervals import UNCERTAINTY
 from zoorank.decide.leaderboard import (
     FAILED_COLUMNS,
     metrics_fingerprint,
@@ -69,6 +68,7 @@ from zoorank.decide.leaderboard import (
     read_rank_outputs,
     write_if_changed,
 )
+from zoorank.decide.rank_intervals import UNCERTAINTY
 from zoorank.decide.verdict import (
     DECISION_JSON,
     build_decision,
@@ -94,8 +94,8 @@ def _budget_directions() -> dict[str, int]:
     return {o: oracle_direction(o) for o in REFERENCE_ORACLES}
 
 
-def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
-             catalog: Catalog | None = None, context: RunContext | None = None) -> pd.DataFrame:
+def run_rank(context: RunContext | RunConfig, address: str | None = None, show: bool = True,
+             catalog: Catalog | None = None) -> pd.DataFrame:
     """RANK stage: oracle (when configured), ranks, aggregation, agreement; returns the leaderboard.
 
     Skipped (nothing recomputed, no table written) when the leaderboard's commit records the same
@@ -106,7 +106,8 @@ def run_rank(config: RunConfig, address: str | None = None, show: bool = True,
     """
     from zoorank.oracle import resample
 
-    context = RunContext.of(config if context is None else context, catalog, address)
+    context = RunContext.of(context, catalog, address)
+    config = context.config
     store, catalog = context.store, context.catalog
     models = catalog.models
     manifest = catalog.fresh_manifest(store.read_manifest())

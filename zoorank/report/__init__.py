@@ -88,15 +88,16 @@ def _read(store: Store, relpath: str, columns: Sequence[str] | None = None) -> p
     return store.read_frame(relpath, columns)
 
 
-def run_report(config: RunConfig, catalog: Catalog | None = None,
-               extra_sections: Sequence[Section] = (), context: RunContext | None = None) -> str:
+def run_report(context: RunContext | RunConfig, catalog: Catalog | None = None,
+               extra_sections: Sequence[Section] = ()) -> str:
     """REPORT stage: write ``report/index.html`` and its PNGs; returns the page's path or URI.
 
     Reads the fresh rows and tables only (``catalog``: built from ``config`` when not given).
     ``extra_sections`` (other features' sections, plain data) go after the built-in analyses,
     before the failed models and the settings."""
 
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(context, catalog)
+    config = context.config
     store = context.store
     # one snapshot: the leaderboard, its settings and the agreement and failed tables of its commit
     board, settings, written = read_rank_outputs(store)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoorank.decide.leaderboard import failed_lines, record_lines
 from zoorank.decide.verdict import build_decision, top_set_claim
 from zoorank.report.page import Image, Section
 from zoorank.report.plots import SCATTER_ORACLES, new_figure, png_bytes
@@ -168,8 +169,17 @@ def card_context(decision: Mapping[str, Any], board: pd.DataFrame,
     regret_text = {k: "—" if regret.get(k) is None else f"{float(regret[k]):.2f}"
                    for k in ("median", "p90")}
     few = decision.get("few_label") or {}
+    verdict = dict(decision.get("verdict") or {})  # the few-label pick first, when labels exist
+    first_few = None if verdict.get("basis") != "labels" else {
+        **verdict, "p_best_text": "—" if verdict.get("p_best") is None
+        else f"{float(verdict['p_best']):.2f}"}
     return {
         "pick": pick,
+        "first_few": first_few,
+        "record_lines": record_lines(decision.get("record"), {})
+        if (decision.get("record") or {}).get("held_out_units") else [],
+        "failure_lines": failed_lines(decision.get("counts") or {}, decision.get("failed") or [],
+                                      10 ** 6),
         "shortlist": {
             "models": listed, "size": len(ids), "more": max(0, len(ids) - SHORTLIST_SHOWN),
             "text": str(short.get("text") or ""), "measured": bool(measured),

@@ -28,15 +28,15 @@ from zoorank.store import Store
 from zoorank.store.layout import REPORT_DIR
 
 
-def report_unless_current(config: RunConfig, catalog: Catalog | None = None,
-                          extra_sections: Callable[[], Sequence] = tuple,
-                          context: RunContext | None = None) -> str:
+def report_unless_current(context: RunContext | RunConfig, catalog: Catalog | None = None,
+                          extra_sections: Callable[[], Sequence] = tuple) -> str:
     """REPORT (:func:`zoorank.report.run_report`), skipped when the page is current; returns the
     page's path or URI. When it renders again, a line says why (the code or the inputs that
     changed). ``extra_sections`` is called only when the page is rendered."""
     from zoorank.report import run_report
 
-    context = RunContext.of(config if context is None else context, catalog)
+    context = RunContext.of(context, catalog)
+    config = context.config
     store, catalog = context.store, context.catalog
     manifest = catalog.fresh_manifest(store.read_manifest())
     stored_metrics = store.read_metrics()
@@ -49,7 +49,7 @@ def report_unless_current(config: RunConfig, catalog: Catalog | None = None,
     why = stage_inputs.report_rerun_reason(store, inputs)
     if why is not None:
         output_console().print(f"report: {why}: rendering again", markup=False, highlight=False)
-    out = run_report(config, catalog=catalog, extra_sections=extra_sections(), context=context)
+    out = run_report(context, catalog=catalog, extra_sections=extra_sections())
     stage_inputs.record_report_inputs(store, inputs)
     return out
 

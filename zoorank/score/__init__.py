@@ -51,7 +51,7 @@ from zoorank.config import RunConfig
 from zoorank.metrics import registry
 from zoorank.metrics.suite import per_model_metrics
 from zoorank.oracle import resample
-from zoorank.score.heads import score_heads
+from zoorank.score.head_scores import score_heads
 from zoorank.score.pools import plan_pool_rows
 from zoorank.score.resampling import score_resamples
 from zoorank.score.worker import metric_row, pool_size, score_task
@@ -135,15 +135,18 @@ def _task_name(task: ModelTask | GroupTask) -> str:
     return f"{task.dataset}/{task.model_id}"
 
 
-def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | None = None,
-              context: RunContext | None = None) -> pd.DataFrame:
+def run_score(context: RunContext | RunConfig, address: str | None = None,
+              catalog: Catalog | None = None) -> pd.DataFrame:
     """The SCORE stage: the catalog's metric rows minus the fresh stored ones → run → commit;
     returns the whole metrics table (``metrics.parquet``)."""
     from rich.console import Console
 
+    from zoorank.console import counts_line
+
     console = Console(stderr=True)
     start = time.perf_counter()
-    context = RunContext.of(config if context is None else context, catalog, address)
+    context = RunContext.of(context, catalog, address)
+    config = context.config
     store, catalog = context.store, context.catalog
     models = catalog.models
     metrics = store.read_metrics()
@@ -201,13 +204,13 @@ def run_score(config: RunConfig, address: str | None = None, catalog: Catalog | 
     elapsed = time.perf_counter() - start
     scored = len(plan.model_tasks)
     rate = f", {scored / work_s * 60:.1f} models/min once Ray was up" if scored and work_s else ""
-    console.print(
-        f"score: {scored} model(s) scored, {plan.up_to_date} up to date, "
-        f"{len(plan.group_tasks)} ensemble(s), {len({r['model_id'] for r in pool})} pool score(s) "
-        f"updated, {heads} dataset(s) of classifier heads estimated, "
-        f"{len(set(plan.failed))} failed upstream, {len(errors)} error(s); "
-        f"{elapsed:.1f} s{rate}"
-    )
+    console.print(counts_line("score", [
+        (scored, "model(s) scored"), (plan.up_to_date, "up to date"),
+        (len(plan.group_tasks), "ensemble(s)"),
+        (len({r["model_id"] for r in pool}), "pool score(s) updated"),
+        (heads, "dataset(s) of classifier heads estimated"),
+        (len(set(plan.failed)), "failed upstream"), (len(errors), "error(s)")],
+        f"{elapsed:.1f} s{rate}"), markup=False, highlight=False)
     for line in errors:
         console.print(f"[red]score: {line} (recorded as missing; a rerun tries it again)")
     table = store.read_metrics()

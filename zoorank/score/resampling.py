@@ -49,7 +49,7 @@ class ResampleTask:
 def resample_model(store_uri: str, options: dict, seed: int, threads: int,
                    task: ResampleTask) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(fold rows, health row or None) of one (dataset, model): reads its embeddings."""
-    from zoorank.oracle import resample
+    from zoorank.score import fold_rows
     from zoorank.stats.health import embedding_health
 
     limit_threads(threads)
@@ -64,9 +64,9 @@ def resample_model(store_uri: str, options: dict, seed: int, threads: int,
                                         _names(task.augmented_shards))
     rows: list[dict[str, Any]] = []
     if names:
-        values = resample.fold_values(clean_ids, clean, aug_ids, views, names, o, seed)
+        values = fold_rows.fold_values(clean_ids, clean, aug_ids, views, names, o, seed)
         for metric, fp in task.metrics:
-            rows += resample.fold_rows(task.model_id, task.dataset, metric, values[metric], fp)
+            rows += fold_rows.fold_rows(task.model_id, task.dataset, metric, values[metric], fp)
     health = None
     if task.health_fingerprint and clean is not None:
         health = {"model_id": task.model_id, "dataset": task.dataset, **embedding_health(clean),
@@ -84,6 +84,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
     the health rows, for the rows that are not up to date (:mod:`zoorank.oracle.resample`); returns the
     errors (a failed task leaves its rows missing, so a rerun tries it again)."""
     from zoorank.oracle import resample
+    from zoorank.score import fold_rows
 
     o = config.score
     if not resample.enabled(o):
@@ -111,7 +112,7 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
     shards = entry_shards(manifest)
     clean = config.clean_view.name if config.clean_view else None
     augmented = config.augmented_views[0].name if config.augmented_views else None
-    names = resample.resampled_metrics(config)
+    names = fold_rows.resampled_metrics(config)
     tasks = []
     for dataset, ids in plan.eligible.items():
         for mid in ids:
@@ -164,10 +165,10 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
             wanted_nc = [(m, f) for m in members if (f := todo(m, dataset, nc))]
             if not wanted_nc or not store.exists(reliability_path(dataset, group)):
                 continue
-            values = resample.nc_fold_values(store.read_frame(reliability_path(dataset, group)),
+            values = fold_rows.nc_fold_values(store.read_frame(reliability_path(dataset, group)),
                                               o, config.seed)
             for m, f in wanted_nc:
-                pooled += resample.fold_rows(m, dataset, nc, values, f)
+                pooled += fold_rows.fold_rows(m, dataset, nc, values, f)
     fresh = resample.fresh_resamples(store, metrics, o) if not stored.empty else stored
     folds = {(r.model_id, r.dataset, r.metric, int(r.fold)): float(r.value)
              for r in fresh.itertuples(index=False)}
@@ -181,9 +182,9 @@ def score_resamples(config: RunConfig, store: Store, models: list[ModelInfo], pl
         F = o.resample_folds
         cl, id_ = (np.array([[folds.get((m, dataset, t, k), math.nan) for k in range(F)]
                              for m, _ in wanted_clid]) for t in CLID_TERMS)
-        values = resample.clid_fold_values(cl, id_)
+        values = fold_rows.clid_fold_values(cl, id_)
         for (m, f), row in zip(wanted_clid, values):
-            pooled += resample.fold_rows(m, dataset, metric, row, f)
+            pooled += fold_rows.fold_rows(m, dataset, metric, row, f)
     if pooled:
         store.upsert_rows(resample.RESAMPLES, pooled, key=resample.RESAMPLES_KEY)
     return errors

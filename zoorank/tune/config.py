@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from zoorank.config import NAME_PATTERN, DatasetSpec, OracleSpec, Strict
 from zoorank.config.digests import fingerprint
-from zoorank.config.loading import load_yaml, validation_message
+from zoorank.config.loading import load_yaml, validate_mapping
 from zoorank.config.paths import rebase, resolve_dataset
 from zoorank.errors import ConfigError
 from zoorank.metrics import registry
@@ -316,12 +316,7 @@ class TuneConfig(TrialParams):
 
 def parse_tune_config(data: Any, source: str = "<tune config>") -> TuneConfig:
     """Validate a mapping as a TuneConfig; raises ConfigError naming the file and field."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the config must be a YAML mapping, got {type(data).__name__}")
-    try:
-        config = TuneConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(validation_message(err, data, source)) from None
+    config = validate_mapping(TuneConfig, data, source)
     if config.oracle is not None and config.labelled_dataset is None:
         raise ConfigError(
             f"{source}: oracle: needs labels: give 'oracle_dataset' or a 'dataset' with a "

@@ -241,6 +241,13 @@ def read_checkpoint(
     """
     path = str(path)
     obj = load_checkpoint_object(path, trust=trust)
+    return state_dict_of(obj, path, state_dict_key=state_dict_key,
+                         state_dict_prefix=state_dict_prefix)
+
+
+def state_dict_of(obj: Any, path: str, *, state_dict_key: str | None = None,
+                  state_dict_prefix: str | None = None) -> dict[str, torch.Tensor]:
+    """The state dict of an already read checkpoint object, as :func:`read_checkpoint` finds it."""
     if state_dict_prefix:
         return select_prefix(obj, state_dict_prefix, state_dict_key, path)[1]
     return _find_state_dict(obj, state_dict_key, path)
@@ -305,13 +312,13 @@ def _load_state_into(model: nn.Module, spec: ModelSpec, *, drop_classifier: bool
         for k, v in state.items()
         if k in own and v.shape != own[k].shape
     ]
-    problems = []
+    problems = []  # unexpected keys first: they name the prefix or architecture to use
+    if spec.strict and unexpected:
+        problems.append(f"unexpected keys ({len(unexpected)}): {_truncated(unexpected)}")
     if mismatched:
         problems.append(f"shape mismatch ({len(mismatched)}): {_truncated(mismatched)}")
     if spec.strict and missing:
         problems.append(f"missing keys ({len(missing)}): {_truncated(missing)}")
-    if spec.strict and unexpected:
-        problems.append(f"unexpected keys ({len(unexpected)}): {_truncated(unexpected)}")
     if not problems and not any(k in own for k in state):
         problems.append(
             f"no key matches the model (checkpoint keys: {_truncated(list(state))}; "

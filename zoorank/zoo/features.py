@@ -60,6 +60,7 @@ class FeatureExtractor(nn.Module):
         model: nn.Module,
         *,
         source: str,
+        hf_outputs: bool = False,
         pooling: str = "cls",
         layer: str | None = None,
         forward_kwargs: dict[str, Any] | None = None,
@@ -70,6 +71,8 @@ class FeatureExtractor(nn.Module):
         super().__init__()
         self.model = model
         self.source = source
+        #: the forward takes ``pixel_values=`` and returns a transformers ``ModelOutput``
+        self.hf_outputs = hf_outputs
         self.pooling = pooling
         self.layer = layer
         head = _LEGACY_KEYS.get(head, head) if head else head
@@ -120,7 +123,7 @@ class FeatureExtractor(nn.Module):
         return head
 
     def _run(self, x: torch.Tensor) -> Any:
-        if self.source == "transformers":
+        if self.hf_outputs:
             return self.model(pixel_values=x, **self.forward_kwargs)
         return self.model(x)
 
@@ -154,7 +157,7 @@ class FeatureExtractor(nn.Module):
                 out = self._run(x)
             except _LayerReached:
                 return torch.empty(0), None
-            return (self._pool_transformers(out) if self.source == "transformers"
+            return (self._pool_transformers(out) if self.hf_outputs
                     else pool_features(out)), None
         if head in ("timm", "forward_head"):
             trunk = model.forward_features(x)

@@ -51,6 +51,9 @@ class CheckpointReport:
     last_linear: tuple[str, int] | None = None
 
 
+#: weight names of an SSL projection or prediction head (never a classifier).
+_PROJECTOR = re.compile(r"(^|\.)(projector|projection|projection_head|proj|predictor|prototypes)"
+                        r"(\.|$)")
 #: weight names of classifier heads (timm's ``pretrained_cfg["classifier"]`` of common families).
 _CLASSIFIER_WEIGHT = re.compile(r"(^|\.)(fc|head|head\.fc|classifier|last_linear)\.weight$")
 
@@ -123,7 +126,9 @@ def inspect_checkpoint(
     if report.classifier is None:
         linear = [(k, shape[0]) for k, shape, _ in report.tensors
                   if len(shape) == 2 and k.endswith(".weight")]
-        report.last_linear = linear[-1] if linear else None
+        # a projector's (SSL) or predictor's weight is no classifier: no hint for it
+        report.last_linear = linear[-1] if linear and not _PROJECTOR.search(linear[-1][0]) \
+            else None
     for preset in PREFIX_PRESETS:
         with contextlib.suppress(CheckpointError):
             report.presets[preset] = select_prefix(obj, preset, state_dict_key, path)[0]
@@ -182,50 +187,14 @@ def head_classes(resolved: Any) -> tuple[str, int | None]:
     python factory built on the meta device. A torchscript head (``head: true``) declares its
     width only in its output: classes None.
     """
-    from zoorank.zoo.build import timm_classes, transformers_class, transformers_head
-    from zoorank.zoo.checkpoints import read_checkpoint
+    from zoorank.zoo import sources
     from zoorank.zoo.label_space import heads_wanted
 
     spec = resolved.spec
+    source = sources.get(spec.source)
     if not heads_wanted(spec):
-        return ("off (head: false)" if spec.head is False
-                else "none (torchscript: declare head: true for a (features, logits) output)"), 0
-    if spec.source == "timm":
-        state = None
-        if spec.checkpoint and "num_classes" not in spec.model_kwargs:
-            state = read_checkpoint(str(spec.checkpoint), trust=spec.trust_checkpoint,
-                                    state_dict_key=spec.state_dict_key,
-                                    state_dict_prefix=spec.state_dict_prefix)
-        classes = timm_classes(spec, state)
-        if classes < 0:  # pretrained: the hub weights' own head
-            from timm.models import get_pretrained_cfg
-
-            cfg = get_pretrained_cfg(spec.name.removeprefix("hf-hub:"))
-            classes = int(getattr(cfg, "num_classes", 0) or 0) if cfg is not None else None
-        if classes == 0:
-            return ("none (seeded random init: no trained head)" if not spec.checkpoint
-                    and not spec.pretrained else "none (no classifier weights)"), 0
-        return "timm forward_head", classes
-    if spec.source == "transformers":
-        _, config = transformers_class(spec.name, resolved.hub_cache)
-        if not transformers_head(config, spec):
-            return "none (not an *ForImageClassification model)", 0
-        return "transformers *ForImageClassification", int(config.num_labels)
-    if spec.source == "torchscript":
-        return "torchscript (features, logits) output, declared", None
-    search = resolved.head_search
-    if search is None:
-        from zoorank.zoo.heads import meta_head_search
-
-        search = meta_head_search(spec)
-    if search.layout is None:
-        if not search.checked:
-            return f"python: {search.describe()}", None
-        from zoorank.zoo.heads import linear_text
-
-        hint = f"; {linear_text(search.linears)}" if search.linears else ""
-        return f"python: {search.describe()}{hint}", 0
-    return f"python: {search.layout.describe()}", search.layout.classes
+        return ("off (head: false)" if spec.head is False else source.headless_text), 0
+    return source.head_classes(resolved)
 
 
 def _head_line(resolved: Any) -> str:
@@ -242,6 +211,7 @@ def _head_line(resolved: Any) -> str:
 
 def describe_zoo(models: list[Any]) -> str:
     """One block per resolved model: id, source, weights, fingerprint, preprocessing, parameters."""
+    from zoorank.zoo import sources
     from zoorank.zoo.memory import count_parameters
     from zoorank.zoo.preprocessing import describe_preprocessing
 
@@ -250,7 +220,8 @@ def describe_zoo(models: list[Any]) -> str:
         spec = m.spec
         weights = (f"pretrained {m.weights_revision}" if m.weights_revision
                    else uris.redact(spec.checkpoint) if spec.checkpoint
-                   else "seeded random init" if spec.source in ("timm", "python") else spec.name)
+                   else "seeded random init" if sources.get(spec.source).seeded_init
+                   else spec.name)
         params = count_parameters(m) if not getattr(m, "unreadable", None) else None
         if getattr(m, "unreadable", None):
             weights += f" ({m.unreadable})"

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from zoorank.config.model_spec import source_traits
 from zoorank.errors import ConfigError
 
 #: outputs of an ImageNet-1k head.
@@ -88,7 +89,7 @@ class LabelSpace:
 def heads_wanted(spec: Any) -> bool:
     """Whether a model spec's head is looked for: ``head`` not false (torchscript: only
     ``head: true``, its declared (features, logits) output; ``head: NAME`` names it)."""
-    return head_required(spec) or (spec.head is None and spec.source != "torchscript")
+    return head_required(spec) or (spec.head is None and source_traits(spec.source).head_by_default)
 
 
 def head_required(spec: Any) -> bool:

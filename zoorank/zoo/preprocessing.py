@@ -7,22 +7,17 @@ model spec (``input_size``, ``interpolation``, ``crop_pct``, ``mean``, ``std``).
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from zoorank.config import ModelSpec
-from zoorank.errors import ConfigError
-from zoorank.zoo.specs import image_side, kwargs_json, timm_meta_model
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-_PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
+PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
 
 
 @dataclass(frozen=True)
@@ -59,26 +54,20 @@ NATIVE_GEOMETRY = Geometry(input_size=224, interpolation="bicubic", crop_pct=1.0
 _OVERRIDES = ("input_size", "interpolation", "crop_pct", "mean", "std")
 
 
-def resolve_preprocessing(
-    spec: ModelSpec, label: str, directory: Path | None = None
+def with_overrides(
+    spec: ModelSpec, base: Geometry, normalization: Normalization, origin: str
 ) -> tuple[Geometry, Normalization, str]:
-    """(geometry, normalization, origin) of a model spec.
+    """(geometry, normalization, origin) of a model spec, from its source's own data config.
 
     The base is the model's own data config (timm's ``resolve_data_config``, a transformers
-    processor) or, for python/torchscript models, :data:`NATIVE_GEOMETRY` and ImageNet statistics;
-    each of ``input_size``, ``interpolation``, ``crop_pct``, ``mean``, ``std`` set in the spec
-    overrides it. An ``input_size`` other than the data config's, without a ``crop_pct``, gets
-    ``crop_pct`` 1.0: the config's crop was chosen for its own size, and zooming a native-size
-    image (a CIFAR net at 32 px) by 1/0.875 costs accuracy. ``origin`` says where the values came
-    from, e.g. ``"timm"``, ``"default + config (input_size)"``.
+    processor: :meth:`zoorank.zoo.sources.ModelSource.preprocessing`) or, for python/torchscript
+    models, :data:`NATIVE_GEOMETRY` and ImageNet statistics; each of ``input_size``,
+    ``interpolation``, ``crop_pct``, ``mean``, ``std`` set in the spec overrides it. An
+    ``input_size`` other than the data config's, without a ``crop_pct``, gets ``crop_pct`` 1.0:
+    the config's crop was chosen for its own size, and zooming a native-size image (a CIFAR net
+    at 32 px) by 1/0.875 costs accuracy. ``origin`` says where the values came from, e.g.
+    ``"timm"``, ``"default + config (input_size)"``.
     """
-    if spec.source == "timm":
-        base, normalization, origin = *_timm_preprocessing(spec, label), "timm"
-    elif spec.source == "transformers":
-        base, normalization, origin = (
-            *_transformers_preprocessing(spec, label, directory), "transformers")
-    else:
-        base, normalization, origin = NATIVE_GEOMETRY, DEFAULT_NORMALIZATION, "default"
     crop_pct = spec.crop_pct
     notes = [f for f in _OVERRIDES if getattr(spec, f) is not None]
     if (crop_pct is None and spec.input_size and spec.input_size != base.input_size
@@ -111,65 +100,3 @@ def describe_preprocessing(resolved: Any) -> str:
               else f"resize only if not {g.input_size}px ({g.interpolation})")
     return (f"{resize}, crop {g.input_size} (crop_pct {g.crop_pct:g}), "
             f"mean {rounded(n.mean)} std {rounded(n.std)} [{resolved.preprocessing_origin}]")
-
-
-def _timm_preprocessing(spec: ModelSpec, label: str) -> tuple[Geometry, Normalization]:
-    import timm
-    from timm.data import resolve_data_config
-
-    if not spec.name.startswith("hf-hub:") and not timm.is_model(spec.name):
-        close = difflib.get_close_matches(spec.name, timm.list_models(), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ConfigError(f"{label}: unknown timm architecture {spec.name!r}{hint}")
-    try:
-        model = timm_meta_model(spec.name, kwargs_json(spec))
-    except Exception as err:  # a bad model_kwargs entry, reported with the model's name
-        raise ConfigError(f"{label}: timm.create_model({spec.name!r}) failed: {err}") from None
-    cfg = resolve_data_config({}, model=model)
-    input_size = cfg["input_size"][-1]
-    img_size = spec.model_kwargs.get("img_size")  # timm does not reflect it in pretrained_cfg
-    if img_size is not None:
-        input_size = img_size if isinstance(img_size, int) else int(img_size[-1])
-    geometry = Geometry(int(input_size), str(cfg["interpolation"]), float(cfg["crop_pct"]))
-    return geometry, Normalization(tuple(cfg["mean"]), tuple(cfg["std"]))
-
-
-def _transformers_preprocessing(
-    spec: ModelSpec, label: str, directory: Path | None = None
-) -> tuple[Geometry, Normalization]:
-    """``preprocessor_config.json`` of the directory, else ``config.json``'s image_size.
-
-    A processor that center-crops ``crop_size`` from a resize to ``shortest_edge`` gives
-    ``crop_pct = crop / shortest_edge``; one that resizes straight to ``size`` gives 1.0.
-    """
-    directory = directory or Path(spec.name).expanduser()
-    config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise ConfigError(
-            f"{label}: {directory} is not a transformers model directory (no config.json)"
-        )
-    geometry, normalization = DEFAULT_GEOMETRY, DEFAULT_NORMALIZATION
-    config = json.loads(config_file.read_text())
-    image_size = image_side(
-        config.get("image_size") or config.get("vision_config", {}).get("image_size")
-    )
-    if image_size:
-        geometry = Geometry(image_size, geometry.interpolation, geometry.crop_pct)
-    processor_file = directory / "preprocessor_config.json"
-    if processor_file.is_file():
-        proc = json.loads(processor_file.read_text())
-        size, crop = image_side(proc.get("size")), image_side(proc.get("crop_size"))
-        if proc.get("do_center_crop", crop is not None) and crop and size:
-            geometry = Geometry(crop, geometry.interpolation, min(1.0, crop / size))
-        elif size:
-            geometry = Geometry(size, geometry.interpolation, 1.0)
-        resample = proc.get("resample")
-        interpolation = _PIL_RESAMPLE.get(resample, "bicubic") if resample is not None else None
-        geometry = Geometry(
-            geometry.input_size, interpolation or geometry.interpolation, geometry.crop_pct
-        )
-        normalization = Normalization(
-            tuple(proc.get("image_mean") or normalization.mean),
-            tuple(proc.get("image_std") or normalization.std),
-        )
-    return geometry, normalization

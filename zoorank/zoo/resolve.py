@@ -22,7 +22,6 @@ Which checkpoint problems stop the run and which fail one entry:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import re
@@ -35,9 +34,8 @@ from zoorank.config.digests import fingerprint
 from zoorank.errors import ConfigError
 from zoorank.store import uris
 from zoorank.store.uris import DigestCache
-from zoorank.zoo import hub
-from zoorank.zoo.preprocessing import Geometry, Normalization, resolve_preprocessing
-from zoorank.zoo.specs import torchscript_file
+from zoorank.zoo import hub, sources
+from zoorank.zoo.preprocessing import Geometry, Normalization, with_overrides
 from zoorank.zoo.zoofile import read_zoo_file
 
 if TYPE_CHECKING:
@@ -81,6 +79,9 @@ class ResolvedModel:
     #: a python model's classifier head as found on the driver (:mod:`zoorank.zoo.heads`); None
     #: for other sources and with heads off.
     head_search: HeadSearch | None = None
+    #: ids of the models with the same weights and spec, ranked as this one
+    #: (:mod:`zoorank.zoo.duplicates`); they are left out of the zoo.
+    duplicates: tuple[str, ...] = ()
 
     def wants(self, dataset: str) -> bool:
         """Whether this model is ranked on ``dataset``."""
@@ -103,7 +104,8 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None,
     Raises ConfigError naming the model when a glob matches nothing, a file, directory or cached
     model is missing, an architecture is unknown, a dataset is not the config's, or two models
     get the same id. A checkpoint that exists (or may) but cannot be read is no error: its model
-    comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring).
+    comes back with :attr:`ResolvedModel.unreadable` set (see the module docstring). Identical
+    checkpoints come back once (:mod:`zoorank.zoo.duplicates`).
     """
     own = digests is None
     digests = _digest_cache(config.store, store) if digests is None else digests
@@ -136,7 +138,9 @@ def resolve_models(config: RunConfig, digests: DigestCache | None = None,
                           "on a case-insensitive file system")
     if own:
         digests.save()
-    return [model for _, model in resolved]
+    from zoorank.zoo.duplicates import drop_duplicates
+
+    return drop_duplicates([model for _, model in resolved])
 
 
 def _digest_cache(uri: str, store: Store | None = None) -> DigestCache:
@@ -201,14 +205,8 @@ def _expand(
         )
     if not heads and spec.head is not False:  # embed.heads: false turns every head off
         spec = spec.model_copy(update={"head": False})
-    if spec.pretrained and spec.source == "timm" and any(c in spec.name for c in _GLOB_CHARS):
-        names = hub.cached_timm_names(spec.name)
-        if not names:
-            raise ConfigError(
-                f"{label}: no cached timm model matches {spec.name!r} (looked for "
-                f"models--timm--{spec.name} in {hub.hub_cache_dir()}); fetch models with "
-                "`hf download timm/NAME` (or `huggingface-cli download timm/NAME`)"
-            )
+    names = sources.get(spec.source).expand_names(spec, label)
+    if names is not None:
         return [
             _resolve_one(
                 spec.model_copy(update={"name": name, "id": f"{spec.id}-{_valid_name(name)}"
@@ -261,31 +259,26 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
             found, unreadable = True, _unreadable(spec, err)
         if not found:
             raise ConfigError(f"{label}: checkpoint file not found: {uris.redact(spec.checkpoint)}")
-    directory = None
-    if spec.pretrained and spec.source != "timm":
+    source = sources.get(spec.source)
+    if spec.pretrained and not source.pretrained:
+        hubs = " and ".join(n for n in sources.names() if sources.get(n).pretrained)
         raise ConfigError(
-            f"{label}: pretrained: true is for timm models; {spec.source} models load their "
+            f"{label}: pretrained: true is for {hubs} models; {spec.source} models load their "
             "own weights (a transformers hub id is read from the local cache as it is)"
         )
     if spec.pretrained and spec.checkpoint:
         raise ConfigError(f"{label}: give either pretrained: true or a checkpoint, not both")
-    if spec.source == "transformers":
-        directory = hub.transformers_directory(spec.name, label)
-    elif spec.source == "torchscript":
-        torchscript_file(spec, label)
-    elif spec.source == "python" and ":" not in spec.name:
-        raise ConfigError(
-            f"{label}: python models are named 'package.module:function', got {spec.name!r}"
-        )
+    directory = source.check(spec, label)
     directory_from_hub = directory is not None and not Path(spec.name).expanduser().is_dir()
-    geometry, normalization, origin = resolve_preprocessing(spec, label, directory)
-    head_search = _head_search(spec, label)
+    geometry, normalization, origin = with_overrides(
+        spec, *source.preprocessing(spec, label, directory))
+    head_search = source.head_search(spec, label)
     revision = None
     if spec.pretrained:
-        digest, revision = _pretrained_digest(spec, label, digests)
+        digest, revision = source.pretrained_digest(spec, label, digests)
     elif unreadable is None:
         try:
-            digest = _weights_digest(spec, label, digests, directory)
+            digest = source.weights_digest(spec, label, digests, directory)
         except OSError as err:  # listed, but its bytes cannot be read (after pyarrow's own attempts)
             unreadable = _unreadable(spec, err)
     if unreadable is not None:
@@ -294,7 +287,7 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
     excluded = {"id", "group", "family", "checkpoint", "datasets", "prior", "head", "label_map"}
     # fields added later are left out at their defaults, so earlier fingerprints stay valid
     excluded |= {f for f in ("pretrained", "state_dict_prefix") if not getattr(spec, f)}
-    if spec.source in ("transformers", "torchscript"):
+    if not source.name_in_fingerprint:
         excluded.add("name")
     spec_part = spec.model_dump(mode="json", exclude=excluded)
     return ResolvedModel(
@@ -314,61 +307,3 @@ def _resolve_one(spec: ModelSpec, label: str, digests: DigestCache) -> ResolvedM
         unreadable=unreadable,
         head_search=head_search,
     )
-
-
-def _head_search(spec: ModelSpec, label: str) -> HeadSearch | None:
-    """A python model's head, found on a meta-device build (:mod:`zoorank.zoo.heads`); None for
-    other sources and with heads off. ConfigError for ``head: NAME`` on another source, a name
-    that is no submodule or method, and ``head: true`` where none is found."""
-    if isinstance(spec.head, str) and spec.source != "python":
-        raise ConfigError(f"{label}: head: {spec.head!r} names a submodule, which only python "
-                          f"models take; a {spec.source} model's head is "
-                          + ("declared with head: true" if spec.source == "torchscript"
-                             else "found by its library (head: true or false)"))
-    from zoorank.zoo.label_space import heads_wanted
-
-    if spec.source != "python" or not heads_wanted(spec):
-        return None
-    from zoorank.zoo.heads import HeadNameError, meta_head_search
-
-    try:
-        return meta_head_search(spec)
-    except HeadNameError as err:
-        raise ConfigError(f"{label}: {err}") from None
-
-
-def _pretrained_digest(spec: ModelSpec, label: str, digests: DigestCache) -> tuple[str, str]:
-    """(digest of revision + cached weight file, ``repo@revision``) of a timm hub model."""
-    repo, revision = hub.timm_repo_id(spec.name)
-    snapshot = hub.cached_snapshot(repo, revision)
-    file = snapshot.file(hub.TIMM_WEIGHT_FILES) if snapshot is not None else None
-    if snapshot is None or file is None:
-        raise hub.missing_error(label, f"timm model {spec.name!r} ({repo})", repo)
-    at = f"{repo}@{snapshot.revision}"
-    file_digest = digests.digest(str(file))
-    return hashlib.sha256(f"{at}:{file.name}:{file_digest}".encode()).hexdigest(), at
-
-
-def _directory_digest(directory: Path, digests: DigestCache) -> str:
-    h = hashlib.sha256()
-    for file in sorted(p for p in directory.rglob("*") if p.is_file()):
-        relative = file.relative_to(directory).as_posix()
-        if relative.startswith(".") or "/." in relative:
-            continue  # caches and lock files of hub tooling
-        h.update(f"{relative}\0{digests.digest(str(file))}\n".encode())
-    return h.hexdigest()
-
-
-def _weights_digest(
-    spec: ModelSpec, label: str, digests: DigestCache, directory: Path | None
-) -> str | None:
-    if spec.source == "torchscript":
-        return digests.digest(torchscript_file(spec, label))
-    parts = []
-    if spec.source == "transformers" and directory is not None:
-        parts.append(_directory_digest(directory, digests))
-    if spec.checkpoint:
-        parts.append(digests.digest(spec.checkpoint))
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else hashlib.sha256("+".join(parts).encode()).hexdigest()

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from zoorank.config import ModelSpec
 from zoorank.config.loading import validation_message
+from zoorank.config.model_spec import source_traits
 from zoorank.errors import ConfigError
 from zoorank.store import uris
 from zoorank.store.uris import is_uri as _is_uri
@@ -136,11 +137,7 @@ def _entry_errors(err: ValidationError, entry: Any, file: str, index: int) -> st
 
 
 def _path_fields(spec: ModelSpec) -> tuple[str, ...]:
-    return (
-        ("checkpoint", "name")
-        if spec.source in ("transformers", "torchscript")
-        else ("checkpoint",)
-    )
+    return ("checkpoint",) if source_traits(spec.source).name_is_path == "no" else ("checkpoint", "name")
 
 
 def _rebase_paths(spec: ModelSpec, file: str) -> ModelSpec:
@@ -148,7 +145,8 @@ def _rebase_paths(spec: ModelSpec, file: str) -> ModelSpec:
     for field in _path_fields(spec):
         value = getattr(spec, field)
         if value and not _is_uri(value) and not Path(value).expanduser().is_absolute():
-            if spec.source == "transformers" and field == "name" and _is_hub_id(value, file):
+            if (field == "name" and source_traits(spec.source).name_is_path == "folder"
+                    and _is_hub_id(value, file)):
                 continue
             update[field] = (_uri_child(_uri_parent(file), value) if _is_uri(file)
                              else str(Path(file).parent / value))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zoorank.errors import ConfigError
+
 #: metadata keys whose string values name an architecture more often than others.
 _ARCH_KEYS = ("arch", "architecture", "backbone", "model", "model_name", "encoder", "net", "name")
 
@@ -135,6 +137,31 @@ def _loads(spec: dict[str, Any]) -> str | None:
     return None
 
 
+def _what_fits(path: Path, root: Path, arch: str, preset: str | None) -> str:
+    """The architecture (or prefix) ``path`` does load into, for ``--arch``'s error."""
+    for candidate in [c for c in arch_candidates(path, root) if c != arch][:5]:
+        spec = {"source": "timm", "name": candidate, "checkpoint": str(path)}
+        if preset:
+            spec["state_dict_prefix"] = preset
+        if _loads(spec) is None:
+            return f"it loads into {candidate} (--arch {candidate})"
+    from zoorank.config.loading import parse_config
+    from zoorank.zoo.fixes import suggest_fix
+    from zoorank.zoo.resolve import resolve_models
+
+    spec = {"source": "timm", "name": arch, "checkpoint": str(path)}
+    if preset:
+        spec["state_dict_prefix"] = preset
+    config = parse_config({"datasets": [{"name": "probe", "source": "sklearn_digits"}],
+                           "models": [spec]}, "<zoorank init>")
+    fix = suggest_fix(resolve_models(config)[0])
+    if fix and fix.startswith("`name: "):
+        name = fix.removeprefix("`name: ").split("`", 1)[0]
+        return f"it loads into {name} (--arch {name})"
+    return ("no architecture tried fits; `zoorank inspect " + str(path) + "` lists its tensors"
+            + (f" (the fix found: {fix})" if fix else ""))
+
+
 @dataclass
 class CheckpointEntry:
     """One glob entry and what was found out about it."""
@@ -199,6 +226,9 @@ def describe_checkpoints(files: list[Path], root: Path, arch: str | None) -> Che
             name = candidate
             break
         why.append(f"{candidate}: {problem}")
+    if arch and name is None:
+        raise ConfigError(f"--arch {arch}: {shown} does not load into it ({why[0].split(': ', 1)[1]}"
+                          f"); {_what_fits(first, root, arch, preset)}")
     if name:
         notes.append(f"architecture {name}: {shown} loads into it strictly"
                      + (" (--arch)" if arch else ""))

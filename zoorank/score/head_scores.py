@@ -35,6 +35,7 @@ from zoorank.errors import InputError
 from zoorank.metrics import registry
 from zoorank.metrics.suite import select_samples
 from zoorank.oracle import resample
+from zoorank.score import fold_rows
 from zoorank.score.worker import metric_row
 from zoorank.stats.uncertainty import fold_assignment
 from zoorank.store import METRICS, Store
@@ -119,7 +120,7 @@ class _Rows:
             if fold_values:  # the oracle's folds ride on its row (zoorank.decide.oracle_top_sets)
                 params["fold_values"] = fold_values
         elif fold_values and math.isfinite(v):
-            self.folds.extend(resample.fold_rows(mid, self.dataset, name, fold_values,
+            self.folds.extend(fold_rows.fold_rows(mid, self.dataset, name, fold_values,
                                                  resample.fold_fingerprint(fp, self.config.score)))
         self.rows.append(metric_row(mid, self.dataset, name, v, params, n, dim, self.config.seed,
                                     fp))
