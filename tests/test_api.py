@@ -173,11 +173,12 @@ def test_open_picks_the_model_with_the_highest_rankme_and_lists_the_failed_one(r
 
 
 def test_open_reads_the_pick_and_shortlist_from_decision_json_when_there_is_one(ranked_store):
-    from zoorank.decide.verdict import write_decision
+    from zoorank.decide.verdict import KEYS, write_decision
     from zoorank.store import Store
 
     root, _ = ranked_store
-    doc = {"pick": {"model_id": "proj-b", "metric": "rankme", "value": 14.38, "dataset": "digits"},
+    doc = {**dict.fromkeys(KEYS),
+           "pick": {"model_id": "proj-b", "metric": "rankme", "value": 14.38, "dataset": "digits"},
            "shortlist": {"models": ["proj-b", "rot-0"]}, "caveats": ["a caveat"],
            "disagreement": "2 of 2 label-free metrics put the pick first.",
            "next_step": {"command": "zoorank ask CONFIG --budget 40"}, "schema_version": 1}

@@ -67,3 +67,13 @@ def test_bad_tables_name_the_column():
         check_table(pd.DataFrame({"unit": ["a"], "truth": [0.1], "board": ["tables"]}))
     with pytest.raises(ValueError, match="'role'"):
         check_table(pd.DataFrame({"unit": ["a"], "truth": [0.1], "role": ["test"]}))
+
+
+def test_a_metric_with_an_ideal_value_picks_the_model_closest_to_it():
+    # alpha_req is ranked by |α − 1| (its registered target): the model with α = 1.05 is picked,
+    # not the one with the smallest α (0.2, the worst model)
+    alpha = np.array([0.2, 0.5, 1.6, 1.4, 0.8, 1.05])
+    t = pd.DataFrame({"unit": "a", "truth": TRUTH, "alpha_req": alpha})
+    z = zoo_table(t, metrics=["alpha_req"]).iloc[0]
+    assert z["alpha_req"] == pytest.approx(0.0)
+    assert z["first:alpha_req"] == 1.0

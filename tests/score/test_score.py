@@ -239,7 +239,7 @@ def test_rerun_is_a_noop_and_a_changed_embedding_rescores_only_its_model(scored)
     changed = {key for key in old.index if old.loc[key, "fingerprint"] != after.loc[key, "fingerprint"]}
     clean_metrics = {"rankme", "alpha_req", "twonn_id", "mle_id", "cluster_learnability",
                      "uniformity", "coding_rate", "embedding_norm_mean", "numerical_rank",
-                     "duplicate_fraction", "rankme_norm", "rankme_proj", "etran_energy"}
+                     "duplicate_fraction", "rankme_norm", "rankme_proj", "etran_energy", "mst_id"}
     pool = {m for m, *_ in old.index if m != "broken"}
     augmented_metrics = {"rankme_aug", "lidar", "alignment"}
     expected = {("proj-b", "digits", m) for m in clean_metrics | augmented_metrics}

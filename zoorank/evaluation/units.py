@@ -121,7 +121,7 @@ def zoo_table(models: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.
     zoo has no such column)."""
     table = check_table(models)
     metrics = metric_columns(table) if metrics is None else list(metrics)
-    directions = registry.directions()
+    directions, targets = registry.directions(), registry.targets()
     rows = []
     for zoo, z in table.groupby("zoo", sort=False):
         z = z[np.isfinite(z["truth"].to_numpy(np.float64))]
@@ -141,8 +141,12 @@ def zoo_table(models: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.
                              else float("nan"))
         for m in metrics:
             v = pd.to_numeric(z[m], errors="coerce").to_numpy(np.float64)
-            row[m] = metric_regret(v, truth, directions.get(m, 1))
-            row[f"first:{m}"] = first_near_best(v, truth, directions.get(m, 1))
+            if m in targets:  # ranked by the distance to its ideal value (alpha_req: |α − 1|)
+                v, direction = -np.abs(v - targets[m]), 1
+            else:
+                direction = directions.get(m, 1)
+            row[m] = metric_regret(v, truth, direction)
+            row[f"first:{m}"] = first_near_best(v, truth, direction)
         rows.append(row)
     return pd.DataFrame(rows)
 

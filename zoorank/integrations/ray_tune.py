@@ -174,7 +174,7 @@ def search(
     param_space: Mapping[str, Any],
     *,
     model: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]] | None,
-    metric: str = "lidar",
+    metric: str = "rankme_aug",
     mode: str = "max",
     max_t: int = 10,
     grace_period: int = 1,
@@ -207,6 +207,8 @@ def search(
     from zoorank.runtime import ensure_ray
 
     ensure_ray()
+    if metrics is not None:  # the objective is always reported: ASHA prunes on it
+        metrics = list(dict.fromkeys([metric, *metrics]))
     reporter = {"metrics": metrics, "options": options, "precision": precision,
                 "_threads": num_threads}
     fn = tune.with_parameters(_with_probe(train, reporter), probe=probe)
