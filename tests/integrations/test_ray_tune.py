@@ -61,10 +61,13 @@ def test_asha_stops_the_collapsing_plain_loop_trial_and_zoorank_run_ranks_it_las
     assert healthy.metrics["training_iteration"] == epochs
     assert collapsing.metrics["training_iteration"] < epochs  # stopped by ASHA
     assert collapsing.metrics["rankme"] < healthy.metrics["rankme"]
-    # the zoo file rebuilds both backbones, and zoorank run ranks the collapsing one last
+    # the zoo file rebuilds both backbones, and zoorank run ranks the collapsing one last, by the
+    # search's objective, which the zoo records beside it
+    from zoorank.zoo import read_zoo_objective
+
+    assert read_zoo_objective(outcome.zoo_file) == "rankme"
     config = parse_config(probe.run_config([{"from_tune": str(outcome.zoo_file)}],
-                                           str(tmp_path / "store"), metrics=["rankme", "lidar"],
-                                           rank={"primary_metric": "rankme"}))
+                                           str(tmp_path / "store"), metrics=["lidar", "rankme"]))
     run_all(config)
     store = Store(config.store)
     board = store.read_frame("leaderboard")

@@ -98,7 +98,8 @@ def test_evaluate_probe_scores_the_trainers_own_embeddings(table):
     assert out["rankme"] == pytest.approx(rankme(trainer.embed(probe.clean)[0]), rel=1e-6)
     assert 0 < out["probe_embed_seconds"] <= out["objective_seconds"]
     assert out["degenerate"] == 0.0
-    relative = evaluate_probe(trainer, probe, ObjectiveSpec(lidar_delta=0.1, lidar_delta_mode="relative"))
+    relative = evaluate_probe(trainer, probe, ObjectiveSpec(metric="lidar", lidar_delta=0.1,
+                                                            lidar_delta_mode="relative"))
     assert relative["lidar"] == pytest.approx(
         lidar(rep.reshape(48, 4, -1), delta=0.1, delta_mode="relative"), rel=1e-6)
     assert relative["lidar"] != pytest.approx(out["lidar"], rel=1e-3)

@@ -45,7 +45,7 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 #: value reported for a metric that is undefined on a trial's features (its worst).
 
 __all__ = ["BACKBONE_FILE", "ProbeReporter", "SearchOutcome", "export_zoo", "in_tune_trial",
-           "report_to_tune", "save_backbone", "search", "trainable"]
+           "report_to_tune", "save_backbone", "search", "trainable", "trial_spec"]
 
 BACKBONE_FILE = "backbone.safetensors"
 REPORT_FILE = "probe.json"
@@ -191,13 +191,15 @@ def search(
     options: Mapping[str, Any] | None = None,
     precision: str | None = None,
     verbose: int = 0,
+    keep_checkpoints: int | None = 1,
 ) -> SearchOutcome:
     """Run ``train`` under Ray Tune with ASHA on a label-free ``metric``; export the zoo file.
 
     Starts a local Ray when none is running. ``gpus_per_trial="auto"``: one GPU per trial when
     the cluster has GPUs (the reporter then embeds on the model's device). ``model``: the zoo
     entry that rebuilds the backbone (None: no zoo file). Returns the ResultGrid, the experiment
-    folder and ``<experiment>/zoo.yaml``.
+    folder and ``<experiment>/zoo.yaml``. ``keep_checkpoints``: the reports' checkpoints each
+    trial keeps (None: every one; the zoo file lists each trial's last).
     """
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -223,12 +225,30 @@ def search(
                                     max_concurrent_trials=max_concurrent_trials,
                                     reuse_actors=False),
         run_config=tune.RunConfig(name=name, storage_path=storage, verbose=verbose,
-                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
+                                  checkpoint_config=tune.CheckpointConfig(
+                                      num_to_keep=keep_checkpoints)),
     )
     grid = tuner.fit()
     path = Path(storage) / name
-    zoo_file = export_zoo(grid, path, model, probe) if model is not None else None
+    zoo_file = (export_zoo(grid, path, model, probe, objective=(metric, mode))
+                if model is not None else None)
     return SearchOutcome(grid, path, zoo_file)
+
+
+def trial_spec(model: Mapping[str, Any], model_id: str, checkpoint: str, *, input_size: int,
+               interpolation: str, mean: Sequence[float], std: Sequence[float],
+               crop_pct: float = 1.0, **fields: Any):
+    """The zoo entry of one trial's checkpoint: ``model`` (``source``/``name``/``model_kwargs``,
+    and any entry field it sets itself) with the search's preprocessing, the id and checkpoint;
+    ``fields``: further entry fields (``group``, ``family``). The one place a trial becomes a
+    :class:`zoorank.config.ModelSpec` (``zoorank tune``'s built-in trainer and :func:`search`)."""
+    from zoorank.config import ModelSpec
+
+    entry = {"input_size": input_size, "interpolation": interpolation, "crop_pct": crop_pct,
+             "mean": list(mean), "std": list(std), **fields, **dict(model)}
+    entry["id"] = entry.get("id") or model_id
+    entry["checkpoint"] = checkpoint
+    return ModelSpec.model_validate(entry)
 
 
 def export_zoo(
@@ -236,28 +256,33 @@ def export_zoo(
     path: str | os.PathLike[str],
     model: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
     probe: ProbeSet | None = None,
+    objective: tuple[str, str] | None = None,
 ) -> Path:
     """``<path>/zoo.yaml``: one entry per trial with a checkpoint (its last), id ``trial-<id>``.
 
     Each entry is ``model`` (or ``model(config)``) with the probe set's preprocessing and the
     checkpoint's ``backbone.safetensors``; ``zoorank run`` reads it through ``from_tune: <path>``.
+    ``objective``: the search's (metric, mode), written beside it (``zoo_objective.json``) so that
+    the zoo's board is ordered by it unless the run config names another metric.
     """
     from zoorank.config import ModelSpec
-    from zoorank.zoo import write_zoo_file
+    from zoorank.zoo import write_zoo_file, write_zoo_objective
 
     specs = []
     for result in grid:
         if result.checkpoint is None:
             continue
-        config = dict(result.config or {})
-        entry = dict(model(config) if callable(model) else model)
-        if probe is not None:
-            g = probe.geometry
-            entry = {"input_size": g.input_size, "interpolation": g.interpolation,
-                     "crop_pct": g.crop_pct, "mean": list(probe.mean), "std": list(probe.std),
-                     **entry}
+        entry = dict(model(dict(result.config or {})) if callable(model) else model)
         trial_id = result.metrics.get("trial_id") or Path(result.path).name
-        entry["id"] = entry.get("id") or f"trial-{trial_id}"
-        entry["checkpoint"] = str(Path(result.checkpoint.path) / BACKBONE_FILE)
-        specs.append(ModelSpec.model_validate(entry))
+        checkpoint = str(Path(result.checkpoint.path) / BACKBONE_FILE)
+        if probe is None:
+            specs.append(ModelSpec.model_validate(
+                {**entry, "id": entry.get("id") or f"trial-{trial_id}", "checkpoint": checkpoint}))
+            continue
+        g = probe.geometry
+        specs.append(trial_spec(entry, f"trial-{trial_id}", checkpoint, input_size=g.input_size,
+                                interpolation=g.interpolation, crop_pct=g.crop_pct,
+                                mean=probe.mean, std=probe.std))
+    if objective is not None:
+        write_zoo_objective(path, *objective)
     return write_zoo_file(Path(path) / "zoo.yaml", specs)

@@ -27,6 +27,7 @@ from zoorank.stats.ranks import (
     merged_signal_ranks,
     rank_within,
 )
+from zoorank.zoo.zoofile import search_objective
 
 #: in-domain accuracies for CLID's joint rank, in order of preference.
 IN_DOMAIN_ACCURACY = registry.oracles()
@@ -108,8 +109,9 @@ def build_leaderboard(
     # there (metrics.primary.default_for_coverage: NC only for a zoo of seed ensembles).
     order = default_order(config.metrics, augmented=bool(config.augmented_views))
     # a calibration record named by the config (zoorank calibrate) orders the board by its
-    # metric unless rank.primary_metric names one
-    configured = config.rank.primary_metric or record_metric(config, order)
+    # metric unless rank.primary_metric names one; else zoos exported by a search, by its objective
+    configured = (config.rank.primary_metric or record_metric(config, order)
+                  or search_objective(config.models, order))
     primary: dict[str, str] = {}
     primary_rows: dict[str, dict[str, str]] = {}
     rank_table = {}

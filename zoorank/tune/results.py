@@ -27,6 +27,7 @@ import pandas as pd
 
 from zoorank.config import ModelSpec
 from zoorank.config.digests import fingerprint
+from zoorank.integrations.ray_tune import trial_spec
 from zoorank.metrics import registry
 from zoorank.tune.config import TrialParams, TuneConfig
 from zoorank.tune.trainers import BACKBONE_FILE
@@ -81,7 +82,7 @@ def results_frame(config: TuneConfig, setup: SearchSetup, grid: Any) -> pd.DataF
     rows = []
     seen: dict[str, int] = {}
     for result in grid:
-        params = TrialParams.model_validate({**setup.base, **(result.config or {})})
+        params = setup.params(result.config)
         model_id, group = trial_identity(params, searched)
         if model_id in seen:  # a repeated grid point (num_samples > 1)
             seen[model_id] += 1
@@ -181,20 +182,9 @@ def to_parquet_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _spec(setup: SearchSetup, model_id: str, group: str, family: str, checkpoint: str) -> ModelSpec:
-    return ModelSpec(
-        id=model_id,
-        source="python",
-        name=f"zoorank.tune.models:{setup.factory}",
-        model_kwargs=setup.model_kwargs,
-        checkpoint=checkpoint,
-        group=group,
-        family=family,
-        input_size=setup.input_size,
-        mean=setup.mean,
-        std=setup.std,
-        interpolation=setup.interpolation,
-        crop_pct=1.0,
-    )
+    return trial_spec(setup.model_entry, model_id, checkpoint, input_size=setup.input_size,
+                      interpolation=setup.interpolation, mean=setup.mean, std=setup.std,
+                      group=group, family=family)
 
 
 def zoo_specs(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> list[ModelSpec]:
@@ -222,8 +212,17 @@ def zoo_specs(config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame) -> li
 def write_zoo(
     config: TuneConfig, setup: SearchSetup, frame: pd.DataFrame, store: Store, rel: str
 ) -> None:
-    """``<experiment>/zoo.yaml`` for ``models: {from_tune: <experiment dir>}``."""
+    """``<experiment>/zoo.yaml`` for ``models: {from_tune: <experiment dir>}``, and beside it the
+    search's objective (``zoo_objective.json``: it orders the zoo's board unless the run config
+    names another metric; not for a projector objective, which a zoo of backbones cannot
+    compute)."""
+    from zoorank.zoo.zoofile import OBJECTIVE_FILE_NAME
+
     specs = zoo_specs(config, setup, frame)
+    objective = config.objective
+    if objective.features != "projector":
+        store.write_json(f"{rel}/{OBJECTIVE_FILE_NAME}",
+                         {"metric": objective.metric, "mode": objective.mode})
     if store.is_local:
         from zoorank.zoo import write_zoo_file
 

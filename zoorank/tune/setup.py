@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from zoorank.tune.config import ObjectiveSpec
+from zoorank.tune.config import ObjectiveSpec, TrialParams
 from zoorank.tune.objective import ProbeSet
 
 __all__ = ["SearchSetup"]
@@ -39,6 +39,16 @@ class SearchSetup:
     device: str
     precision: str
     num_threads: int
+
+    def params(self, overrides: dict[str, Any] | None) -> TrialParams:
+        """One trial's hyperparameters: the config's, with the trial's point of the space."""
+        return TrialParams.model_validate({**self.base, **(overrides or {})})
+
+    @property
+    def model_entry(self) -> dict[str, Any]:
+        """The zoo entry that rebuilds a trial's backbone (``source``/``name``/``model_kwargs``)."""
+        return {"source": "python", "name": f"zoorank.tune.models:{self.factory}",
+                "model_kwargs": self.model_kwargs}
 
     @property
     def geometry(self):

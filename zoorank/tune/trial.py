@@ -54,7 +54,7 @@ def train_trial(config: dict[str, Any], setup: SearchSetup) -> None:
     torch.set_num_threads(setup.num_threads)
     threadpool_limits(setup.num_threads)
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one INFO line per checkpoint
-    params = TrialParams.model_validate({**setup.base, **config})
+    params = setup.params(config)
     trainer = make_trainer(setup, params)
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:

@@ -83,7 +83,13 @@ from zoorank.zoo.preprocessing import (
     describe_preprocessing,
 )
 from zoorank.zoo.resolve import ResolvedModel, resolve_models
-from zoorank.zoo.zoofile import ZOO_FILE_NAME, read_zoo_file, write_zoo_file
+from zoorank.zoo.zoofile import (
+    ZOO_FILE_NAME,
+    read_zoo_file,
+    read_zoo_objective,
+    write_zoo_file,
+    write_zoo_objective,
+)
 
 __all__ = [
     "CheckpointError",
@@ -105,8 +111,10 @@ __all__ = [
     "pool_features",
     "read_checkpoint",
     "read_zoo_file",
+    "read_zoo_objective",
     "resolve_models",
     "write_zoo_file",
+    "write_zoo_objective",
 ]
 
 #: names whose modules import torch, imported on first use (PEP 562): a process that only resolves

@@ -32,6 +32,8 @@ from zoorank.store import uris
 from zoorank.store.uris import is_uri as _is_uri
 
 ZOO_FILE_NAME = "zoo.yaml"
+#: beside ``zoo.yaml``: the objective of the search that exported the zoo (``{"metric", "mode"}``)
+OBJECTIVE_FILE_NAME = "zoo_objective.json"
 
 
 # --------------------------------------------------------------------------- zoo.yaml
@@ -86,6 +88,45 @@ def read_zoo_file(path: str | Path) -> list[ModelSpec]:
             raise ConfigError(_entry_errors(err, entry, shown, index)) from None
         specs.append(_rebase_paths(spec, file))
     return specs
+
+
+def write_zoo_objective(folder: str | Path, metric: str, mode: str) -> Path:
+    """``<folder>/zoo_objective.json``: the metric (and its mode) the exporting search optimised,
+    which orders the zoo's board unless the run config names another (``rank.primary_metric``)."""
+    import json
+
+    file = Path(folder).expanduser() / OBJECTIVE_FILE_NAME
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps({"metric": metric, "mode": mode}, indent=1) + "\n")
+    return file
+
+
+def read_zoo_objective(path: str | Path) -> str | None:
+    """The objective metric recorded beside a zoo file (``path``: as ``read_zoo_file``'s), or
+    None when the zoo has none (written by hand, or by a search before the file existed)."""
+    import json
+
+    file = _zoo_file(path)
+    objective = (_uri_child(_uri_parent(file), OBJECTIVE_FILE_NAME) if _is_uri(file)
+                 else str(Path(file).parent / OBJECTIVE_FILE_NAME))
+    if not uris.is_file(objective):
+        return None
+    try:
+        data = json.loads(uris.read_bytes(objective).decode())
+    except ValueError as err:
+        raise ConfigError(f"{uris.redact(objective)}: invalid JSON: {err}") from None
+    metric = data.get("metric") if isinstance(data, dict) else None
+    return metric if isinstance(metric, str) and metric else None
+
+
+def search_objective(models: list[Any], computed: list[str] | tuple[str, ...]) -> str | None:
+    """The metric that orders a board of exported zoos: when every model entry is a ``from_tune``
+    one and their searches recorded one objective that the run computes (one of ``computed``)."""
+    if not models or not all(hasattr(m, "from_tune") for m in models):
+        return None
+    names = {read_zoo_objective(m.from_tune) for m in models}
+    metric = names.pop() if len(names) == 1 else None
+    return metric if metric in computed else None
 
 
 def _entry_errors(err: ValidationError, entry: Any, file: str, index: int) -> str:
