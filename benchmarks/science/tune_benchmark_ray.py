@@ -31,6 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness  # noqa: E402,F401  (the benchmarks' shared header and machine facts)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CACHE = ROOT / "benchmarks" / "results" / "tune_benchmark_ray"
